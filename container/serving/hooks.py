@@ -1,0 +1,101 @@
+"""The hooks vLLM's own SageMaker server loads (model-hosting-container-standards).
+
+The entrypoint points these environment variables at this module (package ``serving`` in the
+image, ``container.serving`` in the repo):
+
+- ``CUSTOM_FASTAPI_PING_HANDLER=<pkg>.hooks:ping``: 200 only when warmed up and the engine is
+  healthy; otherwise 503 naming the state.
+- ``CUSTOM_FASTAPI_MIDDLEWARE_THROTTLE=<pkg>.hooks:Admission`` (outermost): 429 at the limit.
+- ``CUSTOM_FASTAPI_MIDDLEWARE_PRE_POST_PROCESS=<pkg>.hooks:Shaping`` (innermost): adapter,
+  context budget, OOM containment.
+
+Starlette builds each middleware as ``cls(app)``: the settings come from the environment the
+entrypoint handed to vLLM, parsed by the one registry.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from . import counters, settings
+from .admission import AdmissionMiddleware, ASGIApp
+from .budget import BudgetConfig, TokenCounter, counter_from_tokenizer
+from .shaping import Hooks, ShapingConfig, ShapingMiddleware
+from .state import State, read_state
+
+log = logging.getLogger("serving.hooks")
+
+
+@functools.lru_cache(maxsize=1)
+def _settings() -> settings.Settings:
+    return settings.load()
+
+
+@functools.lru_cache(maxsize=1)
+def _token_counter() -> TokenCounter | None:
+    """The base model's tokenizer with its chat template; None disables the budget (logged)."""
+    try:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(_settings().model_path)
+        return counter_from_tokenizer(tokenizer)
+    except Exception:
+        log.exception("context budget disabled: tokenizer or chat template unusable")
+        return None
+
+
+async def ping(raw_request: Request) -> Response:
+    """SageMaker's /ping: 200 only when the entrypoint marked the server ready and the engine
+    answers its health check; otherwise 503 with ``{"status": <state>}``."""
+    state = read_state(_settings().serving_state_file)
+    status = str(state["status"])
+    if status == State.READY.value:
+        from vllm.entrypoints.serve.instrumentator.health import health
+
+        if (await health(raw_request)).status_code != 200:
+            status = State.UNHEALTHY.value
+    code = 200 if status == State.READY.value else 503
+    return JSONResponse({"status": status}, status_code=code)
+
+
+class Admission(AdmissionMiddleware):
+    def __init__(self, app: ASGIApp) -> None:
+        s = _settings()
+        super().__init__(
+            app,
+            max_inflight=s.admission_max_inflight,
+            retry_after_seconds=s.admission_retry_after_seconds,
+            on_reject=counters.ADMISSION_REJECTIONS.inc,
+        )
+
+
+def _done(adapter: str, seconds: float) -> None:
+    counters.ADAPTER_REQUESTS.labels(adapter).inc()
+    counters.ADAPTER_LATENCY.labels(adapter).observe(seconds)
+
+
+class Shaping(ShapingMiddleware):
+    def __init__(self, app: ASGIApp) -> None:
+        s = _settings()
+        config = ShapingConfig(
+            base_model=s.served_model_name,
+            adapters=frozenset(s.adapters()),
+            default_adapter=s.default_adapter,
+            budget=BudgetConfig(
+                max_model_len=s.vllm_max_model_len,
+                system_tokens=s.budget_system_tokens,
+                retrieval_tokens=s.budget_retrieval_tokens,
+                reserve_tokens=s.budget_generation_reserve_tokens,
+            ),
+        )
+        if s.default_adapter:
+            config.resolve(s.default_adapter)  # fail at startup on a DEFAULT_ADAPTER typo
+        _token_counter()  # load the tokenizer now, not on the first request
+        hooks = Hooks(
+            on_trim=counters.BUDGET_TRIMS.inc, on_oom=counters.OOM_CAUGHT.inc, on_done=_done
+        )
+        super().__init__(app, config=config, counter=_token_counter, hooks=hooks)

@@ -1,0 +1,238 @@
+"""The metrics task: vLLM's /metrics (engine + the hooks' counters) to CloudWatch EMF lines.
+
+Every METRICS_INTERVAL_SECONDS the entrypoint scrapes /metrics once, turns counters and
+histograms into per-interval deltas, and prints one embedded-metric-format JSON line for the
+variant and one per adapter. SageMaker ships the container's stdout to CloudWatch Logs, which
+extracts the metrics: no agent, no PutMetricData permission. Names, units, dimensions and the
+namespace come from :mod:`metrics_contract`, the module the stacks' alarms read too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import threading
+import time
+import urllib.request
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from . import metrics_contract as mc
+from .settings import Settings
+
+log = logging.getLogger("serving.metrics")
+
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Snapshot:
+    """One scrape: plain values by (name, labels) and histogram buckets by (name, labels)."""
+
+    values: dict[tuple[str, Labels], float] = field(default_factory=dict)
+    buckets: dict[tuple[str, Labels], list[tuple[float, float]]] = field(default_factory=dict)
+
+    def total(self, name: str) -> float:
+        """Sum of a series over every label set (e.g. over the `engine` label)."""
+        return sum(v for (n, _), v in self.values.items() if n == name)
+
+    def by_label(self, name: str, label: str) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for (n, labels), v in self.values.items():
+            if n == name:
+                out[dict(labels).get(label, "")] += v
+        return dict(out)
+
+    def histogram(
+        self, name: str, label: str | None = None
+    ) -> dict[str, list[tuple[float, float]]]:
+        """Cumulative buckets (upper bound, count) summed over label sets, grouped by ``label``."""
+        grouped: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+        for (n, labels), buckets in self.buckets.items():
+            if n == name:
+                key = dict(labels).get(label, "") if label else ""
+                for le, count in buckets:
+                    grouped[key][le] += count
+        return {k: sorted(v.items()) for k, v in grouped.items()}
+
+
+def parse(text: str) -> Snapshot:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    snap = Snapshot()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "le"))
+            if sample.name.endswith("_bucket"):
+                base = sample.name[: -len("_bucket")]
+                snap.buckets.setdefault((base, labels), []).append(
+                    (float(sample.labels["le"]), float(sample.value))
+                )
+            else:
+                snap.values[(sample.name, labels)] = float(sample.value)
+    return snap
+
+
+def delta_buckets(
+    now: list[tuple[float, float]], before: list[tuple[float, float]] | None
+) -> list[tuple[float, float]]:
+    prev = dict(before or [])
+    return [(le, max(count - prev.get(le, 0.0), 0.0)) for le, count in now]
+
+
+def percentile(buckets: list[tuple[float, float]], q: float) -> float | None:
+    """The q-quantile of cumulative buckets, interpolated linearly inside the bucket (as
+    Prometheus' histogram_quantile does). None when the interval saw no observation."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    total = buckets[-1][1]
+    rank = q * total
+    lower_le, lower_count = 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if math.isinf(le):
+                return lower_le
+            width = count - lower_count
+            frac = (rank - lower_count) / width if width > 0 else 1.0
+            return lower_le + (le - lower_le) * frac
+        lower_le, lower_count = le, count
+    return lower_le
+
+
+def compute(
+    now: Snapshot, before: Snapshot | None
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Variant-level values and per-adapter values, by contract metric name."""
+
+    def counter_delta(name: str) -> float:
+        return max(now.total(name) - (before.total(name) if before else 0.0), 0.0)
+
+    def pct_ms(name: str, q: float) -> float | None:
+        cur = now.histogram(name).get("")
+        if cur is None:
+            return None
+        prev = before.histogram(name).get("") if before else None
+        p = percentile(delta_buckets(cur, prev), q)
+        return None if p is None else p * 1000.0
+
+    variant: dict[str, float] = {
+        mc.QUEUE_DEPTH.name: now.total("vllm:num_requests_waiting"),
+        mc.RUNNING_REQUESTS.name: now.total("vllm:num_requests_running"),
+        mc.KV_CACHE_USAGE.name: now.total("vllm:kv_cache_usage_perc") * 100.0,
+        mc.PREEMPTIONS.name: counter_delta("vllm:num_preemptions_total"),
+        mc.ADMISSION_REJECTIONS.name: counter_delta("serving_admission_rejections_total"),
+        mc.BUDGET_TRIMS.name: counter_delta("serving_budget_trims_total"),
+        mc.OOM_CAUGHT.name: counter_delta("serving_oom_caught_total"),
+    }
+    queries = counter_delta("vllm:prefix_cache_queries_total")
+    if queries > 0:
+        hits = counter_delta("vllm:prefix_cache_hits_total")
+        variant[mc.PREFIX_CACHE_HIT_RATE.name] = 100.0 * hits / queries
+    for metric, source, q in (
+        (mc.TTFT_P50, "vllm:time_to_first_token_seconds", 0.5),
+        (mc.TTFT_P95, "vllm:time_to_first_token_seconds", 0.95),
+        (mc.QUEUE_TIME_P50, "vllm:request_queue_time_seconds", 0.5),
+        (mc.QUEUE_TIME_P95, "vllm:request_queue_time_seconds", 0.95),
+    ):
+        value = pct_ms(source, q)
+        if value is not None:
+            variant[metric.name] = value
+
+    adapters: dict[str, dict[str, float]] = {}
+    req_now = now.by_label("serving_adapter_requests_total", "adapter")
+    req_before = before.by_label("serving_adapter_requests_total", "adapter") if before else {}
+    lat_now = now.histogram("serving_adapter_latency_seconds", "adapter")
+    lat_before = before.histogram("serving_adapter_latency_seconds", "adapter") if before else {}
+    for adapter, count in req_now.items():
+        values = {mc.ADAPTER_REQUESTS.name: max(count - req_before.get(adapter, 0.0), 0.0)}
+        p95 = percentile(delta_buckets(lat_now.get(adapter, []), lat_before.get(adapter)), 0.95)
+        if p95 is not None:
+            values[mc.ADAPTER_LATENCY_P95.name] = p95 * 1000.0
+        adapters[adapter] = values
+    return variant, adapters
+
+
+def emf_line(
+    values: dict[str, float], dimensions: dict[str, str], timestamp_ms: int
+) -> dict[str, Any]:
+    """One CloudWatch embedded-metric-format document."""
+    metrics = [
+        {"Name": name, "Unit": mc.BY_NAME[name].unit} for name in values if name in mc.BY_NAME
+    ]
+    return {
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": mc.NAMESPACE,
+                    "Dimensions": [list(dimensions)],
+                    "Metrics": metrics,
+                }
+            ],
+        },
+        **dimensions,
+        **{k: round(v, 3) for k, v in values.items()},
+    }
+
+
+def emf_documents(
+    now: Snapshot, before: Snapshot | None, endpoint: str, variant_name: str, timestamp_ms: int
+) -> list[dict[str, Any]]:
+    variant, adapters = compute(now, before)
+    dims = {mc.DIM_ENDPOINT: endpoint, mc.DIM_VARIANT: variant_name}
+    docs = [emf_line(variant, dims, timestamp_ms)]
+    for adapter, values in sorted(adapters.items()):
+        docs.append(emf_line(values, {**dims, mc.DIM_ADAPTER: adapter}, timestamp_ms))
+    return docs
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return str(resp.read().decode())
+
+
+class MetricsTask:
+    """A daemon thread: scrape, compute, print EMF, sleep. A failed scrape is logged, skipped."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        url: str,
+        out: TextIO | None = None,
+        fetch: Callable[[str], str] = scrape,
+    ) -> None:
+        self.interval = settings.metrics_interval_seconds
+        self.endpoint = settings.endpoint_name
+        self.variant = settings.variant_name
+        self.url = url
+        self.out = out or sys.stdout
+        self.fetch = fetch
+        self.before: Snapshot | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="metrics", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def tick(self) -> list[dict[str, Any]]:
+        now = parse(self.fetch(self.url))
+        docs = emf_documents(now, self.before, self.endpoint, self.variant, int(time.time() * 1000))
+        self.before = now
+        for doc in docs:
+            self.out.write(json.dumps(doc, separators=(",", ":")) + "\n")
+        self.out.flush()
+        return docs
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:
+                log.exception("metrics tick failed")
