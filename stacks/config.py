@@ -1,0 +1,613 @@
+"""One typed, validated DeploymentConfig loaded from config/<env>.yaml: the only input of the stacks.
+
+Every model forbids unknown keys (a typo fails synth instead of passing silently). Errors are
+collected by pydantic and re-raised as one ``ConfigError`` whose lines each start with the YAML
+path of the offending value, e.g. ``scaling.variants.primary.max_capacity: ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from croniter import croniter
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from stacks.catalog import INSTANCE_CATALOG
+
+#: LoRA ranks vLLM accepts for --max-lora-rank (vllm/config/lora.py).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+_NAME = r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$"
+_ADAPTER_NAME = r"^[a-zA-Z][a-zA-Z0-9_-]{0,62}$"
+_SOURCE = r"^(hf://[\w.-]+/[\w.-]+|s3://[a-z0-9.-]{3,63}/.*|local://[\w./-]+)$"
+
+
+class ConfigError(ValueError):
+    """A config file failed validation; the message names each offending YAML path."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class ModelArchitecture(_Strict):
+    """What the capacity model needs from the base model's config.json."""
+
+    num_hidden_layers: Annotated[int, Field(gt=0)]
+    num_attention_heads: Annotated[int, Field(gt=0)]
+    num_key_value_heads: Annotated[int, Field(gt=0)]
+    head_dim: Annotated[int, Field(gt=0)]
+    hidden_size: Annotated[int, Field(gt=0)]
+    intermediate_size: Annotated[int, Field(gt=0)]
+    vocab_size: Annotated[int, Field(gt=0)]
+    max_position_embeddings: Annotated[int, Field(gt=0)]
+    tie_word_embeddings: bool = False
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> ModelArchitecture:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_key_value_heads ({self.num_key_value_heads}) must divide "
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
+        return self
+
+    @classmethod
+    def from_hf_config(cls, path: Path) -> ModelArchitecture:
+        raw = json.loads(path.read_text())
+        heads = raw["num_attention_heads"]
+        return cls(
+            num_hidden_layers=raw["num_hidden_layers"],
+            num_attention_heads=heads,
+            num_key_value_heads=raw.get("num_key_value_heads", heads),
+            head_dim=raw.get("head_dim") or raw["hidden_size"] // heads,
+            hidden_size=raw["hidden_size"],
+            intermediate_size=raw["intermediate_size"],
+            vocab_size=raw["vocab_size"],
+            max_position_embeddings=raw["max_position_embeddings"],
+            tie_word_embeddings=raw.get("tie_word_embeddings", False),
+        )
+
+
+class BaseModelConfig(_Strict):
+    """The base LLM: where it comes from, how it is quantized, its architecture."""
+
+    source: Annotated[str, Field(pattern=_SOURCE)]
+    revision: str = "main"
+    quantization: Literal["awq", "none"] = "awq"
+    #: Architecture inline, or ``architecture_file``: a config.json path relative to the YAML.
+    architecture: ModelArchitecture | None = None
+    architecture_file: str | None = None
+    quality_gate_min_agreement: Annotated[float, Field(gt=0, le=1)] = 0.9
+
+    @model_validator(mode="after")
+    def _one_architecture(self) -> BaseModelConfig:
+        if (self.architecture is None) == (self.architecture_file is None):
+            raise ValueError("give exactly one of architecture or architecture_file")
+        return self
+
+
+class AdapterConfig(_Strict):
+    name: Annotated[str, Field(pattern=_ADAPTER_NAME)]
+    source: Annotated[str, Field(pattern=_SOURCE)]
+    rank: int
+
+    @field_validator("rank")
+    @classmethod
+    def _rank_allowed(cls, rank: int) -> int:
+        if rank not in VLLM_LORA_RANKS:
+            raise ValueError(f"LoRA rank {rank} is not one vLLM accepts {VLLM_LORA_RANKS}")
+        return rank
+
+
+class ContextBudget(_Strict):
+    """Seeds 000 scenario 5: system 400, retrieval 1,400, generation reserve 600; turns get the rest."""
+
+    system_tokens: Annotated[int, Field(gt=0)] = 400
+    retrieval_tokens: Annotated[int, Field(ge=0)] = 1400
+    generation_reserve_tokens: Annotated[int, Field(gt=0)] = 600
+
+
+class EngineConfig(_Strict):
+    """vLLM engine settings; defaults are the seeds' env var table (002 section 10)."""
+
+    gpu_memory_utilization: Annotated[float, Field(gt=0.1, le=0.98)] = 0.92
+    max_model_len: Annotated[int, Field(ge=256)] = 4096
+    max_num_seqs: Annotated[int, Field(ge=1, le=1024)] = 128
+    max_num_batched_tokens: Annotated[int, Field(ge=256)] = 8192
+    block_size: Literal[8, 16, 32, 64, 128] = 16
+    enable_prefix_caching: bool = True
+    max_loras: Annotated[int, Field(ge=1, le=64)] = 4
+    max_lora_rank: int = 16
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    warmup_num_requests: Annotated[int, Field(ge=0, le=100)] = 10
+    admission_max_inflight: Annotated[int, Field(ge=1)] = 256
+    shutdown_timeout_seconds: Annotated[int, Field(ge=0, le=3600)] = 30
+    metrics_interval_seconds: Annotated[int, Field(ge=1, le=300)] = 60
+    #: Typical request shape, for capacity estimates and the simulator.
+    typical_prompt_tokens: Annotated[int, Field(gt=0)] = 1200
+    typical_output_tokens: Annotated[int, Field(gt=0)] = 180
+    context_budget: ContextBudget = ContextBudget()
+
+    @field_validator("max_lora_rank")
+    @classmethod
+    def _rank_allowed(cls, rank: int) -> int:
+        if rank not in VLLM_LORA_RANKS:
+            raise ValueError(f"max_lora_rank {rank} is not one vLLM accepts {VLLM_LORA_RANKS}")
+        return rank
+
+    @model_validator(mode="after")
+    def _coherent(self) -> EngineConfig:
+        if self.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
+                f"max_model_len ({self.max_model_len}) or long prompts are never scheduled"
+            )
+        b = self.context_budget
+        fixed = b.system_tokens + b.retrieval_tokens + b.generation_reserve_tokens
+        if fixed >= self.max_model_len:
+            raise ValueError(
+                f"context_budget system+retrieval+generation_reserve ({fixed}) leaves no room "
+                f"for conversation turns within max_model_len ({self.max_model_len})"
+            )
+        if self.admission_max_inflight < self.max_num_seqs:
+            raise ValueError(
+                f"admission_max_inflight ({self.admission_max_inflight}) must be >= "
+                f"max_num_seqs ({self.max_num_seqs}) or the engine can never fill its batch"
+            )
+        return self
+
+
+class ImageConfig(_Strict):
+    """Build the image from container/ with CDK, or deploy an existing tag (CI builds once)."""
+
+    mode: Literal["build", "tag"] = "build"
+    repository_name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/-]{1,255}$")] | None = None
+    tag: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")] | None = None
+    keep_last_images: Annotated[int, Field(ge=1, le=1000)] = 20
+
+    @model_validator(mode="after")
+    def _tag_when_needed(self) -> ImageConfig:
+        if self.mode == "tag" and not self.tag:
+            raise ValueError("mode 'tag' needs tag (the image tag CI pushed)")
+        if self.mode == "build" and self.tag:
+            raise ValueError("tag is only used with mode 'tag'")
+        return self
+
+
+class VariantConfig(_Strict):
+    instance_type: str
+    initial_instance_count: Annotated[int, Field(ge=1, le=100)]
+    initial_weight: Annotated[float, Field(ge=0, le=100)]
+    #: Image tag override for this variant (the canary often runs a newer tag).
+    image_tag: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")] | None = None
+    volume_size_gb: Annotated[int, Field(ge=1, le=512)] | None = None
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_instance(cls, value: str) -> str:
+        if value not in INSTANCE_CATALOG:
+            raise ValueError(
+                f"unknown instance type {value!r}; known: {', '.join(sorted(INSTANCE_CATALOG))}"
+            )
+        return value
+
+
+class Variants(_Strict):
+    primary: VariantConfig
+    canary: VariantConfig
+
+    @model_validator(mode="after")
+    def _canary_below_primary(self) -> Variants:
+        if self.primary.initial_weight + self.canary.initial_weight <= 0:
+            raise ValueError("initial_weight of primary and canary cannot both be 0")
+        if self.canary.initial_weight >= self.primary.initial_weight:
+            raise ValueError(
+                f"canary.initial_weight ({self.canary.initial_weight}) must be below "
+                f"primary.initial_weight ({self.primary.initial_weight})"
+            )
+        if self.canary.initial_instance_count > self.primary.initial_instance_count:
+            raise ValueError(
+                f"canary.initial_instance_count ({self.canary.initial_instance_count}) must not "
+                f"exceed primary.initial_instance_count ({self.primary.initial_instance_count})"
+            )
+        return self
+
+
+class TrafficShift(_Strict):
+    type: Literal["canary", "linear", "all_at_once"] = "canary"
+    #: CAPACITY_PERCENT of the new fleet shifted per step (canary size or linear step).
+    step_percent: Annotated[int, Field(ge=1, le=99)] = 10
+    wait_interval_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
+
+
+class DeploymentPolicy(_Strict):
+    """Blue/green update policy and the auto-rollback alarms (SageMaker DeploymentConfig)."""
+
+    traffic_shift: TrafficShift = TrafficShift()
+    termination_wait_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
+    max_execution_timeout_seconds: Annotated[int, Field(ge=600, le=14400)] = 3600
+    #: Rollback when 5XX errors per minute exceed this for 2 of 3 minutes.
+    rollback_5xx_errors_per_minute: Annotated[int, Field(ge=1)] = 5
+    #: Rollback when ModelLatency p99 exceeds this (seeds: P99 < 2 s).
+    rollback_model_latency_p99_ms: Annotated[int, Field(ge=10)] = 2000
+    startup_health_check_timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 600
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> DeploymentPolicy:
+        shift = self.traffic_shift
+        if shift.type == "linear":
+            steps = -(-100 // shift.step_percent)
+            needed = steps * shift.wait_interval_seconds + self.termination_wait_seconds
+        else:
+            needed = shift.wait_interval_seconds + self.termination_wait_seconds
+        if needed > self.max_execution_timeout_seconds:
+            raise ValueError(
+                f"max_execution_timeout_seconds ({self.max_execution_timeout_seconds}) is shorter "
+                f"than the traffic shift plus termination wait ({needed} s)"
+            )
+        return self
+
+
+# ---------------------------------------------------------------- scaling
+
+
+def _check_timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{value!r} is not an IANA time zone (e.g. Asia/Tokyo)") from None
+    return value
+
+
+class TargetTracking(_Strict):
+    """Track concurrency per instance (seeds: scale out at 85% of max_num_seqs) or invocations."""
+
+    metric: Literal["concurrency", "invocations"] = "concurrency"
+    #: For ``concurrency``: target = this fraction x engine.max_num_seqs.
+    target_fraction_of_max_num_seqs: Annotated[float, Field(gt=0, le=1)] = 0.85
+    #: For ``invocations``: InvocationsPerInstance per minute.
+    invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
+    scale_out_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60
+    scale_in_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
+
+
+class StepAdjustment(_Strict):
+    """Bounds are offsets from the alarm threshold, like Application Auto Scaling's."""
+
+    lower: float | None = None
+    upper: float | None = None
+    change: int
+
+
+class StepPolicy(_Strict):
+    """A step-scaling policy driven by one alarm on a contract or SageMaker metric."""
+
+    name: Annotated[str, Field(pattern=_NAME)]
+    direction: Literal["out", "in"]
+    metric: str
+    statistic: Literal["Average", "Maximum", "Minimum", "Sum", "p50", "p90", "p95", "p99"] = (
+        "Average"
+    )
+    comparison: Literal[">=", ">", "<=", "<"]
+    threshold: float
+    period_seconds: Literal[10, 30, 60, 120, 300, 600] = 60
+    evaluation_periods: Annotated[int, Field(ge=1, le=60)] = 1
+    datapoints_to_alarm: Annotated[int, Field(ge=1, le=60)] | None = None
+    cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60
+    #: Extra condition that must also hold (AND), e.g. scale in only while GPU utilisation is low.
+    also_require: StepCondition | None = None
+    steps: Annotated[list[StepAdjustment], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _coherent(self) -> StepPolicy:
+        if self.direction == "out" and (
+            self.comparison.startswith("<") or any(s.change <= 0 for s in self.steps)
+        ):
+            raise ValueError("a scale-out policy needs comparison > or >= and positive changes")
+        if self.direction == "in" and (
+            self.comparison.startswith(">") or any(s.change >= 0 for s in self.steps)
+        ):
+            raise ValueError("a scale-in policy needs comparison < or <= and negative changes")
+        if self.datapoints_to_alarm and self.datapoints_to_alarm > self.evaluation_periods:
+            raise ValueError("datapoints_to_alarm must be <= evaluation_periods")
+        _check_intervals(self.steps)
+        return self
+
+
+class StepCondition(_Strict):
+    metric: str
+    statistic: Literal["Average", "Maximum", "Minimum", "Sum"] = "Average"
+    comparison: Literal[">=", ">", "<=", "<"]
+    threshold: float
+
+
+def _check_intervals(steps: list[StepAdjustment]) -> None:
+    """Steps must be sorted, contiguous and non-overlapping; one open end at most each side."""
+    lo = [float("-inf") if s.lower is None else s.lower for s in steps]
+    hi = [float("inf") if s.upper is None else s.upper for s in steps]
+    for i, (a, b) in enumerate(zip(lo, hi, strict=True)):
+        if a >= b:
+            raise ValueError(f"steps[{i}] lower ({a}) must be below upper ({b})")
+        if i and a != hi[i - 1]:
+            kind = "overlap" if a < hi[i - 1] else "leave a gap"
+            raise ValueError(
+                f"steps[{i - 1}] and steps[{i}] {kind}: upper {hi[i - 1]} vs lower {a}"
+            )
+
+
+StepPolicy.model_rebuild()
+
+
+class VariantScaling(_Strict):
+    min_capacity: Annotated[int, Field(ge=1, le=100)]
+    max_capacity: Annotated[int, Field(ge=1, le=100)]
+    target_tracking: TargetTracking | None = TargetTracking()
+    step_policies: list[StepPolicy] = []
+
+    @model_validator(mode="after")
+    def _bounds(self) -> VariantScaling:
+        if self.min_capacity > self.max_capacity:
+            raise ValueError(
+                f"min_capacity ({self.min_capacity}) must be <= max_capacity ({self.max_capacity})"
+            )
+        names = [p.name for p in self.step_policies]
+        if len(set(names)) != len(names):
+            raise ValueError(f"step policy names must be unique: {names}")
+        return self
+
+
+class ScheduledAction(_Strict):
+    """A recurring capacity change written in local time: ``cron`` has 5 fields (m h dom mon dow)."""
+
+    name: Annotated[str, Field(pattern=_NAME)]
+    variant: Literal["primary", "canary"] = "primary"
+    cron: str
+    timezone: str
+    min_capacity: Annotated[int, Field(ge=1, le=100)]
+    max_capacity: Annotated[int, Field(ge=1, le=100)]
+    #: Instances kept provisioned above min_capacity from this action until the next one.
+    standby_instances: Annotated[int, Field(ge=0, le=50)] = 0
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_tz(cls, value: str) -> str:
+        return _check_timezone(value)
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        if len(value.split()) != 5 or not croniter.is_valid(value):
+            raise ValueError(f"{value!r} is not a 5-field cron expression (minute hour dom mon dow)")
+        return value
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScheduledAction:
+        floor = self.min_capacity + self.standby_instances
+        if floor > self.max_capacity:
+            raise ValueError(
+                f"min_capacity + standby_instances ({floor}) must be <= "
+                f"max_capacity ({self.max_capacity})"
+            )
+        return self
+
+
+class ReleaseEvent(_Strict):
+    """A one-off known release: pre-scale ``prescale_hours`` before, restore ``restore_after_hours`` after."""
+
+    name: Annotated[str, Field(pattern=_NAME)]
+    variant: Literal["primary", "canary"] = "primary"
+    at: datetime
+    timezone: str
+    prescale_hours: Annotated[float, Field(gt=0, le=48)] = 2
+    restore_after_hours: Annotated[float, Field(gt=0, le=48)] = 4
+    min_capacity: Annotated[int, Field(ge=1, le=100)]
+    max_capacity: Annotated[int, Field(ge=1, le=100)]
+
+    @field_validator("timezone")
+    @classmethod
+    def _valid_tz(cls, value: str) -> str:
+        return _check_timezone(value)
+
+    @field_validator("at")
+    @classmethod
+    def _naive_local(cls, value: datetime) -> datetime:
+        if value.tzinfo is not None:
+            raise ValueError("write 'at' as local time without an offset; 'timezone' places it")
+        return value
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ReleaseEvent:
+        if self.min_capacity > self.max_capacity:
+            raise ValueError(
+                f"min_capacity ({self.min_capacity}) must be <= max_capacity ({self.max_capacity})"
+            )
+        return self
+
+
+class ScalingConfig(_Strict):
+    variants: dict[Literal["primary", "canary"], VariantScaling]
+    schedules: list[ScheduledAction] = []
+    release_calendar: list[ReleaseEvent] = []
+
+    @model_validator(mode="after")
+    def _within_variant_bounds(self) -> ScalingConfig:
+        missing = {"primary", "canary"} - set(self.variants)
+        if missing:
+            raise ValueError(f"variants needs an entry for {sorted(missing)}")
+        names = [s.name for s in self.schedules] + [r.name for r in self.release_calendar]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"schedule/release names must be unique: {dupes}")
+        for kind, items in (("schedules", self.schedules), ("release_calendar", self.release_calendar)):
+            for i, item in enumerate(items):
+                bound = self.variants[item.variant].max_capacity
+                if item.max_capacity > bound:
+                    raise ValueError(
+                        f"{kind}[{i}] ({item.name}): max_capacity ({item.max_capacity}) exceeds "
+                        f"scaling.variants.{item.variant}.max_capacity ({bound}); raise that too"
+                    )
+        return self
+
+
+# ---------------------------------------------------------------- rollout, smoke gate, alarms
+
+
+class RolloutConfig(_Strict):
+    """Progressive canary rollout driven by the canary controller Lambda."""
+
+    steps_percent: Annotated[list[int], Field(min_length=1)] = [5, 25, 50, 75, 100]
+    bake_minutes: Annotated[int, Field(ge=1, le=10080)] = 60
+    check_interval_minutes: Annotated[int, Field(ge=1, le=60)] = 5
+    extra_alarm_names: list[str] = []
+
+    @field_validator("steps_percent")
+    @classmethod
+    def _increasing(cls, steps: list[int]) -> list[int]:
+        if any(not 0 < s <= 100 for s in steps) or steps != sorted(set(steps)):
+            raise ValueError(f"steps_percent must be strictly increasing within 1..100: {steps}")
+        return steps
+
+
+class SmokeGateConfig(_Strict):
+    enabled: bool = True
+    prompt: str = "Recommend one action manga in one sentence."
+    max_tokens: Annotated[int, Field(ge=1, le=512)] = 16
+    timeout_seconds: Annotated[int, Field(ge=10, le=840)] = 300
+
+
+class NotificationConfig(_Strict):
+    emails: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = []
+
+
+# ---------------------------------------------------------------- the whole deployment
+
+
+class DeploymentConfig(_Strict):
+    project: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{1,30}$")]
+    env: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{1,15}$")]
+    region: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")]
+    account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
+    #: Fixed endpoint name: autoscaling resource ids, alarms and operators address it by name.
+    endpoint_name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]
+    model: BaseModelConfig
+    adapters: Annotated[list[AdapterConfig], Field(max_length=64)] = []
+    default_adapter: str | None = None
+    engine: EngineConfig = EngineConfig()
+    image: ImageConfig = ImageConfig()
+    variants: Variants
+    deployment: DeploymentPolicy = DeploymentPolicy()
+    scaling: ScalingConfig
+    rollout: RolloutConfig = RolloutConfig()
+    smoke_gate: SmokeGateConfig = SmokeGateConfig()
+    notifications: NotificationConfig = NotificationConfig()
+    #: Set by the loader: the architecture resolved from ``model.architecture(_file)``.
+    resolved_architecture: ModelArchitecture | None = None
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> DeploymentConfig:
+        names = [a.name for a in self.adapters]
+        if len(set(names)) != len(names):
+            raise ValueError(f"adapters: names must be unique: {names}")
+        if self.default_adapter is not None and self.default_adapter not in names:
+            raise ValueError(
+                f"default_adapter {self.default_adapter!r} is not one of the adapters {names}"
+            )
+        ranks = {a.rank for a in self.adapters}
+        if len(ranks) > 1:
+            raise ValueError(
+                f"adapters: all adapters must share one rank (seeds 004 q11), got {sorted(ranks)}"
+            )
+        if ranks and max(ranks) > self.engine.max_lora_rank:
+            raise ValueError(
+                f"adapters: rank {max(ranks)} exceeds engine.max_lora_rank "
+                f"({self.engine.max_lora_rank})"
+            )
+        if len(self.adapters) > self.engine.max_loras:
+            raise ValueError(
+                f"adapters: {len(self.adapters)} adapters but engine.max_loras is "
+                f"{self.engine.max_loras}; every adapter must fit on the GPU at once"
+            )
+        arch = self.resolved_architecture or self.model.architecture
+        if arch and self.engine.max_model_len > arch.max_position_embeddings:
+            raise ValueError(
+                f"engine.max_model_len ({self.engine.max_model_len}) exceeds the model's "
+                f"max_position_embeddings ({arch.max_position_embeddings})"
+            )
+        for vname in ("primary", "canary"):
+            variant = getattr(self.variants, vname)
+            sc = self.scaling.variants[vname]
+            if not sc.min_capacity <= variant.initial_instance_count <= sc.max_capacity:
+                raise ValueError(
+                    f"variants.{vname}.initial_instance_count ({variant.initial_instance_count}) "
+                    f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
+                    f"({sc.min_capacity}..{sc.max_capacity})"
+                )
+        return self
+
+    @property
+    def architecture(self) -> ModelArchitecture:
+        arch = self.resolved_architecture or self.model.architecture
+        assert arch is not None  # guaranteed by the loader
+        return arch
+
+
+def _format_errors(path: Path, err: ValidationError) -> str:
+    lines = [f"{path}: {err.error_count()} invalid value(s)"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<top level>"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; unknown keys are errors)"
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(raw: Any, *, env: str, source: Path, base_dir: Path) -> DeploymentConfig:
+    """Validate an already-parsed YAML document."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys to values")
+    data = dict(raw)
+    data.setdefault("env", env)
+    if data["env"] != env:
+        raise ConfigError(f"{source}: env: file says {data['env']!r} but {env!r} was selected")
+    arch_file = (data.get("model") or {}).get("architecture_file")
+    if isinstance(arch_file, str):
+        arch_path = (base_dir / arch_file).resolve()
+        try:
+            data["resolved_architecture"] = ModelArchitecture.from_hf_config(arch_path)
+        except (OSError, KeyError, json.JSONDecodeError, ValidationError) as exc:
+            raise ConfigError(
+                f"{source}: model.architecture_file: cannot read {arch_path}: {exc}"
+            ) from None
+    elif "resolved_architecture" in data:
+        raise ConfigError(f"{source}: resolved_architecture: unknown key (set by the loader)")
+    try:
+        return DeploymentConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(source, err)) from None
+
+
+def load_config(path: Path, *, env: str) -> DeploymentConfig:
+    """Read and validate ``config/<env>.yaml``."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(raw, env=env, source=path, base_dir=path.parent)
+
+
+def config_path(repo_root: Path, env: str) -> Path:
+    if not re.fullmatch(r"[a-z][a-z0-9]{1,15}", env):
+        raise ConfigError(f"env {env!r}: use lowercase letters and digits (e.g. dev, prod)")
+    return repo_root / "config" / f"{env}.yaml"
