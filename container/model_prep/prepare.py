@@ -1,0 +1,151 @@
+"""The model-prep stage: fetch, validate, quantize, gate, load-check, manifest.
+
+    python -m model_prep.prepare --base-model hf://org/name --adapters a=hf://org/a \
+        --quantization awq --min-agreement 0.9 --max-lora-rank 16 --out /opt/ml/model
+
+Writes ``OUT/base`` (served weights), ``OUT/lora/<name>`` and ``OUT/manifest.json``. The Docker
+build args BASE_MODEL, BASE_MODEL_REVISION, ADAPTERS, QUANTIZATION, QUALITY_GATE_MIN_AGREEMENT
+and MAX_LORA_RANK map one to one onto the flags. Quantization and the quality gate run under
+``--quant-python`` (the llmcompressor venv); everything else under this interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import manifest, sources, validate
+
+HERE = Path(__file__).resolve().parent
+
+
+def log(step: str, started: float, detail: str = "") -> None:
+    print(f"model-prep: {step} {time.monotonic() - started:.1f}s {detail}".rstrip(), flush=True)
+
+
+def run_script(python: str, script: str, *args: str) -> None:
+    subprocess.run([python, str(HERE / script), *args], check=True)
+
+
+def prepare(args: argparse.Namespace) -> dict[str, object]:
+    out: Path = args.out
+    work: Path = args.workdir
+    token = sources.read_token(args.hf_token_file)
+    base_src = sources.parse_source(args.base_model)
+    adapter_srcs = sources.parse_adapters(args.adapters)
+
+    t = time.monotonic()
+    fetched = work / "base-src"
+    revision = sources.fetch(base_src, fetched, revision=args.base_revision or None, token=token)
+    adapter_dirs: dict[str, Path] = {}
+    adapter_revisions: dict[str, str] = {}
+    for name, src in adapter_srcs.items():
+        adapter_dirs[name] = out / "lora" / name
+        adapter_revisions[name] = sources.fetch(src, adapter_dirs[name], token=token)
+    log("fetch", t, f"base={base_src} revision={revision} adapters={len(adapter_dirs)}")
+
+    t = time.monotonic()
+    infos = validate.validate_adapters(
+        fetched,
+        adapter_dirs,
+        max_lora_rank=args.max_lora_rank,
+        base_names={base_src.name, fetched.name, "base"},
+    )
+    log("validate-adapters", t, ", ".join(f"{i.name}(r={i.rank})" for i in infos))
+
+    base_out = out / "base"
+    gate: dict[str, object] | None = None
+    scheme = "none"
+    config = json.loads((fetched / "config.json").read_text())
+    if config.get("quantization_config"):
+        scheme = "pre-quantized"
+        shutil.copytree(fetched, base_out, dirs_exist_ok=True)
+        log("quantize", time.monotonic(), "skipped: source already quantized")
+    elif args.quantization == "awq":
+        t = time.monotonic()
+        run_script(args.quant_python, "quantize.py", "--model", str(fetched), "--out",
+                   str(base_out), "--calibration", str(args.calibration))  # fmt: skip
+        log("quantize", t, "AWQ W4A16_ASYM")
+        scheme = "awq-w4a16-asym-g128 (compressed-tensors pack-quantized)"
+        t = time.monotonic()
+        report = work / "quality_gate.json"
+        run_script(args.quant_python, "quality_gate.py", "--reference", str(fetched),
+                   "--candidate", str(base_out), "--heldout", str(args.heldout),
+                   "--min-agreement", str(args.min_agreement), "--report", str(report))  # fmt: skip
+        gate = json.loads(report.read_text())
+        log("quality-gate", t, json.dumps(gate))
+    else:
+        shutil.copytree(fetched, base_out, dirs_exist_ok=True)
+
+    t = time.monotonic()
+    facts = validate.load_check(base_out)
+    log("load-check", t, json.dumps(facts))
+
+    t = time.monotonic()
+    path = manifest.write_manifest(
+        out,
+        base={"source": str(base_src), "revision": revision},
+        quantization=scheme,
+        quality_gate=gate,
+        max_lora_rank=args.max_lora_rank,
+        adapters={
+            i.name: {
+                "source": str(adapter_srcs[i.name]),
+                "revision": adapter_revisions[i.name],
+                "rank": i.rank,
+                "alpha": i.alpha,
+                "target_modules": list(i.target_modules),
+            }
+            for i in infos
+        },
+        model=facts,
+    )
+    log("manifest", t, str(path))
+    return json.loads(path.read_text())
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="fetch, validate, quantize and checksum the model")
+    p.add_argument("--base-model", required=True, help="hf://org/name, s3://bucket/prefix or DIR")
+    p.add_argument("--base-revision", default="")
+    p.add_argument("--adapters", default="", help="name=source,name=source")
+    p.add_argument("--quantization", choices=["awq", "none"], default="awq")
+    p.add_argument("--min-agreement", type=float, default=0.9)
+    p.add_argument("--max-lora-rank", type=int, default=16)
+    p.add_argument("--calibration", type=Path, help="JSONL {text} lines (domain calibration)")
+    p.add_argument("--heldout", type=Path, help="JSONL {text} lines for the quality gate")
+    p.add_argument("--hf-token-file", default="/run/secrets/hf_token")
+    p.add_argument("--quant-python", default=sys.executable)
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/model-prep"))
+    p.add_argument("--out", type=Path, required=True)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not 0.0 <= args.min_agreement <= 1.0:
+        print("model-prep: QUALITY_GATE_MIN_AGREEMENT must be within 0..1", file=sys.stderr)
+        return 2
+    if args.quantization == "awq" and not (args.calibration and args.heldout):
+        print("model-prep: awq needs --calibration and --heldout", file=sys.stderr)
+        return 2
+    try:
+        prepare(args)
+    except (validate.ValidationError, ValueError, FileNotFoundError) as exc:
+        print(f"model-prep FAILED: {exc}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as exc:
+        print(
+            f"model-prep FAILED: {Path(exc.cmd[1]).name} exited {exc.returncode}", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Model and adapter sources: ``hf://org/name``, ``s3://bucket/prefix`` or a local directory.
+
+The Docker build args BASE_MODEL and ADAPTERS (``name=source,...``) use these forms; the HF
+token arrives as the BuildKit secret ``hf_token`` (read from a file, never a build arg, so it is
+in no layer and no image history).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Files a serving model needs; everything else in a repository (README, original/, *.pth) is
+#: left out of the image.
+WEIGHT_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "tokenizer*"]
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # "hf" | "s3" | "local"
+    location: str  # repo id, "bucket/prefix" or a path
+
+    @property
+    def name(self) -> str:
+        return self.location.rstrip("/").split("/")[-1]
+
+    def __str__(self) -> str:
+        return self.location if self.kind == "local" else f"{self.kind}://{self.location}"
+
+
+def parse_source(text: str) -> Source:
+    text = text.strip()
+    if not text:
+        raise ValueError("empty model source")
+    for kind in ("hf", "s3"):
+        prefix = f"{kind}://"
+        if text.startswith(prefix):
+            rest = text[len(prefix) :].strip("/")
+            if kind == "hf" and rest.count("/") != 1:
+                raise ValueError(f"{text!r}: expected hf://org/name")
+            if kind == "s3" and not rest:
+                raise ValueError(f"{text!r}: expected s3://bucket/prefix")
+            return Source(kind, rest)
+    if "://" in text:
+        raise ValueError(f"{text!r}: unsupported scheme (use hf://, s3:// or a local path)")
+    return Source("local", text)
+
+
+def parse_adapters(text: str) -> dict[str, Source]:
+    """``name=source,name=source`` -> {name: Source}; names must be unique."""
+    out: dict[str, Source] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, src = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"adapter {item!r}: expected name=source")
+        if name.strip() in out:
+            raise ValueError(f"adapter {name!r} listed twice")
+        out[name.strip()] = parse_source(src)
+    return out
+
+
+def read_token(path: str | None) -> str | None:
+    """The HF token from a BuildKit secret file (/run/secrets/hf_token), if mounted."""
+    if path and Path(path).is_file():
+        return Path(path).read_text().strip() or None
+    return None
+
+
+def fetch(
+    source: Source, dest: Path, *, revision: str | None = None, token: str | None = None
+) -> str:
+    """Copy ``source`` into ``dest``. Returns the resolved revision (commit sha for HF, the
+    given revision or "local" otherwise)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if source.kind == "local":
+        src = Path(source.location)
+        if not src.is_dir():
+            raise FileNotFoundError(f"local model source {src} is not a directory")
+        shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.md"))
+        return revision or "local"
+    if source.kind == "hf":
+        from huggingface_hub import HfApi, snapshot_download
+
+        info = HfApi().model_info(source.location, revision=revision, token=token)
+        snapshot_download(
+            repo_id=source.location,
+            revision=info.sha,
+            local_dir=dest,
+            token=token,
+            allow_patterns=WEIGHT_PATTERNS,
+        )
+        return str(info.sha)
+    import boto3  # the model-prep stage installs it; the runtime never downloads
+
+    bucket, _, prefix = source.location.partition("/")
+    s3 = boto3.client("s3")
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            rel = obj["Key"][len(prefix) :].lstrip("/")
+            if not rel or rel.endswith("/"):
+                continue
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, obj["Key"], str(target))
+            count += 1
+    if count == 0:
+        raise FileNotFoundError(f"no objects under {source}")
+    return revision or "s3"
