@@ -1,6 +1,6 @@
 """Quality gate: the quantized model against the unquantized one on held-out prompts.
 
-    python quality_gate.py --reference DIR --candidate DIR --heldout heldout.jsonl --min-agreement 0.9
+    python quality_gate.py --reference DIR --candidate DIR --heldout FILE --min-agreement 0.9
 
 Figures: next-token agreement (share of positions where both models' argmax token is the same,
 teacher-forced over the held-out texts) and each model's perplexity. Exit 1 when agreement is

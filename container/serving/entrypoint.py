@@ -18,6 +18,7 @@ once so SageMaker replaces the instance.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -241,10 +242,8 @@ class Supervisor:
         """vLLM runs in its own process group: take its engine processes with it."""
         if self.proc is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         self.proc.wait()
 
 

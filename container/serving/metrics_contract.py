@@ -36,9 +36,7 @@ class Metric:
     source: str
 
 
-QUEUE_DEPTH = Metric(
-    "QueueDepth", "Count", VARIANT_DIMENSIONS, "gauge vllm:num_requests_waiting"
-)
+QUEUE_DEPTH = Metric("QueueDepth", "Count", VARIANT_DIMENSIONS, "gauge vllm:num_requests_waiting")
 RUNNING_REQUESTS = Metric(
     "RunningRequests", "Count", VARIANT_DIMENSIONS, "gauge vllm:num_requests_running"
 )
@@ -75,9 +73,7 @@ QUEUE_TIME_P95 = Metric(
     VARIANT_DIMENSIONS,
     "p95 of the interval's vllm:request_queue_time_seconds histogram delta",
 )
-PREEMPTIONS = Metric(
-    "Preemptions", "Count", VARIANT_DIMENSIONS, "delta vllm:num_preemptions_total"
-)
+PREEMPTIONS = Metric("Preemptions", "Count", VARIANT_DIMENSIONS, "delta vllm:num_preemptions_total")
 ADMISSION_REJECTIONS = Metric(
     "AdmissionRejections", "Count", VARIANT_DIMENSIONS, "hooks: requests answered 429"
 )

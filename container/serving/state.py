@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 
-class State(str, Enum):
+class State(StrEnum):
     INITIALIZING = "initializing"
     WARMING_UP = "warming_up"
     READY = "ready"
