@@ -1,0 +1,67 @@
+"""What the simulator assumes beyond the config: each value is a CLI option (see ``--help``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    #: Simulation step. 10 s is the resolution of SageMaker's high-resolution concurrency metric.
+    tick_seconds: int = 10
+    #: From the scaling decision to the instance running the container (seeds: 5 to 8 minutes).
+    provision_seconds: float = 390.0
+    #: Container start to /ping 200 (seeds 000 scenario 7: ~75 s on ml.g5.xlarge).
+    startup_seconds: float = 75.0
+    #: Decode speed one sequence sees while the batch is full (tokens/s). 45 tok/s x ~85 running
+    #: sequences is ~3,800 tok/s per A10G: the optimistic end, chosen so the seeds' "one instance
+    #: handles ~1,200 requests/minute" is reproduced; the memory-bandwidth bound is lower
+    #: (``python -m simulator capacity`` prints both).
+    decode_tokens_per_second: float = 45.0
+    #: Prefill speed one request sees (tokens/s of the uncached part of its prompt).
+    prefill_tokens_per_second: float = 10_000.0
+    #: Share of prompt tokens served from vLLM's prefix cache (seeds 001: ~72% hit rate).
+    prefix_cache_hit_rate: float = 0.72
+    #: SageMaker applies one capacity change at a time: while instances are being added the
+    #: endpoint is Updating and a further change waits for it to finish.
+    serialize_updates: bool = True
+    #: Target tracking scale-out alarm: this many consecutive datapoints above target...
+    tt_out_datapoints: int = 3
+    #: ...each this long; None = 10 s for the high-resolution concurrency metric, 60 s for
+    #: InvocationsPerInstance.
+    tt_out_datapoint_seconds: int | None = None
+    #: Target tracking scale-in alarm: this many 1-minute datapoints below tt_in_fraction x target.
+    tt_in_datapoints: int = 15
+    tt_in_fraction: float = 0.9
+    #: A minute is over SLO when the p95 queue wait exceeds this (seeds: TTFT P95 alarm 500 ms)...
+    slo_queue_wait_ms: float = 500.0
+    #: ...or when more than this share of its requests are rejected (seeds: error rate < 0.1%).
+    slo_error_rate: float = 0.001
+    #: Step policies (by name) to leave out: "what if I delete this policy" without a second config.
+    disabled_policies: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        checks = {
+            "tick_seconds": self.tick_seconds in (5, 10, 30, 60),
+            "provision_seconds": self.provision_seconds >= 0,
+            "startup_seconds": self.startup_seconds >= 0,
+            "decode_tokens_per_second": self.decode_tokens_per_second > 0,
+            "prefill_tokens_per_second": self.prefill_tokens_per_second > 0,
+            "prefix_cache_hit_rate": 0 <= self.prefix_cache_hit_rate < 1,
+            "tt_out_datapoints": self.tt_out_datapoints >= 1,
+            "tt_in_datapoints": self.tt_in_datapoints >= 1,
+            "tt_in_fraction": 0 < self.tt_in_fraction <= 1,
+            "slo_queue_wait_ms": self.slo_queue_wait_ms >= 0,
+            "slo_error_rate": 0 <= self.slo_error_rate < 1,
+        }
+        bad = [name for name, ok in checks.items() if not ok]
+        if bad:
+            raise ValueError(f"invalid simulator assumption(s): {', '.join(bad)}")
+        if self.tt_out_datapoint_seconds is not None and (
+            self.tt_out_datapoint_seconds % self.tick_seconds
+        ):
+            raise ValueError("tt_out_datapoint_seconds must be a multiple of tick_seconds")
+
+    @property
+    def ready_delay_seconds(self) -> float:
+        return self.provision_seconds + self.startup_seconds

@@ -1,0 +1,126 @@
+"""Run a trace against every variant of a config and summarise what happened."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.assumptions import Assumptions
+from simulator.capacity import InstanceModel, instance_model
+from simulator.engine import VariantRun, VariantSimulation
+from simulator.traces import Trace
+from stacks.config import DeploymentConfig
+
+VARIANTS = ("primary", "canary")
+
+
+@dataclass
+class Result:
+    label: str
+    trace: Trace
+    runs: dict[str, VariantRun]
+    summary: dict[str, object]
+
+
+def instance_models(cfg: DeploymentConfig, a: Assumptions) -> dict[str, InstanceModel]:
+    return {v: instance_model(cfg, getattr(cfg.variants, v).instance_type, a) for v in VARIANTS}
+
+
+def _weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    mask = weights > 0
+    if not mask.any():
+        return 0.0
+    v, w = values[mask], weights[mask]
+    order = np.argsort(v)
+    cum = np.cumsum(w[order])
+    return float(v[order][np.searchsorted(cum, q / 100 * cum[-1])])
+
+
+def simulate(cfg: DeploymentConfig, trace: Trace, a: Assumptions, label: str = "") -> Result:
+    weights = {v: getattr(cfg.variants, v).initial_weight for v in VARIANTS}
+    total_w = sum(weights.values())
+    models = instance_models(cfg, a)
+    runs = {
+        v: VariantSimulation(cfg, v, models[v], a, trace, weights[v] / total_w).run()
+        for v in VARIANTS
+    }
+    return Result(label or cfg.env, trace, runs, summarise(runs, trace, a))
+
+
+def summarise(runs: dict[str, VariantRun], trace: Trace, a: Assumptions) -> dict[str, object]:
+    dt = a.tick_seconds
+    per_min = 60 // dt
+    minutes = trace.minutes
+    arrivals = np.sum([r.series["arrivals"] for r in runs.values()], axis=0)
+    rejected = np.sum([r.series["rejected"] for r in runs.values()], axis=0)
+    served = np.sum([r.series["served"] for r in runs.values()], axis=0)
+    waits = np.concatenate([r.series["wait_s"] for r in runs.values()])
+    wts = np.concatenate([r.series["arrivals"] - r.series["rejected"] for r in runs.values()])
+    queued = float(
+        sum(
+            (r.series["wait_s"] > 0) @ (r.series["arrivals"] - r.series["rejected"])
+            for r in runs.values()
+        )
+    )
+    # minute-level SLO: error share, or the worst 10-s queue wait of the minute
+    arr_m = arrivals.reshape(minutes, per_min).sum(axis=1)
+    rej_m = rejected.reshape(minutes, per_min).sum(axis=1)
+    worst_wait = np.max(
+        [r.series["wait_s"].reshape(minutes, per_min).max(axis=1) for r in runs.values()], axis=0
+    )
+    err_share = np.divide(rej_m, arr_m, out=np.zeros_like(rej_m), where=arr_m > 0)
+    over = (err_share > a.slo_error_rate) | (worst_wait * 1000 > a.slo_queue_wait_ms)
+    variants: dict[str, object] = {}
+    cost = hours = 0.0
+    for v, r in runs.items():
+        h = float(r.series["launched"].sum()) * dt / 3600
+        c = h * r.instance.price_per_hour
+        hours, cost = hours + h, cost + c
+        variants[v] = {
+            "traffic_share": round(r.share, 4),
+            "instance_type": r.instance.instance_type,
+            "instances_min": int(r.series["in_service"].min()),
+            "instances_max": int(r.series["in_service"].max()),
+            "instance_hours": round(h, 2),
+            "cost_usd": round(c, 2),
+            "rejected": round(float(r.series["rejected"].sum())),
+            "scaling_activities": len(r.activities),
+        }
+    out: dict[str, object] = {
+        "trace": trace.name,
+        "start": trace.start.isoformat(),
+        "minutes": minutes,
+        "requests": round(float(arrivals.sum())),
+        "served": round(float(served.sum())),
+        "queued": round(queued),
+        "rejected_429": round(float(rejected.sum())),
+        "rejected_pct": round(100 * float(rejected.sum()) / max(1.0, float(arrivals.sum())), 3),
+        "queue_wait_p50_ms": round(1000 * _weighted_percentile(waits, wts, 50), 1),
+        "queue_wait_p95_ms": round(1000 * _weighted_percentile(waits, wts, 95), 1),
+        "minutes_over_slo": int(over.sum()),
+        "instance_hours": round(hours, 2),
+        "cost_usd": round(cost, 2),
+        "cost_per_30_days_usd": round(cost * 30 * 24 * 60 / minutes),
+        "variants": variants,
+    }
+    if trace.spike_window:
+        s0, s1 = trace.spike_window
+        sw_arr = float(arr_m[s0:s1].sum())
+        out["spike_window"] = {
+            "minutes": [s0, s1],
+            "requests": round(sw_arr),
+            "rejected_pct": round(100 * float(rej_m[s0:s1].sum()) / max(1.0, sw_arr), 2),
+        }
+    bad = np.flatnonzero(rej_m > 0)
+    if bad.size:
+        deg_arr = float(arr_m[bad[0] : bad[-1] + 1].sum())
+        out["degraded"] = {
+            "first_minute": int(bad[0]),
+            "last_minute": int(bad[-1]),
+            "rejected_pct_in_window": round(
+                100 * float(rej_m[bad[0] : bad[-1] + 1].sum()) / max(1.0, deg_arr), 2
+            ),
+            "peak_minute_rejected_pct": round(100 * float(err_share.max()), 2),
+        }
+    return out
