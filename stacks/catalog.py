@@ -26,6 +26,9 @@ class InstanceType:
     ram_gib: int
     price_per_hour: float
     price_source: str
+    #: Nitro instance storage (NVMe), hardware-encrypted. SageMaker rejects an EndpointConfig
+    #: KmsKeyId when any variant runs on such a type (CreateEndpointConfig API reference).
+    local_nvme: bool = True
 
     @property
     def total_gpu_memory_gib(self) -> float:

@@ -1,0 +1,35 @@
+"""Build the CDK app for one environment: load config, check capacity, add stacks and cdk-nag."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from stacks.capacity import estimate
+from stacks.config import DeploymentConfig, config_path, load_config
+from stacks.endpoint_stack import EndpointStack
+from stacks.image_stack import ImageStack
+from stacks.nag import apply_suppressions
+
+
+def build_stacks(app: cdk.App, cfg: DeploymentConfig) -> tuple[ImageStack, EndpointStack]:
+    for variant in (cfg.variants.primary, cfg.variants.canary):
+        estimate(cfg, variant.instance_type)  # raises CapacityError if the model cannot fit
+    env = cdk.Environment(account=cfg.account, region=cfg.region)
+    prefix = f"{cfg.project}-{cfg.env}"
+    image = ImageStack(app, f"{prefix}-image", cfg=cfg, env=env)
+    endpoint = EndpointStack(app, f"{prefix}-endpoint", cfg=cfg, image=image.image, env=env)
+    for stack in (image, endpoint):
+        cdk.Tags.of(stack).add("project", cfg.project)
+        cdk.Tags.of(stack).add("env", cfg.env)
+        apply_suppressions(stack)
+    cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    return image, endpoint
+
+
+def build_app(app: cdk.App, *, repo_root: Path, env: str) -> DeploymentConfig:
+    cfg = load_config(config_path(repo_root, env), env=env)
+    build_stacks(app, cfg)
+    return cfg

@@ -1,0 +1,202 @@
+"""Progressive canary rollout: a Lambda that decides, a state machine that keeps time.
+
+The Lambda (lambdas/canary_controller) holds all the logic and the state (a DynamoDB item per
+endpoint, also the lock). The state machine only loops ``tick -> wait -> tick`` until the rollout
+completes or rolls back, so each decision shows in its execution history; on an unexpected error
+it asks the Lambda to roll back before failing. The state machine's name is derived from the
+endpoint name (``<endpoint>-canary-rollout``) so the Lambda can start it without a reference
+cycle (the state machine already references the Lambda).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from stacks.config import DeploymentConfig
+from stacks.constructs.smoke_gate import LAMBDA_RUNTIME, endpoint_arn
+
+LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
+
+
+class CanaryController(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cfg: DeploymentConfig,
+        endpoint_name: str,
+        alarms: Sequence[cloudwatch.IAlarm],
+        topic: sns.ITopic,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack, rollout = Stack.of(self), cfg.rollout
+        self.alarm_names = [a.alarm_name for a in alarms] + list(rollout.extra_alarm_names)
+        extra_arns = [
+            stack.format_arn(
+                service="cloudwatch",
+                resource="alarm",
+                resource_name=name,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+            for name in rollout.extra_alarm_names
+        ]
+        self.state_machine_name = f"{endpoint_name}-canary-rollout"
+        state_machine_arn = stack.format_arn(
+            service="states",
+            resource="stateMachine",
+            resource_name=self.state_machine_name,
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.table = dynamodb.Table(
+            self,
+            "State",
+            partition_key=dynamodb.Attribute(name="endpoint_name", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            # Rollout state only (the history is in the SNS messages and execution history).
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        log_group = logs.LogGroup(
+            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Canary controller for {endpoint_name}: its endpoint, alarms, topic only",
+        )
+        statements = {
+            "Endpoint": (
+                ["sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities"],
+                [endpoint_arn(self, endpoint_name)],
+            ),
+            "Alarms": (
+                ["cloudwatch:DescribeAlarms"],
+                [a.alarm_arn for a in alarms] + extra_arns,
+            ),
+            "State": (["dynamodb:GetItem", "dynamodb:PutItem"], [self.table.table_arn]),
+            "StartRollout": (["states:StartExecution"], [state_machine_arn]),
+        }
+        for sid, (actions, resources) in statements.items():
+            if resources:
+                self.role.add_to_policy(
+                    iam.PolicyStatement(sid=sid, actions=actions, resources=resources)
+                )
+        topic.grant_publish(self.role)
+        log_group.grant_write(self.role)
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=LAMBDA_RUNTIME,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(LAMBDA_DIR)),
+            role=self.role,
+            log_group=log_group,
+            timeout=Duration.seconds(60),
+            memory_size=256,
+            description=f"Canary rollout controller for {endpoint_name}",
+            environment={
+                "ENDPOINT_NAME": endpoint_name,
+                "TABLE_NAME": self.table.table_name,
+                "TOPIC_ARN": topic.topic_arn,
+                "STATE_MACHINE_ARN": state_machine_arn,
+                "ALARM_NAMES": stack.to_json_string(self.alarm_names),
+                "STEPS_PERCENT": json.dumps(rollout.steps_percent),
+                "BAKE_SECONDS": str(rollout.bake_minutes * 60),
+                "CHECK_SECONDS": str(rollout.check_interval_minutes * 60),
+                "PRIMARY_VARIANT": "primary",
+                "CANARY_VARIANT": "canary",
+            },
+        )
+        self.state_machine = self._state_machine(endpoint_name)
+        NagSuppressions.add_resource_suppressions(
+            self.state_machine,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "Step Functions' generated policy: lambda:InvokeFunction on the "
+                    "controller's ARN and its versions (<arn>:*); X-Ray and CloudWatch Logs "
+                    "delivery actions that do not support resource-level permissions.",
+                }
+            ],
+            apply_to_children=True,
+        )
+
+    def _state_machine(self, endpoint_name: str) -> sfn.StateMachine:
+        def invoke(name: str, payload: dict[str, object]) -> tasks.LambdaInvoke:
+            return tasks.LambdaInvoke(
+                self,
+                name,
+                lambda_function=self.function,
+                payload=sfn.TaskInput.from_object(payload),
+                payload_response_only=True,
+            )
+
+        tick = invoke(
+            "Tick",
+            {
+                "action": "tick",
+                "endpoint_name": sfn.JsonPath.string_at("$.endpoint_name"),
+                "rollout_id": sfn.JsonPath.string_at("$.rollout_id"),
+                "seq": sfn.JsonPath.number_at("$.seq"),
+            },
+        )
+        rollback = invoke(
+            "RollbackOnError",
+            {
+                "action": "rollback",
+                "endpoint_name": endpoint_name,
+                "reason": sfn.JsonPath.format(
+                    "controller error, rolled back: {}", sfn.JsonPath.string_at("$.error.Cause")
+                ),
+                "requested_by": "state-machine",
+            },
+        )
+        rollback.next(sfn.Fail(self, "ControllerFailed", error="CanaryControllerError"))
+        tick.add_catch(rollback, result_path="$.error")
+        wait = sfn.Wait(self, "Bake", time=sfn.WaitTime.seconds_path("$.wait_seconds"))
+        wait.next(tick)
+        done = (
+            sfn.Choice(self, "Done?")
+            .when(sfn.Condition.string_equals("$.status", "COMPLETED"), sfn.Succeed(self, "Completed"))
+            .when(
+                sfn.Condition.boolean_equals("$.done", True),
+                sfn.Fail(self, "RolledBack", error="CanaryRolledBack", cause_path="$.last_reason"),
+            )
+            .otherwise(wait)
+        )
+        return sfn.StateMachine(
+            self,
+            "Rollout",
+            state_machine_name=self.state_machine_name,
+            definition_body=sfn.DefinitionBody.from_chainable(tick.next(done)),
+            timeout=Duration.days(30),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=logs.LogGroup(
+                    self,
+                    "RolloutLogs",
+                    retention=logs.RetentionDays.ONE_MONTH,
+                    removal_policy=RemovalPolicy.DESTROY,
+                ),
+                level=sfn.LogLevel.ALL,
+            ),
+        )

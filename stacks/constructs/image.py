@@ -1,0 +1,99 @@
+"""ECR repository for the serving image, and the image each variant runs.
+
+Two paths (config ``image.mode``):
+- ``build``: CDK builds ``container/`` at deploy time (DockerImageAsset; synth needs no Docker)
+  and publishes it to the CDK bootstrap asset repository under its content hash.
+- ``tag``: CI built and pushed ``<repository>:<tag>`` once; every environment deploys that tag.
+The repository scans on push, refuses tag overwrites and expires old images.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from stacks.config import DeploymentConfig
+
+CONTAINER_DIR = Path(__file__).resolve().parents[2] / "container"
+
+
+def image_build_args(cfg: DeploymentConfig) -> dict[str, str]:
+    """The Dockerfile's build args (container/Dockerfile), from config."""
+    return {
+        "BASE_MODEL": cfg.model.source,
+        "BASE_MODEL_REVISION": cfg.model.revision,
+        "ADAPTERS": ",".join(f"{a.name}={a.source}" for a in cfg.adapters),
+        "QUANTIZATION": cfg.model.quantization,
+        "QUALITY_GATE_MIN_AGREEMENT": str(cfg.model.quality_gate_min_agreement),
+        "MAX_LORA_RANK": str(cfg.engine.max_lora_rank),
+    }
+
+
+class ServingImage(Construct):
+    """The ECR repository plus a way to name the image URI for a variant."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cfg: DeploymentConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.key = kms.Key(
+            self,
+            "RepositoryKey",
+            enable_key_rotation=True,
+            description=f"{cfg.project}-{cfg.env} serving image repository encryption",
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        self.repository = ecr.Repository(
+            self,
+            "Repository",
+            repository_name=cfg.image.repository_name,
+            image_scan_on_push=True,
+            image_tag_mutability=ecr.TagMutability.IMMUTABLE,
+            encryption=ecr.RepositoryEncryption.KMS,
+            encryption_key=self.key,
+            removal_policy=RemovalPolicy.RETAIN,
+            lifecycle_rules=[
+                ecr.LifecycleRule(
+                    description="expire untagged layers after a day",
+                    tag_status=ecr.TagStatus.UNTAGGED,
+                    max_image_age=Duration.days(1),
+                    rule_priority=1,
+                ),
+                ecr.LifecycleRule(
+                    description=f"keep the last {cfg.image.keep_last_images} images",
+                    tag_status=ecr.TagStatus.ANY,
+                    max_image_count=cfg.image.keep_last_images,
+                    rule_priority=2,
+                ),
+            ],
+        )
+        self.asset: ecr_assets.DockerImageAsset | None = None
+        if cfg.image.mode == "build":
+            self.asset = ecr_assets.DockerImageAsset(
+                self,
+                "Image",
+                directory=str(CONTAINER_DIR),
+                build_args=image_build_args(cfg),
+                build_secrets={"hf_token": "env=HF_TOKEN"},
+                platform=ecr_assets.Platform.LINUX_AMD64,
+            )
+        self._default_tag = cfg.image.tag
+
+    def image_uri(self, tag_override: str | None = None) -> str:
+        """URI for a variant: its own tag if set, else the built asset or the configured tag."""
+        tag = tag_override or self._default_tag
+        if tag is not None:
+            return self.repository.repository_uri_for_tag(tag)
+        assert self.asset is not None, "config guarantees a tag or a build"
+        return self.asset.image_uri
+
+    def grant_pull(self, grantee: iam.IGrantable) -> None:
+        """Pull rights on the repository (and its key), and on the asset repo when building."""
+        self.repository.grant_pull(grantee)
+        self.key.grant_decrypt(grantee)
+        if self.asset is not None:
+            self.asset.repository.grant_pull(grantee)

@@ -1,0 +1,126 @@
+"""Deploy smoke gate: a custom resource that fails the deployment if the endpoint does not answer.
+
+The resource depends on the endpoint and carries the endpoint config name among its properties,
+so it runs after every Create and after every Update that changes the endpoint (a new config),
+and CloudFormation rolls the stack back when it fails. ``cfg.smoke_gate.enabled: false`` creates
+nothing (``enabled`` is then False and the attributes are None).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import custom_resources as cr
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from stacks.config import DeploymentConfig
+
+LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "smoke_gate"
+LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_13
+
+
+def endpoint_arn(scope: Construct, endpoint_name: str) -> str:
+    """SageMaker lowercases endpoint names in ARNs."""
+    return Stack.of(scope).format_arn(
+        service="sagemaker", resource="endpoint", resource_name=endpoint_name.lower()
+    )
+
+
+class SmokeGate(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cfg: DeploymentConfig,
+        endpoint: sagemaker.CfnEndpoint,
+        endpoint_name: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        gate = cfg.smoke_gate
+        self.enabled = gate.enabled
+        self.function: lambda_.Function | None = None
+        self.provider: cr.Provider | None = None
+        self.resource: CustomResource | None = None
+        if not gate.enabled:
+            return
+        log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Smoke gate for {endpoint_name}: describe and invoke this endpoint only",
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"],
+                resources=[endpoint_arn(self, endpoint_name)],
+            )
+        )
+        log_group.grant_write(self.role)
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=LAMBDA_RUNTIME,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(LAMBDA_DIR)),
+            role=self.role,
+            log_group=log_group,
+            timeout=Duration.seconds(gate.timeout_seconds + 60),
+            memory_size=256,
+            description=f"Deploy smoke gate for {endpoint_name} (every adapter + streaming)",
+        )
+        self.provider = cr.Provider(
+            self,
+            "Provider",
+            on_event_handler=self.function,
+        )
+        self.resource = CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.service_token,
+            resource_type="Custom::EndpointSmokeGate",
+            properties={
+                "EndpointName": endpoint_name,
+                # A new endpoint config (any model/variant change) re-runs the gate.
+                "EndpointConfigName": endpoint.endpoint_config_name,
+                "Variants": list(type(cfg.variants).model_fields),
+                "Adapters": [a.name for a in cfg.adapters],
+                "Prompt": gate.prompt,
+                "MaxTokens": gate.max_tokens,
+                "TimeoutSeconds": gate.timeout_seconds,
+            },
+        )
+        self.resource.node.add_dependency(endpoint)
+        NagSuppressions.add_resource_suppressions(
+            self.provider,
+            [
+                {
+                    "id": "AwsSolutions-IAM4",
+                    "reason": "CDK Provider framework function: its role uses "
+                    "AWSLambdaBasicExecutionRole for its own logs; it only invokes the gate.",
+                },
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "CDK Provider framework grants lambda:InvokeFunction on the gate "
+                    "function ARN and its versions (<arn>:*), nothing wider.",
+                },
+                {
+                    "id": "AwsSolutions-L1",
+                    "reason": "The Provider framework function's runtime is chosen by aws-cdk-lib "
+                    "and updated with it, not by this project.",
+                },
+            ],
+            apply_to_children=True,
+        )

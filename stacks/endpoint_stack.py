@@ -1,0 +1,53 @@
+"""EndpointStack: the endpoint, its rollback alarms, and (wired here) scaling, monitoring, lambdas.
+
+Thin by design: constructs do the work; this stack passes what one creates to the next.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from stacks.config import DeploymentConfig
+from stacks.constructs.endpoint import VARIANT_NAMES, ServingEndpoint
+from stacks.constructs.image import ServingImage
+from stacks.constructs.rollback_alarms import RollbackAlarms
+
+
+class EndpointStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cfg: DeploymentConfig,
+        image: ServingImage,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.key = kms.Key(
+            self,
+            "EndpointKey",
+            enable_key_rotation=True,
+            description=f"{cfg.endpoint_name}: endpoint logs, notifications, volumes",
+        )
+        self.key.grant_encrypt_decrypt(iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com"))
+        self.rollback_alarms = RollbackAlarms(
+            self, "RollbackAlarms", cfg=cfg, variant_names=VARIANT_NAMES
+        )
+        image_uris = {
+            v: image.image_uri(getattr(cfg.variants, v).image_tag) for v in VARIANT_NAMES
+        }
+        self.serving = ServingEndpoint(
+            self,
+            "Serving",
+            cfg=cfg,
+            image_uris=image_uris,
+            rollback_alarms=self.rollback_alarms.all,
+            volume_key=self.key,
+        )
+        image.grant_pull(self.serving.role)

@@ -1,0 +1,19 @@
+"""ImageStack: the ECR repository and the serving image (built by CDK or an existing tag)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack
+from constructs import Construct
+
+from stacks.config import DeploymentConfig
+from stacks.constructs.image import ServingImage
+
+
+class ImageStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cfg: DeploymentConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.image = ServingImage(self, "ServingImage", cfg=cfg)

@@ -1,0 +1,133 @@
+"""The deployment plan: what `make synth` will deploy, in figures a platform engineer can check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stacks.capacity import estimate
+from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
+from stacks.config import DeploymentConfig
+
+
+def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    variants = []
+    monthly_initial = monthly_min = monthly_max = 0.0
+    for name in ("primary", "canary"):
+        v = getattr(cfg.variants, name)
+        sc = cfg.scaling.variants[name]
+        inst = INSTANCE_CATALOG[v.instance_type]
+        cap = estimate(cfg, v.instance_type)
+        monthly_initial += v.initial_instance_count * inst.monthly_price
+        monthly_min += sc.min_capacity * inst.monthly_price
+        monthly_max += sc.max_capacity * inst.monthly_price
+        variants.append(
+            {
+                "name": name,
+                "instance_type": v.instance_type,
+                "gpu": f"{inst.gpu_count} x {inst.gpu} {inst.gpu_memory_gib} GiB",
+                "initial_instance_count": v.initial_instance_count,
+                "initial_weight": v.initial_weight,
+                "min_capacity": sc.min_capacity,
+                "max_capacity": sc.max_capacity,
+                "image_tag": v.image_tag or cfg.image.tag or "built by CDK from container/",
+                "price_per_hour": inst.price_per_hour,
+                "capacity": cap.as_dict(),
+            }
+        )
+    alarms = sorted(
+        {
+            res["Properties"].get("AlarmDescription", logical)
+            for tpl in templates.values()
+            for logical, res in tpl.get("Resources", {}).items()
+            if res["Type"] == "AWS::CloudWatch::Alarm"
+        }
+    )
+    shift = cfg.deployment.traffic_shift
+    return {
+        "project": cfg.project,
+        "env": cfg.env,
+        "region": cfg.region,
+        "endpoint_name": cfg.endpoint_name,
+        "model": {
+            "source": cfg.model.source,
+            "quantization": cfg.model.quantization,
+            "adapters": [{"name": a.name, "rank": a.rank} for a in cfg.adapters],
+            "default_adapter": cfg.default_adapter,
+        },
+        "engine": cfg.engine.model_dump(exclude={"context_budget"}),
+        "variants": variants,
+        "cost": {
+            "price_region": PRICE_REGION,
+            "hours_per_month": HOURS_PER_MONTH,
+            "monthly_at_initial_counts": round(monthly_initial, 2),
+            "monthly_at_min_capacity": round(monthly_min, 2),
+            "monthly_at_max_capacity": round(monthly_max, 2),
+            "price_sources": sorted(
+                {
+                    INSTANCE_CATALOG[v["instance_type"]].price_source
+                    for v in variants
+                }
+            ),
+        },
+        "rollout": {
+            "blue_green": {
+                "type": shift.type,
+                "step_percent": shift.step_percent if shift.type != "all_at_once" else None,
+                "wait_interval_seconds": shift.wait_interval_seconds,
+                "termination_wait_seconds": cfg.deployment.termination_wait_seconds,
+                "auto_rollback_alarms": "5XX errors and ModelLatency p99 per variant",
+            },
+            "canary_controller_steps_percent": cfg.rollout.steps_percent,
+            "bake_minutes": cfg.rollout.bake_minutes,
+            "smoke_gate": cfg.smoke_gate.enabled,
+        },
+        "alarms": alarms,
+    }
+
+
+def render_plan(plan: dict[str, Any]) -> str:
+    lines = [
+        f"Plan: {plan['project']}/{plan['env']}  endpoint {plan['endpoint_name']}  "
+        f"({plan['region']})",
+        f"  model   {plan['model']['source']}  quantization={plan['model']['quantization']}  "
+        f"adapters={', '.join(a['name'] for a in plan['model']['adapters']) or 'none'}",
+    ]
+    eng = plan["engine"]
+    for v in plan["variants"]:
+        c = v["capacity"]
+        lines += [
+            f"  variant {v['name']:<8} {v['initial_instance_count']} x {v['instance_type']} "
+            f"({v['gpu']})  weight {v['initial_weight']:g}  scale {v['min_capacity']}.."
+            f"{v['max_capacity']}  image: {v['image_tag']}",
+            f"          per instance: weights {c['weights_gib']} GiB + LoRA {c['lora_gib']} GiB + "
+            f"activations {c['activation_gib']} GiB; KV cache {c['kv_budget_gib']} GiB = "
+            f"{c['kv_capacity_tokens']:,} tokens at {c['kv_bytes_per_token'] // 1024} KiB/token",
+            f"          concurrency: {c['concurrency_at_full_context']} seqs at full context "
+            f"({eng['max_model_len']} tok), {c['concurrency_at_typical_length']} at typical "
+            f"({eng['typical_prompt_tokens']}+{eng['typical_output_tokens']} tok); "
+            f"max_num_seqs={c['max_num_seqs']}",
+        ]
+        if c["preempts_at_full_context"]:
+            lines.append(
+                f"          WARNING: max_num_seqs x max_model_len needs {c['worst_case_kv_gib']} GiB"
+                f" of KV cache, {c['kv_budget_gib']} GiB fit: vLLM preempts beyond "
+                f"{c['concurrency_at_full_context']} full-length sequences"
+            )
+    cost = plan["cost"]
+    lines.append(
+        f"  cost    ${cost['monthly_at_initial_counts']:,.0f}/month at initial counts "
+        f"(min ${cost['monthly_at_min_capacity']:,.0f}, max ${cost['monthly_at_max_capacity']:,.0f});"
+        f" on-demand {cost['price_region']}, {cost['hours_per_month']} h/month"
+    )
+    r = plan["rollout"]
+    bg = r["blue_green"]
+    step = f" {bg['step_percent']}%" if bg["step_percent"] else ""
+    lines.append(
+        f"  rollout blue/green {bg['type']}{step}, wait {bg['wait_interval_seconds']} s, "
+        f"auto-rollback on {bg['auto_rollback_alarms']}; canary controller steps "
+        f"{r['canary_controller_steps_percent']} baking {r['bake_minutes']} min; smoke gate "
+        f"{'on' if r['smoke_gate'] else 'off'}"
+    )
+    lines.append(f"  alarms  {len(plan['alarms'])}:")
+    lines += [f"          - {a}" for a in plan["alarms"]]
+    return "\n".join(lines)

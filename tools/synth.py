@@ -1,0 +1,63 @@
+"""`make synth ENV=...`: synthesize config/ENV.yaml into cdk.out/ENV, print and save the plan.
+
+Fails (exit 1) on a config error, a capacity error, or any cdk-nag finding left unsuppressed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+
+from stacks.app_builder import build_app
+from stacks.capacity import CapacityError
+from stacks.config import ConfigError
+from stacks.plan import build_plan, render_plan
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def synth(env: str, out: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Synthesize; return templates by stack name and the cdk-nag/CDK error messages."""
+    app = cdk.App(outdir=str(out), context={"env": env})
+    cfg = build_app(app, repo_root=REPO_ROOT, env=env)
+    assembly = app.synth()
+    templates = {s.stack_name: s.template for s in assembly.stacks}
+    errors = [
+        f"{s.stack_name}{m.id}: {m.entry.data}"
+        for s in assembly.stacks
+        for m in s.messages
+        if m.level == cdk.cx_api.SynthesisMessageLevel.ERROR
+    ]
+    plan = build_plan(cfg, templates)
+    (out / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")
+    print(render_plan(plan))
+    return templates, errors
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--env", default="dev")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    out = args.out or REPO_ROOT / "cdk.out" / args.env
+    try:
+        _, errors = synth(args.env, out)
+    except (ConfigError, CapacityError) as err:
+        print(f"synth failed: {err}", file=sys.stderr)
+        return 1
+    if errors:
+        print(f"cdk-nag: {len(errors)} unsuppressed finding(s):", file=sys.stderr)
+        for e in errors:
+            print(f"  {e}", file=sys.stderr)
+        return 1
+    print(f"synthesized {args.env} into {out} (plan: {out / 'plan.json'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
