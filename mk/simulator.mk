@@ -1,0 +1,14 @@
+# Scaling policy simulator (issue 6): replay traffic traces against config/$(ENV).yaml's policy.
+#   make simulate ENV=prod [TRACE=file.csv] [BASELINE=config/other.yaml]
+SIM_OUT = sim-out/$(ENV)
+
+.PHONY: simulate test-simulator
+simulate: venv
+	$(PY) -m simulator run --env $(ENV) --out $(SIM_OUT) \
+		$(if $(TRACE),--trace $(TRACE)) $(if $(BASELINE),--baseline $(BASELINE))
+	$(PY) -m simulator validate --env $(ENV) --out $(SIM_OUT)
+
+test-simulator: venv
+	$(VENV)/bin/pytest -q tests/simulator
+
+TEST_TARGETS += test-simulator

@@ -1,0 +1,258 @@
+"""``python -m simulator``: replay traces against config/<env>.yaml's scaling policy.
+
+Commands:
+  run        every built-in trace (or --trace ...) -> <out>/<trace>.png, <trace>.json, summary.json
+  capacity   how per-instance capacity is derived for each variant
+  validate   the One Piece incident with the seeds' old policy (simulator/validation.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+
+import yaml
+
+from simulator.assumptions import Assumptions
+from simulator.capacity import BANDWIDTH_EFFICIENCY
+from simulator.engine import SimulationError
+from simulator.run import Result, instance_models, simulate
+from simulator.traces import BUILTIN, TraceError, resolve
+from stacks.capacity import CapacityError
+from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load(path: Path) -> DeploymentConfig:
+    """Load any config file; its env comes from the file itself (or its name)."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    env = raw.get("env") if isinstance(raw, dict) else None
+    return load_config(path, env=env if isinstance(env, str) else path.stem)
+
+
+def _assumption_args(p: argparse.ArgumentParser) -> None:
+    d = Assumptions()
+    g = p.add_argument_group(
+        "assumptions (beyond the config; defaults in simulator/assumptions.py)"
+    )
+    g.add_argument(
+        "--provision-seconds",
+        type=float,
+        default=d.provision_seconds,
+        help="scaling decision to instance running (seeds: 300-480) [%(default)s]",
+    )
+    g.add_argument(
+        "--startup-seconds",
+        type=float,
+        default=d.startup_seconds,
+        help="container start to /ping 200 (seeds: ~75) [%(default)s]",
+    )
+    g.add_argument(
+        "--decode-tps",
+        dest="decode_tokens_per_second",
+        type=float,
+        default=d.decode_tokens_per_second,
+        help="decode tokens/s one sequence sees at full batch [%(default)s]",
+    )
+    g.add_argument(
+        "--prefill-tps",
+        dest="prefill_tokens_per_second",
+        type=float,
+        default=d.prefill_tokens_per_second,
+        help="prefill tokens/s [%(default)s]",
+    )
+    g.add_argument(
+        "--prefix-cache-hit-rate",
+        type=float,
+        default=d.prefix_cache_hit_rate,
+        help="share of prompt tokens cached [%(default)s]",
+    )
+    g.add_argument("--tick-seconds", type=int, default=d.tick_seconds, choices=(5, 10, 30, 60))
+    g.add_argument(
+        "--no-serialize-updates",
+        dest="serialize_updates",
+        action="store_false",
+        help="let a capacity change start while instances are still starting",
+    )
+    g.add_argument(
+        "--tt-out-datapoint-seconds",
+        type=int,
+        default=None,
+        help="target tracking scale-out datapoint length (default 10 s for "
+        "concurrency, 60 s for invocations)",
+    )
+    g.add_argument("--slo-queue-wait-ms", type=float, default=d.slo_queue_wait_ms)
+    g.add_argument("--slo-error-rate", type=float, default=d.slo_error_rate)
+    g.add_argument(
+        "--disable-policy",
+        dest="disabled_policies",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave this step policy out (repeatable)",
+    )
+
+
+def _assumptions(args: argparse.Namespace) -> Assumptions:
+    names = {f.name for f in fields(Assumptions)}
+    values = {k: v for k, v in vars(args).items() if k in names}
+    values["disabled_policies"] = tuple(values.get("disabled_policies", ()))
+    return replace(Assumptions(), **values)
+
+
+def _config(args: argparse.Namespace) -> DeploymentConfig:
+    if args.config:
+        return _load(Path(args.config))
+    return load_config(config_path(REPO, args.env), env=args.env)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    cfg, a = _config(args), _assumptions(args)
+    baseline = _load(Path(args.baseline)) if args.baseline else None
+    traces = [resolve(t) for t in (args.trace or list(BUILTIN))]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    label = args.label or f"{cfg.env}" + (" (candidate)" if baseline else "")
+    summary: dict[str, object] = {"config": cfg.env, "assumptions": a.__dict__, "traces": {}}
+    for tr in traces:
+        res: Result = simulate(cfg, tr, a, label=label)
+        base = (
+            simulate(baseline, tr, a, label=f"baseline {Path(args.baseline).name}")
+            if baseline is not None
+            else None
+        )
+        entry: dict[str, object] = {"summary": res.summary, "activities": _activities(res)}
+        if base is not None:
+            entry["baseline"] = {
+                "config": str(args.baseline),
+                "summary": base.summary,
+                "activities": _activities(base),
+            }
+        (out / f"{tr.name}.json").write_text(json.dumps(entry, indent=2, default=str))
+        if not args.no_charts:
+            from simulator.report import chart
+
+            chart(res, out / f"{tr.name}.png", base)
+        summary["traces"][tr.name] = entry  # type: ignore[index]
+        from simulator.report import table
+
+        print(table(res, base), end="\n\n")
+    summary["wall_seconds"] = round(time.perf_counter() - started, 2)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    print(f"wrote {len(traces)} trace(s) to {out}/ in {summary['wall_seconds']} s")
+    return 0
+
+
+def _activities(res: Result) -> list[dict[str, object]]:
+    return [
+        {
+            "variant": v,
+            "minute": round(x.seconds / 60, 2),
+            "source": x.source,
+            "from": x.desired_from,
+            "to": x.desired_to,
+        }
+        for v, r in res.runs.items()
+        for x in r.activities
+    ]
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    cfg, a = _config(args), _assumptions(args)
+    for variant, m in instance_models(cfg, a).items():
+        print(f"{variant}: {m.instance_type} at ${m.price_per_hour}/h")
+        print(
+            f"  KV cache {m.kv_capacity_tokens:,} tokens / ({m.prompt_tokens} prompt + "
+            f"{m.output_tokens} output) = {m.concurrency} sequences "
+            f"(engine.max_num_seqs {m.max_num_seqs})"
+        )
+        print(
+            f"  service time S = {m.prompt_tokens} x (1 - {a.prefix_cache_hit_rate}) / "
+            f"{a.prefill_tokens_per_second:g} + {m.output_tokens} / "
+            f"{a.decode_tokens_per_second:g} = {m.service_seconds:.2f} s"
+        )
+        print(
+            f"  throughput = {m.concurrency} / {m.service_seconds:.2f} s = "
+            f"{m.requests_per_minute:,.0f} requests/minute (seeds: ~1,200)"
+        )
+        if m.roofline_decode_tokens_per_second:
+            print(
+                f"  memory-bandwidth bound ({BANDWIDTH_EFFICIENCY:.0%} of peak): "
+                f"{m.roofline_decode_tokens_per_second:.1f} tok/s per sequence -> "
+                f"{m.roofline_requests_per_minute:,.0f} requests/minute"
+            )
+        print(
+            f"  admission limit {m.admission_limit} in flight; GPUMemoryUtilization "
+            f"{m.gpu_memory_percent:.0f}% (vLLM preallocates it)"
+        )
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from simulator.validation import one_piece
+
+    cfg, a = _config(args), _assumptions(args)
+    report = one_piece(cfg, a)
+    results: list[Result] = report.pop("_results")  # type: ignore[assignment]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "one-piece-validation.json").write_text(json.dumps(report, indent=2, default=str))
+    for res in results:
+        s = res.summary
+        deg = s.get("degraded") or {}
+        spike = s.get("spike_window") or {}
+        assert isinstance(deg, dict) and isinstance(spike, dict)
+        print(
+            f"One Piece, {res.label}: peak minute {deg.get('peak_minute_rejected_pct', 0)}% "
+            f"rejected; {deg.get('rejected_pct_in_window', 0)}% over the "
+            f"{deg.get('last_minute', 0) - deg.get('first_minute', 0) + 1 if deg else 0} "
+            f"degraded minutes; {spike.get('rejected_pct')}% over 20:00-20:45"
+        )
+        if not args.no_charts:
+            from simulator.report import chart
+
+            name = res.label.split(",")[1].strip().split()[0]
+            chart(res, out / f"one-piece-old-policy-{name}min.png")
+    print("seeds: ~20% failed with 429 for ~13 minutes, 8-13 minutes trigger to capacity")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func in (("run", cmd_run), ("capacity", cmd_capacity), ("validate", cmd_validate)):
+        p = sub.add_parser(name)
+        p.set_defaults(func=func)
+        p.add_argument("--env", default="prod", help="reads config/<env>.yaml [%(default)s]")
+        p.add_argument("--config", help="a config file instead of config/<env>.yaml")
+        _assumption_args(p)
+        if name != "capacity":
+            p.add_argument("--out", default="sim-out/prod", help="output directory")
+            p.add_argument("--no-charts", action="store_true")
+        if name == "run":
+            p.add_argument(
+                "--trace",
+                action="append",
+                help=f"built-in ({', '.join(BUILTIN)}) or a CSV file; repeatable",
+            )
+            p.add_argument("--baseline", help="a second config to compare against")
+            p.add_argument("--label", help="name of the candidate in tables and charts")
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ConfigError, TraceError, SimulationError, CapacityError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
