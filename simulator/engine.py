@@ -357,7 +357,8 @@ class VariantSimulation:
             total = backlog + arrivals
             served = min(total, rate * dt)
             left = total - served
-            rejected = max(0.0, left - n * inst.admission_limit)
+            # in flight (running + waiting) stays within n x admission_max_inflight
+            rejected = max(0.0, left - n * (inst.admission_limit - conc))
             backlog = left - rejected
             running = min(n * conc, served / dt * svc)
             wait = (before + backlog) / 2 / rate if rate else 0.0

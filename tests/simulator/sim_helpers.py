@@ -1,0 +1,69 @@
+"""Helpers: prod's engine and instances with a scaling section written by each test."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import yaml
+
+from simulator.assumptions import Assumptions
+from simulator.run import Result, simulate
+from simulator.traces import Trace
+from stacks.config import DeploymentConfig, parse_config
+
+PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
+#: Fast, easy-to-count assumptions: new instances serve 60 s after the decision.
+FAST = Assumptions(provision_seconds=60, startup_seconds=0)
+
+
+def make_cfg(
+    primary: dict[str, Any],
+    *,
+    schedules: list[dict[str, Any]] | None = None,
+    calendar: list[dict[str, Any]] | None = None,
+    initial: int | None = None,
+) -> DeploymentConfig:
+    """prod.yaml with only the scaling section (and the primary's initial count) replaced."""
+    data = yaml.safe_load(PROD.read_text())
+    primary = {"target_tracking": None, **primary}
+    data["variants"]["primary"]["initial_instance_count"] = initial or primary["min_capacity"]
+    data["variants"]["canary"]["initial_weight"] = 0  # all traffic on the primary
+    data["scaling"] = {
+        "variants": {
+            "primary": primary,
+            "canary": {"min_capacity": 1, "max_capacity": 1, "target_tracking": None},
+        },
+        "schedules": schedules or [],
+        "release_calendar": calendar or [],
+    }
+    return parse_config(data, env="prod", source=PROD, base_dir=PROD.parent)
+
+
+def flat_trace(
+    levels: list[tuple[int, float]], start: datetime | None = None, name: str = "t"
+) -> Trace:
+    """``levels``: (minutes, requests/minute) segments, one after the other."""
+    rpm = np.concatenate([np.full(m, float(v)) for m, v in levels])
+    return Trace(name, start or datetime(2026, 12, 1, 0, 0, tzinfo=UTC), rpm)
+
+
+def jst(y: int, mo: int, d: int, h: int, mi: int = 0) -> datetime:
+    return datetime(y, mo, d, h, mi, tzinfo=ZoneInfo("Asia/Tokyo")).astimezone(UTC)
+
+
+def run(cfg: DeploymentConfig, trace: Trace, a: Assumptions = FAST) -> Result:
+    return simulate(cfg, trace, a)
+
+
+def in_service_at_minute(res: Result, minute: float) -> int:
+    r = res.runs["primary"]
+    return int(r.series["in_service"][int(minute * 60 // r.tick_seconds)])
+
+
+def desired_at_minute(res: Result, minute: float) -> int:
+    r = res.runs["primary"]
+    return int(r.series["desired"][int(minute * 60 // r.tick_seconds)])
