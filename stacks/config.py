@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -18,6 +18,7 @@ import yaml
 from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from container.serving import metrics_contract as mc
 from stacks.catalog import INSTANCE_CATALOG
 
 #: LoRA ranks vLLM accepts for --max-lora-rank (vllm/config/lora.py).
@@ -53,7 +54,7 @@ class ModelArchitecture(_Strict):
     def _heads_divide(self) -> ModelArchitecture:
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
-                f"num_key_value_heads ({self.num_key_value_heads}) must divide "
+                f"num_key_value_heads: ({self.num_key_value_heads}) must divide "
                 f"num_attention_heads ({self.num_attention_heads})"
             )
         return self
@@ -89,7 +90,7 @@ class BaseModelConfig(_Strict):
     @model_validator(mode="after")
     def _one_architecture(self) -> BaseModelConfig:
         if (self.architecture is None) == (self.architecture_file is None):
-            raise ValueError("give exactly one of architecture or architecture_file")
+            raise ValueError("architecture: give exactly one of architecture or architecture_file")
         return self
 
 
@@ -146,19 +147,19 @@ class EngineConfig(_Strict):
     def _coherent(self) -> EngineConfig:
         if self.max_num_batched_tokens < self.max_model_len:
             raise ValueError(
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= "
+                f"max_num_batched_tokens: {self.max_num_batched_tokens} must be >= "
                 f"max_model_len ({self.max_model_len}) or long prompts are never scheduled"
             )
         b = self.context_budget
         fixed = b.system_tokens + b.retrieval_tokens + b.generation_reserve_tokens
         if fixed >= self.max_model_len:
             raise ValueError(
-                f"context_budget system+retrieval+generation_reserve ({fixed}) leaves no room "
+                f"context_budget: system+retrieval+generation_reserve ({fixed}) leaves no room "
                 f"for conversation turns within max_model_len ({self.max_model_len})"
             )
         if self.admission_max_inflight < self.max_num_seqs:
             raise ValueError(
-                f"admission_max_inflight ({self.admission_max_inflight}) must be >= "
+                f"admission_max_inflight: {self.admission_max_inflight} must be >= "
                 f"max_num_seqs ({self.max_num_seqs}) or the engine can never fill its batch"
             )
         return self
@@ -175,9 +176,9 @@ class ImageConfig(_Strict):
     @model_validator(mode="after")
     def _tag_when_needed(self) -> ImageConfig:
         if self.mode == "tag" and not self.tag:
-            raise ValueError("mode 'tag' needs tag (the image tag CI pushed)")
+            raise ValueError("tag: mode 'tag' needs tag (the image tag CI pushed)")
         if self.mode == "build" and self.tag:
-            raise ValueError("tag is only used with mode 'tag'")
+            raise ValueError("tag: only used with mode 'tag'")
         return self
 
 
@@ -206,15 +207,15 @@ class Variants(_Strict):
     @model_validator(mode="after")
     def _canary_below_primary(self) -> Variants:
         if self.primary.initial_weight + self.canary.initial_weight <= 0:
-            raise ValueError("initial_weight of primary and canary cannot both be 0")
+            raise ValueError("primary.initial_weight: primary and canary weights cannot both be 0")
         if self.canary.initial_weight >= self.primary.initial_weight:
             raise ValueError(
-                f"canary.initial_weight ({self.canary.initial_weight}) must be below "
+                f"canary.initial_weight: {self.canary.initial_weight} must be below "
                 f"primary.initial_weight ({self.primary.initial_weight})"
             )
         if self.canary.initial_instance_count > self.primary.initial_instance_count:
             raise ValueError(
-                f"canary.initial_instance_count ({self.canary.initial_instance_count}) must not "
+                f"canary.initial_instance_count: {self.canary.initial_instance_count} must not "
                 f"exceed primary.initial_instance_count ({self.primary.initial_instance_count})"
             )
         return self
@@ -249,7 +250,7 @@ class DeploymentPolicy(_Strict):
             needed = shift.wait_interval_seconds + self.termination_wait_seconds
         if needed > self.max_execution_timeout_seconds:
             raise ValueError(
-                f"max_execution_timeout_seconds ({self.max_execution_timeout_seconds}) is shorter "
+                f"max_execution_timeout_seconds: {self.max_execution_timeout_seconds} is shorter "
                 f"than the traffic shift plus termination wait ({needed} s)"
             )
         return self
@@ -266,6 +267,28 @@ def _check_timezone(value: str) -> str:
     return value
 
 
+#: Metrics step scaling may watch: per-variant contract metrics and SageMaker's real-time metrics.
+SCALABLE_METRICS: frozenset[str] = (
+    frozenset(m.name for m in mc.ALL_METRICS if m.dimensions == mc.VARIANT_DIMENSIONS)
+    | mc.SAGEMAKER_INVOCATION_METRICS
+    | mc.SAGEMAKER_INSTANCE_METRICS
+)
+
+
+def _check_metric(name: str) -> str:
+    if name == "ApproximateBacklogSizePerInstance":
+        raise ValueError(
+            f"{name} is published for asynchronous endpoints only; a real-time endpoint "
+            "scaling on it never scales"
+        )
+    if name not in SCALABLE_METRICS:
+        raise ValueError(
+            f"metric {name!r} is neither a per-variant metric of the metrics contract nor one "
+            f"SageMaker publishes for a real-time endpoint; known: {', '.join(sorted(SCALABLE_METRICS))}"
+        )
+    return name
+
+
 class TargetTracking(_Strict):
     """Track concurrency per instance (seeds: scale out at 85% of max_num_seqs) or invocations."""
 
@@ -276,6 +299,15 @@ class TargetTracking(_Strict):
     invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
     scale_out_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60
     scale_in_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
+
+    @model_validator(mode="after")
+    def _scale_in_slower(self) -> TargetTracking:
+        if self.scale_in_cooldown_seconds < self.scale_out_cooldown_seconds:
+            raise ValueError(
+                f"scale_in_cooldown_seconds ({self.scale_in_cooldown_seconds}) must be >= "
+                f"scale_out_cooldown_seconds ({self.scale_out_cooldown_seconds}): scale in slowly"
+            )
+        return self
 
 
 class StepAdjustment(_Strict):
@@ -305,18 +337,23 @@ class StepPolicy(_Strict):
     also_require: StepCondition | None = None
     steps: Annotated[list[StepAdjustment], Field(min_length=1)]
 
+    @field_validator("metric")
+    @classmethod
+    def _metric_known(cls, value: str) -> str:
+        return _check_metric(value)
+
     @model_validator(mode="after")
     def _coherent(self) -> StepPolicy:
         if self.direction == "out" and (
             self.comparison.startswith("<") or any(s.change <= 0 for s in self.steps)
         ):
-            raise ValueError("a scale-out policy needs comparison > or >= and positive changes")
+            raise ValueError("comparison: a scale-out policy needs > or >= and positive changes")
         if self.direction == "in" and (
             self.comparison.startswith(">") or any(s.change >= 0 for s in self.steps)
         ):
-            raise ValueError("a scale-in policy needs comparison < or <= and negative changes")
+            raise ValueError("comparison: a scale-in policy needs < or <= and negative changes")
         if self.datapoints_to_alarm and self.datapoints_to_alarm > self.evaluation_periods:
-            raise ValueError("datapoints_to_alarm must be <= evaluation_periods")
+            raise ValueError("datapoints_to_alarm: must be <= evaluation_periods")
         _check_intervals(self.steps)
         return self
 
@@ -327,6 +364,11 @@ class StepCondition(_Strict):
     comparison: Literal[">=", ">", "<=", "<"]
     threshold: float
 
+    @field_validator("metric")
+    @classmethod
+    def _metric_known(cls, value: str) -> str:
+        return _check_metric(value)
+
 
 def _check_intervals(steps: list[StepAdjustment]) -> None:
     """Steps must be sorted, contiguous and non-overlapping; one open end at most each side."""
@@ -334,11 +376,11 @@ def _check_intervals(steps: list[StepAdjustment]) -> None:
     hi = [float("inf") if s.upper is None else s.upper for s in steps]
     for i, (a, b) in enumerate(zip(lo, hi, strict=True)):
         if a >= b:
-            raise ValueError(f"steps[{i}] lower ({a}) must be below upper ({b})")
+            raise ValueError(f"steps.{i}.lower: {a} must be below upper ({b})")
         if i and a != hi[i - 1]:
             kind = "overlap" if a < hi[i - 1] else "leave a gap"
             raise ValueError(
-                f"steps[{i - 1}] and steps[{i}] {kind}: upper {hi[i - 1]} vs lower {a}"
+                f"steps.{i}.lower: steps {i - 1} and {i} {kind}: upper {hi[i - 1]} vs lower {a}"
             )
 
 
@@ -355,12 +397,30 @@ class VariantScaling(_Strict):
     def _bounds(self) -> VariantScaling:
         if self.min_capacity > self.max_capacity:
             raise ValueError(
-                f"min_capacity ({self.min_capacity}) must be <= max_capacity ({self.max_capacity})"
+                f"min_capacity: {self.min_capacity} must be <= max_capacity ({self.max_capacity})"
             )
         names = [p.name for p in self.step_policies]
         if len(set(names)) != len(names):
-            raise ValueError(f"step policy names must be unique: {names}")
+            raise ValueError(f"step_policies: names must be unique: {names}")
         return self
+
+
+def aas_cron(cron: str) -> str:
+    """A 5-field cron (minute hour dom month dow, 0/7 = Sunday) as Application Auto Scaling's
+    6-field ``cron(minute hour dom month dow year)``: one of dom/dow is ``?``, numeric
+    days of week are 1 = Sunday .. 7 = Saturday, and ``*/n`` steps start from the field's minimum.
+    """
+    minute, hour, dom, month, dow = cron.split()
+
+    def step_from(field: str, start: int) -> str:
+        return f"{start}/{field[2:]}" if field.startswith("*/") else field
+
+    def dow_number(match: re.Match[str]) -> str:
+        return str(int(match.group()) % 7 + 1)
+
+    dow = "?" if dow == "*" else re.sub(r"\d+", dow_number, dow)
+    dom = "?" if dom == "*" and dow != "?" else step_from(dom, 1)
+    return f"cron({step_from(minute, 0)} {step_from(hour, 0)} {dom} {step_from(month, 1)} {dow} *)"
 
 
 class ScheduledAction(_Strict):
@@ -384,15 +444,47 @@ class ScheduledAction(_Strict):
     @classmethod
     def _valid_cron(cls, value: str) -> str:
         if len(value.split()) != 5 or not croniter.is_valid(value):
-            raise ValueError(f"{value!r} is not a 5-field cron expression (minute hour dom mon dow)")
+            raise ValueError(
+                f"{value!r} is not a 5-field cron expression (minute hour dom mon dow)"
+            )
+        _, _, dom, _, dow = value.split()
+        if dom != "*" and dow != "*":
+            raise ValueError(
+                f"{value!r} restricts both day-of-month and day-of-week; Application Auto "
+                "Scaling accepts only one of them (the other becomes '?')"
+            )
+        if "/" in dow or re.search(r"[LW#]", value):
+            raise ValueError(f"{value!r}: steps in day-of-week and L/W/# are not supported")
+        if re.search(r"(?<!\d)7(?!\d)", dow):
+            raise ValueError(f"{value!r}: write Sunday as 0 or SUN, not 7")
         return value
+
+    @property
+    def aas_schedule(self) -> str:
+        """The schedule expression written to Application Auto Scaling (local to ``timezone``)."""
+        return aas_cron(self.cron)
+
+    @property
+    def written_min_capacity(self) -> int:
+        """MinCapacity written to AAS: the floor plus the standby instances kept provisioned."""
+        return self.min_capacity + self.standby_instances
+
+    def last_fire(self, when: datetime) -> datetime:
+        """The latest firing at or before ``when`` (aware), as an aware UTC datetime."""
+        local = (when + timedelta(seconds=1)).astimezone(ZoneInfo(self.timezone))
+        return croniter(self.cron, local).get_prev(datetime).astimezone(UTC)
+
+    def first_fire_after(self, when: datetime) -> datetime:
+        """The first firing at or after ``when`` (aware), as an aware UTC datetime."""
+        local = (when - timedelta(seconds=1)).astimezone(ZoneInfo(self.timezone))
+        return croniter(self.cron, local).get_next(datetime).astimezone(UTC)
 
     @model_validator(mode="after")
     def _bounds(self) -> ScheduledAction:
         floor = self.min_capacity + self.standby_instances
         if floor > self.max_capacity:
             raise ValueError(
-                f"min_capacity + standby_instances ({floor}) must be <= "
+                f"standby_instances: min_capacity + standby_instances ({floor}) must be <= "
                 f"max_capacity ({self.max_capacity})"
             )
         return self
@@ -426,9 +518,19 @@ class ReleaseEvent(_Strict):
     def _bounds(self) -> ReleaseEvent:
         if self.min_capacity > self.max_capacity:
             raise ValueError(
-                f"min_capacity ({self.min_capacity}) must be <= max_capacity ({self.max_capacity})"
+                f"min_capacity: {self.min_capacity} must be <= max_capacity ({self.max_capacity})"
             )
         return self
+
+    @property
+    def window(self) -> tuple[datetime, datetime]:
+        """(pre-scale, restore) as aware datetimes in ``timezone`` (elapsed hours, DST-safe)."""
+        tz = ZoneInfo(self.timezone)
+        at = self.at.replace(tzinfo=tz).astimezone(UTC)
+        return (
+            (at - timedelta(hours=self.prescale_hours)).astimezone(tz),
+            (at + timedelta(hours=self.restore_after_hours)).astimezone(tz),
+        )
 
 
 class ScalingConfig(_Strict):
@@ -440,20 +542,51 @@ class ScalingConfig(_Strict):
     def _within_variant_bounds(self) -> ScalingConfig:
         missing = {"primary", "canary"} - set(self.variants)
         if missing:
-            raise ValueError(f"variants needs an entry for {sorted(missing)}")
+            raise ValueError(f"variants: needs an entry for {sorted(missing)}")
         names = [s.name for s in self.schedules] + [r.name for r in self.release_calendar]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"schedule/release names must be unique: {dupes}")
-        for kind, items in (("schedules", self.schedules), ("release_calendar", self.release_calendar)):
+            raise ValueError(f"schedules: schedule/release names must be unique: {dupes}")
+        for kind, items in (
+            ("schedules", self.schedules),
+            ("release_calendar", self.release_calendar),
+        ):
             for i, item in enumerate(items):
                 bound = self.variants[item.variant].max_capacity
                 if item.max_capacity > bound:
                     raise ValueError(
-                        f"{kind}[{i}] ({item.name}): max_capacity ({item.max_capacity}) exceeds "
+                        f"{kind}.{i}.max_capacity: {item.max_capacity} ({item.name}) exceeds "
                         f"scaling.variants.{item.variant}.max_capacity ({bound}); raise that too"
                     )
+                floor = self.variants[item.variant].min_capacity
+                if item.min_capacity < floor:
+                    raise ValueError(
+                        f"{kind}[{i}] ({item.name}): min_capacity ({item.min_capacity}) is below "
+                        f"scaling.variants.{item.variant}.min_capacity ({floor}), the floor "
+                        "the endpoint must never go under"
+                    )
+        for i, event in enumerate(self.release_calendar):
+            start, end = event.window
+            for j, sched in enumerate(self.schedules):
+                fire = sched.first_fire_after(start)
+                if sched.variant == event.variant and fire < end:
+                    raise ValueError(
+                        f"release_calendar[{i}] ({event.name}): schedules[{j}] ({sched.name}) "
+                        f"fires at {fire.astimezone(start.tzinfo):%Y-%m-%d %H:%M} {event.timezone}"
+                        f" inside the pre-scale window {start:%Y-%m-%d %H:%M}.."
+                        f"{end:%Y-%m-%d %H:%M} and would undo it; end the window at or before it"
+                    )
         return self
+
+    def recurring_bounds_at(self, variant: str, when: datetime) -> tuple[int, int]:
+        """(min, max) the recurring schedules hold for ``variant`` at ``when``: the last one to
+        fire at or before it, or the variant's own bounds when it has no schedule."""
+        mine = [s for s in self.schedules if s.variant == variant]
+        if not mine:
+            base = self.variants[variant]  # type: ignore[index]
+            return base.min_capacity, base.max_capacity
+        last = max(mine, key=lambda s: s.last_fire(when))
+        return last.written_min_capacity, last.max_capacity
 
 
 # ---------------------------------------------------------------- rollout, smoke gate, alarms
@@ -517,7 +650,7 @@ class DeploymentConfig(_Strict):
             raise ValueError(f"adapters: names must be unique: {names}")
         if self.default_adapter is not None and self.default_adapter not in names:
             raise ValueError(
-                f"default_adapter {self.default_adapter!r} is not one of the adapters {names}"
+                f"default_adapter: {self.default_adapter!r} is not one of the adapters {names}"
             )
         ranks = {a.rank for a in self.adapters}
         if len(ranks) > 1:
@@ -537,7 +670,7 @@ class DeploymentConfig(_Strict):
         arch = self.resolved_architecture or self.model.architecture
         if arch and self.engine.max_model_len > arch.max_position_embeddings:
             raise ValueError(
-                f"engine.max_model_len ({self.engine.max_model_len}) exceeds the model's "
+                f"engine.max_model_len: {self.engine.max_model_len} exceeds the model's "
                 f"max_position_embeddings ({arch.max_position_embeddings})"
             )
         for vname in ("primary", "canary"):
@@ -545,7 +678,7 @@ class DeploymentConfig(_Strict):
             sc = self.scaling.variants[vname]
             if not sc.min_capacity <= variant.initial_instance_count <= sc.max_capacity:
                 raise ValueError(
-                    f"variants.{vname}.initial_instance_count ({variant.initial_instance_count}) "
+                    f"variants.{vname}.initial_instance_count: {variant.initial_instance_count} "
                     f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
                     f"({sc.min_capacity}..{sc.max_capacity})"
                 )
@@ -558,11 +691,24 @@ class DeploymentConfig(_Strict):
         return arch
 
 
+_FIELD_PREFIX = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*): ")
+
+
 def _format_errors(path: Path, err: ValidationError) -> str:
+    """One line per error: the full YAML path, then why.
+
+    Cross-field validators start their message with the field they blame ("field: why"); that
+    field is appended to the location pydantic reports (the model holding both fields).
+    """
     lines = [f"{path}: {err.error_count()} invalid value(s)"]
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "<top level>"
+        loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
+        blamed = _FIELD_PREFIX.match(msg)
+        if blamed:
+            loc = f"{loc}.{blamed.group(1)}" if loc else blamed.group(1)
+            msg = msg[blamed.end() :]
+        loc = loc or "<top level>"
         if e["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling; unknown keys are errors)"
         lines.append(f"  {loc}: {msg}")

@@ -10,4 +10,6 @@ STACK_SUPPRESSIONS: list[NagPackSuppression] = []
 
 def apply_suppressions(stack: Stack) -> None:
     if STACK_SUPPRESSIONS:
-        NagSuppressions.add_stack_suppressions(stack, STACK_SUPPRESSIONS, apply_to_nested_stacks=True)
+        NagSuppressions.add_stack_suppressions(
+            stack, STACK_SUPPRESSIONS, apply_to_nested_stacks=True
+        )

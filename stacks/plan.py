@@ -63,10 +63,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
             "monthly_at_min_capacity": round(monthly_min, 2),
             "monthly_at_max_capacity": round(monthly_max, 2),
             "price_sources": sorted(
-                {
-                    INSTANCE_CATALOG[v["instance_type"]].price_source
-                    for v in variants
-                }
+                {INSTANCE_CATALOG[v["instance_type"]].price_source for v in variants}
             ),
         },
         "rollout": {

@@ -65,7 +65,9 @@ class CanaryController(Construct):
         self.table = dynamodb.Table(
             self,
             "State",
-            partition_key=dynamodb.Attribute(name="endpoint_name", type=dynamodb.AttributeType.STRING),
+            partition_key=dynamodb.Attribute(
+                name="endpoint_name", type=dynamodb.AttributeType.STRING
+            ),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
@@ -75,7 +77,10 @@ class CanaryController(Construct):
             removal_policy=RemovalPolicy.DESTROY,
         )
         log_group = logs.LogGroup(
-            self, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+            self,
+            "Logs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
         )
         self.role = iam.Role(
             self,
@@ -176,7 +181,9 @@ class CanaryController(Construct):
         wait.next(tick)
         done = (
             sfn.Choice(self, "Done?")
-            .when(sfn.Condition.string_equals("$.status", "COMPLETED"), sfn.Succeed(self, "Completed"))
+            .when(
+                sfn.Condition.string_equals("$.status", "COMPLETED"), sfn.Succeed(self, "Completed")
+            )
             .when(
                 sfn.Condition.boolean_equals("$.done", True),
                 sfn.Fail(self, "RolledBack", error="CanaryRolledBack", cause_path="$.last_reason"),

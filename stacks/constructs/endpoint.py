@@ -198,5 +198,3 @@ class ServingEndpoint(Construct):
             ),
             volume_size_in_gb=v.volume_size_gb,
         )
-
-

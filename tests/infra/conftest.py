@@ -1,0 +1,75 @@
+"""Fixtures shared by the infrastructure tests: configs and templates synthesized once."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+from aws_cdk.assertions import Template
+
+from stacks.app_builder import build_stacks
+from stacks.config import DeploymentConfig, load_config, parse_config
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_env(env: str) -> DeploymentConfig:
+    return load_config(REPO_ROOT / "config" / f"{env}.yaml", env=env)
+
+
+def raw_config(env: str) -> dict[str, Any]:
+    return yaml.safe_load((REPO_ROOT / "config" / f"{env}.yaml").read_text())
+
+
+def parse(raw: dict[str, Any], env: str = "prod") -> DeploymentConfig:
+    return parse_config(
+        raw, env=env, source=Path(f"config/{env}.yaml"), base_dir=REPO_ROOT / "config"
+    )
+
+
+def synth_templates(cfg: DeploymentConfig) -> dict[str, Template]:
+    app = cdk.App()
+    image, endpoint = build_stacks(app, cfg)
+    return {"image": Template.from_stack(image), "endpoint": Template.from_stack(endpoint)}
+
+
+@pytest.fixture(scope="session")
+def prod_cfg() -> DeploymentConfig:
+    return load_env("prod")
+
+
+@pytest.fixture(scope="session")
+def prod_templates(prod_cfg: DeploymentConfig) -> dict[str, Template]:
+    return synth_templates(prod_cfg)
+
+
+@pytest.fixture
+def prod_raw() -> dict[str, Any]:
+    return copy.deepcopy(raw_config("prod"))
+
+
+@pytest.fixture
+def mutate(prod_raw: dict[str, Any]) -> Callable[..., dict[str, Any]]:
+    """Return a copy of prod.yaml with the value at a dotted path replaced (or deleted)."""
+
+    def _mutate(path: str, value: Any = None, *, delete: bool = False) -> dict[str, Any]:
+        raw = copy.deepcopy(prod_raw)
+        node: Any = raw
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        last = parts[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        elif delete:
+            del node[last]
+        else:
+            node[last] = value
+        return raw
+
+    return _mutate
