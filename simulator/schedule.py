@@ -8,6 +8,8 @@ Semantics matched with the CDK scaling construct (Application Auto Scaling sched
 - A release event is two one-off actions: at ``at - prescale_hours`` it sets the event's
   min/max; at ``at + restore_after_hours`` it restores the variant's own
   ``scaling.variants.<v>`` min/max.
+- Changing the bounds does not scale in by itself: a lower min only lets the policies scale in
+  (a higher min, or a lower max, moves desired capacity at once).
 - The state at the start of a trace is what the most recent action before it left behind
   (looked back up to 8 days; before any action, the variant's own min/max).
 """
@@ -15,7 +17,7 @@ Semantics matched with the CDK scaling construct (Application Auto Scaling sched
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
@@ -60,7 +62,8 @@ def timeline(
     for r in scaling.release_calendar:
         if r.variant != variant:
             continue
-        at = r.at.replace(tzinfo=ZoneInfo(r.timezone))
+        # elapsed hours (DST-safe), as ReleaseEvent.window computes them
+        at = r.at.replace(tzinfo=ZoneInfo(r.timezone)).astimezone(UTC)
         changes.append(
             BoundsChange(
                 at - timedelta(hours=r.prescale_hours),

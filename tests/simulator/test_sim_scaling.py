@@ -7,7 +7,7 @@ InvocationsPerInstance (Average over 60 s) = requests per minute / instances in 
 
 from __future__ import annotations
 
-from sim_helpers import FAST, desired_at_minute, flat_trace, in_service_at_minute, make_cfg, run
+from sim_helpers import desired_at_minute, flat_trace, in_service_at_minute, make_cfg, run
 
 from simulator.assumptions import Assumptions
 
