@@ -1,4 +1,4 @@
-"""One typed, validated DeploymentConfig loaded from config/<env>.yaml: the only input of the stacks.
+"""One typed, validated DeploymentConfig from config/<env>.yaml: the only input of the stacks.
 
 Every model forbids unknown keys (a typo fails synth instead of passing silently). Errors are
 collected by pydantic and re-raised as one ``ConfigError`` whose lines each start with the YAML
@@ -108,7 +108,7 @@ class AdapterConfig(_Strict):
 
 
 class ContextBudget(_Strict):
-    """Seeds 000 scenario 5: system 400, retrieval 1,400, generation reserve 600; turns get the rest."""
+    """Seeds 000 scenario 5: system 400, retrieval 1,400, reserve 600; turns get the rest."""
 
     system_tokens: Annotated[int, Field(gt=0)] = 400
     retrieval_tokens: Annotated[int, Field(ge=0)] = 1400
@@ -284,7 +284,8 @@ def _check_metric(name: str) -> str:
     if name not in SCALABLE_METRICS:
         raise ValueError(
             f"metric {name!r} is neither a per-variant metric of the metrics contract nor one "
-            f"SageMaker publishes for a real-time endpoint; known: {', '.join(sorted(SCALABLE_METRICS))}"
+            "SageMaker publishes for a real-time endpoint; known: "
+            + ", ".join(sorted(SCALABLE_METRICS))
         )
     return name
 
@@ -424,7 +425,7 @@ def aas_cron(cron: str) -> str:
 
 
 class ScheduledAction(_Strict):
-    """A recurring capacity change written in local time: ``cron`` has 5 fields (m h dom mon dow)."""
+    """A recurring capacity change in local time: ``cron`` has 5 fields (m h dom mon dow)."""
 
     name: Annotated[str, Field(pattern=_NAME)]
     variant: Literal["primary", "canary"] = "primary"
@@ -491,7 +492,7 @@ class ScheduledAction(_Strict):
 
 
 class ReleaseEvent(_Strict):
-    """A one-off known release: pre-scale ``prescale_hours`` before, restore ``restore_after_hours`` after."""
+    """A known release: pre-scale ``prescale_hours`` before, restore ``restore_after_hours`` after."""
 
     name: Annotated[str, Field(pattern=_NAME)]
     variant: Literal["primary", "canary"] = "primary"
@@ -547,10 +548,11 @@ class ScalingConfig(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"schedules: schedule/release names must be unique: {dupes}")
-        for kind, items in (
-            ("schedules", self.schedules),
-            ("release_calendar", self.release_calendar),
-        ):
+        groups: tuple[tuple[str, list[ScheduledAction | ReleaseEvent]], ...] = (
+            ("schedules", [*self.schedules]),
+            ("release_calendar", [*self.release_calendar]),
+        )
+        for kind, items in groups:
             for i, item in enumerate(items):
                 bound = self.variants[item.variant].max_capacity
                 if item.max_capacity > bound:
@@ -561,7 +563,7 @@ class ScalingConfig(_Strict):
                 floor = self.variants[item.variant].min_capacity
                 if item.min_capacity < floor:
                     raise ValueError(
-                        f"{kind}[{i}] ({item.name}): min_capacity ({item.min_capacity}) is below "
+                        f"{kind}.{i}.min_capacity: {item.min_capacity} ({item.name}) is below "
                         f"scaling.variants.{item.variant}.min_capacity ({floor}), the floor "
                         "the endpoint must never go under"
                     )
@@ -571,7 +573,7 @@ class ScalingConfig(_Strict):
                 fire = sched.first_fire_after(start)
                 if sched.variant == event.variant and fire < end:
                     raise ValueError(
-                        f"release_calendar[{i}] ({event.name}): schedules[{j}] ({sched.name}) "
+                        f"release_calendar.{i}: {event.name}: schedules.{j} ({sched.name}) "
                         f"fires at {fire.astimezone(start.tzinfo):%Y-%m-%d %H:%M} {event.timezone}"
                         f" inside the pre-scale window {start:%Y-%m-%d %H:%M}.."
                         f"{end:%Y-%m-%d %H:%M} and would undo it; end the window at or before it"
@@ -619,6 +621,31 @@ class NotificationConfig(_Strict):
     emails: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = []
 
 
+class MonitoringConfig(_Strict):
+    """Alarm thresholds and SLO targets; defaults are the seeds' (000 section 8: alerting rules
+    and SLO definitions)."""
+
+    ttft_p95_ms: Annotated[float, Field(gt=0)] = 500
+    queue_depth_critical: Annotated[float, Field(gt=0)] = 80
+    kv_cache_usage_percent: Annotated[float, Field(gt=0, le=100)] = 95
+    prefix_cache_hit_rate_min_percent: Annotated[float, Field(ge=0, lt=100)] = 50
+    #: Adapter P95 baseline (ms) per adapter name; adapters not listed use the default.
+    adapter_latency_baseline_ms: dict[str, Annotated[float, Field(gt=0)]] = {}
+    default_adapter_latency_baseline_ms: Annotated[float, Field(gt=0)] = 1000
+    adapter_latency_regression_factor: Annotated[float, Field(gt=1)] = 2
+    slo_availability_percent: Annotated[float, Field(gt=90, lt=100)] = 99.9
+    slo_ttft_p50_ms: Annotated[float, Field(gt=0)] = 200
+    slo_latency_p99_ms: Annotated[float, Field(gt=0)] = 2000
+    slo_queue_wait_p95_ms: Annotated[float, Field(gt=0)] = 100
+    slo_error_rate_percent: Annotated[float, Field(gt=0, lt=10)] = 0.1
+
+    def adapter_threshold_ms(self, adapter: str) -> float:
+        base = self.adapter_latency_baseline_ms.get(
+            adapter, self.default_adapter_latency_baseline_ms
+        )
+        return base * self.adapter_latency_regression_factor
+
+
 # ---------------------------------------------------------------- the whole deployment
 
 
@@ -640,6 +667,7 @@ class DeploymentConfig(_Strict):
     rollout: RolloutConfig = RolloutConfig()
     smoke_gate: SmokeGateConfig = SmokeGateConfig()
     notifications: NotificationConfig = NotificationConfig()
+    monitoring: MonitoringConfig = MonitoringConfig()
     #: Set by the loader: the architecture resolved from ``model.architecture(_file)``.
     resolved_architecture: ModelArchitecture | None = None
 
@@ -651,6 +679,11 @@ class DeploymentConfig(_Strict):
         if self.default_adapter is not None and self.default_adapter not in names:
             raise ValueError(
                 f"default_adapter: {self.default_adapter!r} is not one of the adapters {names}"
+            )
+        unknown = sorted(set(self.monitoring.adapter_latency_baseline_ms) - set(names))
+        if unknown:
+            raise ValueError(
+                f"monitoring.adapter_latency_baseline_ms: {unknown} are not adapters {names}"
             )
         ranks = {a.rank for a in self.adapters}
         if len(ranks) > 1:
