@@ -19,6 +19,19 @@ PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
 #: Fast, easy-to-count assumptions: new instances serve 60 s after the decision.
 FAST = Assumptions(provision_seconds=60, startup_seconds=0)
 
+#: Scale in by one while under 100 invocations/instance for 5 minutes, at most every 5 minutes.
+IDLE_IN: dict[str, Any] = {
+    "name": "idle-in",
+    "direction": "in",
+    "metric": "InvocationsPerInstance",
+    "comparison": "<",
+    "threshold": 100,
+    "period_seconds": 60,
+    "evaluation_periods": 5,
+    "cooldown_seconds": 300,
+    "steps": [{"upper": 0, "change": -1}],
+}
+
 
 def make_cfg(
     primary: dict[str, Any],

@@ -7,7 +7,7 @@ InvocationsPerInstance (Average over 60 s) = requests per minute / instances in 
 
 from __future__ import annotations
 
-from sim_helpers import desired_at_minute, flat_trace, in_service_at_minute, make_cfg, run
+from sim_helpers import IDLE_IN, desired_at_minute, flat_trace, in_service_at_minute, make_cfg, run
 
 from simulator.assumptions import Assumptions
 
@@ -64,18 +64,7 @@ def test_scale_out_without_cooldown_repeats_every_period_until_max() -> None:
 
 
 def test_scale_in_waits_for_evaluation_periods_and_cooldown_and_stops_at_min() -> None:
-    idle = {
-        "name": "idle-in",
-        "direction": "in",
-        "metric": "InvocationsPerInstance",
-        "comparison": "<",
-        "threshold": 100,
-        "period_seconds": 60,
-        "evaluation_periods": 5,
-        "cooldown_seconds": 300,
-        "steps": [{"upper": 0, "change": -1}],
-    }
-    cfg = make_cfg(primary(step_policies=[idle]), initial=6)
+    cfg = make_cfg(primary(step_policies=[IDLE_IN]), initial=6)
     res = run(cfg, flat_trace([(40, 0)]))
     counts = [in_service_at_minute(res, m) for m in (4.9, 5, 9.9, 10, 15, 20, 25, 39)]
     assert counts == [6, 5, 5, 4, 3, 2, 2, 2]

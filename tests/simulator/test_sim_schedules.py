@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sim_helpers import FAST, flat_trace, in_service_at_minute, jst, make_cfg, run
+from sim_helpers import FAST, IDLE_IN, flat_trace, in_service_at_minute, jst, make_cfg, run
 
 from simulator.schedule import timeline
 
@@ -85,18 +85,7 @@ def test_release_calendar_prescales_and_restores_variant_bounds() -> None:
         "min_capacity": 8,
         "max_capacity": 8,
     }
-    idle = {
-        "name": "idle-in",
-        "direction": "in",
-        "metric": "InvocationsPerInstance",
-        "comparison": "<",
-        "threshold": 100,
-        "period_seconds": 60,
-        "evaluation_periods": 5,
-        "cooldown_seconds": 300,
-        "steps": [{"upper": 0, "change": -1}],
-    }
-    cfg = make_cfg({**PRIMARY, "step_policies": [idle]}, calendar=[event])
+    cfg = make_cfg({**PRIMARY, "step_policies": [IDLE_IN]}, calendar=[event])
     start = jst(2026, 12, 4, 17)
     res = run(cfg, flat_trace([(300, 0)], start=start), FAST)
     # pre-scale at 18:00 (minute 60) -> 8; restore at 21:00 (minute 240) -> bounds 2..8; the

@@ -1,0 +1,122 @@
+"""Capacity derivation, request accounting, the CLI, and the One Piece validation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sim_helpers import FAST, PROD, flat_trace, make_cfg, run
+
+from simulator.assumptions import Assumptions
+from simulator.capacity import instance_model
+from simulator.cli import main
+from simulator.engine import SimulationError, VariantSimulation
+from simulator.validation import one_piece
+from stacks.capacity import estimate
+from stacks.config import load_config
+
+CFG = load_config(PROD, env="prod")
+
+
+def test_capacity_comes_from_the_kv_model_and_the_decode_rate() -> None:
+    m = instance_model(CFG, "ml.g5.xlarge", Assumptions())
+    cap = estimate(CFG, "ml.g5.xlarge")
+    assert m.concurrency == cap.concurrency_at_typical_length
+    assert m.requests_per_minute == pytest.approx(60 * m.concurrency / m.service_seconds)
+    faster = instance_model(CFG, "ml.g5.xlarge", Assumptions(decode_tokens_per_second=90))
+    assert faster.requests_per_minute > 1.9 * m.requests_per_minute
+    # longer requests: fewer fit in the KV cache and each takes longer
+    conc, svc = m.at(3000, 400)
+    assert conc < m.concurrency and svc > m.service_seconds
+
+
+def test_every_request_is_served_rejected_or_still_queued() -> None:
+    cfg = make_cfg({"min_capacity": 2, "max_capacity": 8})
+    res = run(cfg, flat_trace([(5, 1000), (10, 6000), (5, 0)]))
+    s = res.runs["primary"].series
+    assert s["arrivals"].sum() == pytest.approx(s["served"].sum() + s["rejected"].sum())
+    assert s["rejected"].sum() > 0  # 6,000 rpm on 2 instances of ~1,205
+    # in flight never exceeds the admission limit
+    assert (s["running"] + s["waiting"] <= 2 * CFG.engine.admission_max_inflight + 1e-6).all()
+
+
+def test_overload_rejects_what_exceeds_capacity_in_steady_state() -> None:
+    cfg = make_cfg({"min_capacity": 2, "max_capacity": 2})
+    res = run(cfg, flat_trace([(30, 4000)]))
+    m = res.runs["primary"].instance
+    rej_last_10_min = res.runs["primary"].series["rejected"][-60:].sum()
+    assert rej_last_10_min == pytest.approx((4000 - 2 * m.requests_per_minute) * 10, rel=1e-6)
+
+
+def test_unknown_disabled_policy_is_an_error() -> None:
+    with pytest.raises(SimulationError, match="no step policy named"):
+        VariantSimulation(
+            CFG,
+            "primary",
+            instance_model(CFG, "ml.g5.xlarge", FAST),
+            replace(FAST, disabled_policies=("nope",)),
+            flat_trace([(1, 0)]),
+            1.0,
+        )
+
+
+def test_one_piece_old_policy_reproduces_the_seeds_order_of_magnitude() -> None:
+    report = one_piece(CFG, Assumptions())
+    runs = report["runs"]
+    assert isinstance(runs, dict)
+    for key in ("8_min_to_capacity", "13_min_to_capacity"):
+        deg = runs[key]["summary"]["degraded"]
+        assert 10 <= deg["peak_minute_rejected_pct"] <= 30
+    assert (
+        runs["13_min_to_capacity"]["summary"]["rejected_429"]
+        > runs["8_min_to_capacity"]["summary"]["rejected_429"]
+    )
+
+
+def test_cli_runs_a_csv_trace_against_a_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = tmp_path / "mine.csv"
+    rows = ["timestamp,requests_per_minute"] + [
+        f"2026-12-09T20:{m:02d}:00+09:00,{v}" for m, v in enumerate([2000] * 5 + [7000] * 25)
+    ]
+    csv.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    code = main(
+        [
+            "run",
+            "--trace",
+            str(csv),
+            "--baseline",
+            str(PROD),
+            "--out",
+            str(out),
+            "--disable-policy",
+            "gpu-memory-out",
+        ]
+    )
+    assert code == 0
+    data = json.loads((out / "mine.json").read_text())
+    assert data["summary"]["requests"] == 2000 * 5 + 7000 * 25
+    assert "baseline" in data
+    assert (out / "mine.png").stat().st_size > 10_000
+    assert "change" in capsys.readouterr().out
+
+
+def test_cli_bad_trace_exits_2_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = tmp_path / "bad.csv"
+    csv.write_text("timestamp,requests_per_minute\n2026-12-09T20:00:00+09:00,lots\n")
+    assert main(["run", "--trace", str(csv), "--out", str(tmp_path), "--no-charts"]) == 2
+    assert "bad.csv: line 2: requests_per_minute 'lots'" in capsys.readouterr().err
+
+
+def test_series_are_per_tick() -> None:
+    cfg = make_cfg({"min_capacity": 2, "max_capacity": 8})
+    res = run(cfg, flat_trace([(3, 100)]))
+    assert all(len(v) == 18 for v in res.runs["primary"].series.values())
+    assert np.isclose(res.summary["requests"], 300)
