@@ -57,7 +57,7 @@ def linear_params(arch: ModelArchitecture) -> int:
 
 
 def weight_bytes(arch: ModelArchitecture, quantization: str) -> int:
-    """Embeddings and lm_head stay fp16 (llmcompressor ignores lm_head; embeddings are not Linear)."""
+    """Bytes of weights. Embeddings and lm_head stay fp16 (llmcompressor skips lm_head)."""
     embed = arch.vocab_size * arch.hidden_size
     head = 0 if arch.tie_word_embeddings else embed
     bits = AWQ_BITS_PER_WEIGHT if quantization == "awq" else 16

@@ -49,3 +49,7 @@ class EndpointStack(Stack):
             volume_key=self.key,
         )
         image.grant_pull(self.serving.role)
+        # SageMaker checks image access at CreateModel: create the models after the role's policy.
+        policy = self.serving.role.node.find_child("DefaultPolicy")
+        for model in self.serving.models.values():
+            model.node.add_dependency(policy)

@@ -106,14 +106,15 @@ def render_plan(plan: dict[str, Any]) -> str:
         ]
         if c["preempts_at_full_context"]:
             lines.append(
-                f"          WARNING: max_num_seqs x max_model_len needs {c['worst_case_kv_gib']} GiB"
-                f" of KV cache, {c['kv_budget_gib']} GiB fit: vLLM preempts beyond "
+                f"          WARNING: max_num_seqs x max_model_len needs "
+                f"{c['worst_case_kv_gib']} GiB of KV cache, {c['kv_budget_gib']} GiB fit: vLLM preempts beyond "
                 f"{c['concurrency_at_full_context']} full-length sequences"
             )
     cost = plan["cost"]
     lines.append(
         f"  cost    ${cost['monthly_at_initial_counts']:,.0f}/month at initial counts "
-        f"(min ${cost['monthly_at_min_capacity']:,.0f}, max ${cost['monthly_at_max_capacity']:,.0f});"
+        f"(min ${cost['monthly_at_min_capacity']:,.0f}, "
+        f"max ${cost['monthly_at_max_capacity']:,.0f});"
         f" on-demand {cost['price_region']}, {cost['hours_per_month']} h/month"
     )
     r = plan["rollout"]

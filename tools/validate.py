@@ -59,9 +59,11 @@ def run_checkov(checkov: Path, templates: list[Path]) -> tuple[int, list[str]]:
             raise SystemExit(f"checkov produced no report for {path}: {proc.stderr[-2000:]}")
         reports = json.loads(proc.stdout)
         for report in reports if isinstance(reports, list) else [reports]:
-            results = report.get("results", {})
-            passed += len(results.get("passed_checks", []))
-            for chk in results.get("failed_checks", []):
+            summary = report["summary"]
+            if summary["parsing_errors"] or not summary["resource_count"]:
+                raise SystemExit(f"checkov could not parse {path}: {summary}")
+            passed += summary["passed"]
+            for chk in report["results"]["failed_checks"]:
                 failed.append(
                     f"{path.name}: {chk['check_id']} {chk['check_name']} ({chk['resource']})"
                 )

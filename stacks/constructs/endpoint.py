@@ -144,7 +144,6 @@ class ServingEndpoint(Construct):
                     environment=container_environment(cfg, variant),
                 ),
             )
-            model.node.add_dependency(self.role)
             self.models[variant] = model
 
         instance_types = {getattr(cfg.variants, v).instance_type for v in VARIANT_NAMES}
