@@ -117,6 +117,7 @@ def _config(args: argparse.Namespace) -> DeploymentConfig:
 def cmd_run(args: argparse.Namespace) -> int:
     cfg, a = _config(args), _assumptions(args)
     baseline = _load(Path(args.baseline)) if args.baseline else None
+    base_a = replace(a, disabled_policies=())  # --disable-policy applies to the candidate only
     traces = [resolve(t) for t in (args.trace or list(BUILTIN))]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for tr in traces:
         res: Result = simulate(cfg, tr, a, label=label)
         base = (
-            simulate(baseline, tr, a, label=f"baseline {Path(args.baseline).name}")
+            simulate(baseline, tr, base_a, label=f"baseline {Path(args.baseline).name}")
             if baseline is not None
             else None
         )
