@@ -1,0 +1,201 @@
+"""Autoscaling of each endpoint variant: Application Auto Scaling targets and their policies.
+
+Per variant: a scalable target ``endpoint/<endpoint>/variant/<variant>`` (created after the
+endpoint), target tracking on the high-resolution concurrency metric (or invocations), and
+step-scaling policies driven by CloudWatch alarms on contract or SageMaker metrics. On the
+targets: recurring scheduled actions written in local time with their IANA time zone (MinCapacity
+written = floor + standby instances), and for each release in the calendar a one-off pre-scale
+``at(...)`` and a restore to what the recurring schedules hold at that moment.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack, TimeZone
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from stacks.config import DeploymentConfig, StepPolicy
+from stacks.constructs.metrics import variant_metric
+
+SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+# Application Auto Scaling uses (and creates if missing) this service-linked role for SageMaker.
+SERVICE_LINKED_ROLE = (
+    "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+    "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+)
+_COMPARISON = {
+    ">": cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    ">=": cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    "<": cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+    "<=": cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD,
+}
+# A value on the non-breaching side of each comparison's threshold, as an offset from it.
+_NEUTRAL_OFFSET = {">": 0, ">=": -1, "<": 0, "<=": 1}
+
+
+def resource_id(endpoint_name: str, variant: str) -> str:
+    return f"endpoint/{endpoint_name}/variant/{variant}"
+
+
+def _at(moment: object) -> appscaling.Schedule:
+    """A one-off schedule in local wall time; the action's Timezone places it."""
+    return appscaling.Schedule.expression(f"at({moment:%Y-%m-%dT%H:%M:%S})")
+
+
+class EndpointScaling(Construct):
+    """``targets``, ``tracking``, ``step_actions`` and ``step_alarms`` by variant (and policy)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cfg: DeploymentConfig,
+        endpoint: sagemaker.CfnEndpoint,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._cfg = cfg
+        role = iam.Role.from_role_arn(
+            self,
+            "AutoScalingRole",
+            Stack.of(self).format_arn(
+                service="iam", region="", resource="role", resource_name=SERVICE_LINKED_ROLE
+            ),
+        )
+        self.targets: dict[str, appscaling.ScalableTarget] = {}
+        self.tracking: dict[str, appscaling.TargetTrackingScalingPolicy] = {}
+        self.step_actions: dict[tuple[str, str], appscaling.StepScalingAction] = {}
+        self.step_alarms: dict[tuple[str, str], cloudwatch.Alarm] = {}
+        for variant, vs in cfg.scaling.variants.items():
+            target = appscaling.ScalableTarget(
+                self,
+                f"{variant.capitalize()}Target",
+                service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
+                resource_id=resource_id(cfg.endpoint_name, variant),
+                scalable_dimension=SCALABLE_DIMENSION,
+                min_capacity=vs.min_capacity,
+                max_capacity=vs.max_capacity,
+                role=role,
+            )
+            target.node.add_dependency(endpoint)  # the variant must exist before registration
+            self.targets[variant] = target
+            if vs.target_tracking is not None:
+                self.tracking[variant] = self._track(variant, target)
+            for policy in vs.step_policies:
+                self._step(variant, target, policy)
+        for sched in cfg.scaling.schedules:
+            self.targets[sched.variant].scale_on_schedule(
+                sched.name,
+                schedule=appscaling.Schedule.expression(sched.aas_schedule),
+                min_capacity=sched.written_min_capacity,
+                max_capacity=sched.max_capacity,
+                time_zone=TimeZone.of(sched.timezone),
+            )
+        for event in cfg.scaling.release_calendar:
+            start, end = event.window
+            target = self.targets[event.variant]
+            restore_min, restore_max = cfg.scaling.recurring_bounds_at(event.variant, end)
+            for suffix, moment, low, high in (
+                ("prescale", start, event.min_capacity, event.max_capacity),
+                ("restore", end, restore_min, restore_max),
+            ):
+                target.scale_on_schedule(
+                    f"{event.name}-{suffix}",
+                    schedule=_at(moment),
+                    min_capacity=low,
+                    max_capacity=high,
+                    time_zone=TimeZone.of(event.timezone),
+                )
+
+    def _track(
+        self, variant: str, target: appscaling.ScalableTarget
+    ) -> appscaling.TargetTrackingScalingPolicy:
+        tt = self._cfg.scaling.variants[variant].target_tracking  # type: ignore[index]
+        assert tt is not None
+        if tt.metric == "concurrency":
+            metric = appscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION  # noqa: E501
+            value = round(tt.target_fraction_of_max_num_seqs * self._cfg.engine.max_num_seqs, 2)
+        else:
+            metric = appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE
+            value = tt.invocations_per_instance
+        return target.scale_to_track_metric(
+            f"{variant.capitalize()}TargetTracking",
+            target_value=value,
+            predefined_metric=metric,
+            scale_out_cooldown=Duration.seconds(tt.scale_out_cooldown_seconds),
+            scale_in_cooldown=Duration.seconds(tt.scale_in_cooldown_seconds),
+        )
+
+    def _step(self, variant: str, target: appscaling.ScalableTarget, policy: StepPolicy) -> None:
+        cid = f"{variant.capitalize()}{''.join(p.capitalize() for p in policy.name.split('-'))}"
+        aggregation = {
+            "Maximum": appscaling.MetricAggregationType.MAXIMUM,
+            "Minimum": appscaling.MetricAggregationType.MINIMUM,
+        }.get(policy.statistic, appscaling.MetricAggregationType.AVERAGE)
+        action = appscaling.StepScalingAction(
+            self,
+            cid,
+            scaling_target=target,
+            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+            cooldown=Duration.seconds(policy.cooldown_seconds),
+            metric_aggregation_type=aggregation,
+        )
+        for step in policy.steps:
+            action.add_adjustment(
+                adjustment=step.change, lower_bound=step.lower, upper_bound=step.upper
+            )
+        alarm = cloudwatch.Alarm(
+            self,
+            f"{cid}Alarm",
+            alarm_description=self._describe(variant, policy),
+            metric=self._alarm_metric(variant, policy),
+            threshold=policy.threshold,
+            comparison_operator=_COMPARISON[policy.comparison],
+            evaluation_periods=policy.evaluation_periods,
+            datapoints_to_alarm=policy.datapoints_to_alarm,
+            # No data is never a reason to scale (out or in).
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        alarm.add_alarm_action(cw_actions.ApplicationScalingAction(action))
+        self.step_actions[(variant, policy.name)] = action
+        self.step_alarms[(variant, policy.name)] = alarm
+
+    def _alarm_metric(self, variant: str, policy: StepPolicy) -> cloudwatch.IMetric:
+        period = Duration.seconds(policy.period_seconds)
+        main = variant_metric(
+            self._cfg.endpoint_name,
+            variant,
+            policy.metric,
+            statistic=policy.statistic,
+            period=period,
+        )
+        cond = policy.also_require
+        if cond is None:
+            return main
+        # AND: the main metric while the condition holds, else a value that cannot breach, so
+        # the step bounds keep their meaning (offsets from the threshold of the main metric).
+        other = variant_metric(
+            self._cfg.endpoint_name, variant, cond.metric, statistic=cond.statistic, period=period
+        )
+        neutral = policy.threshold + _NEUTRAL_OFFSET[policy.comparison]
+        return cloudwatch.MathExpression(
+            expression=f"IF(c {cond.comparison} {cond.threshold:g}, m, {neutral:g})",
+            using_metrics={"m": main, "c": other},
+            period=period,
+            label=f"{policy.metric} while {cond.metric} {cond.comparison} {cond.threshold:g}",
+        )
+
+    @staticmethod
+    def _describe(variant: str, policy: StepPolicy) -> str:
+        cond = policy.also_require
+        extra = f" and {cond.metric} {cond.comparison} {cond.threshold:g}" if cond else ""
+        steps = ", ".join(f"{s.change:+d}" for s in policy.steps)
+        return (
+            f"{variant} scale {policy.direction} ({policy.name}): {policy.statistic} "
+            f"{policy.metric} {policy.comparison} {policy.threshold:g}{extra} for "
+            f"{policy.evaluation_periods} x {policy.period_seconds} s; steps {steps}"
+        )
