@@ -16,6 +16,7 @@ from stacks.config import DeploymentConfig
 from stacks.constructs.endpoint import VARIANT_NAMES, ServingEndpoint
 from stacks.constructs.image import ServingImage
 from stacks.constructs.rollback_alarms import RollbackAlarms
+from stacks.constructs.scaling import EndpointScaling
 
 
 class EndpointStack(Stack):
@@ -48,6 +49,7 @@ class EndpointStack(Stack):
             rollback_alarms=self.rollback_alarms.all,
             volume_key=self.key,
         )
+        self.scaling = EndpointScaling(self, "Scaling", cfg=cfg, endpoint=self.serving.endpoint)
         image.grant_pull(self.serving.role)
         # SageMaker checks image access at CreateModel: create the models after the role's policy.
         policy = self.serving.role.node.find_child("DefaultPolicy")
