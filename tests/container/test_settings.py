@@ -1,0 +1,102 @@
+"""The settings registry and its translation into vLLM 0.32 flags."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from container.serving import settings
+
+STACK_ENV = {
+    "MODEL_PATH", "LORA_PATH", "VLLM_PORT", "VLLM_GPU_MEMORY_UTILIZATION", "VLLM_MAX_MODEL_LEN",
+    "VLLM_MAX_NUM_SEQS", "VLLM_MAX_NUM_BATCHED_TOKENS", "VLLM_BLOCK_SIZE",
+    "VLLM_ENABLE_PREFIX_CACHING", "VLLM_MAX_LORAS", "VLLM_MAX_LORA_RANK", "VLLM_LOG_LEVEL",
+    "WARMUP_NUM_REQUESTS", "DEFAULT_ADAPTER", "ADMISSION_MAX_INFLIGHT",
+    "SHUTDOWN_TIMEOUT_SECONDS", "BUDGET_SYSTEM_TOKENS", "BUDGET_RETRIEVAL_TOKENS",
+    "BUDGET_GENERATION_RESERVE_TOKENS", "METRICS_INTERVAL_SECONDS", "ENDPOINT_NAME",
+    "VARIANT_NAME", "SERVING_DEVICE", "SAGEMAKER_BIND_TO_PORT",
+}  # fmt: skip
+REMOVED_FLAGS = {
+    "--disable-log-requests", "--scheduler-delay-factor", "--swap-space",
+    "--use-v2-block-manager", "--disable-frontend-multiprocessing", "--engine-use-ray",
+    "--quantization",
+}  # fmt: skip
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def test_every_variable_the_endpoint_stack_sets_is_registered() -> None:
+    assert settings.setting_names() >= STACK_ENV
+    assert all(s.doc for s in settings.REGISTRY.values())
+
+
+def test_defaults_are_the_seed_values() -> None:
+    s = settings.load({})
+    assert (s.model_path, s.lora_path, s.port) == ("/opt/ml/model/base", "/opt/ml/model/lora", 8080)
+    assert (s.vllm_gpu_memory_utilization, s.vllm_max_model_len, s.vllm_max_num_seqs) == (
+        0.92, 4096, 128,
+    )  # fmt: skip
+    assert (s.budget_system_tokens, s.budget_retrieval_tokens) == (400, 1400)
+    assert s.budget_generation_reserve_tokens == 600
+    assert s.serving_device == "gpu" and s.vllm_enable_prefix_caching
+
+
+def test_translation_to_current_vllm_flags(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "adapter_config.json").write_text("{}")
+    s = settings.load(
+        {"LORA_PATH": str(tmp_path), "VLLM_MAX_NUM_SEQS": "64",
+         "VLLM_ENABLE_PREFIX_CACHING": "false", "SHUTDOWN_TIMEOUT_SECONDS": "45",
+         "VLLM_MAX_LORA_RANK": "32"}
+    )  # fmt: skip
+    args = settings.vllm_args(s)
+    assert flag(args, "--max-num-seqs") == "64"
+    assert flag(args, "--shutdown-timeout") == "45"
+    assert flag(args, "--max-lora-rank") == "32"
+    assert "--no-enable-prefix-caching" in args and "--enforce-eager" not in args
+    modules = [json.loads(a) for a in args[args.index("--lora-modules") + 1 :]]
+    assert [m["name"] for m in modules] == ["a", "b"]
+    assert {m["base_model_name"] for m in modules} == {"base"}
+    assert not REMOVED_FLAGS & set(args)
+
+
+def test_no_adapters_means_no_lora_flags(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    args = settings.vllm_args(settings.load({"LORA_PATH": str(tmp_path / "none")}))
+    assert "--enable-lora" not in args
+
+
+def test_sagemaker_bind_to_port_overrides_vllm_port() -> None:
+    s = settings.load({"VLLM_PORT": "9000", "SAGEMAKER_BIND_TO_PORT": "8443"})
+    assert flag(settings.vllm_args(s, {}), "--port") == "8443"
+
+
+def test_cpu_mode_rounds_block_size_for_the_cpu_attention_backend() -> None:
+    assert (
+        flag(settings.vllm_args(settings.load({"SERVING_DEVICE": "cpu"}), {}), "--block-size")
+        == "32"
+    )
+    assert flag(settings.vllm_args(settings.load({}), {}), "--block-size") == "16"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"VLLM_MAX_NUM_SEQS": "lots"}, "VLLM_MAX_NUM_SEQS"),
+        ({"VLLM_GPU_MEMORY_UTILIZATION": "1.5"}, "VLLM_GPU_MEMORY_UTILIZATION"),
+        ({"SERVING_DEVICE": "tpu"}, "SERVING_DEVICE"),
+        ({"VLLM_ENABLE_PREFIX_CACHING": "maybe"}, "VLLM_ENABLE_PREFIX_CACHING"),
+        ({"VLLM_MAX_MODEL_LEN": "2000"}, "leaves no room"),
+    ],
+)
+def test_bad_values_fail_with_the_variable_named(env: dict[str, str], message: str) -> None:
+    with pytest.raises(settings.SettingsError, match=message):
+        settings.load(env)
+
+
+def test_as_env_round_trips() -> None:
+    s = settings.load({"VLLM_ENFORCE_EAGER": "1", "ADMISSION_MAX_INFLIGHT": "7"})
+    assert settings.load(settings.as_env(s)) == s
