@@ -5,9 +5,9 @@ Semantics matched with the CDK scaling construct (Application Auto Scaling sched
 - A recurring action's 5-field cron is local time in its IANA ``timezone`` (DST included).
 - It sets the scalable target's MinCapacity to ``min_capacity + standby_instances`` and its
   MaxCapacity to ``max_capacity``; the bounds hold until another action changes them.
-- A release event is two one-off actions: at ``at - prescale_hours`` it sets the event's
-  min/max; at ``at + restore_after_hours`` it restores the variant's own
-  ``scaling.variants.<v>`` min/max.
+- A release event is two one-off actions (``ReleaseEvent.window``): at ``at - prescale_hours``
+  it sets the event's min/max; at ``at + restore_after_hours`` it restores what the recurring
+  schedules hold at that moment (``ScalingConfig.recurring_bounds_at``), as the CDK construct does.
 - Changing the bounds does not scale in by itself: a lower min only lets the policies scale in
   (a higher min, or a lower max, moves desired capacity at once).
 - The state at the start of a trace is what the most recent action before it left behind
@@ -17,7 +17,7 @@ Semantics matched with the CDK scaling construct (Application Auto Scaling sched
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
@@ -56,30 +56,14 @@ def timeline(
         if s.variant != variant:
             continue
         for when in _cron_fires(s.cron, s.timezone, start - LOOKBACK, end):
-            changes.append(
-                BoundsChange(when, s.min_capacity + s.standby_instances, s.max_capacity, s.name)
-            )
+            changes.append(BoundsChange(when, s.written_min_capacity, s.max_capacity, s.name))
     for r in scaling.release_calendar:
         if r.variant != variant:
             continue
-        # elapsed hours (DST-safe), as ReleaseEvent.window computes them
-        at = r.at.replace(tzinfo=ZoneInfo(r.timezone)).astimezone(UTC)
-        changes.append(
-            BoundsChange(
-                at - timedelta(hours=r.prescale_hours),
-                r.min_capacity,
-                r.max_capacity,
-                f"{r.name}:prescale",
-            )
-        )
-        changes.append(
-            BoundsChange(
-                at + timedelta(hours=r.restore_after_hours),
-                base.min_capacity,
-                base.max_capacity,
-                f"{r.name}:restore",
-            )
-        )
+        pre, post = r.window
+        changes.append(BoundsChange(pre, r.min_capacity, r.max_capacity, f"{r.name}:prescale"))
+        low, high = scaling.recurring_bounds_at(variant, post)
+        changes.append(BoundsChange(post, low, high, f"{r.name}:restore"))
     changes.sort(key=lambda c: c.at)
     initial = (base.min_capacity, base.max_capacity, "variant")
     for c in changes:

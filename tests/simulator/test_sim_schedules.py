@@ -114,3 +114,24 @@ def test_timeline_window_is_half_open() -> None:
     start = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
     _, changes = timeline(cfg.scaling, "primary", start, start + timedelta(hours=2))
     assert [c.at.astimezone(UTC).hour for c in changes] == [1, 2]
+
+
+def test_release_restore_returns_to_what_the_recurring_schedules_hold() -> None:
+    event = {
+        "name": "release",
+        "at": "2026-12-04T20:00:00",
+        "timezone": "Asia/Tokyo",
+        "prescale_hours": 2,
+        "restore_after_hours": 1,
+        "min_capacity": 8,
+        "max_capacity": 8,
+    }
+    cfg = make_cfg(
+        PRIMARY, calendar=[event], schedules=[sched("evening", "0 17 * * *", "Asia/Tokyo", 5, hi=7)]
+    )
+    _, changes = timeline(cfg.scaling, "primary", jst(2026, 12, 4, 16), jst(2026, 12, 4, 23))
+    assert [(c.name, c.min_capacity, c.max_capacity) for c in changes] == [
+        ("evening", 5, 7),
+        ("release:prescale", 8, 8),
+        ("release:restore", 5, 7),  # the 17:00 schedule, not the variant's 2..8
+    ]
