@@ -21,6 +21,16 @@ def sched(name: str, cron: str, tz: str, lo: int, hi: int = 8, standby: int = 0)
 
 
 PRIMARY = {"min_capacity": 2, "max_capacity": 8}
+#: Release at 20:00 JST on Friday 4 Dec 2026: 8 instances from 18:00, restored at 21:00.
+RELEASE = {
+    "name": "release",
+    "at": "2026-12-04T20:00:00",
+    "timezone": "Asia/Tokyo",
+    "prescale_hours": 2,
+    "restore_after_hours": 1,
+    "min_capacity": 8,
+    "max_capacity": 8,
+}
 
 
 def test_schedule_fires_in_local_time_with_standby_added_to_min() -> None:
@@ -76,16 +86,7 @@ def test_weekday_cron_only_on_that_weekday() -> None:
 
 
 def test_release_calendar_prescales_and_restores_variant_bounds() -> None:
-    event = {
-        "name": "release",
-        "at": "2026-12-04T20:00:00",
-        "timezone": "Asia/Tokyo",
-        "prescale_hours": 2,
-        "restore_after_hours": 1,
-        "min_capacity": 8,
-        "max_capacity": 8,
-    }
-    cfg = make_cfg({**PRIMARY, "step_policies": [IDLE_IN]}, calendar=[event])
+    cfg = make_cfg({**PRIMARY, "step_policies": [IDLE_IN]}, calendar=[RELEASE])
     start = jst(2026, 12, 4, 17)
     res = run(cfg, flat_trace([(300, 0)], start=start), FAST)
     # pre-scale at 18:00 (minute 60) -> 8; restore at 21:00 (minute 240) -> bounds 2..8; the
@@ -117,17 +118,10 @@ def test_timeline_window_is_half_open() -> None:
 
 
 def test_release_restore_returns_to_what_the_recurring_schedules_hold() -> None:
-    event = {
-        "name": "release",
-        "at": "2026-12-04T20:00:00",
-        "timezone": "Asia/Tokyo",
-        "prescale_hours": 2,
-        "restore_after_hours": 1,
-        "min_capacity": 8,
-        "max_capacity": 8,
-    }
     cfg = make_cfg(
-        PRIMARY, calendar=[event], schedules=[sched("evening", "0 17 * * *", "Asia/Tokyo", 5, hi=7)]
+        PRIMARY,
+        calendar=[RELEASE],
+        schedules=[sched("evening", "0 17 * * *", "Asia/Tokyo", 5, hi=7)],
     )
     _, changes = timeline(cfg.scaling, "primary", jst(2026, 12, 4, 16), jst(2026, 12, 4, 23))
     assert [(c.name, c.min_capacity, c.max_capacity) for c in changes] == [
