@@ -1,0 +1,170 @@
+"""EndpointStack: variants, models, rollout policy and least-privilege role, resource by resource."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from container.serving import settings
+from stacks import catalog
+from stacks.constructs.endpoint import container_environment
+
+from .conftest import synth_templates
+
+
+@pytest.fixture(scope="module")
+def endpoint(prod_templates) -> Template:
+    return prod_templates["endpoint"]
+
+
+def test_endpoint_config_has_primary_and_canary_at_95_5_on_g5(endpoint: Template) -> None:
+    endpoint.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "ProductionVariants": [
+                Match.object_like(
+                    {
+                        "VariantName": "primary",
+                        "InstanceType": "ml.g5.xlarge",
+                        "InitialInstanceCount": 4,
+                        "InitialVariantWeight": 95,
+                        "ContainerStartupHealthCheckTimeoutInSeconds": 600,
+                    }
+                ),
+                Match.object_like(
+                    {
+                        "VariantName": "canary",
+                        "InstanceType": "ml.g5.xlarge",
+                        "InitialInstanceCount": 1,
+                        "InitialVariantWeight": 5,
+                    }
+                ),
+            ]
+        },
+    )
+
+
+def test_endpoint_config_name_is_generated_so_changes_make_a_new_one(endpoint: Template) -> None:
+    for res in endpoint.find_resources("AWS::SageMaker::EndpointConfig").values():
+        assert "EndpointConfigName" not in res["Properties"]
+    for res in endpoint.find_resources("AWS::SageMaker::Model").values():
+        assert "ModelName" not in res["Properties"]
+
+
+def test_every_model_has_network_isolation_and_engine_env(endpoint: Template) -> None:
+    models = endpoint.find_resources("AWS::SageMaker::Model")
+    assert len(models) == 2
+    variants = set()
+    for res in models.values():
+        props = res["Properties"]
+        assert props["EnableNetworkIsolation"] is True
+        env = props["PrimaryContainer"]["Environment"]
+        assert env["VLLM_MAX_NUM_SEQS"] == "128"
+        assert env["VLLM_GPU_MEMORY_UTILIZATION"] == "0.92"
+        assert env["ENDPOINT_NAME"] == "mangaassist-vllm-prod"
+        variants.add(env["VARIANT_NAME"])
+    assert variants == {"primary", "canary"}
+
+
+def test_every_env_var_the_stack_sets_is_in_the_container_settings_registry(prod_cfg) -> None:
+    names = set(container_environment(prod_cfg, "primary"))
+    unknown = names - set(settings.setting_names())
+    assert not unknown, f"the container does not read {sorted(unknown)}"
+
+
+def test_container_accepts_the_environment_the_stack_sets(prod_cfg) -> None:
+    loaded = settings.load(container_environment(prod_cfg, "canary"))
+    assert loaded is not None
+
+
+def test_blue_green_canary_shift_with_auto_rollback_on_created_alarms(endpoint: Template) -> None:
+    endpoint.has_resource_properties(
+        "AWS::SageMaker::Endpoint",
+        {
+            "EndpointName": "mangaassist-vllm-prod",
+            "DeploymentConfig": {
+                "BlueGreenUpdatePolicy": {
+                    "TrafficRoutingConfiguration": {
+                        "Type": "CANARY",
+                        "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 10},
+                        "WaitIntervalInSeconds": 600,
+                    },
+                    "TerminationWaitInSeconds": 600,
+                    "MaximumExecutionTimeoutInSeconds": 3600,
+                },
+                "AutoRollbackConfiguration": {"Alarms": Match.any_value()},
+            },
+        },
+    )
+    ep = next(iter(endpoint.find_resources("AWS::SageMaker::Endpoint").values()))
+    refs = [a["AlarmName"]["Ref"] for a in ep["Properties"]["DeploymentConfig"][
+        "AutoRollbackConfiguration"]["Alarms"]]
+    alarms = endpoint.find_resources("AWS::CloudWatch::Alarm")
+    assert len(refs) == 4 and all(r in alarms for r in refs)
+    metrics = sorted(alarms[r]["Properties"]["MetricName"] for r in refs)
+    assert metrics == ["Invocation5XXErrors"] * 2 + ["ModelLatency"] * 2
+
+
+def test_model_latency_rollback_threshold_is_in_microseconds(endpoint: Template) -> None:
+    endpoint.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "AWS/SageMaker",
+            "MetricName": "ModelLatency",
+            "ExtendedStatistic": "p99",
+            "Threshold": 2_000_000,
+            "Dimensions": Match.array_with(
+                [{"Name": "EndpointName", "Value": "mangaassist-vllm-prod"}]
+            ),
+        },
+    )
+
+
+def test_no_volume_kms_key_on_instances_with_hardware_encrypted_nvme(endpoint: Template) -> None:
+    # SageMaker rejects KmsKeyId when a variant runs on an instance with local NVMe (g5).
+    for res in endpoint.find_resources("AWS::SageMaker::EndpointConfig").values():
+        assert "KmsKeyId" not in res["Properties"]
+
+
+def test_volume_kms_key_is_set_when_instances_have_ebs_volumes(prod_cfg, monkeypatch) -> None:
+    g5 = catalog.INSTANCE_CATALOG["ml.g5.xlarge"]
+    monkeypatch.setitem(
+        catalog.INSTANCE_CATALOG, "ml.g5.xlarge", dataclasses.replace(g5, local_nvme=False)
+    )
+    tpl = synth_templates(prod_cfg)["endpoint"]
+    tpl.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {"KmsKeyId": {"Fn::GetAtt": [Match.string_like_regexp("EndpointKey"), "Arn"]}},
+    )
+
+
+def test_execution_role_pulls_only_from_the_serving_repositories(endpoint: Template) -> None:
+    policies = endpoint.find_resources("AWS::IAM::Policy")
+    statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    pull = [s for s in statements if "ecr:BatchGetImage" in s["Action"]]
+    assert pull, "the role cannot pull the image"
+    for s in pull:
+        resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
+        assert "*" not in resources
+    for s in statements:
+        actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+        assert not any(a.endswith(":*") or a == "*" for a in actions), s
+        if s["Resource"] == "*":
+            assert actions == ["ecr:GetAuthorizationToken"], s
+
+
+def test_role_writes_only_to_this_endpoints_log_group(endpoint: Template) -> None:
+    endpoint.has_resource_properties(
+        "AWS::Logs::LogGroup",
+        {
+            "LogGroupName": "/aws/sagemaker/Endpoints/mangaassist-vllm-prod",
+            "RetentionInDays": 30,
+            "KmsKeyId": Match.any_value(),
+        },
+    )
+
+
+def test_key_rotation_is_on(endpoint: Template) -> None:
+    endpoint.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
