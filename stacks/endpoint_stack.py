@@ -15,6 +15,7 @@ from constructs import Construct
 from stacks.config import DeploymentConfig
 from stacks.constructs.endpoint import VARIANT_NAMES, ServingEndpoint
 from stacks.constructs.image import ServingImage
+from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.rollback_alarms import RollbackAlarms
 from stacks.constructs.scaling import EndpointScaling
 
@@ -50,6 +51,9 @@ class EndpointStack(Stack):
             volume_key=self.key,
         )
         self.scaling = EndpointScaling(self, "Scaling", cfg=cfg, endpoint=self.serving.endpoint)
+        self.monitoring = Monitoring(
+            self, "Monitoring", cfg=cfg, rollback_alarms=self.rollback_alarms, key=self.key
+        )
         image.grant_pull(self.serving.role)
         # SageMaker checks image access at CreateModel: create the models after the role's policy.
         policy = self.serving.role.node.find_child("DefaultPolicy")

@@ -1,0 +1,99 @@
+"""The serving dashboard: traffic, latency, TTFT, engine load, caches, GPUs, capacity, adapters.
+
+Every graph reads a metric of the metrics contract or one SageMaker publishes (``variant_metric``).
+SageMaker publishes no instance-count metric for a variant: the count shown is the number of
+instances reporting ``CPUUtilization`` each minute (its SampleCount).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from constructs import Construct
+
+from container.serving import metrics_contract as mc
+from stacks.config import DeploymentConfig
+from stacks.constructs.endpoint import VARIANT_NAMES
+from stacks.constructs.metrics import variant_metric
+
+# (title, metric, statistic, unit label); one line per variant.
+PER_VARIANT_GRAPHS: tuple[tuple[str, str, str, str], ...] = (
+    ("Traffic: invocations", "Invocations", "Sum", "count/min"),
+    ("5XX errors", "Invocation5XXErrors", "Sum", "count/min"),
+    ("Admission rejections (429)", mc.ADMISSION_REJECTIONS.name, "Sum", "count"),
+    ("TTFT P50", mc.TTFT_P50.name, "Average", "ms"),
+    ("TTFT P95", mc.TTFT_P95.name, "Average", "ms"),
+    ("Queue depth (waiting requests)", mc.QUEUE_DEPTH.name, "Average", "requests"),
+    ("Running sequences", mc.RUNNING_REQUESTS.name, "Average", "sequences"),
+    ("KV cache usage", mc.KV_CACHE_USAGE.name, "Average", "%"),
+    ("Prefix cache hit rate", mc.PREFIX_CACHE_HIT_RATE.name, "Average", "%"),
+    ("GPU utilisation (summed over GPUs)", "GPUUtilization", "Average", "%"),
+    ("GPU memory utilisation (summed over GPUs)", "GPUMemoryUtilization", "Average", "%"),
+    ("Instances per variant (reporting CPUUtilization)", "CPUUtilization", "SampleCount", "n"),
+)
+LATENCY_PERCENTILES = ("p50", "p90", "p99")
+
+
+class ServingDashboard(Construct):
+    """``dashboard``: one CloudWatch dashboard for the endpoint; ``widgets`` lists its graphs."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cfg: DeploymentConfig,
+        alarms: Sequence[cloudwatch.IAlarm],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        name = cfg.endpoint_name
+
+        def metric(
+            variant: str, metric_name: str, stat: str, adapter: str | None = None
+        ) -> cloudwatch.Metric:
+            label = " ".join(p for p in (variant, adapter, stat) if p)
+            return variant_metric(
+                name, variant, metric_name, statistic=stat, label=label, adapter=adapter
+            )
+
+        self.widgets: list[cloudwatch.IWidget] = [
+            cloudwatch.GraphWidget(
+                title="ModelLatency percentiles (microseconds)",
+                left=[
+                    metric(v, "ModelLatency", p) for v in VARIANT_NAMES for p in LATENCY_PERCENTILES
+                ],
+                width=12,
+            )
+        ]
+        for title, metric_name, stat, unit in PER_VARIANT_GRAPHS:
+            self.widgets.append(
+                cloudwatch.GraphWidget(
+                    title=f"{title} ({unit})",
+                    left=[metric(v, metric_name, stat) for v in VARIANT_NAMES],
+                    width=12,
+                )
+            )
+        for adapter_metric, stat in ((mc.ADAPTER_LATENCY_P95.name, "Average"),
+                                     (mc.ADAPTER_REQUESTS.name, "Sum")):  # fmt: skip
+            self.widgets.append(
+                cloudwatch.GraphWidget(
+                    title=f"Per adapter: {adapter_metric}",
+                    left=[
+                        metric(v, adapter_metric, stat, adapter=a.name)
+                        for v in VARIANT_NAMES
+                        for a in cfg.adapters
+                    ],
+                    width=12,
+                )
+            )
+        self.widgets.append(
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms), width=24)
+        )
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            default_interval=Duration.hours(3),
+            widgets=[self.widgets[i : i + 2] for i in range(0, len(self.widgets), 2)],
+        )

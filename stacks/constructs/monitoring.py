@@ -1,0 +1,216 @@
+"""Monitoring: an encrypted SNS topic, the seeds' alarms per variant, SLO alarms, the dashboard.
+
+Alarm thresholds come from ``cfg.monitoring`` (defaults: seeds 000 section 8). Every alarm is built
+through ``variant_metric`` so it watches a metric of the metrics contract or one SageMaker
+publishes. The rollback alarms (5XX, ModelLatency p99) are reused: they get the topic as action.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subs
+from constructs import Construct
+
+from container.serving import metrics_contract as mc
+from stacks.config import DeploymentConfig
+from stacks.constructs.dashboard import ServingDashboard
+from stacks.constructs.endpoint import VARIANT_NAMES
+from stacks.constructs.metrics import MICROSECONDS_PER_MS, variant_metric
+from stacks.constructs.rollback_alarms import RollbackAlarms
+
+GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+#: Burn rates of the availability error budget (Google SRE workbook): 1 h fast, 6 h slow.
+BURN_RATES = {"fast": (1, 14.4), "slow": (6, 6.0)}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One per-variant alarm: ``window_s`` is how long the condition must hold."""
+
+    key: str
+    metric: str
+    statistic: str
+    above: bool
+    threshold: float
+    window_s: int
+    critical: bool
+    why: str
+    adapter: str | None = None
+    missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING
+
+
+def variant_rules(cfg: DeploymentConfig) -> list[Rule]:
+    m = cfg.monitoring
+    rules = [
+        Rule("high-ttft", mc.TTFT_P95.name, "Average", True, m.ttft_p95_ms, 300, False,
+             "check the prefix cache hit rate"),
+        Rule("queue-buildup", mc.QUEUE_DEPTH.name, "Average", True, m.queue_depth_critical, 120,
+             True, "scale-out is not keeping up (queue-depth step scaling already fired)"),
+        Rule("kv-cache-pressure", mc.KV_CACHE_USAGE.name, "Average", True,
+             m.kv_cache_usage_percent, 300, False, "check for context budget drift"),
+        Rule("oom-caught", mc.OOM_CAUGHT.name, "Sum", True, 0, 300, True,
+             "investigate a request spike or a budget bypass"),
+        Rule("prefix-cache-degraded", mc.PREFIX_CACHE_HIT_RATE.name, "Average", False,
+             m.prefix_cache_hit_rate_min_percent, 900, False, "check for prompt template changes"),
+        # Each healthy engine publishes RunningRequests once per metrics interval.
+        Rule("no-healthy-capacity", mc.RUNNING_REQUESTS.name, "SampleCount", False, 1, 180, True,
+             "no engine is publishing: every instance is down or unhealthy",
+             missing=cloudwatch.TreatMissingData.BREACHING),
+        Rule("slo-ttft-p50", mc.TTFT_P50.name, "p50", True, m.slo_ttft_p50_ms, 3600, False,
+             "SLO: P50 TTFT, 1-hour window"),
+        Rule("slo-latency-p99", "ModelLatency", "p99", True,
+             m.slo_latency_p99_ms * MICROSECONDS_PER_MS, 3600, False,
+             "SLO: P99 latency, 1-hour window (ModelLatency is in microseconds)"),
+        Rule("slo-queue-wait-p95", mc.QUEUE_TIME_P95.name, "p95", True, m.slo_queue_wait_p95_ms,
+             3600, False, "SLO: P95 queue wait, 1-hour window"),
+    ]  # fmt: skip
+    rules += [
+        Rule(f"adapter-latency-{a.name}", mc.ADAPTER_LATENCY_P95.name, "Average", True,
+             m.adapter_threshold_ms(a.name), 600, False,
+             f"{m.adapter_latency_regression_factor:g}x baseline: check the adapter version, "
+             "roll back if needed", adapter=a.name)
+        for a in cfg.adapters
+    ]  # fmt: skip
+    return rules
+
+
+class Monitoring(Construct):
+    """``topic``, ``alarms`` (by ``<variant>/<rule>`` or ``slo/<name>``), ``dashboard``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cfg: DeploymentConfig,
+        rollback_alarms: RollbackAlarms,
+        key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._cfg = cfg
+        self.topic = sns.Topic(
+            self, "Topic", master_key=key, enforce_ssl=True, display_name=f"{cfg.endpoint_name}"
+        )
+        # CloudWatch publishes to the KMS-encrypted topic: it needs the key.
+        key.grant(
+            iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*"
+        )
+        for email in cfg.notifications.emails:
+            self.topic.add_subscription(subs.EmailSubscription(email))
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        self.critical: list[cloudwatch.Alarm] = [*rollback_alarms.all]
+        interval = max(60, math.ceil(cfg.engine.metrics_interval_seconds / 60) * 60)
+        for variant in VARIANT_NAMES:
+            for rule in variant_rules(cfg):
+                contract = rule.metric in mc.BY_NAME
+                period = min(rule.window_s, interval if contract else 60)
+                if rule.window_s >= 3600:  # SLO windows: one datapoint over the whole window
+                    period = rule.window_s
+                metric = variant_metric(
+                    cfg.endpoint_name,
+                    variant,
+                    rule.metric,
+                    statistic=rule.statistic,
+                    period=Duration.seconds(period),
+                    adapter=rule.adapter,
+                )
+                self._alarm(
+                    f"{variant}/{rule.key}",
+                    metric,
+                    rule.threshold,
+                    rule.above,
+                    max(1, rule.window_s // period),
+                    rule.critical,
+                    rule.why,
+                    rule.missing,
+                )
+        for name, (hours, rate) in BURN_RATES.items():
+            budget = 100 - cfg.monitoring.slo_availability_percent
+            self._alarm(
+                f"slo/availability-{name}-burn",
+                self._error_ratio(hours * 3600, True),
+                budget * rate,
+                True,
+                1,
+                name == "fast",
+                f"SLO availability {cfg.monitoring.slo_availability_percent}%: "
+                f"error budget burning {rate}x over {hours} h",
+                None,
+            )
+        self._alarm(
+            "slo/error-rate-24h",
+            self._error_ratio(86400, False),
+            cfg.monitoring.slo_error_rate_percent,
+            True,
+            1,
+            True,
+            f"SLO: 5XX rate above {cfg.monitoring.slo_error_rate_percent}% over 24 h",
+            None,
+        )
+        action = cw_actions.SnsAction(self.topic)
+        for alarm in self.critical:
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+        for alarm in self.alarms.values():
+            if alarm not in self.critical:
+                alarm.add_alarm_action(action)
+        self.dashboard = ServingDashboard(
+            self, "Dashboard", cfg=cfg, alarms=[*rollback_alarms.all, *self.alarms.values()]
+        )
+
+    def _alarm(
+        self,
+        name: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        above: bool,
+        evaluations: int,
+        critical: bool,
+        why: str,
+        missing: cloudwatch.TreatMissingData | None,
+    ) -> None:
+        alarm = cloudwatch.Alarm(
+            self,
+            "".join(p.capitalize() for p in name.replace("/", "-").split("-")),
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=GT if above else LT,
+            evaluation_periods=evaluations,
+            treat_missing_data=missing or cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"[{'CRITICAL' if critical else 'WARNING'}] {name}: {why}",
+        )
+        self.alarms[name] = alarm
+        if critical:
+            self.critical.append(alarm)
+
+    def _error_ratio(self, seconds: int, with_rejections: bool) -> cloudwatch.MathExpression:
+        """Endpoint-wide percentage of failed invocations (5XX, plus 429s for availability)."""
+        period = Duration.seconds(seconds)
+        using: dict[str, cloudwatch.IMetric] = {}
+        for v in VARIANT_NAMES:
+            for prefix, name in (
+                ("i", "Invocations"),
+                ("e", "Invocation5XXErrors"),
+                ("r", mc.ADMISSION_REJECTIONS.name),
+            ):
+                if prefix != "r" or with_rejections:
+                    using[f"{prefix}{v}"] = variant_metric(
+                        self._cfg.endpoint_name, v, name, statistic="Sum", period=period
+                    )
+        total = "+".join(f"FILL({k},0)" for k in using if k.startswith("i"))
+        bad = "+".join(f"FILL({k},0)" for k in using if not k.startswith("i"))
+        return cloudwatch.MathExpression(
+            expression=f"IF(({total}) > 0, 100*({bad})/({total}), 0)",
+            using_metrics=using,
+            period=period,
+            label="failed invocations (%)",
+        )
