@@ -137,10 +137,16 @@ class CanaryController(Construct):
             [
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "Step Functions' generated policy: lambda:InvokeFunction on the "
-                    "controller's ARN and its versions (<arn>:*); X-Ray and CloudWatch Logs "
-                    "delivery actions that do not support resource-level permissions.",
-                }
+                    "reason": "Step Functions may invoke the controller function and its versions "
+                    "(<function arn>:*), nothing else.",
+                    "applies_to": [{"regex": "/^Resource::<[A-Za-z0-9]+\\.Arn>:\\*$/g"}],
+                },
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "X-Ray trace upload and CloudWatch Logs vended-delivery actions "
+                    "(logs:CreateLogDelivery etc.) do not support resource-level permissions.",
+                    "applies_to": ["Resource::*"],
+                },
             ],
             apply_to_children=True,
         )

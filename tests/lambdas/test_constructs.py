@@ -1,0 +1,223 @@
+"""CanaryController and SmokeGate synthesized in a small test stack (placeholder endpoint, two
+alarms, a topic), with cdk-nag's AwsSolutions pack applied to the whole app."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_sns as sns
+from aws_cdk.assertions import Annotations, Capture, Match, Template
+from cdk_nag import AwsSolutionsChecks
+
+from stacks.config import DeploymentConfig, RolloutConfig, SmokeGateConfig, load_config
+from stacks.constructs.canary_controller import CanaryController
+from stacks.constructs.smoke_gate import SmokeGate
+
+REPO = Path(__file__).resolve().parents[2]
+ACCOUNT, REGION = "123456789012", "us-east-1"
+EXTRA_ALARM = "canary-ttft-p90"
+
+
+def build(app: cdk.App, stack_id: str, cfg: DeploymentConfig) -> cdk.Stack:
+    stack = cdk.Stack(app, stack_id, env=cdk.Environment(account=ACCOUNT, region=REGION))
+    endpoint = sagemaker.CfnEndpoint(
+        stack, "Endpoint", endpoint_config_name="cfg-placeholder", endpoint_name=cfg.endpoint_name
+    )
+    alarms = [
+        cloudwatch.Alarm(
+            stack,
+            f"Canary{metric}",
+            metric=cloudwatch.Metric(
+                namespace="AWS/SageMaker",
+                metric_name=metric,
+                dimensions_map={"EndpointName": cfg.endpoint_name, "VariantName": "canary"},
+            ),
+            threshold=1,
+            evaluation_periods=1,
+        )
+        for metric in ("Invocation5XXErrors", "ModelLatency")
+    ]
+    topic = sns.Topic(
+        stack,
+        "Alerts",
+        enforce_ssl=True,
+        master_key=kms.Alias.from_alias_name(stack, "SnsKey", "alias/aws/sns"),
+    )
+    CanaryController(
+        stack, "Canary", cfg=cfg, endpoint_name=cfg.endpoint_name, alarms=alarms, topic=topic
+    )
+    SmokeGate(stack, "Smoke", cfg=cfg, endpoint=endpoint, endpoint_name=cfg.endpoint_name)
+    return stack
+
+
+@pytest.fixture(scope="module")
+def stacks() -> dict[str, cdk.Stack]:
+    prod = load_config(REPO / "config" / "prod.yaml", env="prod")
+    prod = prod.model_copy(update={"rollout": RolloutConfig(extra_alarm_names=[EXTRA_ALARM])})
+    dev = load_config(REPO / "config" / "dev.yaml", env="dev")
+    dev = dev.model_copy(update={"smoke_gate": SmokeGateConfig(enabled=False)})
+    app = cdk.App()
+    built = {"prod": build(app, "Prod", prod), "dev": build(app, "DevNoGate", dev)}
+    cdk.Aspects.of(app).add(AwsSolutionsChecks())
+    app.synth()
+    return built
+
+
+@pytest.fixture(scope="module")
+def prod(stacks: dict[str, cdk.Stack]) -> Template:
+    return Template.from_stack(stacks["prod"])
+
+
+@pytest.fixture(scope="module")
+def dev(stacks: dict[str, cdk.Stack]) -> Template:
+    return Template.from_stack(stacks["dev"])
+
+
+EXPECTED_SIDS = {"Endpoint", "Alarms", "State", "StartRollout", "sns:Publish"}
+
+
+def policy_of(template: Template, role_prefix: str) -> list[dict[str, Any]]:
+    """The statements of the one inline policy attached to the role whose id starts with it."""
+    policies = template.find_resources("AWS::IAM::Policy")
+    found = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in policies.values()
+        if any(r["Ref"].startswith(role_prefix) for r in p["Properties"]["Roles"])
+    ]
+    assert len(found) == 1, f"{len(found)} policies for {role_prefix}"
+    return found[0]
+
+
+def arn_text(value: Any) -> str:
+    return json.dumps(value)
+
+
+def test_canary_role_names_endpoint_alarms_table_topic_and_machine_only(prod: Template) -> None:
+    by_sid = {s.get("Sid", s["Action"] if isinstance(s["Action"], str) else s["Action"][0]): s
+              for s in policy_of(prod, "CanaryRole")}  # fmt: skip
+    endpoint = by_sid["Endpoint"]
+    assert endpoint["Action"] == [
+        "sagemaker:DescribeEndpoint",
+        "sagemaker:UpdateEndpointWeightsAndCapacities",
+    ]
+    assert ":endpoint/mangaassist-vllm-prod" in arn_text(endpoint["Resource"])
+    alarms = by_sid["Alarms"]
+    assert alarms["Action"] == "cloudwatch:DescribeAlarms"
+    text = arn_text(alarms["Resource"])
+    assert text.count("Fn::GetAtt") == 2 and f":alarm:{EXTRA_ALARM}" in text
+    assert by_sid["State"]["Action"] == ["dynamodb:GetItem", "dynamodb:PutItem"]
+    assert "CanaryState" in arn_text(by_sid["State"]["Resource"])
+    assert ":stateMachine:mangaassist-vllm-prod-canary-rollout" in arn_text(
+        by_sid["StartRollout"]["Resource"]
+    )
+    assert by_sid["sns:Publish"]["Resource"]["Ref"].startswith("Alerts")
+    logs = [a for sid, st in by_sid.items() if sid not in EXPECTED_SIDS for a in _actions(st)]
+    assert logs and all(a.startswith("logs:") for a in logs), logs
+
+
+def test_smoke_gate_role_may_only_describe_and_invoke_its_endpoint(prod: Template) -> None:
+    statements = policy_of(prod, "SmokeRole")
+    [sm] = [s for s in statements if "sagemaker:InvokeEndpoint" in s["Action"]]
+    assert sm["Action"] == ["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"]
+    assert ":endpoint/mangaassist-vllm-prod" in arn_text(sm["Resource"])
+    others = [s for s in statements if s is not sm]
+    assert all(a.startswith("logs:") for s in others for a in _actions(s))
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else action
+
+
+def test_no_policy_in_either_stack_grants_a_wildcard_action(prod: Template, dev: Template) -> None:
+    for template in (prod, dev):
+        for policy in template.find_resources("AWS::IAM::Policy").values():
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                assert not any("*" in a for a in _actions(statement)), statement
+
+
+def test_functions_run_the_handlers_on_a_current_python(prod: Template) -> None:
+    functions = prod.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "handler.handler"}}
+    )
+    assert len(functions) == 2
+    assert {f["Properties"]["Runtime"] for f in functions.values()} == {"python3.14"}
+    env = Capture()
+    prod.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Environment": {"Variables": Match.object_like({"STEPS_PERCENT": env})}},
+    )
+    assert json.loads(env.as_string()) == [5, 25, 50, 75, 100]
+    prod.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Environment": {
+                "Variables": Match.object_like(
+                    {
+                        "ENDPOINT_NAME": "mangaassist-vllm-prod",
+                        "BAKE_SECONDS": "3600",
+                        "CHECK_SECONDS": "300",
+                    }
+                )
+            }
+        },
+    )
+
+
+def test_state_machine_loops_tick_and_bake_and_rolls_back_on_error(prod: Template) -> None:
+    definition = Capture()
+    prod.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "StateMachineName": "mangaassist-vllm-prod-canary-rollout",
+            "DefinitionString": definition,
+        },
+    )
+    text = arn_text(definition.as_object())
+    for state in ('\\"Tick\\"', '\\"Bake\\"', '\\"RollbackOnError\\"', '\\"RolledBack\\"'):
+        assert state in text
+    assert '\\"SecondsPath\\":\\"$.wait_seconds\\"' in text
+    prod.resource_count_is("AWS::DynamoDB::Table", 1)
+    prod.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [{"AttributeName": "endpoint_name", "KeyType": "HASH"}],
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        },
+    )
+
+
+def test_smoke_gate_runs_after_the_endpoint_with_every_adapter(prod: Template) -> None:
+    [(_, resource)] = prod.find_resources("Custom::EndpointSmokeGate").items()
+    endpoint_id = next(iter(prod.find_resources("AWS::SageMaker::Endpoint")))
+    assert endpoint_id in resource["DependsOn"]
+    props = resource["Properties"]
+    assert props["EndpointName"] == "mangaassist-vllm-prod"
+    assert props["EndpointConfigName"] == "cfg-placeholder"
+    assert props["Variants"] == ["primary", "canary"]
+    assert props["Adapters"] == ["manga_domain_v3", "general_support_v2", "jp_style_v1"]
+    assert props["MaxTokens"] == 16 and props["TimeoutSeconds"] == 300
+
+
+def test_smoke_gate_switched_off_creates_nothing(dev: Template) -> None:
+    assert dev.find_resources("Custom::EndpointSmokeGate") == {}
+    functions = dev.find_resources("AWS::Lambda::Function")
+    assert len(functions) == 1  # only the canary controller
+
+
+@pytest.mark.parametrize("which", ["prod", "dev"])
+def test_cdk_nag_reports_nothing_unsuppressed(stacks: dict[str, cdk.Stack], which: str) -> None:
+    annotations = Annotations.from_stack(stacks[which])
+    findings = [
+        f"{m.id}: {m.entry.data}"
+        for m in annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*"))
+        + annotations.find_warning("*", Match.string_like_regexp("AwsSolutions-.*"))
+    ]
+    assert findings == []
