@@ -134,11 +134,11 @@ class Monitoring(Construct):
                     rule.missing,
                 )
         for name, (hours, rate) in BURN_RATES.items():
-            budget = 100 - cfg.monitoring.slo_availability_percent
+            budget = round(100 - cfg.monitoring.slo_availability_percent, 6)
             self._alarm(
                 f"slo/availability-{name}-burn",
                 self._error_ratio(hours * 3600, True),
-                budget * rate,
+                round(budget * rate, 6),
                 True,
                 1,
                 name == "fast",

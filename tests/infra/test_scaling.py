@@ -1,0 +1,322 @@
+"""EndpointScaling: targets, target tracking, GPU-aware step scaling, schedules and releases.
+
+The prod template is synthesized once (session fixture); variations of the config are checked on
+a bare stack holding only the scaling construct, which synthesizes in well under a second.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk.assertions import Capture, Match, Template
+
+from container.serving import metrics_contract as mc
+from stacks.config import DeploymentConfig
+from stacks.constructs.scaling import EndpointScaling
+
+from .conftest import parse
+
+ENDPOINT = "mangaassist-vllm-prod"
+DIMS = [
+    {"Name": mc.DIM_ENDPOINT, "Value": ENDPOINT},
+    {"Name": mc.DIM_VARIANT, "Value": "primary"},
+]
+
+
+@pytest.fixture(scope="module")
+def endpoint(prod_templates: dict[str, Template]) -> Template:
+    return prod_templates["endpoint"]
+
+
+def scaling_only(cfg: DeploymentConfig) -> Template:
+    stack = cdk.Stack(cdk.App(), "ScalingOnly")
+    ep = sagemaker.CfnEndpoint(stack, "Endpoint", endpoint_config_name="cfg")
+    EndpointScaling(stack, "Scaling", cfg=cfg, endpoint=ep)
+    return Template.from_stack(stack)
+
+
+def scheduled_actions(template: Template, variant: str = "primary") -> dict[str, Any]:
+    targets = template.find_resources(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {"Properties": {"ResourceId": f"endpoint/{ENDPOINT}/variant/{variant}"}},
+    )
+    (target,) = targets.values()
+    return {a["ScheduledActionName"]: a for a in target["Properties"]["ScheduledActions"]}
+
+
+@pytest.mark.parametrize(("variant", "low", "high"), [("primary", 2, 8), ("canary", 1, 2)])
+def test_each_variant_has_a_scalable_target_addressed_by_its_resource_id(
+    endpoint: Template, variant: str, low: int, high: int
+) -> None:
+    endpoint.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {
+            "ServiceNamespace": "sagemaker",
+            "ResourceId": f"endpoint/{ENDPOINT}/variant/{variant}",
+            "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+            "MinCapacity": low,
+            "MaxCapacity": high,
+        },
+    )
+
+
+def test_there_is_exactly_one_target_per_variant(endpoint: Template) -> None:
+    endpoint.resource_count_is("AWS::ApplicationAutoScaling::ScalableTarget", 2)
+
+
+def test_targets_are_registered_after_the_endpoint_exists(endpoint: Template) -> None:
+    (endpoint_id,) = endpoint.find_resources("AWS::SageMaker::Endpoint")
+    targets = endpoint.find_resources("AWS::ApplicationAutoScaling::ScalableTarget")
+    for target in targets.values():
+        assert endpoint_id in target["DependsOn"]
+
+
+def test_targets_use_the_sagemaker_service_linked_role_not_a_new_role(endpoint: Template) -> None:
+    role = Capture()
+    endpoint.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget", {"RoleARN": role}
+    )
+    assert "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint" in json.dumps(
+        role.as_object()
+    )
+
+
+@pytest.mark.parametrize("variant", ["primary", "canary"])
+def test_target_tracking_follows_high_resolution_concurrency_at_85_percent_of_max_num_seqs(
+    endpoint: Template, variant: str
+) -> None:
+    targets = endpoint.find_resources("AWS::ApplicationAutoScaling::ScalableTarget")
+    policies = endpoint.find_resources(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {"Properties": {"PolicyType": "TargetTrackingScaling"}},
+    )
+    by_variant = {
+        targets[p["Properties"]["ScalingTargetId"]["Ref"]]["Properties"]["ResourceId"]: p
+        for p in policies.values()
+    }
+    policy = by_variant[f"endpoint/{ENDPOINT}/variant/{variant}"]
+    assert policy["Properties"]["TargetTrackingScalingPolicyConfiguration"] == {
+        "PredefinedMetricSpecification": {
+            "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
+        },
+        "TargetValue": 108.8,  # 0.85 x max_num_seqs 128
+        "ScaleOutCooldown": 60,
+        "ScaleInCooldown": 600,
+    }
+
+
+def test_invocations_per_instance_can_be_tracked_instead(prod_raw: dict[str, Any]) -> None:
+    tt = prod_raw["scaling"]["variants"]["primary"]["target_tracking"]
+    tt.update(metric="invocations", invocations_per_instance=300)
+    template = scaling_only(parse(prod_raw))
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "TargetTrackingScalingPolicyConfiguration": Match.object_like(
+                {
+                    "PredefinedMetricSpecification": {
+                        "PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"
+                    },
+                    "TargetValue": 300,
+                }
+            )
+        },
+    )
+
+
+def test_queue_depth_scales_out_by_2_4_8_from_an_alarm_on_the_contract_metric(
+    endpoint: Template,
+) -> None:
+    policy = Capture()
+    endpoint.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": mc.NAMESPACE,
+            "MetricName": mc.QUEUE_DEPTH.name,
+            "Dimensions": DIMS,
+            "Statistic": "Average",
+            "Period": 60,
+            "EvaluationPeriods": 1,
+            "Threshold": 50,
+            "ComparisonOperator": "GreaterThanThreshold",
+            "AlarmActions": [{"Ref": policy}],
+        },
+    )
+    props = endpoint.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")[
+        policy.as_string()
+    ]["Properties"]["StepScalingPolicyConfiguration"]
+    assert props["Cooldown"] == 60
+    assert props["StepAdjustments"] == [
+        {"MetricIntervalLowerBound": 0, "MetricIntervalUpperBound": 30, "ScalingAdjustment": 2},
+        {"MetricIntervalLowerBound": 30, "MetricIntervalUpperBound": 80, "ScalingAdjustment": 4},
+        {"MetricIntervalLowerBound": 80, "ScalingAdjustment": 8},
+    ]
+
+
+def test_gpu_memory_above_90_percent_adds_two_instances(endpoint: Template) -> None:
+    policy = Capture()
+    endpoint.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": mc.SAGEMAKER_INSTANCE_NAMESPACE,
+            "MetricName": "GPUMemoryUtilization",
+            "Dimensions": DIMS,
+            "Statistic": "Average",
+            "Period": 60,
+            "Threshold": 90,
+            "ComparisonOperator": "GreaterThanThreshold",
+            "AlarmActions": [{"Ref": policy}],
+        },
+    )
+    steps = endpoint.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")[
+        policy.as_string()
+    ]["Properties"]["StepScalingPolicyConfiguration"]["StepAdjustments"]
+    assert steps == [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 2}]
+
+
+def test_scale_in_needs_short_queue_and_idle_gpus_for_five_minutes(endpoint: Template) -> None:
+    policy = Capture()
+    endpoint.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "ComparisonOperator": "LessThanThreshold",
+            "Threshold": 5,
+            "EvaluationPeriods": 5,
+            "TreatMissingData": "notBreaching",
+            "AlarmActions": [{"Ref": policy}],
+            "Metrics": Match.array_with(
+                [
+                    Match.object_like({"Expression": "IF(c < 20, m, 5)", "ReturnData": True}),
+                    {
+                        "Id": "m",
+                        "MetricStat": {
+                            "Metric": {
+                                "Namespace": mc.NAMESPACE,
+                                "MetricName": mc.QUEUE_DEPTH.name,
+                                "Dimensions": DIMS,
+                            },
+                            "Period": 60,
+                            "Stat": "Average",
+                        },
+                        "ReturnData": False,
+                    },
+                    {
+                        "Id": "c",
+                        "MetricStat": {
+                            "Metric": {
+                                "Namespace": mc.SAGEMAKER_INSTANCE_NAMESPACE,
+                                "MetricName": "GPUUtilization",
+                                "Dimensions": DIMS,
+                            },
+                            "Period": 60,
+                            "Stat": "Average",
+                        },
+                        "ReturnData": False,
+                    },
+                ]
+            ),
+        },
+    )
+    config = endpoint.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")[
+        policy.as_string()
+    ]["Properties"]["StepScalingPolicyConfiguration"]
+    assert config["StepAdjustments"] == [{"MetricIntervalUpperBound": 0, "ScalingAdjustment": -1}]
+    assert config["Cooldown"] == 600
+
+
+def test_step_scale_in_cooldown_is_longer_than_every_scale_out_cooldown(endpoint: Template) -> None:
+    policies = endpoint.find_resources(
+        "AWS::ApplicationAutoScaling::ScalingPolicy", {"Properties": {"PolicyType": "StepScaling"}}
+    )
+    out, in_ = [], []
+    for p in policies.values():
+        cfg = p["Properties"]["StepScalingPolicyConfiguration"]
+        grows = cfg["StepAdjustments"][0]["ScalingAdjustment"] > 0
+        (out if grows else in_).append(cfg["Cooldown"])
+    assert out and in_
+    assert min(in_) > max(out)
+
+
+def test_no_policy_or_alarm_uses_an_async_only_metric(endpoint: Template) -> None:
+    body = json.dumps(endpoint.to_json())
+    assert "ApproximateBacklogSizePerInstance" not in body
+    assert "HasBacklogWithoutCapacity" not in body
+
+
+@pytest.mark.parametrize(
+    ("name", "schedule", "zone", "low", "high"),
+    [
+        ("jp-evening-peak", "cron(45 17 * * ? *)", "Asia/Tokyo", 6, 8),  # 5 + 1 standby
+        ("jp-evening-end", "cron(0 23 * * ? *)", "Asia/Tokyo", 2, 8),
+        ("jp-off-peak-floor", "cron(0 1 * * ? *)", "Asia/Tokyo", 2, 6),
+        ("us-evening-peak", "cron(45 17 * * ? *)", "America/New_York", 4, 8),
+        ("us-evening-end", "cron(0 23 * * ? *)", "America/New_York", 2, 8),
+        ("friday-release-prescale", "cron(0 16 ? * FRI *)", "Asia/Tokyo", 8, 8),  # 7 + 1
+    ],
+)
+def test_recurring_schedules_are_written_in_local_time_with_their_time_zone(
+    endpoint: Template, name: str, schedule: str, zone: str, low: int, high: int
+) -> None:
+    action = scheduled_actions(endpoint)[name]
+    assert action == {
+        "ScheduledActionName": name,
+        "Schedule": schedule,
+        "Timezone": zone,
+        "ScalableTargetAction": {"MinCapacity": low, "MaxCapacity": high},
+    }
+
+
+def test_every_scheduled_action_carries_a_time_zone(endpoint: Template) -> None:
+    actions = scheduled_actions(endpoint)
+    assert len(actions) >= 3
+    assert all(a.get("Timezone") for a in actions.values())
+
+
+def test_release_prescales_two_hours_before_in_local_time(endpoint: Template) -> None:
+    action = scheduled_actions(endpoint)["one-piece-1170-prescale"]
+    assert action["Schedule"] == "at(2026-12-04T18:00:00)"
+    assert action["Timezone"] == "Asia/Tokyo"
+    assert action["ScalableTargetAction"] == {"MinCapacity": 8, "MaxCapacity": 8}
+
+
+def test_release_restores_what_the_recurring_schedule_holds_then(endpoint: Template) -> None:
+    action = scheduled_actions(endpoint)["one-piece-1170-restore"]
+    assert action["Schedule"] == "at(2026-12-04T23:00:00)"
+    assert action["Timezone"] == "Asia/Tokyo"
+    # jp-evening-end (23:00 Tokyo) is the last recurring action at or before the restore.
+    assert action["ScalableTargetAction"] == {"MinCapacity": 2, "MaxCapacity": 8}
+
+
+def test_release_restores_the_variant_bounds_when_no_schedule_exists(
+    prod_raw: dict[str, Any],
+) -> None:
+    prod_raw["scaling"]["schedules"] = []
+    action = scheduled_actions(scaling_only(parse(prod_raw)))["one-piece-1170-restore"]
+    assert action["ScalableTargetAction"] == {"MinCapacity": 2, "MaxCapacity": 8}
+
+
+def test_release_window_counts_elapsed_hours_across_a_dst_change(
+    prod_raw: dict[str, Any],
+) -> None:
+    prod_raw["scaling"]["schedules"] = []
+    prod_raw["scaling"]["release_calendar"] = [
+        {"name": "dst-night", "at": "2026-03-08T04:00:00", "timezone": "America/New_York",
+         "prescale_hours": 3, "restore_after_hours": 1, "min_capacity": 6, "max_capacity": 8},
+    ]  # fmt: skip
+    actions = scheduled_actions(scaling_only(parse(prod_raw)))
+    # Clocks jump 02:00 -> 03:00 that night: 3 h before 04:00 EDT is 00:00 EST.
+    assert actions["dst-night-prescale"]["Schedule"] == "at(2026-03-08T00:00:00)"
+    assert actions["dst-night-restore"]["Schedule"] == "at(2026-03-08T05:00:00)"
+
+
+def test_canary_gets_no_schedules_unless_configured(endpoint: Template) -> None:
+    targets = endpoint.find_resources(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {"Properties": {"ResourceId": f"endpoint/{ENDPOINT}/variant/canary"}},
+    )
+    (canary,) = targets.values()
+    assert "ScheduledActions" not in canary["Properties"]
