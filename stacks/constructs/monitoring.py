@@ -113,8 +113,8 @@ class Monitoring(Construct):
             for rule in variant_rules(cfg):
                 contract = rule.metric in mc.BY_NAME
                 period = min(rule.window_s, interval if contract else 60)
-                if rule.window_s >= 3600:  # SLO windows: one datapoint over the whole window
-                    period = rule.window_s
+                if rule.statistic == "Sum" or rule.window_s >= 3600:
+                    period = rule.window_s  # counts "in the window", SLO windows: one datapoint
                 metric = variant_metric(
                     cfg.endpoint_name,
                     variant,

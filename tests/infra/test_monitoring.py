@@ -1,0 +1,291 @@
+"""Monitoring: topic, each alarm's metric, threshold and period, SLO alarms, dashboard."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Capture, Match, Template
+
+from container.serving import metrics_contract as mc
+
+ENDPOINT = "mangaassist-vllm-prod"
+VARIANTS = ("primary", "canary")
+ADAPTERS = ("manga_domain_v3", "general_support_v2", "jp_style_v1")
+
+
+@pytest.fixture(scope="module")
+def endpoint(prod_templates: dict[str, Template]) -> Template:
+    return prod_templates["endpoint"]
+
+
+@pytest.fixture(scope="module")
+def alarms(endpoint: Template) -> dict[str, dict[str, Any]]:
+    return {
+        k: r["Properties"] for k, r in endpoint.find_resources("AWS::CloudWatch::Alarm").items()
+    }
+
+
+@pytest.fixture(scope="module")
+def topic_id(endpoint: Template) -> str:
+    (logical_id,) = endpoint.find_resources("AWS::SNS::Topic")
+    return str(logical_id)
+
+
+def dims(variant: str, adapter: str | None = None) -> dict[str, str]:
+    out = {mc.DIM_ENDPOINT: ENDPOINT, mc.DIM_VARIANT: variant}
+    return out | ({mc.DIM_ADAPTER: adapter} if adapter else {})
+
+
+def as_dict(dimensions: list[dict[str, str]]) -> dict[str, str]:
+    return {d["Name"]: d["Value"] for d in dimensions}
+
+
+# (rule, namespace, metric, statistic, comparison, threshold, period, evaluation periods, critical)
+SEED_ALARMS = [
+    ("high-ttft", mc.NAMESPACE, "TimeToFirstTokenP95", "Average", "Greater", 500, 60, 5, False),
+    ("queue-buildup", mc.NAMESPACE, "QueueDepth", "Average", "Greater", 80, 60, 2, True),
+    ("kv-cache-pressure", mc.NAMESPACE, "KVCacheUsage", "Average", "Greater", 95, 60, 5, False),
+    ("oom-caught", mc.NAMESPACE, "OOMCaught", "Sum", "Greater", 0, 300, 1, True),
+    ("prefix-cache-degraded", mc.NAMESPACE, "PrefixCacheHitRate", "Average", "Less", 50, 60, 15,
+     False),
+    ("no-healthy-capacity", mc.NAMESPACE, "RunningRequests", "SampleCount", "Less", 1, 60, 3, True),
+    ("slo-ttft-p50", mc.NAMESPACE, "TimeToFirstTokenP50", "p50", "Greater", 200, 3600, 1, False),
+    ("slo-latency-p99", "AWS/SageMaker", "ModelLatency", "p99", "Greater", 2_000_000, 3600, 1,
+     False),
+    ("slo-queue-wait-p95", mc.NAMESPACE, "QueueTimeP95", "p95", "Greater", 100, 3600, 1, False),
+]  # fmt: skip
+
+
+def find_alarm(alarms: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
+    found = [a for a in alarms.values() if f"] {name}:" in a.get("AlarmDescription", "")]
+    assert len(found) == 1, f"{name}: {len(found)} alarms"
+    return found[0]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize(
+    ("rule", "ns", "metric", "stat", "cmp", "threshold", "period", "evals", "critical"),
+    SEED_ALARMS,
+    ids=[r[0] for r in SEED_ALARMS],
+)
+def test_seed_alarm_watches_its_metric_with_the_seed_threshold_and_window(
+    alarms, variant, rule, ns, metric, stat, cmp, threshold, period, evals, critical
+) -> None:
+    alarm = find_alarm(alarms, f"{variant}/{rule}")
+    assert alarm["Namespace"] == ns
+    assert alarm["MetricName"] == metric
+    assert as_dict(alarm["Dimensions"]) == dims(variant)
+    stat_key = "ExtendedStatistic" if stat.startswith("p") else "Statistic"
+    assert alarm[stat_key] == stat
+    assert alarm["ComparisonOperator"] == f"{cmp}ThanThreshold"
+    assert alarm["Threshold"] == threshold
+    assert alarm["Period"] == period
+    assert alarm["EvaluationPeriods"] == evals
+    assert alarm["AlarmDescription"].startswith("[CRITICAL]" if critical else "[WARNING]")
+
+
+def test_no_healthy_capacity_fires_when_engines_stop_publishing(alarms) -> None:
+    assert find_alarm(alarms, "primary/no-healthy-capacity")["TreatMissingData"] == "breaching"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_adapter_latency_regression_is_per_adapter_at_twice_its_baseline_for_10_min(
+    alarms, variant: str, adapter: str
+) -> None:
+    alarm = find_alarm(alarms, f"{variant}/adapter-latency-{adapter}")
+    assert alarm["Namespace"] == mc.NAMESPACE
+    assert alarm["MetricName"] == mc.ADAPTER_LATENCY_P95.name
+    assert as_dict(alarm["Dimensions"]) == dims(variant, adapter)
+    assert alarm["Statistic"] == "Average"
+    assert alarm["Threshold"] == 2000  # 2 x default baseline 1,000 ms
+    assert (alarm["Period"], alarm["EvaluationPeriods"]) == (60, 10)
+
+
+def math_metrics(alarm: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {m["Id"]: m for m in alarm["Metrics"]}
+
+
+@pytest.mark.parametrize(
+    ("name", "threshold", "period", "with_429"),
+    [
+        ("slo/availability-fast-burn", 1.44, 3600, True),  # 0.1% budget x 14.4
+        ("slo/availability-slow-burn", 0.6, 21600, True),  # 0.1% budget x 6
+        ("slo/error-rate-24h", 0.1, 86400, False),
+    ],
+)
+def test_endpoint_wide_slo_alarms_divide_failures_by_invocations_of_both_variants(
+    alarms, name: str, threshold: float, period: int, with_429: bool
+) -> None:
+    alarm = find_alarm(alarms, name)
+    assert alarm["Threshold"] == threshold
+    assert alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["EvaluationPeriods"] == 1
+    metrics = math_metrics(alarm)
+    expected = {"Invocations", "Invocation5XXErrors"} | (
+        {"AdmissionRejections"} if with_429 else set()
+    )
+    for variant in VARIANTS:
+        seen = set()
+        for m in metrics.values():
+            stat = m.get("MetricStat")
+            if stat and as_dict(stat["Metric"]["Dimensions"]) == dims(variant):
+                assert (stat["Stat"], stat["Period"]) == ("Sum", period)
+                seen.add(stat["Metric"]["MetricName"])
+        assert seen == expected
+    (expr,) = [m["Expression"] for m in metrics.values() if "Expression" in m]
+    assert expr.startswith("IF((FILL(iprimary,0)+FILL(icanary,0)) > 0, 100*(")
+
+
+def all_metric_stats(alarm: dict[str, Any]) -> list[tuple[str, str, list[dict[str, str]]]]:
+    if "MetricName" in alarm:
+        return [(alarm["Namespace"], alarm["MetricName"], alarm.get("Dimensions", []))]
+    return [
+        (m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"],
+         m["MetricStat"]["Metric"].get("Dimensions", []))
+        for m in alarm["Metrics"] if "MetricStat" in m
+    ]  # fmt: skip
+
+
+def test_every_alarm_watches_a_metric_sagemaker_publishes_or_the_contract_defines(alarms) -> None:
+    published = {(mc.NAMESPACE, m.name): m.dimensions for m in mc.ALL_METRICS}
+    for name in mc.SAGEMAKER_INVOCATION_METRICS:
+        published[(mc.SAGEMAKER_INVOCATION_NAMESPACE, name)] = mc.VARIANT_DIMENSIONS
+    for name in mc.SAGEMAKER_INSTANCE_METRICS:
+        published[(mc.SAGEMAKER_INSTANCE_NAMESPACE, name)] = mc.VARIANT_DIMENSIONS
+    checked = 0
+    for logical_id, alarm in alarms.items():
+        for ns, metric, dimensions in all_metric_stats(alarm):
+            assert (ns, metric) in published, f"{logical_id} watches {ns}/{metric}"
+            named = as_dict(dimensions)
+            assert set(named) == set(published[(ns, metric)]), logical_id
+            assert named[mc.DIM_ENDPOINT] == ENDPOINT
+            assert named[mc.DIM_VARIANT] in VARIANTS
+            checked += 1
+    assert checked >= len(alarms)
+
+
+def test_topic_is_encrypted_with_the_endpoint_key_and_refuses_plain_http(
+    endpoint: Template, topic_id: str
+) -> None:
+    key = Capture()
+    endpoint.has_resource_properties(
+        "AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [key, "Arn"]}}
+    )
+    assert key.as_string().startswith("EndpointKey")
+    endpoint.has_resource_properties(
+        "AWS::SNS::TopicPolicy",
+        {
+            "Topics": [{"Ref": topic_id}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_cloudwatch_may_use_the_key_to_publish_to_the_topic(endpoint: Template) -> None:
+    endpoint.has_resource_properties(
+        "AWS::KMS::Key",
+        {
+            "KeyPolicy": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+                                "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
+def test_configured_emails_are_subscribed(endpoint: Template, topic_id: str) -> None:
+    endpoint.has_resource_properties(
+        "AWS::SNS::Subscription",
+        {
+            "Protocol": "email",
+            "Endpoint": "mangaassist-oncall@example.com",
+            "TopicArn": {"Ref": topic_id},
+        },
+    )
+
+
+def test_critical_alarms_notify_on_alarm_and_recovery(alarms, topic_id: str) -> None:
+    critical = [a for a in alarms.values() if a.get("AlarmDescription", "").startswith("[CRIT")]
+    assert len(critical) >= 8
+    for alarm in critical:
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+        assert alarm["OKActions"] == [{"Ref": topic_id}]
+
+
+def test_rollback_alarms_are_reused_with_notifications_not_duplicated(alarms, topic_id) -> None:
+    five_xx = [a for a in alarms.values() if a.get("MetricName") == "Invocation5XXErrors"]
+    p99 = [
+        a for a in alarms.values()
+        if a.get("MetricName") == "ModelLatency" and a["Period"] == 60
+    ]  # fmt: skip
+    assert len(five_xx) == len(p99) == 2  # one per variant, the rollback alarms
+    for alarm in five_xx + p99:
+        assert "rolls back a deployment" in alarm["AlarmDescription"]
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+
+
+def test_scaling_alarms_do_not_page(alarms, topic_id: str) -> None:
+    scaling = [a for a in alarms.values() if " scale " in a.get("AlarmDescription", "")]
+    assert len(scaling) == 3
+    for alarm in scaling:
+        assert {"Ref": topic_id} not in alarm["AlarmActions"]
+
+
+@pytest.fixture(scope="module")
+def dashboard_body(endpoint: Template) -> str:
+    (dash,) = endpoint.find_resources("AWS::CloudWatch::Dashboard").values()
+    return json.dumps(dash["Properties"]["DashboardBody"])
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [
+        "Traffic: invocations",
+        "ModelLatency percentiles",
+        "TTFT P50",
+        "TTFT P95",
+        "Queue depth",
+        "Running sequences",
+        "KV cache usage",
+        "Prefix cache hit rate",
+        "GPU utilisation",
+        "GPU memory utilisation",
+        "Instances per variant",
+        "Per adapter: AdapterLatencyP95",
+    ],
+)
+def test_dashboard_has_the_graph(dashboard_body: str, graph: str) -> None:
+    assert f'\\"title\\":\\"{graph}' in dashboard_body
+
+
+def test_dashboard_graphs_latency_percentiles_for_both_variants(dashboard_body: str) -> None:
+    for variant in VARIANTS:
+        for stat in ("p50", "p90", "p99"):
+            assert f'\\"label\\":\\"{variant} {stat}\\"' in dashboard_body
+
+
+def test_dashboard_graphs_each_adapter(dashboard_body: str) -> None:
+    for adapter in ADAPTERS:
+        assert f'\\"label\\":\\"primary {adapter} Average\\"' in dashboard_body
