@@ -1,0 +1,196 @@
+"""`make bench`: bare vLLM against the product (entrypoint + hooks), side by side in one run.
+
+Both servers run at once on the same tiny model with the same flags (settings.vllm_args); the
+only difference is the product's hooks (ping, admission, shaping with the context budget). The
+load alternates between them in rounds (A B A B ...) so machine drift hits both equally. Each
+round sends REQUESTS requests from CONCURRENCY client threads to /invocations with the adapter
+header, rotating over the adapters. Reports p50/p99 latency and throughput and the ratios
+product/bare. Target (issue 4): the hooks add at most 2% and at most 1 ms to p50.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+from .serving import settings as settings_mod
+
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "6"))
+REQUESTS = int(os.environ.get("BENCH_REQUESTS", "48"))
+CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "4"))
+BARE_PORT, PRODUCT_PORT = 18090, 18091
+REPO = Path(__file__).resolve().parents[1]
+BODY = {
+    "messages": [
+        {"role": "system", "content": "You are a manga shopping assistant."},
+        {"role": "user", "content": "Recommend a manga like Frieren for a new reader."},
+    ],
+    "max_tokens": 16,
+    "temperature": 0,
+}
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: server exited {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url}: not ready in {timeout}s")
+
+
+def run_round(port: int, adapters: list[str]) -> tuple[list[float], float]:
+    body = BODY
+
+    def one(i: int) -> float:
+        headers = {"X-Amzn-SageMaker-Adapter-Identifier": adapters[i % len(adapters)]}
+        started = time.perf_counter()
+        r = client.post(f"http://127.0.0.1:{port}/invocations", json=body, headers=headers)
+        took = time.perf_counter() - started
+        if r.status_code != 200:
+            raise RuntimeError(f"port {port}: {r.status_code} {r.text[:200]}")
+        return took
+
+    with httpx.Client(timeout=120) as client, ThreadPoolExecutor(CONCURRENCY) as pool:
+        started = time.perf_counter()
+        latencies = list(pool.map(one, range(REQUESTS)))
+        wall = time.perf_counter() - started
+    return latencies, wall
+
+
+def hooks_cost_us(s: settings_mod.Settings, n: int = 3000) -> float:
+    """The hooks' own CPU time per request: Admission(Shaping(no-op app)) in-process, with the
+    real tokenizer and the bench's request body. Independent of engine and machine noise."""
+    import asyncio
+
+    from transformers import AutoTokenizer
+
+    from .serving.admission import AdmissionMiddleware
+    from .serving.budget import BudgetConfig, counter_from_tokenizer
+    from .serving.shaping import ShapingConfig, ShapingMiddleware
+
+    counter = counter_from_tokenizer(AutoTokenizer.from_pretrained(s.model_path))
+    config = ShapingConfig(
+        base_model=s.served_model_name,
+        adapters=frozenset(s.adapters()),
+        default_adapter="",
+        budget=BudgetConfig(s.vllm_max_model_len, s.budget_system_tokens,
+                            s.budget_retrieval_tokens, s.budget_generation_reserve_tokens),
+    )  # fmt: skip
+
+    async def noop(scope, receive, send):  # type: ignore[no-untyped-def]
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    app = AdmissionMiddleware(
+        ShapingMiddleware(noop, config=config, counter=lambda: counter), max_inflight=8
+    )
+    body = json.dumps({**BODY, "model": next(iter(config.adapters), s.served_model_name)}).encode()
+
+    async def one() -> None:
+        sent = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():  # type: ignore[no-untyped-def]
+            return sent.pop() if sent else {"type": "http.disconnect"}
+
+        async def send(message):  # type: ignore[no-untyped-def]
+            return None
+
+        scope = {"type": "http", "path": "/invocations", "headers": []}
+        await app(scope, receive, send)
+
+    async def loop() -> float:
+        for _ in range(200):
+            await one()
+        started = time.perf_counter()
+        for _ in range(n):
+            await one()
+        return (time.perf_counter() - started) / n * 1e6
+
+    return asyncio.run(loop())
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> int:
+    s = settings_mod.load()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    bare_settings = settings_mod.load({**os.environ, "VLLM_PORT": str(BARE_PORT)})
+    bare = subprocess.Popen(
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+         *settings_mod.vllm_args(bare_settings)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    product = subprocess.Popen(
+        [sys.executable, "-m", "container.serving.entrypoint", "serve"],
+        env={**env, "VLLM_PORT": str(PRODUCT_PORT), "METRICS_INTERVAL_SECONDS": "60"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_ready(f"http://127.0.0.1:{BARE_PORT}/health", bare)
+        wait_ready(f"http://127.0.0.1:{PRODUCT_PORT}/ping", product)
+        adapters = [s.served_model_name, *s.adapters()]
+        run_round(BARE_PORT, adapters)  # warm the bare server like the product's warmup did
+        results: dict[str, dict[str, list[float]]] = {
+            "bare": {"lat": [], "wall": []},
+            "product": {"lat": [], "wall": []},
+        }
+        for i in range(ROUNDS):
+            order = [("bare", BARE_PORT), ("product", PRODUCT_PORT)]
+            for name, port in order if i % 2 == 0 else reversed(order):
+                lat, wall = run_round(port, adapters)
+                results[name]["lat"] += lat
+                results[name]["wall"].append(wall)
+        summary = {}
+        for name, r in results.items():
+            summary[name] = {
+                "requests": len(r["lat"]),
+                "p50_ms": round(pct(r["lat"], 0.5) * 1000, 2),
+                "p99_ms": round(pct(r["lat"], 0.99) * 1000, 2),
+                "throughput_rps": round(len(r["lat"]) / sum(r["wall"]), 2),
+                "round_p50_ms": [
+                    round(statistics.median(r["lat"][k * REQUESTS : (k + 1) * REQUESTS]) * 1000, 1)
+                    for k in range(ROUNDS)
+                ],
+            }
+        b, p = summary["bare"], summary["product"]
+        summary["ratios_product_over_bare"] = {
+            "p50": round(p["p50_ms"] / b["p50_ms"], 4),
+            "p99": round(p["p99_ms"] / b["p99_ms"], 4),
+            "throughput": round(p["throughput_rps"] / b["throughput_rps"], 4),
+            "p50_added_ms": round(p["p50_ms"] - b["p50_ms"], 2),
+        }
+        summary["hooks_only_us_per_request"] = round(hooks_cost_us(s), 1)
+        summary["load"] = {"rounds": ROUNDS, "requests_per_round": REQUESTS,
+                           "concurrency": CONCURRENCY, "max_tokens": 16}  # fmt: skip
+        print(json.dumps(summary, indent=2))
+        return 0
+    finally:
+        for proc in (bare, product):
+            proc.terminate()
+        for proc in (bare, product):
+            try:
+                proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

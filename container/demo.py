@@ -1,0 +1,82 @@
+"""`make demo-serve`: the tiny AWQ model through the real entrypoint, one conversation per
+adapter through /invocations (the last one streamed), the answers, the startup phase timings,
+then SIGTERM and a clean exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from .serving import settings as settings_mod
+
+PORT = int(os.environ.get("DEMO_PORT", "18085"))
+REPO = Path(__file__).resolve().parents[1]
+CONVERSATION = [
+    {"role": "system", "content": "You are a manga shopping assistant."},
+    {"role": "user", "content": "Recommend a manga like Frieren."},
+    {"role": "assistant", "content": "Try Mushishi: calm, episodic and melancholic."},
+    {"role": "user", "content": "Is there a box set that ships to Tokyo?"},
+]
+
+
+def main() -> int:
+    s = settings_mod.load()
+    names = [s.served_model_name, *s.adapters()]
+    log = Path(tempfile.mkdtemp()) / "entrypoint.log"
+    print(f"demo: starting the entrypoint on :{PORT} (log {log})", flush=True)
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "container.serving.entrypoint", "serve"],
+            env={**os.environ, "PYTHONPATH": str(REPO), "VLLM_PORT": str(PORT)},
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{PORT}"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            print(log.read_text()[-3000:])
+            return 1
+        try:
+            if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    phases = re.search(r"startup phases (\{.*\})", log.read_text())
+    print("demo: startup phases (s):", phases.group(1) if phases else "?")
+    body = {"messages": CONVERSATION, "max_tokens": 24, "temperature": 0}
+    for i, name in enumerate(names):
+        headers = {"X-Amzn-SageMaker-Adapter-Identifier": name}
+        if i == len(names) - 1:
+            parts = []
+            with httpx.stream("POST", f"{url}/invocations", json={**body, "stream": True},
+                              headers=headers, timeout=120) as r:  # fmt: skip
+                for line in r.iter_lines():
+                    if line.startswith("data: {"):
+                        choices = json.loads(line[6:])["choices"]
+                        if choices:
+                            parts.append(choices[0]["delta"].get("content") or "")
+            print(f"demo: [{name}] (streamed, {len(parts)} chunks) {''.join(parts)!r}")
+        else:
+            r = httpx.post(f"{url}/invocations", json=body, headers=headers, timeout=120)
+            answer = r.json()["choices"][0]["message"]["content"]
+            print(f"demo: [{name}] {r.status_code} {answer!r}")
+    print("demo: (random tiny weights: the answers are noise, different per adapter)")
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=120)
+    drain = re.search(r"phase=drain duration=(\S+)", log.read_text())
+    print(f"demo: SIGTERM -> exit {code} (drain {drain.group(1) if drain else '?'})")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
