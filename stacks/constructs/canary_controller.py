@@ -5,7 +5,8 @@ endpoint, also the lock). The state machine only loops ``tick -> wait -> tick`` 
 completes or rolls back, so each decision shows in its execution history; on an unexpected error
 it asks the Lambda to roll back before failing. The state machine's name is derived from the
 endpoint name (``<endpoint>-canary-rollout``) so the Lambda can start it without a reference
-cycle (the state machine already references the Lambda).
+cycle (the state machine already references the Lambda); the function's name is derived from it
+too (``<endpoint>-canary-controller``) so ``tools/canary.py`` can invoke it by endpoint name.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from stacks.config import DeploymentConfig
 from stacks.constructs.smoke_gate import LAMBDA_RUNTIME, endpoint_arn
 
@@ -55,7 +57,7 @@ class CanaryController(Construct):
             )
             for name in rollout.extra_alarm_names
         ]
-        self.state_machine_name = f"{endpoint_name}-canary-rollout"
+        self.state_machine_name = state_machine_name(endpoint_name)
         state_machine_arn = stack.format_arn(
             service="states",
             resource="stateMachine",
@@ -110,6 +112,8 @@ class CanaryController(Construct):
         self.function = lambda_.Function(
             self,
             "Function",
+            # Fixed name: `make canary-*` invokes it knowing only the endpoint name.
+            function_name=controller_function_name(endpoint_name),
             runtime=LAMBDA_RUNTIME,
             handler="handler.handler",
             code=lambda_.Code.from_asset(str(LAMBDA_DIR)),

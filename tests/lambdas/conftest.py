@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,8 @@ from moto import mock_aws
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from lambdas.canary_controller import handler as ctl  # noqa: E402 - after the path setup
 
 REGION = "us-east-1"
 ENDPOINT = "mangaassist-vllm-test"
@@ -69,3 +73,96 @@ def weights(name: str = ENDPOINT) -> dict[str, float]:
     sm = boto3.client("sagemaker", region_name=REGION)
     desc = sm.describe_endpoint(EndpointName=name)
     return {v["VariantName"]: v["CurrentWeight"] for v in desc["ProductionVariants"]}
+
+
+# ------------------------------------------------------------- canary controller world
+
+STEPS = (5, 25, 50, 75, 100)
+BAKE = 3600
+CHECK = 300
+ALARMS = ("canary-5xx", "canary-model-latency", "canary-ttft")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class World:
+    controller: ctl.Controller
+    clock: Clock
+    queue_url: str
+    state_machine_arn: str
+
+    def run(self, event: dict[str, Any]) -> dict[str, Any]:
+        return ctl.handler(event, None, controller=self.controller)
+
+    def tick(self, rollout_id: str, seq: int) -> dict[str, Any]:
+        return self.run(
+            {"action": "tick", "endpoint_name": ENDPOINT, "rollout_id": rollout_id, "seq": seq}
+        )
+
+    def start(self, rollout_id: str = "r1") -> dict[str, Any]:
+        return self.run(
+            {"action": "start", "endpoint_name": ENDPOINT, "rollout_id": rollout_id,
+             "requested_by": "alice"}
+        )  # fmt: skip
+
+    def notifications(self) -> list[dict[str, Any]]:
+        sqs = boto3.client("sqs", region_name=REGION)
+        got = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10)
+        return [json.loads(m["Body"]) for m in got.get("Messages", [])]
+
+
+def set_alarm(name: str, state: str, reason: str = "test") -> None:
+    boto3.client("cloudwatch", region_name=REGION).set_alarm_state(
+        AlarmName=name, StateValue=state, StateReason=reason
+    )
+
+
+@pytest.fixture
+def world(endpoint: str) -> World:
+    cw = boto3.client("cloudwatch", region_name=REGION)
+    for name in ALARMS:
+        cw.put_metric_alarm(
+            AlarmName=name, Namespace="AWS/SageMaker", MetricName="Invocation5XXErrors",
+            Dimensions=[{"Name": "EndpointName", "Value": ENDPOINT},
+                        {"Name": "VariantName", "Value": "canary"}],
+            Statistic="Sum", Period=60, EvaluationPeriods=1, Threshold=5,
+            ComparisonOperator="GreaterThanThreshold",
+        )  # fmt: skip
+        set_alarm(name, "OK")
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    ddb.create_table(
+        TableName="rollout-state",
+        KeySchema=[{"AttributeName": "endpoint_name", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "endpoint_name", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    sns = boto3.client("sns", region_name=REGION)
+    topic = sns.create_topic(Name="alerts")["TopicArn"]
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName="alerts-inbox")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])
+    sns.subscribe(
+        TopicArn=topic, Protocol="sqs", Endpoint=queue_arn["Attributes"]["QueueArn"],
+        Attributes={"RawMessageDelivery": "true"},
+    )  # fmt: skip
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    machine = sfn.create_state_machine(
+        name=f"{ENDPOINT}-canary-rollout",
+        definition=json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}}),
+        roleArn="arn:aws:iam::123456789012:role/sfn",
+    )["stateMachineArn"]
+    settings = ctl.Settings(
+        endpoint_name=ENDPOINT, table_name="rollout-state", topic_arn=topic,
+        state_machine_arn=machine, alarm_names=ALARMS, steps=STEPS, bake_seconds=BAKE,
+        check_seconds=CHECK,
+    )  # fmt: skip
+    clock = Clock()
+    controller = ctl.Controller(settings, clock=clock)
+    return World(controller, clock, queue_url, machine)

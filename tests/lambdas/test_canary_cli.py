@@ -1,0 +1,113 @@
+"""tools.canary against the real controller handler (moto world); Lambda's invoke is emulated
+with its real response format, including FunctionError for a refusal."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import tools.canary as cli
+from lambdas.canary_controller import handler as ctl
+from lambdas.canary_controller.names import controller_function_name
+from tests.lambdas.conftest import ENDPOINT, World, set_endpoint_status
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class FakeLambda:
+    def __init__(self, w: World) -> None:
+        self.world, self.calls = w, []  # type: ignore[var-annotated]
+
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
+        assert FunctionName == controller_function_name(ENDPOINT)
+        assert InvocationType == "RequestResponse"
+        event = json.loads(Payload)
+        self.calls.append(event)
+        try:
+            body: Any = ctl.handler(event, None, controller=self.world.controller)
+            extra = {}
+        except Exception as exc:  # what the Lambda runtime reports for an unhandled error
+            body = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
+            extra = {"FunctionError": "Unhandled"}
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(body).encode()), **extra}
+
+
+@pytest.fixture
+def run(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
+    raw.update(env="test", endpoint_name=ENDPOINT)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "test.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
+    import boto3
+
+    fake = FakeLambda(world)
+    clients = {"lambda": fake, "sagemaker": boto3.client("sagemaker"), "caller": "alice"}
+
+    def _run(*argv: str) -> int:
+        return cli.main([*argv, "--env", "test"], clients=clients)
+
+    _run.fake = fake  # type: ignore[attr-defined]
+    return _run
+
+
+def test_start_prints_the_rollout_and_status_shows_steps_and_weights(
+    run: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("start", "--rollout-id", "r1") == 0
+    out = capsys.readouterr().out
+    assert f"canary rollout r1 started on {ENDPOINT}" in out
+    assert "rollout      r1 (RUNNING), by alice" in out
+    assert "live weights canary 5, primary 95" in out
+    assert run("start", "--rollout-id", "r1") == 0
+    assert "already started (same id, nothing changed)" in capsys.readouterr().out
+    assert run("status") == 0
+    assert "steps        5% -> 25% -> 50% -> 75% -> 100%" in capsys.readouterr().out
+
+
+def test_second_start_is_refused_with_the_reason(
+    run: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run("start", "--rollout-id", "r1")
+    capsys.readouterr()
+    assert run("start", "--rollout-id", "r2") == 1
+    assert "refused: RolloutConflict: rollout 'r1' is already RUNNING" in capsys.readouterr().err
+
+
+def test_start_refused_while_endpoint_updates(run: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    set_endpoint_status("Updating")
+    assert run("start") == 1
+    assert "is Updating, not InService" in capsys.readouterr().err
+
+
+def test_rollback_zeroes_the_canary_and_says_so(
+    run: Any,
+    world: World,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run("start", "--rollout-id", "r1")
+    world.tick("r1", 0)
+    world.clock.now += 3600
+    world.tick("r1", 1)
+    capsys.readouterr()
+    assert run("rollback", "--reason", "bad answers in jp_style_v1") == 0
+    out = capsys.readouterr().out
+    assert f"rolled back {ENDPOINT}: canary weight 0, primary 100" in out
+    assert "live weights canary 0, primary 100" in out
+    assert "bad answers in jp_style_v1 (by alice)" in out
+
+
+def test_promote_info_says_not_ready_until_completed(
+    run: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run("start", "--rollout-id", "r1")
+    capsys.readouterr()
+    assert run("promote-info") == 0
+    out = capsys.readouterr().out
+    assert "Not ready to promote: rollout status is 'RUNNING'" in out
+    assert "variants.primary.image_tag" in out and "make deploy ENV=test" in out

@@ -1,0 +1,159 @@
+"""Operator commands for the canary rollout: ``python -m tools.canary {start,status,rollback,
+promote-info} --env ENV`` (``make canary-start|canary-status|canary-rollback ENV=...``).
+
+Every command goes through the controller Lambda (``<endpoint>-canary-controller``), so the lock,
+the idempotency and the recorded state are the same whether an operator or the state machine
+acts. Each prints what it did; a refusal (another rollout running, endpoint not InService, an
+alarm already firing, a malformed request) prints the controller's reason and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from lambdas.canary_controller.names import controller_function_name
+from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class ControllerError(RuntimeError):
+    """The controller refused or failed; the message is its reason."""
+
+
+def invoke(lambda_client: Any, cfg: DeploymentConfig, event: dict[str, Any]) -> dict[str, Any]:
+    resp = lambda_client.invoke(
+        FunctionName=controller_function_name(cfg.endpoint_name),
+        InvocationType="RequestResponse",
+        Payload=json.dumps({"endpoint_name": cfg.endpoint_name, **event}).encode(),
+    )
+    payload = json.loads(resp["Payload"].read() or b"null")
+    if resp.get("FunctionError"):
+        kind = payload.get("errorType", "Error") if isinstance(payload, dict) else "Error"
+        msg = payload.get("errorMessage", payload) if isinstance(payload, dict) else payload
+        raise ControllerError(f"{kind}: {msg}")
+    return dict(payload)
+
+
+def _when(epoch: Any) -> str:
+    if not isinstance(epoch, int | float):
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(epoch))
+
+
+def render(state: dict[str, Any], weights: dict[str, float] | None = None) -> str:
+    if not state.get("status"):
+        return f"{state.get('endpoint_name')}: no rollout recorded"
+    steps = state.get("steps") or []
+    index = state.get("step_index", -1)
+    path = " -> ".join(f"[{p}%]" if i == index else f"{p}%" for i, p in enumerate(steps))
+    lines = [
+        f"endpoint     {state['endpoint_name']}",
+        f"rollout      {state['rollout_id']} ({state['status']}), by {state.get('requested_by')}",
+        f"steps        {path}",
+        f"started      {_when(state.get('started_at'))}; this step since "
+        f"{_when(state.get('step_started_at'))}",
+        f"last         {state.get('last_decision')}: {state.get('last_reason')}",
+    ]
+    if weights is not None:
+        lines.append("live weights " + ", ".join(f"{k} {v:g}" for k, v in sorted(weights.items())))
+    for entry in state.get("history") or []:
+        lines.append(f"  {_when(entry.get('at'))}  {entry['decision']:<8} {entry['reason']}")
+    return "\n".join(lines)
+
+
+def live_weights(sm: Any, endpoint: str) -> dict[str, float]:
+    desc = sm.describe_endpoint(EndpointName=endpoint)
+    return {v["VariantName"]: v.get("CurrentWeight", 0.0) for v in desc["ProductionVariants"]}
+
+
+def promote_info(cfg: DeploymentConfig, state: dict[str, Any]) -> str:
+    canary, primary = cfg.variants.canary, cfg.variants.primary
+    ready = state.get("status") == "COMPLETED"
+    head = (
+        "The canary completed its rollout and now carries 100% of traffic."
+        if ready
+        else f"Not ready to promote: rollout status is {state.get('status')!r}, not COMPLETED."
+    )
+    return "\n".join(
+        [
+            head,
+            "Promotion is a config change plus a deploy (the controller never edits the primary):",
+            f"  1. in config/{cfg.env}.yaml set variants.primary.image_tag to the canary's "
+            f"({canary.image_tag or 'the image the canary runs'}; primary now "
+            f"{primary.image_tag or 'the stack image'})",
+            f"  2. make deploy ENV={cfg.env}   (blue/green update; the smoke gate checks every "
+            "adapter; weights return to the configured initial_weight values)",
+            f"  3. make canary-status ENV={cfg.env}   to confirm the live weights",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.canary", description=__doc__)
+    parser.add_argument("command", choices=["start", "status", "rollback", "promote-info"])
+    parser.add_argument("--env", required=True)
+    parser.add_argument("--rollout-id", help="start: id (default: rollout-<UTC time>)")
+    parser.add_argument("--reason", default="operator requested rollback", help="rollback: why")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    clients = clients or {}
+    lam = clients.get("lambda") or boto3.client("lambda", region_name=cfg.region)
+    sm = clients.get("sagemaker") or boto3.client("sagemaker", region_name=cfg.region)
+    who = clients.get("caller") or _caller(cfg.region)
+    try:
+        if args.command == "start":
+            rollout_id = args.rollout_id or time.strftime("rollout-%Y%m%dT%H%M%SZ", time.gmtime())
+            state = invoke(
+                lam, cfg, {"action": "start", "rollout_id": rollout_id, "requested_by": who}
+            )
+            verb = (
+                "already started (same id, nothing changed)"
+                if state.get("duplicate")
+                else "started"
+            )
+            print(f"canary rollout {rollout_id} {verb} on {cfg.endpoint_name}")
+            print(f"bake {cfg.rollout.bake_minutes} min per step, alarms checked every "
+                  f"{cfg.rollout.check_interval_minutes} min")  # fmt: skip
+        elif args.command == "rollback":
+            state = invoke(
+                lam, cfg, {"action": "rollback", "reason": args.reason, "requested_by": who}
+            )
+            print(f"rolled back {cfg.endpoint_name}: canary weight 0, primary 100")
+        else:
+            state = invoke(lam, cfg, {"action": "status"})
+            if args.command == "promote-info":
+                print(promote_info(cfg, state))
+                return 0
+        print(render(state, live_weights(sm, cfg.endpoint_name)))
+    except ControllerError as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    except (BotoCoreError, ClientError) as exc:
+        print(f"AWS call failed ({cfg.region}): {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _caller(region: str) -> str:
+    try:
+        arn = boto3.client("sts", region_name=region).get_caller_identity()["Arn"]
+        return str(arn).rsplit("/", 1)[-1]
+    except Exception:
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
