@@ -29,7 +29,13 @@ from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from stacks.config import DeploymentConfig
-from stacks.constructs.smoke_gate import LAMBDA_RUNTIME, endpoint_arn
+from stacks.constructs.smoke_gate import (
+    LAMBDA_RUNTIME,
+    LOG_GROUP_CHECKOV_SKIP,
+    checkov_skip,
+    endpoint_arn,
+    tidy_function,
+)
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
 
@@ -136,6 +142,16 @@ class CanaryController(Construct):
             },
         )
         self.state_machine = self._state_machine(endpoint_name)
+        tidy_function(self.function, self.role)
+        tidy_function(self.state_machine, self.state_machine.role)
+        checkov_skip(log_group, LOG_GROUP_CHECKOV_SKIP)
+        checkov_skip(
+            self.table,
+            {
+                "CKV_AWS_119": "Rollout state only (step, times, reasons); encrypted with the "
+                "AWS managed DynamoDB key, a customer key would add cost and nothing to protect."
+            },
+        )
         NagSuppressions.add_resource_suppressions(
             self.state_machine,
             [
@@ -200,6 +216,13 @@ class CanaryController(Construct):
             )
             .otherwise(wait)
         )
+        rollout_logs = logs.LogGroup(
+            self,
+            "RolloutLogs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        checkov_skip(rollout_logs, LOG_GROUP_CHECKOV_SKIP)
         return sfn.StateMachine(
             self,
             "Rollout",
@@ -207,13 +230,5 @@ class CanaryController(Construct):
             definition_body=sfn.DefinitionBody.from_chainable(tick.next(done)),
             timeout=Duration.days(30),
             tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=logs.LogGroup(
-                    self,
-                    "RolloutLogs",
-                    retention=logs.RetentionDays.ONE_MONTH,
-                    removal_policy=RemovalPolicy.DESTROY,
-                ),
-                level=sfn.LogLevel.ALL,
-            ),
+            logs=sfn.LogOptions(destination=rollout_logs, level=sfn.LogLevel.ALL),
         )

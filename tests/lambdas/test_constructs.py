@@ -19,8 +19,10 @@ from cdk_nag import AwsSolutionsChecks
 from stacks.config import DeploymentConfig, RolloutConfig, SmokeGateConfig, load_config
 from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.smoke_gate import SmokeGate
+from tools.validate import run_cfn_lint, run_checkov, templates_in
 
 REPO = Path(__file__).resolve().parents[2]
+CHECKOV = REPO / ".venv-checkov" / "bin" / "checkov"
 ACCOUNT, REGION = "123456789012", "us-east-1"
 EXTRA_ALARM = "canary-ttft-p90"
 
@@ -58,12 +60,17 @@ def build(app: cdk.App, stack_id: str, cfg: DeploymentConfig) -> cdk.Stack:
 
 
 @pytest.fixture(scope="module")
-def stacks() -> dict[str, cdk.Stack]:
+def outdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cdk.out")
+
+
+@pytest.fixture(scope="module")
+def stacks(outdir: Path) -> dict[str, cdk.Stack]:
     prod = load_config(REPO / "config" / "prod.yaml", env="prod")
     prod = prod.model_copy(update={"rollout": RolloutConfig(extra_alarm_names=[EXTRA_ALARM])})
     dev = load_config(REPO / "config" / "dev.yaml", env="dev")
     dev = dev.model_copy(update={"smoke_gate": SmokeGateConfig(enabled=False)})
-    app = cdk.App()
+    app = cdk.App(outdir=str(outdir))
     built = {"prod": build(app, "Prod", prod), "dev": build(app, "DevNoGate", dev)}
     cdk.Aspects.of(app).add(AwsSolutionsChecks())
     app.synth()
@@ -221,3 +228,13 @@ def test_cdk_nag_reports_nothing_unsuppressed(stacks: dict[str, cdk.Stack], whic
         + annotations.find_warning("*", Match.string_like_regexp("AwsSolutions-.*"))
     ]
     assert findings == []
+
+
+def test_cfn_lint_finds_nothing(stacks: dict[str, cdk.Stack], outdir: Path) -> None:
+    assert run_cfn_lint(templates_in(outdir), REGION) == []
+
+
+@pytest.mark.skipif(not CHECKOV.exists(), reason="run `make checkov-venv` (make test does)")
+def test_checkov_finds_nothing(stacks: dict[str, cdk.Stack], outdir: Path) -> None:
+    passed, failed = run_checkov(CHECKOV, templates_in(outdir))
+    assert failed == [] and passed > 50
