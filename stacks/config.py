@@ -492,7 +492,8 @@ class ScheduledAction(_Strict):
 
 
 class ReleaseEvent(_Strict):
-    """A known release: pre-scale ``prescale_hours`` before, restore ``restore_after_hours`` after."""
+    """A known release: pre-scale ``prescale_hours`` before, restore ``restore_after_hours``
+    after."""
 
     name: Annotated[str, Field(pattern=_NAME)]
     variant: Literal["primary", "canary"] = "primary"
