@@ -17,7 +17,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from stacks.config import DeploymentConfig
 
@@ -42,13 +42,13 @@ LOG_GROUP_CHECKOV_SKIP = {
 }
 
 
-def checkov_skip(construct: Construct, skips: dict[str, str]) -> None:
+def checkov_skip(construct: IConstruct, skips: dict[str, str]) -> None:
     cfn = construct.node.default_child
     assert isinstance(cfn, CfnResource)
     cfn.add_metadata("checkov", {"skip": [{"id": k, "comment": v} for k, v in skips.items()]})
 
 
-def tidy_function(function: Construct, role: Construct) -> None:
+def tidy_function(function: IConstruct, role: IConstruct) -> None:
     """checkov skips for a function, and its DependsOn reduced to the role's policy: the
     ``Role`` GetAtt already orders function after role (cfn-lint W3005 flags the duplicate)."""
     checkov_skip(function, FUNCTION_CHECKOV_SKIPS)
