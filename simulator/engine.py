@@ -54,6 +54,7 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel
 from simulator.schedule import timeline
 from simulator.traces import Trace
+from stacks.capacity import concurrency_target
 from stacks.config import DeploymentConfig, StepPolicy
 
 COMPARE: dict[str, Callable[[float, float], bool]] = {
@@ -205,7 +206,7 @@ class VariantSimulation:
             )
         if self.tt is not None:
             self.tt_target = (
-                self.tt.target_fraction_of_max_num_seqs * cfg.engine.max_num_seqs
+                concurrency_target(cfg, variant)
                 if self.tt.metric == "concurrency"
                 else float(self.tt.invocations_per_instance)
             )

@@ -291,11 +291,16 @@ def _check_metric(name: str) -> str:
 
 
 class TargetTracking(_Strict):
-    """Track concurrency per instance (seeds: scale out at 85% of max_num_seqs) or invocations."""
+    """Track concurrency per instance or invocations per instance.
+
+    Concurrency target = ``target_fraction_of_concurrency`` x what one instance really runs at
+    once: engine.max_num_seqs capped by the KV cache at the typical request length
+    (stacks.capacity.concurrency_target). Seeds: scale out at 85%.
+    """
 
     metric: Literal["concurrency", "invocations"] = "concurrency"
     #: For ``concurrency``: target = this fraction x engine.max_num_seqs.
-    target_fraction_of_max_num_seqs: Annotated[float, Field(gt=0, le=1)] = 0.85
+    target_fraction_of_concurrency: Annotated[float, Field(gt=0, le=1)] = 0.85
     #: For ``invocations``: InvocationsPerInstance per minute.
     invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
     scale_out_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60

@@ -18,6 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from stacks.capacity import concurrency_target
 from stacks.config import DeploymentConfig, StepPolicy
 from stacks.constructs.metrics import variant_metric
 
@@ -118,7 +119,7 @@ class EndpointScaling(Construct):
         assert tt is not None
         if tt.metric == "concurrency":
             metric = appscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION  # noqa: E501
-            value = round(tt.target_fraction_of_max_num_seqs * self._cfg.engine.max_num_seqs, 2)
+            value = concurrency_target(self._cfg, variant)
         else:
             metric = appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE
             value = tt.invocations_per_instance

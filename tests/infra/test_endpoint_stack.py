@@ -1,4 +1,4 @@
-"""EndpointStack: variants, models, rollout policy and least-privilege role, resource by resource."""
+"""EndpointStack: variants, models, rollout policy and least-privilege role, per resource."""
 
 from __future__ import annotations
 
@@ -99,8 +99,10 @@ def test_blue_green_canary_shift_with_auto_rollback_on_created_alarms(endpoint: 
         },
     )
     ep = next(iter(endpoint.find_resources("AWS::SageMaker::Endpoint").values()))
-    refs = [a["AlarmName"]["Ref"] for a in ep["Properties"]["DeploymentConfig"][
-        "AutoRollbackConfiguration"]["Alarms"]]
+    refs = [
+        a["AlarmName"]["Ref"]
+        for a in ep["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]
+    ]
     alarms = endpoint.find_resources("AWS::CloudWatch::Alarm")
     assert len(refs) == 4 and all(r in alarms for r in refs)
     metrics = sorted(alarms[r]["Properties"]["MetricName"] for r in refs)
@@ -142,7 +144,9 @@ def test_volume_kms_key_is_set_when_instances_have_ebs_volumes(prod_cfg, monkeyp
 
 def test_execution_role_pulls_only_from_the_serving_repositories(endpoint: Template) -> None:
     policies = endpoint.find_resources("AWS::IAM::Policy")
-    statements = [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
     pull = [s for s in statements if "ecr:BatchGetImage" in s["Action"]]
     assert pull, "the role cannot pull the image"
     for s in pull:

@@ -23,7 +23,9 @@ def test_repository_scans_on_push_refuses_overwrites_and_is_kms_encrypted(image:
             "ImageScanningConfiguration": {"ScanOnPush": True},
             "ImageTagMutability": "IMMUTABLE",
             "EncryptionConfiguration": {"EncryptionType": "KMS", "KmsKey": Match.any_value()},
-            "LifecyclePolicy": {"LifecyclePolicyText": Match.string_like_regexp("imageCountMoreThan")},
+            "LifecyclePolicy": {
+                "LifecyclePolicyText": Match.string_like_regexp("imageCountMoreThan")
+            },
         },
     )
 

@@ -103,7 +103,7 @@ def test_target_tracking_follows_high_resolution_concurrency_at_85_percent_of_ma
         "PredefinedMetricSpecification": {
             "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
         },
-        "TargetValue": 108.8,  # 0.85 x max_num_seqs 128
+        "TargetValue": 68.85,  # 0.85 x 81 sequences (KV capacity at typical length < 128)
         "ScaleOutCooldown": 60,
         "ScaleInCooldown": 600,
     }
@@ -157,16 +157,17 @@ def test_queue_depth_scales_out_by_2_4_8_from_an_alarm_on_the_contract_metric(
     ]
 
 
-def test_gpu_memory_above_90_percent_adds_two_instances(endpoint: Template) -> None:
+def test_kv_cache_above_90_percent_for_two_minutes_adds_two_instances(endpoint: Template) -> None:
     policy = Capture()
     endpoint.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
-            "Namespace": mc.SAGEMAKER_INSTANCE_NAMESPACE,
-            "MetricName": "GPUMemoryUtilization",
+            "Namespace": mc.NAMESPACE,
+            "MetricName": "KVCacheUsage",
             "Dimensions": DIMS,
             "Statistic": "Average",
             "Period": 60,
+            "EvaluationPeriods": 2,
             "Threshold": 90,
             "ComparisonOperator": "GreaterThanThreshold",
             "AlarmActions": [{"Ref": policy}],
@@ -250,7 +251,7 @@ def test_no_policy_or_alarm_uses_an_async_only_metric(endpoint: Template) -> Non
 @pytest.mark.parametrize(
     ("name", "schedule", "zone", "low", "high"),
     [
-        ("jp-evening-peak", "cron(45 17 * * ? *)", "Asia/Tokyo", 6, 8),  # 5 + 1 standby
+        ("jp-evening-peak", "cron(45 17 ? * SUN-THU,SAT *)", "Asia/Tokyo", 6, 8),  # 5 + 1 standby
         ("jp-evening-end", "cron(0 23 * * ? *)", "Asia/Tokyo", 2, 8),
         ("jp-off-peak-floor", "cron(0 1 * * ? *)", "Asia/Tokyo", 2, 6),
         ("us-evening-peak", "cron(45 17 * * ? *)", "America/New_York", 4, 8),

@@ -46,5 +46,7 @@ def test_checkov_reports_no_failed_checks(synthesized) -> None:
 
 def test_cfn_lint_catches_a_broken_template(tmp_path) -> None:
     bad = tmp_path / "bad.template.json"
-    bad.write_text(json.dumps({"Resources": {"X": {"Type": "AWS::SageMaker::Endpoint", "Properties": {}}}}))
+    bad.write_text(
+        json.dumps({"Resources": {"X": {"Type": "AWS::SageMaker::Endpoint", "Properties": {}}}})
+    )
     assert run_cfn_lint([bad], "us-east-1"), "cfn-lint must flag a missing EndpointConfigName"

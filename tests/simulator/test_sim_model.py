@@ -95,7 +95,7 @@ def test_cli_runs_a_csv_trace_against_a_baseline(
             "--out",
             str(out),
             "--disable-policy",
-            "gpu-memory-out",
+            "kv-cache-out",
         ]
     )
     assert code == 0
