@@ -203,12 +203,17 @@ class Controller:
         )
 
     def notify(self, subject: str, state: dict[str, Any]) -> None:
+        """Best effort: the decision is already applied and recorded; a failed publish is logged
+        instead of failing the tick (which would make the state machine roll back again)."""
         message = {k: state.get(k) for k in _SUMMARY_KEYS}
-        self.sns.publish(
-            TopicArn=self.s.topic_arn,
-            Subject=f"[{self.s.endpoint_name}] {subject}"[:100],
-            Message=json.dumps(message, indent=2, default=str),
-        )
+        try:
+            self.sns.publish(
+                TopicArn=self.s.topic_arn,
+                Subject=f"[{self.s.endpoint_name}] {subject}"[:100],
+                Message=json.dumps(message, indent=2, default=str),
+            )
+        except ClientError as exc:
+            print(f"notification to {self.s.topic_arn} failed: {exc}")
 
     # ------------------------------------------------------------------ actions
 

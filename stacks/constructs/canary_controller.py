@@ -107,13 +107,18 @@ class CanaryController(Construct):
             ),
             "State": (["dynamodb:GetItem", "dynamodb:PutItem"], [self.table.table_arn]),
             "StartRollout": (["states:StartExecution"], [state_machine_arn]),
+            "Notify": (["sns:Publish"], [topic.topic_arn]),
         }
+        if topic.master_key is not None:  # explicit, not grant_publish: no kms:GenerateDataKey*
+            statements["TopicKey"] = (
+                ["kms:GenerateDataKey", "kms:Decrypt"],
+                [topic.master_key.key_arn],
+            )
         for sid, (actions, resources) in statements.items():
             if resources:
                 self.role.add_to_policy(
                     iam.PolicyStatement(sid=sid, actions=actions, resources=resources)
                 )
-        topic.grant_publish(self.role)
         log_group.grant_write(self.role)
         self.function = lambda_.Function(
             self,

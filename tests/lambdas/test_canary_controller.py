@@ -234,3 +234,13 @@ def test_handler_reads_its_settings_from_the_environment(
         {"action": "tick", "endpoint_name": ENDPOINT, "rollout_id": "env", "seq": 0}
     )
     assert ticked["current_percent"] == 5 and weights()["canary"] == 5.0
+
+
+def test_rollback_stands_even_when_the_notification_fails(world: World) -> None:
+    world.start()
+    result = world.tick("r1", 0)
+    boto3.client("sns", region_name=REGION).delete_topic(TopicArn=world.controller.s.topic_arn)
+    set_alarm("canary-5xx", "ALARM", "5XX burst")
+    rolled = world.tick("r1", result["seq"])
+    assert rolled["status"] == "ROLLED_BACK" and weights()["canary"] == 0.0
+    assert world.controller.load()["status"] == "ROLLED_BACK"  # type: ignore[index]

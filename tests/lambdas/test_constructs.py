@@ -50,7 +50,7 @@ def build(app: cdk.App, stack_id: str, cfg: DeploymentConfig) -> cdk.Stack:
         stack,
         "Alerts",
         enforce_ssl=True,
-        master_key=kms.Alias.from_alias_name(stack, "SnsKey", "alias/aws/sns"),
+        master_key=kms.Key(stack, "TopicKey", enable_key_rotation=True),
     )
     CanaryController(
         stack, "Canary", cfg=cfg, endpoint_name=cfg.endpoint_name, alarms=alarms, topic=topic
@@ -87,7 +87,7 @@ def dev(stacks: dict[str, cdk.Stack]) -> Template:
     return Template.from_stack(stacks["dev"])
 
 
-EXPECTED_SIDS = {"Endpoint", "Alarms", "State", "StartRollout", "sns:Publish"}
+EXPECTED_SIDS = {"Endpoint", "Alarms", "State", "StartRollout", "Notify", "TopicKey"}
 
 
 def policy_of(template: Template, role_prefix: str) -> list[dict[str, Any]]:
@@ -124,7 +124,10 @@ def test_canary_role_names_endpoint_alarms_table_topic_and_machine_only(prod: Te
     assert ":stateMachine:mangaassist-vllm-prod-canary-rollout" in arn_text(
         by_sid["StartRollout"]["Resource"]
     )
-    assert by_sid["sns:Publish"]["Resource"]["Ref"].startswith("Alerts")
+    assert by_sid["Notify"]["Action"] == "sns:Publish"
+    assert by_sid["Notify"]["Resource"]["Ref"].startswith("Alerts")
+    assert by_sid["TopicKey"]["Action"] == ["kms:GenerateDataKey", "kms:Decrypt"]
+    assert by_sid["TopicKey"]["Resource"]["Fn::GetAtt"][0].startswith("TopicKey")
     logs = [a for sid, st in by_sid.items() if sid not in EXPECTED_SIDS for a in _actions(st)]
     assert logs and all(a.startswith("logs:") for a in logs), logs
 
