@@ -127,7 +127,7 @@ class CanaryController(Construct):
             function_name=controller_function_name(endpoint_name),
             runtime=LAMBDA_RUNTIME,
             handler="handler.handler",
-            code=lambda_.Code.from_asset(str(LAMBDA_DIR)),
+            code=lambda_.Code.from_asset(str(LAMBDA_DIR), exclude=["__pycache__", "*.pyc"]),
             role=self.role,
             log_group=log_group,
             timeout=Duration.seconds(60),

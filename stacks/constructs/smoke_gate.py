@@ -109,7 +109,7 @@ class SmokeGate(Construct):
             "Function",
             runtime=LAMBDA_RUNTIME,
             handler="handler.handler",
-            code=lambda_.Code.from_asset(str(LAMBDA_DIR)),
+            code=lambda_.Code.from_asset(str(LAMBDA_DIR), exclude=["__pycache__", "*.pyc"]),
             role=self.role,
             log_group=log_group,
             timeout=Duration.seconds(gate.timeout_seconds + 60),
