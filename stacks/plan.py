@@ -107,7 +107,8 @@ def render_plan(plan: dict[str, Any]) -> str:
         if c["preempts_at_full_context"]:
             lines.append(
                 f"          WARNING: max_num_seqs x max_model_len needs "
-                f"{c['worst_case_kv_gib']} GiB of KV cache, {c['kv_budget_gib']} GiB fit: vLLM preempts beyond "
+                f"{c['worst_case_kv_gib']} GiB of KV cache, {c['kv_budget_gib']} GiB fit: "
+                f"vLLM preempts beyond "
                 f"{c['concurrency_at_full_context']} full-length sequences"
             )
     cost = plan["cost"]
