@@ -37,6 +37,8 @@ import boto3
 from botocore.exceptions import ClientError
 
 RUNNING, COMPLETED, ROLLED_BACK, FAILED = "RUNNING", "COMPLETED", "ROLLED_BACK", "FAILED"
+#: Answer to a tick from an execution whose rollout is no longer the endpoint's current one.
+SUPERSEDED = "SUPERSEDED"
 #: Endpoint states that end a rollout; any other non-InService state means "wait and look again".
 TERMINAL_ENDPOINT_STATES = frozenset({"Failed", "OutOfService", "Deleting"})
 HISTORY_LIMIT = 50
@@ -272,12 +274,21 @@ class Controller:
 
     def tick(self, event: dict[str, Any]) -> dict[str, Any]:
         state = self.load()
-        if state is None or state["rollout_id"] != event["rollout_id"]:
-            current = state["rollout_id"] if state else None
-            raise EventError(
-                f"rollout {event['rollout_id']!r} is not the endpoint's rollout "
-                f"(current: {current!r}); nothing changed"
-            )
+        if state is None:
+            raise EventError(f"no rollout recorded for {self.s.endpoint_name}; nothing changed")
+        if state["rollout_id"] != event["rollout_id"]:
+            # A stale execution (its rollout was rolled back and a newer one started): it ends
+            # without touching the newer rollout.
+            return {
+                "endpoint_name": self.s.endpoint_name,
+                "rollout_id": event["rollout_id"],
+                "status": SUPERSEDED,
+                "seq": event["seq"],
+                "done": True,
+                "duplicate": False,
+                "last_reason": f"superseded by rollout {state['rollout_id']!r}; nothing changed",
+                "wait_seconds": 1,
+            }
         if state["status"] != RUNNING:
             return self._result(state)
         if event["seq"] != state["seq"]:

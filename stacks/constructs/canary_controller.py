@@ -207,6 +207,14 @@ class CanaryController(Construct):
             },
         )
         rollback.next(sfn.Fail(self, "ControllerFailed", error="CanaryControllerError"))
+        # Transient failures (throttling, a timeout) are retried with the same seq, which the
+        # controller treats as a redelivery; only a persistent failure rolls back.
+        tick.add_retry(
+            errors=["States.TaskFailed", "States.Timeout"],
+            interval=Duration.seconds(20),
+            max_attempts=3,
+            backoff_rate=2,
+        )
         tick.add_catch(rollback, result_path="$.error")
         wait = sfn.Wait(self, "Bake", time=sfn.WaitTime.seconds_path("$.wait_seconds"))
         wait.next(tick)
@@ -216,8 +224,16 @@ class CanaryController(Construct):
                 sfn.Condition.string_equals("$.status", "COMPLETED"), sfn.Succeed(self, "Completed")
             )
             .when(
-                sfn.Condition.boolean_equals("$.done", True),
+                sfn.Condition.string_equals("$.status", "SUPERSEDED"),
+                sfn.Succeed(self, "Superseded", comment="a newer rollout owns the endpoint"),
+            )
+            .when(
+                sfn.Condition.string_equals("$.status", "ROLLED_BACK"),
                 sfn.Fail(self, "RolledBack", error="CanaryRolledBack", cause_path="$.last_reason"),
+            )
+            .when(
+                sfn.Condition.boolean_equals("$.done", True),
+                sfn.Fail(self, "Abandoned", error="CanaryAbandoned", cause_path="$.last_reason"),
             )
             .otherwise(wait)
         )

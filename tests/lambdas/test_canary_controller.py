@@ -185,10 +185,24 @@ def test_rollback_without_rollout_still_zeroes_the_canary(world: World) -> None:
     assert rolled["status"] == "ROLLED_BACK" and weights()["canary"] == 0.0
 
 
-def test_tick_for_another_rollout_is_rejected(world: World) -> None:
-    world.start("r1")
-    with pytest.raises(ctl.EventError, match="'r9' is not the endpoint's rollout"):
+def test_tick_without_any_rollout_is_rejected(world: World) -> None:
+    with pytest.raises(ctl.EventError, match="no rollout recorded"):
         world.tick("r9", 0)
+
+
+def test_stale_execution_ends_without_touching_the_newer_rollout(world: World) -> None:
+    world.start("r1")
+    first = world.tick("r1", 0)
+    world.run({"action": "rollback", "endpoint_name": ENDPOINT})
+    world.start("r2")
+    r2 = world.tick("r2", 0)
+    assert weights()["canary"] == 5.0
+    world.clock.now += BAKE
+    stale = world.tick("r1", first["seq"])
+    assert stale["status"] == "SUPERSEDED" and stale["done"] and "'r2'" in stale["last_reason"]
+    current = world.controller.load()
+    assert current is not None and current["rollout_id"] == "r2" and current["seq"] == r2["seq"]
+    assert weights()["canary"] == 5.0
 
 
 @pytest.mark.parametrize(

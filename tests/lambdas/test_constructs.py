@@ -191,9 +191,11 @@ def test_state_machine_loops_tick_and_bake_and_rolls_back_on_error(prod: Templat
         },
     )
     text = arn_text(definition.as_object())
-    for state in ('\\"Tick\\"', '\\"Bake\\"', '\\"RollbackOnError\\"', '\\"RolledBack\\"'):
+    states = ("Tick", "Bake", "RollbackOnError", "RolledBack", "Superseded", "Abandoned")
+    for state in (f'\\"{name}\\"' for name in states):
         assert state in text
     assert '\\"SecondsPath\\":\\"$.wait_seconds\\"' in text
+    assert '\\"ErrorEquals\\":[\\"States.TaskFailed\\",\\"States.Timeout\\"]' in text
     prod.resource_count_is("AWS::DynamoDB::Table", 1)
     prod.has_resource_properties(
         "AWS::DynamoDB::Table",
