@@ -13,11 +13,13 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from stacks.config import DeploymentConfig
+from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.endpoint import VARIANT_NAMES, ServingEndpoint
 from stacks.constructs.image import ServingImage
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.rollback_alarms import RollbackAlarms
 from stacks.constructs.scaling import EndpointScaling
+from stacks.constructs.smoke_gate import SmokeGate
 
 
 class EndpointStack(Stack):
@@ -53,6 +55,25 @@ class EndpointStack(Stack):
         self.scaling = EndpointScaling(self, "Scaling", cfg=cfg, endpoint=self.serving.endpoint)
         self.monitoring = Monitoring(
             self, "Monitoring", cfg=cfg, rollback_alarms=self.rollback_alarms, key=self.key
+        )
+        self.canary = CanaryController(
+            self,
+            "CanaryController",
+            cfg=cfg,
+            endpoint_name=cfg.endpoint_name,
+            alarms=[
+                self.rollback_alarms.errors["canary"],
+                self.rollback_alarms.latency["canary"],
+                self.monitoring.alarms["canary/high-ttft"],
+            ],
+            topic=self.monitoring.topic,
+        )
+        self.smoke_gate = SmokeGate(
+            self,
+            "SmokeGate",
+            cfg=cfg,
+            endpoint=self.serving.endpoint,
+            endpoint_name=cfg.endpoint_name,
         )
         image.grant_pull(self.serving.role)
         # SageMaker checks image access at CreateModel: create the models after the role's policy.

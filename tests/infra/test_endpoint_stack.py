@@ -145,7 +145,10 @@ def test_volume_kms_key_is_set_when_instances_have_ebs_volumes(prod_cfg, monkeyp
 def test_execution_role_pulls_only_from_the_serving_repositories(endpoint: Template) -> None:
     policies = endpoint.find_resources("AWS::IAM::Policy")
     statements = [
-        s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]
+        s
+        for p in policies.values()
+        if any("ServingExecutionRole" in r["Ref"] for r in p["Properties"]["Roles"])
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
     ]
     pull = [s for s in statements if "ecr:BatchGetImage" in s["Action"]]
     assert pull, "the role cannot pull the image"
@@ -172,3 +175,26 @@ def test_role_writes_only_to_this_endpoints_log_group(endpoint: Template) -> Non
 
 def test_key_rotation_is_on(endpoint: Template) -> None:
     endpoint.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+def test_prod_wires_the_canary_controller_and_the_smoke_gate(endpoint: Template) -> None:
+    functions = endpoint.find_resources("AWS::Lambda::Function")
+    ours = [f for f in functions.values() if f["Properties"].get("Handler") == "handler.handler"]
+    assert len(ours) == 2, "expected the canary controller and the smoke gate functions"
+    endpoint.resource_count_is("AWS::StepFunctions::StateMachine", 1)
+    gates = endpoint.find_resources("Custom::EndpointSmokeGate")
+    assert len(gates) == 1, "the post-deploy smoke gate custom resource is missing"
+    for gate in gates.values():
+        assert any("Endpoint" in dep for dep in gate.get("DependsOn", [])), gate
+
+
+def test_canary_controller_watches_the_canary_rollback_and_ttft_alarms(endpoint: Template) -> None:
+    policies = endpoint.find_resources("AWS::IAM::Policy")
+    describe = [
+        s
+        for p in policies.values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "cloudwatch:DescribeAlarms"
+        in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    ]
+    assert describe and all(s["Resource"] != "*" for s in describe)
