@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -12,6 +13,12 @@ from stacks.config import DeploymentConfig, config_path, load_config
 from stacks.endpoint_stack import EndpointStack
 from stacks.image_stack import ImageStack
 from stacks.nag import apply_suppressions
+
+
+def cdk_json_context(repo_root: Path) -> dict[str, object]:
+    """The feature flags committed in cdk.json, for synths that do not go through the CDK CLI."""
+    context: dict[str, object] = json.loads((repo_root / "cdk.json").read_text())["context"]
+    return context
 
 
 def build_stacks(app: cdk.App, cfg: DeploymentConfig) -> tuple[ImageStack, EndpointStack]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
-from stacks.app_builder import build_app
+from stacks.app_builder import build_app, cdk_json_context
 from stacks.capacity import CapacityError
 from stacks.config import ConfigError
 from stacks.plan import build_plan, render_plan
@@ -23,7 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def synth(env: str, out: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Synthesize; return templates by stack name and the cdk-nag/CDK error messages."""
-    app = cdk.App(outdir=str(out), context={"env": env})
+    app = cdk.App(outdir=str(out), context={**cdk_json_context(REPO_ROOT), "env": env})
     cfg = build_app(app, repo_root=REPO_ROOT, env=env)
     assembly = app.synth()
     templates = {s.stack_name: s.template for s in assembly.stacks}
@@ -49,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         _, errors = synth(args.env, out)
     except (ConfigError, CapacityError) as err:
         print(f"synth failed: {err}", file=sys.stderr)
+        return 1
+    except RuntimeError as err:  # CDK policy validation (cdk-nag errors) fails the synth itself
+        if "ValidationFailed" not in str(err):
+            raise
+        print(f"synth failed: cdk-nag findings without suppression:\n{err}", file=sys.stderr)
         return 1
     if errors:
         print(f"cdk-nag: {len(errors)} unsuppressed finding(s):", file=sys.stderr)

@@ -15,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
-from cdk_nag import NagPackSuppression, NagSuppressions
+from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
 from stacks.catalog import INSTANCE_CATALOG
@@ -123,10 +123,12 @@ class ServingEndpoint(Construct):
                     "own log group, so their names are only known at run time",
                     applies_to=[
                         "Resource::*",
-                        f"Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
-                        f"log-group:/aws/sagemaker/Endpoints/{cfg.endpoint_name}:log-stream:*",
-                        f"Resource::arn:<AWS::Partition>:logs:{cfg.region}:<AWS::AccountId>:"
-                        f"log-group:/aws/sagemaker/Endpoints/{cfg.endpoint_name}:log-stream:*",
+                        # any partition/region/account: this log group's streams only
+                        RegexAppliesTo(
+                            regex=rf"/^Resource::arn:[^:]+:logs:.+:log-group:"
+                            rf"\/aws\/sagemaker\/Endpoints\/{cfg.endpoint_name}"
+                            rf":log-stream:\*$/g"
+                        ),
                     ],
                 )
             ],
@@ -158,7 +160,20 @@ class ServingEndpoint(Construct):
         )
         self.kms_on_volume = needs_kms
         if needs_kms:
-            volume_key.grant_encrypt_decrypt(self.role)
+            # Explicit actions (grant_encrypt_decrypt adds wildcards such as kms:ReEncrypt*);
+            # SageMaker creates a grant on the key for each instance's volume.
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=[
+                        "kms:Encrypt",
+                        "kms:Decrypt",
+                        "kms:GenerateDataKey",
+                        "kms:CreateGrant",
+                        "kms:DescribeKey",
+                    ],
+                    resources=[volume_key.key_arn],
+                )
+            )
         self.endpoint = sagemaker.CfnEndpoint(
             self,
             "Endpoint",

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from aws_cdk.assertions import Template
 
-from stacks.app_builder import build_stacks
+from stacks.app_builder import build_stacks, cdk_json_context
 from stacks.config import DeploymentConfig, load_config, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ def parse(raw: dict[str, Any], env: str = "prod") -> DeploymentConfig:
 
 
 def synth_templates(cfg: DeploymentConfig) -> dict[str, Template]:
-    app = cdk.App()
+    app = cdk.App(context=cdk_json_context(REPO_ROOT))
     image, endpoint = build_stacks(app, cfg)
     return {"image": Template.from_stack(image), "endpoint": Template.from_stack(endpoint)}
 
