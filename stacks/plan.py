@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.capacity import estimate
+from stacks.capacity import concurrency_target, estimate
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
 from stacks.config import DeploymentConfig
 
@@ -31,6 +31,18 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
                 "max_capacity": sc.max_capacity,
                 "image_tag": v.image_tag or cfg.image.tag or "built by CDK from container/",
                 "price_per_hour": inst.price_per_hour,
+                "scaling": {
+                    "target_tracking": None
+                    if sc.target_tracking is None
+                    else (
+                        f"ConcurrentRequestsPerModel {concurrency_target(cfg, name)}"
+                        if sc.target_tracking.metric == "concurrency"
+                        else f"InvocationsPerInstance {sc.target_tracking.invocations_per_instance}"
+                    ),
+                    "step_policies": [p.name for p in sc.step_policies],
+                    "schedules": [x.name for x in cfg.scaling.schedules if x.variant == name],
+                    "releases": [x.name for x in cfg.scaling.release_calendar if x.variant == name],
+                },
                 "capacity": cap.as_dict(),
             }
         )
@@ -104,6 +116,12 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"({eng['typical_prompt_tokens']}+{eng['typical_output_tokens']} tok); "
             f"max_num_seqs={c['max_num_seqs']}",
         ]
+        sc = v["scaling"]
+        lines.append(
+            f"          scaling: target tracking {sc['target_tracking'] or 'off'}; steps "
+            f"{', '.join(sc['step_policies']) or 'none'}; {len(sc['schedules'])} schedules, "
+            f"{len(sc['releases'])} releases"
+        )
         if c["preempts_at_full_context"]:
             lines.append(
                 f"          WARNING: max_num_seqs x max_model_len needs "
