@@ -21,7 +21,8 @@ when it started and when the step started, the last decision and its reason, and
 Weights: SageMaker weights are relative, so step ``p`` sets canary ``p`` and primary ``100 - p``;
 rollback sets canary 0 and primary 100. Promotion is not automatic: at 100 % the canary carries
 all traffic and the operator makes the canary's image the primary's in config and deploys
-(docs/lambdas.md), which also restores the configured initial weights.
+(README, "Canary rollout and the deploy smoke gate"), which also restores the configured
+initial weights.
 """
 
 from __future__ import annotations
