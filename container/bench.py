@@ -176,6 +176,14 @@ def main() -> int:
             "p99": round(p["p99_ms"] / b["p99_ms"], 4),
             "throughput": round(p["throughput_rps"] / b["throughput_rps"], 4),
             "p50_added_ms": round(p["p50_ms"] - b["p50_ms"], 2),
+            # Paired by round (each product round runs next to a bare round): the median of the
+            # per-round p50 ratios is less sensitive to drift across the run than pooled p50s.
+            "p50_paired_round_median": round(
+                statistics.median(
+                    pr / br for pr, br in zip(p["round_p50_ms"], b["round_p50_ms"], strict=True)
+                ),
+                4,
+            ),
         }
         summary["hooks_only_us_per_request"] = round(hooks_cost_us(s), 1)
         summary["load"] = {"rounds": ROUNDS, "requests_per_round": REQUESTS,
