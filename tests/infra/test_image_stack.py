@@ -62,6 +62,6 @@ def test_tag_mode_models_run_the_tag_ci_pushed_and_canary_can_differ(prod_cfg) -
         )
         for res in tpl.find_resources("AWS::SageMaker::Model").values()
     }
-    assert images["primary"].endswith(":v1'}]}") or ":v1" in images["primary"]
+    assert ":v1" in images["primary"] and ":v2-rc1" not in images["primary"]
     assert ":v2-rc1" in images["canary"] and ":v1" not in images["canary"]
     assert "cdk-hnb659fds-container-assets" not in images["primary"]
