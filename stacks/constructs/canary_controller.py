@@ -22,13 +22,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_stepfunctions as sfn
-from aws_cdk import aws_stepfunctions_tasks as tasks
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from stacks.config import DeploymentConfig
+from stacks.constructs.rollout_state_machine import rollout_state_machine
 from stacks.constructs.smoke_gate import (
     LAMBDA_RUNTIME,
     LOG_GROUP_CHECKOV_SKIP,
@@ -67,7 +66,7 @@ class CanaryController(Construct):
         state_machine_arn = stack.format_arn(
             service="states",
             resource="stateMachine",
-            resource_name=self.state_machine_name,
+            resource_state_machine_name=self.state_machine_name,
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         self.table = dynamodb.Table(
@@ -146,7 +145,12 @@ class CanaryController(Construct):
                 "CANARY_VARIANT": "canary",
             },
         )
-        self.state_machine = self._state_machine(endpoint_name)
+        self.state_machine = rollout_state_machine(
+            self,
+            function=self.function,
+            endpoint_name=endpoint_name,
+            state_machine_name=self.state_machine_name,
+        )
         tidy_function(self.function, self.role)
         tidy_function(self.state_machine, self.state_machine.role)
         checkov_skip(log_group, LOG_GROUP_CHECKOV_SKIP)
@@ -174,82 +178,4 @@ class CanaryController(Construct):
                 },
             ],
             apply_to_children=True,
-        )
-
-    def _state_machine(self, endpoint_name: str) -> sfn.StateMachine:
-        def invoke(name: str, payload: dict[str, object]) -> tasks.LambdaInvoke:
-            return tasks.LambdaInvoke(
-                self,
-                name,
-                lambda_function=self.function,
-                payload=sfn.TaskInput.from_object(payload),
-                payload_response_only=True,
-            )
-
-        tick = invoke(
-            "Tick",
-            {
-                "action": "tick",
-                "endpoint_name": sfn.JsonPath.string_at("$.endpoint_name"),
-                "rollout_id": sfn.JsonPath.string_at("$.rollout_id"),
-                "seq": sfn.JsonPath.number_at("$.seq"),
-            },
-        )
-        rollback = invoke(
-            "RollbackOnError",
-            {
-                "action": "rollback",
-                "endpoint_name": endpoint_name,
-                "reason": sfn.JsonPath.format(
-                    "controller error, rolled back: {}", sfn.JsonPath.string_at("$.error.Cause")
-                ),
-                "requested_by": "state-machine",
-            },
-        )
-        rollback.next(sfn.Fail(self, "ControllerFailed", error="CanaryControllerError"))
-        # Transient failures (throttling, a timeout) are retried with the same seq, which the
-        # controller treats as a redelivery; only a persistent failure rolls back.
-        tick.add_retry(
-            errors=["States.TaskFailed", "States.Timeout"],
-            interval=Duration.seconds(20),
-            max_attempts=3,
-            backoff_rate=2,
-        )
-        tick.add_catch(rollback, result_path="$.error")
-        wait = sfn.Wait(self, "Bake", time=sfn.WaitTime.seconds_path("$.wait_seconds"))
-        wait.next(tick)
-        done = (
-            sfn.Choice(self, "Done?")
-            .when(
-                sfn.Condition.string_equals("$.status", "COMPLETED"), sfn.Succeed(self, "Completed")
-            )
-            .when(
-                sfn.Condition.string_equals("$.status", "SUPERSEDED"),
-                sfn.Succeed(self, "Superseded", comment="a newer rollout owns the endpoint"),
-            )
-            .when(
-                sfn.Condition.string_equals("$.status", "ROLLED_BACK"),
-                sfn.Fail(self, "RolledBack", error="CanaryRolledBack", cause_path="$.last_reason"),
-            )
-            .when(
-                sfn.Condition.boolean_equals("$.done", True),
-                sfn.Fail(self, "Abandoned", error="CanaryAbandoned", cause_path="$.last_reason"),
-            )
-            .otherwise(wait)
-        )
-        rollout_logs = logs.LogGroup(
-            self,
-            "RolloutLogs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        checkov_skip(rollout_logs, LOG_GROUP_CHECKOV_SKIP)
-        return sfn.StateMachine(
-            self,
-            "Rollout",
-            state_machine_name=self.state_machine_name,
-            definition_body=sfn.DefinitionBody.from_chainable(tick.next(done)),
-            timeout=Duration.days(30),
-            tracing_enabled=True,
-            logs=sfn.LogOptions(destination=rollout_logs, level=sfn.LogLevel.ALL),
         )
