@@ -66,7 +66,7 @@ class CanaryController(Construct):
         state_machine_arn = stack.format_arn(
             service="states",
             resource="stateMachine",
-            resource_state_machine_name=self.state_machine_name,
+            resource_name=self.state_machine_name,
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         self.table = dynamodb.Table(
