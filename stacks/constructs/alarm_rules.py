@@ -1,0 +1,66 @@
+"""The per-variant alarm rules of the monitoring construct, as data (seeds 000 section 8).
+
+Each rule names a metric of the metrics contract (or SageMaker's ModelLatency), its statistic,
+threshold and how long the condition must hold; thresholds come from ``cfg.monitoring``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import aws_cloudwatch as cloudwatch
+
+from container.serving import metrics_contract as mc
+from stacks.config import DeploymentConfig
+from stacks.constructs.metrics import MICROSECONDS_PER_MS
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One per-variant alarm: ``window_s`` is how long the condition must hold."""
+
+    key: str
+    metric: str
+    statistic: str
+    above: bool
+    threshold: float
+    window_s: int
+    critical: bool
+    why: str
+    adapter: str | None = None
+    missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING
+
+
+def variant_rules(cfg: DeploymentConfig) -> list[Rule]:
+    m = cfg.monitoring
+    rules = [
+        Rule("high-ttft", mc.TTFT_P95.name, "Average", True, m.ttft_p95_ms, 300, False,
+             "check the prefix cache hit rate"),
+        Rule("queue-buildup", mc.QUEUE_DEPTH.name, "Average", True, m.queue_depth_critical, 120,
+             True, "scale-out is not keeping up (queue-depth step scaling already fired)"),
+        Rule("kv-cache-pressure", mc.KV_CACHE_USAGE.name, "Average", True,
+             m.kv_cache_usage_percent, 300, False, "check for context budget drift"),
+        Rule("oom-caught", mc.OOM_CAUGHT.name, "Sum", True, 0, 300, True,
+             "investigate a request spike or a budget bypass"),
+        Rule("prefix-cache-degraded", mc.PREFIX_CACHE_HIT_RATE.name, "Average", False,
+             m.prefix_cache_hit_rate_min_percent, 900, False, "check for prompt template changes"),
+        # Each healthy engine publishes RunningRequests once per metrics interval.
+        Rule("no-healthy-capacity", mc.RUNNING_REQUESTS.name, "SampleCount", False, 1, 180, True,
+             "no engine is publishing: every instance is down or unhealthy",
+             missing=cloudwatch.TreatMissingData.BREACHING),
+        Rule("slo-ttft-p50", mc.TTFT_P50.name, "p50", True, m.slo_ttft_p50_ms, 3600, False,
+             "SLO: P50 TTFT, 1-hour window"),
+        Rule("slo-latency-p99", "ModelLatency", "p99", True,
+             m.slo_latency_p99_ms * MICROSECONDS_PER_MS, 3600, False,
+             "SLO: P99 latency, 1-hour window (ModelLatency is in microseconds)"),
+        Rule("slo-queue-wait-p95", mc.QUEUE_TIME_P95.name, "p95", True, m.slo_queue_wait_p95_ms,
+             3600, False, "SLO: P95 queue wait, 1-hour window"),
+    ]  # fmt: skip
+    rules += [
+        Rule(f"adapter-latency-{a.name}", mc.ADAPTER_LATENCY_P95.name, "Average", True,
+             m.adapter_threshold_ms(a.name), 600, False,
+             f"{m.adapter_latency_regression_factor:g}x baseline: check the adapter version, "
+             "roll back if needed", adapter=a.name)
+        for a in cfg.adapters
+    ]  # fmt: skip
+    return rules
