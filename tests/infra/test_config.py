@@ -201,3 +201,14 @@ def test_prod_carries_the_seed_numbers() -> None:
     eng = cfg.engine
     assert (eng.gpu_memory_utilization, eng.max_model_len, eng.max_num_seqs) == (0.92, 4096, 128)
     assert (eng.max_num_batched_tokens, eng.block_size, eng.max_lora_rank) == (8192, 16, 16)
+
+
+def test_example_configs_are_valid() -> None:
+    examples = sorted((REPO_ROOT / "config" / "examples").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        cfg = load_config(path, env="prod")
+        assert (
+            cfg.scaling.variants["primary"].max_capacity
+            >= cfg.variants.primary.initial_instance_count
+        )
