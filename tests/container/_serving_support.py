@@ -7,6 +7,7 @@ max_model_len 512, eager mode, 1 GiB KV cache, admission limit 4.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -144,16 +145,23 @@ def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 def stream_in_thread(
-    url: str, body: dict[str, object], headers: dict[str, str]
+    url: str,
+    body: dict[str, object],
+    headers: dict[str, str],
+    client: httpx.Client | None = None,
 ) -> dict[str, object]:
-    """Start a streaming request in a thread; the returned dict fills in as it runs."""
+    """Start a streaming request in a thread; the returned dict fills in as it runs.
+
+    Pass a shared ``client`` to start many streams at once: building a client per request
+    (an SSL context each) takes long enough on a busy 2-core machine to stagger the streams.
+    """
     result: dict[str, object] = {"chunks": [], "status": None, "first": threading.Event()}
 
     def run() -> None:
         try:
             with (
-                httpx.Client(timeout=120) as client,
-                client.stream("POST", url, json=body, headers=headers) as r,
+                contextlib.nullcontext(client) if client else httpx.Client(timeout=120) as c,
+                c.stream("POST", url, json=body, headers=headers) as r,
             ):
                 result["status"] = r.status_code
                 for line in r.iter_lines():

@@ -141,30 +141,42 @@ def test_overlong_conversation_is_trimmed_and_answered(server: Server) -> None:
 def test_burst_past_admission_limit_gets_429_and_no_5xx(server: Server) -> None:
     # Deterministic saturation: ADMISSION_MAX_INFLIGHT streams that must generate hundreds of
     # tokens hold every slot (a stream keeps its slot until its last byte), then a burst arrives.
+    # One shared client and pre-started threads: per-request clients (an SSL context each) are
+    # slow enough on a busy 2-core machine to let the holders finish before the burst is sent.
     hold = {**CHAT, "stream": True, "max_tokens": MAX_MODEL_LEN - 112, "ignore_eos": True}
-    holders = [
-        stream_in_thread(f"{server.url}/invocations", hold, {HEADER: ADAPTERS[i % len(ADAPTERS)]})
-        for i in range(ADMISSION_MAX_INFLIGHT)
-    ]
-    for h in holders:
-        assert h["first"].wait(120)  # type: ignore[attr-defined]
-        assert "error" not in h and h["status"] == 200, h
+    limits = httpx.Limits(max_connections=8 * ADMISSION_MAX_INFLIGHT)
+    url = f"{server.url}/invocations"
+    with (
+        httpx.Client(timeout=120, limits=limits) as client,
+        ThreadPoolExecutor(max_workers=4 * ADMISSION_MAX_INFLIGHT) as pool,
+    ):
+        list(pool.map(lambda _: None, range(4 * ADMISSION_MAX_INFLIGHT)))  # start the threads
+        holders = [
+            stream_in_thread(url, hold, {HEADER: ADAPTERS[i % len(ADAPTERS)]}, client=client)
+            for i in range(ADMISSION_MAX_INFLIGHT)
+        ]
+        for h in holders:
+            assert h["first"].wait(120)  # type: ignore[attr-defined]
+            assert "error" not in h and h["status"] == 200, h
 
-    def one(i: int) -> httpx.Response:
-        return invoke(server, CHAT, {HEADER: ADAPTERS[i % len(ADAPTERS)]})
+        def one(i: int) -> httpx.Response:
+            return client.post(
+                url,
+                content=json.dumps(CHAT).encode(),
+                headers={"Content-Type": "application/json", HEADER: ADAPTERS[i % len(ADAPTERS)]},
+            )
 
-    with ThreadPoolExecutor(max_workers=4 * ADMISSION_MAX_INFLIGHT) as pool:
         responses = list(pool.map(one, range(4 * ADMISSION_MAX_INFLIGHT)))
-    codes = [r.status_code for r in responses]
-    assert all(c < 500 for c in codes), codes
-    rejected = [r for r in responses if r.status_code == 429]
-    assert rejected, codes
-    assert all(r.headers["retry-after"] == "1" for r in rejected)
-    assert all("admission limit" in r.json()["error"]["message"] for r in rejected)
-    for h in holders:  # the admitted requests are served in full
-        h["thread"].join(120)  # type: ignore[attr-defined]
-        assert "error" not in h, h.get("error")
-        assert h["chunks"][-1] == "[DONE]"  # type: ignore[index]
+        codes = [r.status_code for r in responses]
+        assert all(c < 500 for c in codes), codes
+        rejected = [r for r in responses if r.status_code == 429]
+        assert rejected, codes
+        assert all(r.headers["retry-after"] == "1" for r in rejected)
+        assert all("admission limit" in r.json()["error"]["message"] for r in rejected)
+        for h in holders:  # the admitted requests are served in full
+            h["thread"].join(120)  # type: ignore[attr-defined]
+            assert "error" not in h, h.get("error")
+            assert h["chunks"][-1] == "[DONE]"  # type: ignore[index]
     assert metric(server, "serving_admission_rejections_total") >= len(rejected)
     # and once the slots are free, requests are admitted again
     assert invoke(server, CHAT, {HEADER: ADAPTERS[0]}).status_code == 200
