@@ -16,13 +16,29 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from croniter import croniter
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from container.model_prep.validate import VLLM_LORA_RANKS
 from container.serving import metrics_contract as mc
 from stacks.catalog import INSTANCE_CATALOG
 
-#: LoRA ranks vLLM accepts for --max-lora-rank (vllm/config/lora.py).
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+def _lora_rank(rank: int) -> int:
+    if rank not in VLLM_LORA_RANKS:
+        raise ValueError(f"rank {rank} is not one vLLM accepts {VLLM_LORA_RANKS}")
+    return rank
+
+
+#: A LoRA rank vLLM accepts for --max-lora-rank (the list lives with the image's adapter checks).
+LoraRank = Annotated[int, AfterValidator(_lora_rank)]
 
 _NAME = r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$"
 _ADAPTER_NAME = r"^[a-zA-Z][a-zA-Z0-9_-]{0,62}$"
@@ -97,14 +113,7 @@ class BaseModelConfig(_Strict):
 class AdapterConfig(_Strict):
     name: Annotated[str, Field(pattern=_ADAPTER_NAME)]
     source: Annotated[str, Field(pattern=_SOURCE)]
-    rank: int
-
-    @field_validator("rank")
-    @classmethod
-    def _rank_allowed(cls, rank: int) -> int:
-        if rank not in VLLM_LORA_RANKS:
-            raise ValueError(f"LoRA rank {rank} is not one vLLM accepts {VLLM_LORA_RANKS}")
-        return rank
+    rank: LoraRank
 
 
 class ContextBudget(_Strict):
@@ -125,7 +134,7 @@ class EngineConfig(_Strict):
     block_size: Literal[8, 16, 32, 64, 128] = 16
     enable_prefix_caching: bool = True
     max_loras: Annotated[int, Field(ge=1, le=64)] = 4
-    max_lora_rank: int = 16
+    max_lora_rank: LoraRank = 16
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     warmup_num_requests: Annotated[int, Field(ge=0, le=100)] = 10
     admission_max_inflight: Annotated[int, Field(ge=1)] = 256
@@ -135,13 +144,6 @@ class EngineConfig(_Strict):
     typical_prompt_tokens: Annotated[int, Field(gt=0)] = 1200
     typical_output_tokens: Annotated[int, Field(gt=0)] = 180
     context_budget: ContextBudget = ContextBudget()
-
-    @field_validator("max_lora_rank")
-    @classmethod
-    def _rank_allowed(cls, rank: int) -> int:
-        if rank not in VLLM_LORA_RANKS:
-            raise ValueError(f"max_lora_rank {rank} is not one vLLM accepts {VLLM_LORA_RANKS}")
-        return rank
 
     @model_validator(mode="after")
     def _coherent(self) -> EngineConfig:
