@@ -19,22 +19,20 @@ from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from stacks.config import DeploymentConfig
-from stacks.constructs.rollout_state_machine import rollout_state_machine
-from stacks.constructs.smoke_gate import (
-    LAMBDA_RUNTIME,
-    LOG_GROUP_CHECKOV_SKIP,
+from stacks.constructs.python_lambda import (
     checkov_skip,
     endpoint_arn,
+    lambda_role,
+    python_function,
     tidy_function,
 )
+from stacks.constructs.rollout_state_machine import rollout_state_machine
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
 
@@ -83,16 +81,8 @@ class CanaryController(Construct):
             # Rollout state only (the history is in the SNS messages and execution history).
             removal_policy=RemovalPolicy.DESTROY,
         )
-        log_group = logs.LogGroup(
+        self.role, log_group = lambda_role(
             self,
-            "Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Canary controller for {endpoint_name}: its endpoint, alarms, topic only",
         )
         statements = {
@@ -118,19 +108,14 @@ class CanaryController(Construct):
                 self.role.add_to_policy(
                     iam.PolicyStatement(sid=sid, actions=actions, resources=resources)
                 )
-        log_group.grant_write(self.role)
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
-            "Function",
             # Fixed name: `make canary-*` invokes it knowing only the endpoint name.
             function_name=controller_function_name(endpoint_name),
-            runtime=LAMBDA_RUNTIME,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(LAMBDA_DIR), exclude=["__pycache__", "*.pyc"]),
+            lambda_dir=LAMBDA_DIR,
             role=self.role,
             log_group=log_group,
             timeout=Duration.seconds(60),
-            memory_size=256,
             description=f"Canary rollout controller for {endpoint_name}",
             environment={
                 "ENDPOINT_NAME": endpoint_name,
@@ -153,7 +138,6 @@ class CanaryController(Construct):
         )
         tidy_function(self.function, self.role)
         tidy_function(self.state_machine, self.state_machine.role)
-        checkov_skip(log_group, LOG_GROUP_CHECKOV_SKIP)
         checkov_skip(
             self.table,
             {

@@ -14,7 +14,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from stacks.constructs.smoke_gate import LOG_GROUP_CHECKOV_SKIP, checkov_skip
+from stacks.constructs.python_lambda import LOG_GROUP_CHECKOV_SKIP, checkov_skip
 
 
 def rollout_state_machine(

@@ -10,61 +10,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnResource, CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from stacks.config import DeploymentConfig
+from stacks.constructs.python_lambda import (
+    LOG_GROUP_CHECKOV_SKIP,
+    checkov_skip,
+    endpoint_arn,
+    lambda_role,
+    python_function,
+    tidy_function,
+)
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "smoke_gate"
-LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
-
-
-#: checkov findings that do not fit these functions, with the reason (Metadata.checkov.skip).
-FUNCTION_CHECKOV_SKIPS = {
-    "CKV_AWS_116": "Invoked synchronously (CloudFormation, Step Functions, the CLI); a DLQ only "
-    "catches asynchronous invocations.",
-    "CKV_AWS_117": "Calls only AWS APIs (SageMaker, CloudWatch, DynamoDB, SNS); no VPC resource "
-    "to reach, and a VPC would add NAT/endpoint cost and cold-start time.",
-    "CKV_AWS_115": "Reserved concurrency would be taken from the account pool (new accounts "
-    "cannot reserve any); the controller serialises itself with a DynamoDB lock instead.",
-    "CKV_AWS_173": "Environment holds resource names and rollout numbers only, no secrets; "
-    "encrypted at rest with the AWS managed Lambda key.",
-}
-LOG_GROUP_CHECKOV_SKIP = {
-    "CKV_AWS_158": "Holds rollout decisions and smoke-gate reasons only (no prompts or customer "
-    "data); encrypted at rest by CloudWatch Logs' own key."
-}
-
-
-def checkov_skip(construct: IConstruct, skips: dict[str, str]) -> None:
-    cfn = construct.node.default_child
-    assert isinstance(cfn, CfnResource)
-    cfn.add_metadata("checkov", {"skip": [{"id": k, "comment": v} for k, v in skips.items()]})
-
-
-def tidy_function(function: IConstruct, role: IConstruct) -> None:
-    """checkov skips for a function, and its DependsOn reduced to the role's policy: the
-    ``Role`` GetAtt already orders function after role (cfn-lint W3005 flags the duplicate)."""
-    checkov_skip(function, FUNCTION_CHECKOV_SKIPS)
-    fn_cfn = function.node.default_child
-    policy = role.node.try_find_child("DefaultPolicy")
-    assert isinstance(fn_cfn, CfnResource) and policy is not None
-    policy_cfn = policy.node.default_child
-    assert isinstance(policy_cfn, CfnResource)
-    fn_cfn.add_override("DependsOn", [Stack.of(function).get_logical_id(policy_cfn)])
-
-
-def endpoint_arn(scope: Construct, endpoint_name: str) -> str:
-    """SageMaker lowercases endpoint names in ARNs."""
-    return Stack.of(scope).format_arn(
-        service="sagemaker", resource="endpoint", resource_name=endpoint_name.lower()
-    )
 
 
 class SmokeGate(Construct):
@@ -85,16 +50,8 @@ class SmokeGate(Construct):
         self.resource: CustomResource | None = None
         if not gate.enabled:
             return
-        log_group = logs.LogGroup(
+        self.role, log_group = lambda_role(
             self,
-            "Logs",
-            retention=logs.RetentionDays.ONE_MONTH,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Smoke gate for {endpoint_name}: describe and invoke this endpoint only",
         )
         self.role.add_to_policy(
@@ -103,17 +60,12 @@ class SmokeGate(Construct):
                 resources=[endpoint_arn(self, endpoint_name)],
             )
         )
-        log_group.grant_write(self.role)
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
-            "Function",
-            runtime=LAMBDA_RUNTIME,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(LAMBDA_DIR), exclude=["__pycache__", "*.pyc"]),
+            lambda_dir=LAMBDA_DIR,
             role=self.role,
             log_group=log_group,
             timeout=Duration.seconds(gate.timeout_seconds + 60),
-            memory_size=256,
             description=f"Deploy smoke gate for {endpoint_name} (every adapter + streaming)",
         )
         provider_logs = logs.LogGroup(
@@ -148,8 +100,7 @@ class SmokeGate(Construct):
         tidy_function(self.function, self.role)
         framework = self.provider.node.find_child("framework-onEvent")
         tidy_function(framework, framework.node.find_child("ServiceRole"))
-        for group in (log_group, provider_logs):
-            checkov_skip(group, LOG_GROUP_CHECKOV_SKIP)
+        checkov_skip(provider_logs, LOG_GROUP_CHECKOV_SKIP)
         NagSuppressions.add_resource_suppressions(
             self.provider,
             [
