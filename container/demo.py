@@ -11,11 +11,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 
+from .bench import wait_ready
 from .serving import settings as settings_mod
 
 PORT = int(os.environ.get("DEMO_PORT", "18085"))
@@ -40,17 +40,12 @@ def main() -> int:
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     url = f"http://127.0.0.1:{PORT}"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            print(log.read_text()[-3000:])
-            return 1
-        try:
-            if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
+    try:
+        wait_ready(f"{url}/ping", proc)
+    except RuntimeError as err:  # exited, or not ready within the timeout
+        print(f"demo: {err}\n{log.read_text()[-3000:]}")
+        proc.kill()
+        return 1
     phases = re.search(r"startup phases (\{.*\})", log.read_text())
     print("demo: startup phases (s):", phases.group(1) if phases else "?")
     body = {"messages": CONVERSATION, "max_tokens": 24, "temperature": 0}
