@@ -17,7 +17,7 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 class ValidationError(ValueError):
-    pass
+    """The base model or an adapter must not be baked into the image; the message says why."""
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ HEALTH_POLL_SECONDS = 1.0
 
 
 class StartupError(RuntimeError):
-    pass
+    """A startup phase failed: the entrypoint logs it and exits non-zero."""
 
 
 def verify_manifest(manifest_path: Path, root: Path) -> int:
