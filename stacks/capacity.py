@@ -303,7 +303,7 @@ def concurrency_target(cfg: DeploymentConfig, variant: str) -> float:
     """Target of concurrency target tracking: a fraction of what one instance really runs at once.
 
     That is max_num_seqs, capped by the KV cache at the typical request length (on Llama-3-8B AWQ
-    on an A10G: 78 sequences, not 128). A target above the real capacity is never reached by
+    on an A10G: 74 sequences, not 128). A target above the real capacity is never reached by
     running requests, so the policy would scale in an overloaded fleet (simulator finding).
     """
     tt = cfg.scaling.variants[variant].target_tracking  # type: ignore[index]
