@@ -165,3 +165,29 @@ def test_prod_a10g_figures_from_the_corrected_model(prod_cfg) -> None:
     assert cap.kv_budget_gib == 12.5 and cap.kv_capacity_tokens == 102_368
     assert (cap.concurrency_at_full_context, cap.concurrency_at_typical_length) == (24, 74)
     assert concurrency_target(prod_cfg, "primary") == 62.9
+
+
+def test_plan_template_and_simulator_take_the_same_capacity(prod_cfg, prod_templates) -> None:
+    """One function feeds all three: the plan's figures, the synthesized TargetValue and the
+    simulator's per-instance model (make simulate) cannot drift apart."""
+    from simulator.assumptions import Assumptions
+    from simulator.capacity import instance_model
+
+    plan = build_plan(prod_cfg, {k: t.to_json() for k, t in prod_templates.items()})
+    plan_cap = plan["variants"][0]["capacity"]
+    target = concurrency_target(prod_cfg, "primary")
+    assert (
+        plan["variants"][0]["scaling"]["target_tracking"] == f"ConcurrentRequestsPerModel {target}"
+    )
+    values = [
+        res["Properties"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"]
+        for tpl in prod_templates.values()
+        for res in tpl.to_json()["Resources"].values()
+        if res["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"
+        and "TargetTrackingScalingPolicyConfiguration" in res["Properties"]
+    ]
+    assert values and set(values) == {target}
+    sim = instance_model(prod_cfg, "ml.g5.xlarge", Assumptions())
+    assert sim.kv_capacity_tokens == plan_cap["kv_capacity_tokens"]
+    assert sim.concurrency == plan_cap["concurrency_at_typical_length"]
+    assert target == round(0.85 * sim.concurrency, 2)

@@ -163,7 +163,8 @@ LOGS = (
         quantization="none",
         vllm="0.15.1, enforce_eager=True",
         gpu_memory_utilization=0.90,  # default; not among the log's non-default args
-        max_num_batched_tokens=8192,  # "Chunked prefill is enabled with max_num_batched_tokens=8192."
+        # log: "Chunked prefill is enabled with max_num_batched_tokens=8192."
+        max_num_batched_tokens=8192,
         enforce_eager=True,
         graphs_in_kv_budget=False,
         quote="Model loading took 14.99 GiB memory and 6.720924 seconds\n"
