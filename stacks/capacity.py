@@ -1,7 +1,10 @@
 """GPU memory model: do the weights fit, how many KV tokens remain, how many sequences run at once.
 
 Run at synth on the config alone (no GPU, no AWS). It follows what vLLM itself does at start-up
-(``gpu_worker.determine_available_memory``): the KV cache gets
+(vLLM 0.32.0, ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``: requested memory =
+``total_memory x gpu_memory_utilization``; available KV memory = requested - non-KV memory
+(weights incl. LoRA slots, activation peak, non-torch) - the CUDA-graph estimate when
+``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, default on): the KV cache gets
 
     CUDA-reported GPU memory x gpu_memory_utilization
       - weights - LoRA slots - activation peak - non-torch memory - CUDA-graph memory
@@ -45,8 +48,9 @@ ACTIVATION_MARGIN = 0.0
 #: GPU in published logs (one H100 log shows 1.79 GiB: that is beyond this margin).
 NON_TORCH_GIB, NON_TORCH_MARGIN_GIB = 0.20, 0.15
 #: CUDA-graph memory vLLM estimates and subtracts from the KV budget (VLLM_MEMORY_PROFILER_
-#: ESTIMATE_CUDAGRAPHS, on by default since vLLM 0.21; the image sets it explicitly): 8B-class
-#: logs show 0.52-0.77 GiB. Zero under --enforce-eager.
+#: ESTIMATE_CUDAGRAPHS, on by default since vLLM 0.21 and in 0.32's envs.py; the image sets it
+#: explicitly): 8B-class logs show 0.52 GiB estimated (Qwen3-8B, LMCache#3430) and 0.55-0.77 GiB
+#: captured. Zero under --enforce-eager (cudagraph_mode NONE: no estimate is made).
 CUDA_GRAPH_GIB, CUDA_GRAPH_MARGIN_GIB = 0.60, 0.20
 #: The image sets VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS to this (container/serving/settings.py).
 CUDA_GRAPH_MEMORY_IN_KV_BUDGET = True
