@@ -24,7 +24,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
             {
                 "name": name,
                 "instance_type": v.instance_type,
-                "gpu": f"{inst.gpu_count} x {inst.gpu} {inst.gpu_memory_gib} GiB",
+                "gpu": f"{inst.gpu_count} x {inst.gpu} {inst.gpu_memory_gib} GB",
                 "initial_instance_count": v.initial_instance_count,
                 "initial_weight": v.initial_weight,
                 "min_capacity": sc.min_capacity,
