@@ -1,14 +1,28 @@
 """GPU memory model: do the weights fit, how many KV tokens remain, how many sequences run at once.
 
-Run at synth on the config alone (no GPU, no AWS). The figures are estimates of what vLLM will
-allocate, with the assumptions named here, so a platform engineer sees the real arithmetic
-instead of the seeds' "128 sequences x 4096 tokens in ~14 GB" (for Llama-3-8B a token of KV cache
-is 2 (K,V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 128 KiB, so 128 x 4096 tokens is 64 GiB).
+Run at synth on the config alone (no GPU, no AWS). It follows what vLLM itself does at start-up
+(vLLM 0.32.0, ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory``: requested memory =
+``total_memory x gpu_memory_utilization``; available KV memory = requested - non-KV memory
+(weights incl. LoRA slots, activation peak, non-torch) - the CUDA-graph estimate when
+``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, default on): the KV cache gets
+
+    CUDA-reported GPU memory x gpu_memory_utilization
+      - weights - LoRA slots - activation peak - non-torch memory - CUDA-graph memory
+
+and every one of those terms is named in the plan. Weights, LoRA slots and the KV bytes per token
+are computed from the architecture; the activation peak, non-torch memory and CUDA-graph memory
+are estimates and carry the margins below. The model is held against published vLLM start-up
+logs in ``tests/infra/vllm_startup_logs.py`` (each predicted within 5 %), with these constants
+and no per-log fitting.
+
+For Llama-3-8B a token of KV cache is 2 (K,V) x 32 layers x 8 KV heads x 128 dims x 2 bytes =
+128 KiB, so the seeds' "128 sequences x 4096 tokens in ~14 GB" is really 64 GiB.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig, ModelArchitecture
@@ -18,9 +32,28 @@ FP16_BYTES = 2
 #: AWQ W4A16, group size 128, asymmetric: 4-bit weights + one fp16 scale and one 4-bit zero point
 #: per group of 128 (llmcompressor's compressed-tensors pack-quantized layout).
 AWQ_BITS_PER_WEIGHT = 4 + 16 / 128 + 4 / 128
-#: CUDA context, cuBLAS workspace and CUDA graphs outside vLLM's KV pool (vLLM profiles this at
-#: start; 1.5 GiB is what an 8B model on one A10G leaves in practice, seeds 002 section 3).
-RUNTIME_OVERHEAD_GIB = 1.5
+#: Schemes stored as 4-bit weights in groups of 128 with a scale and zero point per group.
+FOUR_BIT_GROUP_128 = frozenset({"awq", "gptq"})
+
+# --- estimates and their margins (the value the plan subtracts is estimate + margin) ---------
+#: Quantized weights load a little above the packed size (kernel repacking, per-layer buffers):
+#: 4-bit 8B checkpoints load at 5.34-5.39 GiB ("Model loading took 5.3473 GiB") vs 5.33 packed.
+QUANTIZED_WEIGHTS_MARGIN = 0.01
+#: The activation peak of the profile run is computed per batched token (see
+#: :func:`activation_bytes`): 112 KiB/token for Llama-3-8B, where vLLM measured 108.5 KiB/token
+#: (2.07 GiB at 20,000 and 2.99 GiB at 29,000 batched tokens, vllm-project/vllm#10517), so the
+#: count itself is ~3 % high; no further margin (logs with smaller KV caches leave no room for it).
+ACTIVATION_MARGIN = 0.0
+#: Memory outside torch's allocator (CUDA context, cuBLAS workspaces, NCCL): 0.05-0.35 GiB on one
+#: GPU in published logs (one H100 log shows 1.79 GiB: that is beyond this margin).
+NON_TORCH_GIB, NON_TORCH_MARGIN_GIB = 0.20, 0.15
+#: CUDA-graph memory vLLM estimates and subtracts from the KV budget (VLLM_MEMORY_PROFILER_
+#: ESTIMATE_CUDAGRAPHS, on by default since vLLM 0.21 and in 0.32's envs.py; the image sets it
+#: explicitly): 8B-class logs show 0.52 GiB estimated (Qwen3-8B, LMCache#3430) and 0.55-0.77 GiB
+#: captured. Zero under --enforce-eager (cudagraph_mode NONE: no estimate is made).
+CUDA_GRAPH_GIB, CUDA_GRAPH_MARGIN_GIB = 0.60, 0.20
+#: The image sets VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS to this (container/serving/settings.py).
+CUDA_GRAPH_MEMORY_IN_KV_BUDGET = True
 
 
 class CapacityError(ValueError):
@@ -28,13 +61,29 @@ class CapacityError(ValueError):
 
 
 @dataclass(frozen=True)
+class MemoryTerm:
+    """One thing vLLM allocates before the KV cache gets the rest."""
+
+    name: str
+    #: Bytes the plan subtracts, margin included.
+    bytes: int
+    #: Part of ``bytes`` that is margin (0 for computed terms).
+    margin_bytes: int
+    estimate: bool
+    basis: str
+
+    @property
+    def gib(self) -> float:
+        return self.bytes / GIB
+
+
+@dataclass(frozen=True)
 class Capacity:
     instance_type: str
     gpu_memory_gib: float
+    cuda_memory_gib: float
     usable_gib: float
-    weights_gib: float
-    lora_gib: float
-    activation_gib: float
+    terms: tuple[MemoryTerm, ...]
     kv_budget_gib: float
     kv_bytes_per_token: int
     kv_capacity_tokens: int
@@ -43,9 +92,22 @@ class Capacity:
     concurrency_at_typical_length: int
     max_num_seqs: int
     preempts_at_full_context: bool
+    #: Every engine setting this estimate assumed: the image passes each one explicitly.
+    assumed_engine: dict[str, Any]
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        data = asdict(self)
+        data["terms"] = [
+            {
+                "name": t.name,
+                "gib": round(t.gib, 3),
+                "margin_gib": round(t.margin_bytes / GIB, 3),
+                "estimate": t.estimate,
+                "basis": t.basis,
+            }
+            for t in self.terms
+        ]
+        return data
 
 
 def linear_params(arch: ModelArchitecture) -> int:
@@ -60,7 +122,7 @@ def weight_bytes(arch: ModelArchitecture, quantization: str) -> int:
     """Bytes of weights. Embeddings and lm_head stay fp16 (llmcompressor skips lm_head)."""
     embed = arch.vocab_size * arch.hidden_size
     head = 0 if arch.tie_word_embeddings else embed
-    bits = AWQ_BITS_PER_WEIGHT if quantization == "awq" else 16
+    bits = AWQ_BITS_PER_WEIGHT if quantization in FOUR_BIT_GROUP_128 else 16
     return int(linear_params(arch) * bits / 8) + (embed + head) * FP16_BYTES
 
 
@@ -78,31 +140,126 @@ def kv_bytes_per_token(arch: ModelArchitecture) -> int:
 
 
 def activation_bytes(arch: ModelArchitecture, batched_tokens: int) -> int:
-    """Peak prefill activations: hidden + MLP intermediates + logits for one batch, fp16."""
-    per_token = (4 * arch.hidden_size + 2 * arch.intermediate_size) * FP16_BYTES
-    return batched_tokens * per_token + batched_tokens * arch.vocab_size * 4 // 8
+    """Peak of vLLM's profile run: one forward pass over ``max_num_batched_tokens`` tokens.
+
+    Live at the peak, per token, in fp16: the MLP's fused gate/up output (2 x intermediate) and its
+    SiLU-and-mul output (intermediate), the fused QKV output ((heads + 2 x KV heads) x head_dim)
+    and two hidden-size buffers (residual and the layer's output). Logits are computed only for
+    the last token of each sequence, so they do not scale with batched tokens.
+    """
+    i, d = arch.intermediate_size, arch.head_dim
+    qkv = (arch.num_attention_heads + 2 * arch.num_key_value_heads) * d
+    per_token = (3 * i + qkv + 2 * arch.hidden_size) * FP16_BYTES
+    return batched_tokens * per_token
+
+
+def _gib(value: float) -> int:
+    return int(value * GIB)
+
+
+def memory_terms(
+    arch: ModelArchitecture,
+    *,
+    quantization: str,
+    lora_rank: int,
+    max_loras: int,
+    max_num_batched_tokens: int,
+    enforce_eager: bool,
+    cuda_graphs_in_kv_budget: bool = CUDA_GRAPH_MEMORY_IN_KV_BUDGET,
+) -> tuple[MemoryTerm, ...]:
+    """What vLLM takes from ``CUDA memory x gpu_memory_utilization`` before the KV cache.
+
+    ``lora_rank`` 0 means LoRA is off. ``cuda_graphs_in_kv_budget`` is False for vLLM versions
+    (before 0.21) or settings that do not subtract the CUDA-graph estimate.
+    """
+    weights = weight_bytes(arch, quantization)
+    w_margin = int(weights * QUANTIZED_WEIGHTS_MARGIN) if quantization != "none" else 0
+    act = activation_bytes(arch, max_num_batched_tokens)
+    act_margin = int(act * ACTIVATION_MARGIN)
+    graphs = not enforce_eager and cuda_graphs_in_kv_budget
+    return (
+        MemoryTerm(
+            "weights",
+            weights + w_margin,
+            w_margin,
+            estimate=w_margin > 0,
+            basis=f"{quantization} weights from the architecture"
+            + (f", +{QUANTIZED_WEIGHTS_MARGIN:.0%} for quantized kernels" if w_margin else ""),
+        ),
+        MemoryTerm(
+            "LoRA slots",
+            lora_bytes(arch, lora_rank, max_loras) if lora_rank else 0,
+            0,
+            estimate=False,
+            basis=f"{max_loras} slots x rank {lora_rank} on 7 projections"
+            if lora_rank
+            else "LoRA off",
+        ),
+        MemoryTerm(
+            "activation peak",
+            act + act_margin,
+            act_margin,
+            estimate=True,
+            basis=f"{max_num_batched_tokens} batched tokens x "
+            f"{activation_bytes(arch, 1) // 1024} KiB/token (an upper bound of measured peaks)",
+        ),
+        MemoryTerm(
+            "non-torch",
+            _gib(NON_TORCH_GIB + NON_TORCH_MARGIN_GIB),
+            _gib(NON_TORCH_MARGIN_GIB),
+            estimate=True,
+            basis="CUDA context, cuBLAS, NCCL: published logs 0.05-0.35 GiB",
+        ),
+        MemoryTerm(
+            "CUDA graphs",
+            _gib(CUDA_GRAPH_GIB + CUDA_GRAPH_MARGIN_GIB) if graphs else 0,
+            _gib(CUDA_GRAPH_MARGIN_GIB) if graphs else 0,
+            estimate=graphs,
+            basis="vLLM's graph estimate, 8B-class logs 0.52-0.77 GiB"
+            if graphs
+            else ("--enforce-eager" if enforce_eager else "not subtracted by this vLLM"),
+        ),
+    )
+
+
+def kv_cache_tokens(
+    cuda_memory_gib: float,
+    gpu_memory_utilization: float,
+    terms: tuple[MemoryTerm, ...],
+    kv_per_token: int,
+    block_size: int,
+) -> int:
+    """Tokens of KV cache vLLM allocates: whole blocks of what the terms leave (0 if none)."""
+    budget = cuda_memory_gib * GIB * gpu_memory_utilization - sum(t.bytes for t in terms)
+    return max(0, int(budget // kv_per_token) // block_size * block_size)
 
 
 def estimate(cfg: DeploymentConfig, instance_type: str) -> Capacity:
     """Capacity of one engine (tensor parallel 1: one GPU) on ``instance_type``."""
     inst = INSTANCE_CATALOG[instance_type]
     arch, eng = cfg.architecture, cfg.engine
-    usable = inst.gpu_memory_gib * GIB * eng.gpu_memory_utilization
-    weights = weight_bytes(arch, cfg.model.quantization)
-    rank = max((a.rank for a in cfg.adapters), default=0)
-    lora = lora_bytes(arch, eng.max_lora_rank, eng.max_loras) if rank else 0
-    act = activation_bytes(arch, eng.max_num_batched_tokens)
-    fixed = weights + lora + act + RUNTIME_OVERHEAD_GIB * GIB
-    kv_per_tok = kv_bytes_per_token(arch)
+    usable = inst.cuda_memory_gib * GIB * eng.gpu_memory_utilization
+    lora_on = bool(cfg.adapters)
+    terms = memory_terms(
+        arch,
+        quantization=cfg.model.quantization,
+        lora_rank=eng.max_lora_rank if lora_on else 0,
+        max_loras=eng.max_loras,
+        max_num_batched_tokens=eng.max_num_batched_tokens,
+        enforce_eager=eng.enforce_eager,
+    )
+    fixed = sum(t.bytes for t in terms)
     if fixed >= usable:
+        listed = " + ".join(f"{t.name} {t.gib:.2f}" for t in terms if t.bytes)
         raise CapacityError(
-            f"model weights ({weights / GIB:.1f} GiB) + LoRA ({lora / GIB:.2f} GiB) + activations "
-            f"({act / GIB:.2f} GiB) + runtime ({RUNTIME_OVERHEAD_GIB} GiB) do not fit in "
-            f"{instance_type}'s {inst.gpu_memory_gib} GiB x gpu_memory_utilization "
-            f"{eng.gpu_memory_utilization} = {usable / GIB:.1f} GiB"
+            f"{listed} GiB do not fit in {instance_type}'s {inst.cuda_memory_gib} GiB (CUDA) x "
+            f"engine.gpu_memory_utilization {eng.gpu_memory_utilization} = "
+            f"{usable / GIB:.1f} GiB"
         )
-    kv_budget = usable - fixed
-    tokens = int(kv_budget // kv_per_tok) // eng.block_size * eng.block_size
+    kv_per_tok = kv_bytes_per_token(arch)
+    tokens = kv_cache_tokens(
+        inst.cuda_memory_gib, eng.gpu_memory_utilization, terms, kv_per_tok, eng.block_size
+    )
     if tokens < eng.max_model_len:
         raise CapacityError(
             f"{instance_type}: KV cache holds {tokens} tokens, fewer than one sequence at "
@@ -113,11 +270,10 @@ def estimate(cfg: DeploymentConfig, instance_type: str) -> Capacity:
     return Capacity(
         instance_type=instance_type,
         gpu_memory_gib=inst.gpu_memory_gib,
+        cuda_memory_gib=inst.cuda_memory_gib,
         usable_gib=round(usable / GIB, 2),
-        weights_gib=round(weights / GIB, 2),
-        lora_gib=round(lora / GIB, 3),
-        activation_gib=round(act / GIB, 2),
-        kv_budget_gib=round(kv_budget / GIB, 2),
+        terms=terms,
+        kv_budget_gib=round((usable - fixed) / GIB, 2),
         kv_bytes_per_token=kv_per_tok,
         kv_capacity_tokens=tokens,
         worst_case_kv_gib=round(eng.max_num_seqs * eng.max_model_len * kv_per_tok / GIB, 1),
@@ -125,14 +281,33 @@ def estimate(cfg: DeploymentConfig, instance_type: str) -> Capacity:
         concurrency_at_typical_length=min(tokens // typical, eng.max_num_seqs),
         max_num_seqs=eng.max_num_seqs,
         preempts_at_full_context=full < eng.max_num_seqs,
+        assumed_engine=assumed_engine(cfg),
     )
+
+
+def assumed_engine(cfg: DeploymentConfig) -> dict[str, Any]:
+    """The vLLM settings :func:`estimate` relies on, as the values vLLM must be started with."""
+    eng = cfg.engine
+    lora_on = bool(cfg.adapters)
+    return {
+        "gpu_memory_utilization": eng.gpu_memory_utilization,
+        "max_model_len": eng.max_model_len,
+        "max_num_seqs": eng.max_num_seqs,
+        "max_num_batched_tokens": eng.max_num_batched_tokens,
+        "block_size": eng.block_size,
+        "enforce_eager": eng.enforce_eager,
+        "enable_lora": lora_on,
+        "max_loras": eng.max_loras if lora_on else None,
+        "max_lora_rank": eng.max_lora_rank if lora_on else None,
+        "cuda_graph_memory_in_kv_budget": CUDA_GRAPH_MEMORY_IN_KV_BUDGET,
+    }
 
 
 def concurrency_target(cfg: DeploymentConfig, variant: str) -> float:
     """Target of concurrency target tracking: a fraction of what one instance really runs at once.
 
-    That is max_num_seqs, capped by the KV cache at the typical request length: on Llama-3-8B
-    on an A10G, 81 sequences, not 128. A target above the real capacity is never reached by
+    That is max_num_seqs, capped by the KV cache at the typical request length (on Llama-3-8B AWQ
+    on an A10G: 74 sequences, not 128). A target above the real capacity is never reached by
     running requests, so the policy would scale in an overloaded fleet (simulator finding).
     """
     tt = cfg.scaling.variants[variant].target_tracking  # type: ignore[index]

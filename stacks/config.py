@@ -135,6 +135,8 @@ class EngineConfig(_Strict):
     enable_prefix_caching: bool = True
     max_loras: Annotated[int, Field(ge=1, le=64)] = 4
     max_lora_rank: LoraRank = 16
+    #: --enforce-eager: no CUDA graphs (slower decode), so no graph memory taken from the KV cache.
+    enforce_eager: bool = False
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     warmup_num_requests: Annotated[int, Field(ge=0, le=100)] = 10
     admission_max_inflight: Annotated[int, Field(ge=1)] = 256

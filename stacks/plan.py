@@ -24,7 +24,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
             {
                 "name": name,
                 "instance_type": v.instance_type,
-                "gpu": f"{inst.gpu_count} x {inst.gpu} {inst.gpu_memory_gib} GiB",
+                "gpu": f"{inst.gpu_count} x {inst.gpu} {inst.gpu_memory_gib} GB",
                 "initial_instance_count": v.initial_instance_count,
                 "initial_weight": v.initial_weight,
                 "min_capacity": sc.min_capacity,
@@ -94,6 +94,23 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
     }
 
 
+def render_memory_terms(c: dict[str, Any], eng: dict[str, Any]) -> list[str]:
+    """One line per memory term of :func:`stacks.capacity.estimate`, estimates with their margin."""
+    lines = [
+        f"          memory per GPU: {c['cuda_memory_gib']} GiB as CUDA reports it (marketing "
+        f"{c['gpu_memory_gib']} GB) x gpu_memory_utilization {eng['gpu_memory_utilization']} = "
+        f"{c['usable_gib']} GiB, less:"
+    ]
+    for t in c["terms"]:
+        kind = f"estimate, margin {t['margin_gib']:.2f} GiB" if t["estimate"] else "computed"
+        lines.append(f"            - {t['name']:<16}{t['gib']:6.2f} GiB  ({kind}; {t['basis']})")
+    lines.append(
+        f"            = KV cache {c['kv_budget_gib']} GiB = {c['kv_capacity_tokens']:,} tokens "
+        f"at {c['kv_bytes_per_token'] // 1024} KiB/token"
+    )
+    return lines
+
+
 def render_plan(plan: dict[str, Any]) -> str:
     lines = [
         f"Plan: {plan['project']}/{plan['env']}  endpoint {plan['endpoint_name']}  "
@@ -108,9 +125,7 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"  variant {v['name']:<8} {v['initial_instance_count']} x {v['instance_type']} "
             f"({v['gpu']})  weight {v['initial_weight']:g}  scale {v['min_capacity']}.."
             f"{v['max_capacity']}  image: {v['image_tag']}",
-            f"          per instance: weights {c['weights_gib']} GiB + LoRA {c['lora_gib']} GiB + "
-            f"activations {c['activation_gib']} GiB; KV cache {c['kv_budget_gib']} GiB = "
-            f"{c['kv_capacity_tokens']:,} tokens at {c['kv_bytes_per_token'] // 1024} KiB/token",
+            *render_memory_terms(c, eng),
             f"          concurrency: {c['concurrency_at_full_context']} seqs at full context "
             f"({eng['max_model_len']} tok), {c['concurrency_at_typical_length']} at typical "
             f"({eng['typical_prompt_tokens']}+{eng['typical_output_tokens']} tok); "

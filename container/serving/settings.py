@@ -113,6 +113,10 @@ _REGISTRY: tuple[Setting, ...] = (
             "--max-lora-rank: must be >= every adapter's rank (model_prep enforces it)."),
     Setting("VLLM_ENFORCE_EAGER", "false", _bool,
             "--enforce-eager: skip CUDA graph capture (faster start, slower decode). CPU/tests."),
+    Setting("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1", _choice("0", "1"),
+            "vLLM's own switch (read from this environment): 1 subtracts vLLM's CUDA-graph memory "
+            "estimate from the KV cache budget, as stacks/capacity.py assumes. Set explicitly so a "
+            "vLLM default change cannot make the KV cache differ from the plan."),
     Setting("VLLM_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error", "critical"),
             "vLLM's log level (VLLM_LOGGING_LEVEL) and uvicorn's --uvicorn-log-level."),
     Setting("VLLM_SERVED_MODEL_NAME", "", str,
@@ -185,6 +189,7 @@ class Settings:
     vllm_max_loras: int
     vllm_max_lora_rank: int
     vllm_enforce_eager: bool
+    vllm_memory_profiler_estimate_cudagraphs: str
     vllm_log_level: str
     vllm_served_model_name: str
     vllm_extra_args: str

@@ -38,6 +38,7 @@ def container_environment(cfg: DeploymentConfig, variant: str) -> dict[str, str]
         "VLLM_ENABLE_PREFIX_CACHING": str(eng.enable_prefix_caching).lower(),
         "VLLM_MAX_LORAS": str(eng.max_loras),
         "VLLM_MAX_LORA_RANK": str(eng.max_lora_rank),
+        "VLLM_ENFORCE_EAGER": str(eng.enforce_eager).lower(),
         "VLLM_LOG_LEVEL": eng.log_level,
         "WARMUP_NUM_REQUESTS": str(eng.warmup_num_requests),
         "DEFAULT_ADAPTER": cfg.default_adapter or "",

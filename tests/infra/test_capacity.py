@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from stacks.capacity import CapacityError, estimate, kv_bytes_per_token, weight_bytes
+from stacks.capacity import (
+    CapacityError,
+    concurrency_target,
+    estimate,
+    kv_bytes_per_token,
+    weight_bytes,
+)
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 from stacks.config import BaseModelConfig, ModelArchitecture
 from stacks.plan import build_plan, render_plan
@@ -81,3 +87,107 @@ def test_plan_reports_cost_capacity_and_rollout(prod_cfg, prod_templates) -> Non
     assert len(plan["alarms"]) >= 4
     text = render_plan(plan)
     assert "vLLM preempts beyond" in text and "$5,139/month" in text
+
+
+def _flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+@pytest.mark.parametrize(
+    "engine_update",
+    [{}, {"enforce_eager": True, "max_num_batched_tokens": 4096, "gpu_memory_utilization": 0.9}],
+    ids=["prod", "eager-4096-batched"],
+)
+def test_container_starts_vllm_with_every_setting_the_plan_assumed(prod_cfg, engine_update) -> None:
+    """The plan's figures hold only if vLLM runs with the same settings, not with its defaults
+    (vllm serve defaults to 2048 batched tokens on GPUs under 70 GiB; CUDA-graph memory profiling
+    is a default that vLLM has flipped before). The stack's env -> the container's settings ->
+    the `vllm serve` flags and vLLM's environment must carry each value the estimate assumed."""
+    from container.serving import settings as serving
+    from container.serving.entrypoint import vllm_env
+    from stacks.constructs.endpoint import container_environment
+
+    cfg = prod_cfg.model_copy(update={"engine": prod_cfg.engine.model_copy(update=engine_update)})
+    s = serving.load(container_environment(cfg, "primary"))
+    args = serving.vllm_args(s, {a.name: f"/opt/ml/model/lora/{a.name}" for a in cfg.adapters})
+    assumed = estimate(cfg, cfg.variants.primary.instance_type).assumed_engine
+    started = {
+        "gpu_memory_utilization": float(_flag(args, "--gpu-memory-utilization")),
+        "max_model_len": int(_flag(args, "--max-model-len")),
+        "max_num_seqs": int(_flag(args, "--max-num-seqs")),
+        "max_num_batched_tokens": int(_flag(args, "--max-num-batched-tokens")),
+        "block_size": int(_flag(args, "--block-size")),
+        "enforce_eager": "--enforce-eager" in args,
+        "enable_lora": "--enable-lora" in args,
+        "max_loras": int(_flag(args, "--max-loras")),
+        "max_lora_rank": int(_flag(args, "--max-lora-rank")),
+        "cuda_graph_memory_in_kv_budget": vllm_env(s)["VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"]
+        == "1",
+    }
+    assert started == assumed
+    assert not s.vllm_extra_args  # nothing appended after the pinned flags
+
+
+def test_plan_prints_each_memory_term_with_its_margin(prod_cfg) -> None:
+    text = render_plan(build_plan(prod_cfg, {}))
+    for term in ("weights", "LoRA slots", "activation peak", "non-torch", "CUDA graphs"):
+        assert f"- {term}" in text
+    assert "21.98 GiB as CUDA reports it" in text
+    assert "(estimate, margin 0.15 GiB" in text and "(computed;" in text
+
+
+def test_enforce_eager_gives_the_cuda_graph_memory_back_to_the_kv_cache(prod_cfg) -> None:
+    eager = prod_cfg.model_copy(
+        update={"engine": prod_cfg.engine.model_copy(update={"enforce_eager": True})}
+    )
+    graphs = estimate(prod_cfg, "ml.g5.xlarge")
+    no_graphs = estimate(eager, "ml.g5.xlarge")
+    graph_term = {t.name: t for t in graphs.terms}["CUDA graphs"]
+    assert graph_term.estimate and graph_term.gib == pytest.approx(0.8)
+    assert {t.name: t.bytes for t in no_graphs.terms}["CUDA graphs"] == 0
+    assert no_graphs.kv_budget_gib == pytest.approx(graphs.kv_budget_gib + 0.8, abs=0.01)
+
+
+def test_activation_peak_scales_with_max_num_batched_tokens(prod_cfg) -> None:
+    small = prod_cfg.model_copy(
+        update={"engine": prod_cfg.engine.model_copy(update={"max_num_batched_tokens": 4096})}
+    )
+    act = {t.name: t.bytes for t in estimate(prod_cfg, "ml.g5.xlarge").terms}["activation peak"]
+    act_small = {t.name: t.bytes for t in estimate(small, "ml.g5.xlarge").terms}["activation peak"]
+    assert act == 2 * act_small
+    assert act / 8192 == 114_688  # 112 KiB per batched token for Llama-3-8B
+
+
+def test_prod_a10g_figures_from_the_corrected_model(prod_cfg) -> None:
+    # README's capacity section: 21.98 GiB x 0.92 less the five terms (was 13.76 GiB /
+    # 112,688 tokens / 27 / 81 / target 68.85 with the marketing 24 GiB and a flat 1.5 GiB).
+    cap = estimate(prod_cfg, "ml.g5.xlarge")
+    assert cap.kv_budget_gib == 12.5 and cap.kv_capacity_tokens == 102_368
+    assert (cap.concurrency_at_full_context, cap.concurrency_at_typical_length) == (24, 74)
+    assert concurrency_target(prod_cfg, "primary") == 62.9
+
+
+def test_plan_template_and_simulator_take_the_same_capacity(prod_cfg, prod_templates) -> None:
+    """One function feeds all three: the plan's figures, the synthesized TargetValue and the
+    simulator's per-instance model (make simulate) cannot drift apart."""
+    from simulator.assumptions import Assumptions
+    from simulator.capacity import instance_model
+
+    plan = build_plan(prod_cfg, {k: t.to_json() for k, t in prod_templates.items()})
+    plan_cap = plan["variants"][0]["capacity"]
+    target = concurrency_target(prod_cfg, "primary")
+    assert (
+        plan["variants"][0]["scaling"]["target_tracking"] == f"ConcurrentRequestsPerModel {target}"
+    )
+    values = [
+        res["Properties"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"]
+        for tpl in prod_templates.values()
+        for res in tpl.to_json()["Resources"].values()
+        if res["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"
+        and "TargetTrackingScalingPolicyConfiguration" in res["Properties"]
+    ]
+    assert values and set(values) == {target}
+    sim = instance_model(prod_cfg, "ml.g5.xlarge", Assumptions())
+    assert sim.kv_capacity_tokens == plan_cap["kv_capacity_tokens"]
+    assert sim.concurrency == plan_cap["concurrency_at_typical_length"]
+    assert target == round(0.85 * sim.concurrency, 2)

@@ -1,6 +1,6 @@
 """Hand-checked traces: exact instance counts under cooldowns, steps, schedules, min/max.
 
-Arithmetic used below (prod engine on ml.g5.xlarge, default assumptions): 81 concurrent
+Arithmetic used below (prod engine on ml.g5.xlarge, default assumptions): 74 concurrent
 sequences per instance, 4.0336 s per request, admission limit 256 in flight per instance.
 InvocationsPerInstance (Average over 60 s) = requests per minute / instances in service.
 """
@@ -103,9 +103,9 @@ def test_target_tracking_invocations_out_after_three_minutes_in_after_fifteen() 
 def test_target_tracking_high_resolution_concurrency_reacts_after_three_10s_datapoints() -> None:
     cfg = make_cfg(primary(target_tracking={"metric": "concurrency"}))
     res = run(cfg, flat_trace([(2, 20000)]), SLOW)
-    # saturated: 256 in flight per instance (admission limit) vs target 0.85 x 81 = 68.85
-    # (81 = sequences the KV cache holds at typical length, below max_num_seqs 128)
-    # -> ceil(2 x 256 / 68.85) = 8 after the third 10 s datapoint
+    # saturated: 256 in flight per instance (admission limit) vs target 0.85 x 74 = 62.9
+    # (74 = sequences the KV cache holds at typical length, below max_num_seqs 128)
+    # -> ceil(2 x 256 / 62.9) = 9, capped at max_capacity 8, after the third 10 s datapoint
     acts = [(a.seconds, a.desired_to) for a in res.runs["primary"].activities]
     assert acts[0] == (30, 8)
 
