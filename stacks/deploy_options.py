@@ -88,11 +88,11 @@ class DeployOptions:
         validated again like the YAML (guardrail steps, capacity) so no rule is skipped."""
         if not self.pin_instance_types and self.reset is None:
             return cfg
-        data = cfg.model_dump()
+        data = cfg.model_dump(exclude_unset=True)
         for variant, itype in self.pin_instance_types.items():
             data["variants"][variant]["instance_type"] = itype
         if self.reset is not None:
-            data["deployment"]["reset_on_update"] = list(self.reset)
+            data.setdefault("deployment", {})["reset_on_update"] = list(self.reset)
         try:
             return DeploymentConfig.model_validate(data)
         except ValidationError as err:
