@@ -130,3 +130,35 @@ def deploy_footprint(
         longest = max(longest, phases.complete)
         extra += green[v] * phases.complete / 3600 * INSTANCE_CATALOG[itype].price_per_hour
     return DeployFootprint(dict(live), green, longest / 60, by_type, round(extra, 2))
+
+
+def prescale_counts(
+    cfg: DeploymentConfig,
+    *,
+    live_desired: dict[str, int],
+    live_weights: dict[str, float],
+    floors: dict[str, int],
+    caps: dict[str, int],
+) -> dict[str, int]:
+    """Desired counts to set before UpdateEndpoint, since autoscaling is blocked for the whole
+    update ("Update endpoints that use auto scaling" suggests raising instance counts with
+    UpdateEndpointWeightsAndCapacities first). Per variant, the largest of:
+
+    - its live desired count (a deploy never lowers a fleet),
+    - ``floors``: the highest minimum its schedules hold while the update runs,
+    - when this deploy resets DesiredWeight: its share of today's traffic after the reset,
+      ``ceil(live instances of all variants x new weight share)`` (the promotion deploy gives a
+      primary that idled at weight 0 its 95% back),
+
+    capped at ``caps`` (the scalable target's max capacity then) and never below live."""
+    total = sum(live_desired.values())
+    after = weights_after_update(cfg, live_weights)
+    weight_sum = sum(after.values()) or 1.0
+    reset_weights = "DesiredWeight" in reset_properties(cfg)
+    out: dict[str, int] = {}
+    for v in VARIANTS:
+        want = max(live_desired[v], floors.get(v, 0))
+        if reset_weights:
+            want = max(want, math.ceil(total * after[v] / weight_sum))
+        out[v] = max(live_desired[v], min(want, caps.get(v, want)))
+    return out

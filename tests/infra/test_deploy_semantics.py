@@ -61,7 +61,7 @@ def test_promotion_deploy_resets_weights_through_a_one_off_context_flag(prod_cfg
 def test_unknown_reset_property_is_refused_with_its_name(mutate) -> None:
     with pytest.raises(ConfigError, match=r"deployment\.reset_on_update\.0"):
         parse(mutate("deployment.reset_on_update", ["DesiredCount"]))
-    with pytest.raises(ConfigError, match="reset: .*DesiredCount"):
+    with pytest.raises(ConfigError, match=r"reset: .*DesiredCount"):
         DeployOptions.from_context({"reset": "DesiredCount"}.get)
 
 
@@ -154,7 +154,7 @@ def test_counts_reset_at_deploy_validate_only_the_initial_count(mutate) -> None:
     raw = mutate("deployment.traffic_shift", {"type": "canary", "step_percent": 25})
     raw["variants"]["canary"]["initial_instance_count"] = 4
     raw["scaling"]["variants"]["canary"]["max_capacity"] = 4
-    with pytest.raises(ConfigError, match="0.5 instance.*primary's 2-instance fleet"):
+    with pytest.raises(ConfigError, match=r"0.5 instance.*primary's 2-instance fleet"):
         parse(raw)  # counts retained: a deploy can meet the primary at 2
     raw["deployment"]["reset_on_update"] = ["DesiredInstanceCount"]
     assert parse(raw).deploy_fleet_sizes("primary") == [4]
@@ -164,7 +164,7 @@ def test_step_percent_and_step_instances_exclude_each_other(mutate) -> None:
     raw = mutate(
         "deployment.traffic_shift", {"type": "canary", "step_percent": 10, "step_instances": 1}
     )
-    with pytest.raises(ConfigError, match="traffic_shift.step_instances: give step_percent or"):
+    with pytest.raises(ConfigError, match=r"traffic_shift.step_instances: give step_percent or"):
         parse(raw)
 
 
