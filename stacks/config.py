@@ -234,17 +234,22 @@ class TrafficShift(_Strict):
     SageMaker accepts for which fleet is checked by :func:`guardrail_step_errors`."""
 
     type: Literal["canary", "linear", "all_at_once"] = "canary"
-    #: CAPACITY_PERCENT of the new fleet shifted per step (canary size or linear step).
-    step_percent: Annotated[int, Field(ge=1, le=99)] = 10
+    #: CAPACITY_PERCENT of the new fleet shifted per step (canary size or linear step);
+    #: 10 when neither this nor step_instances is given.
+    step_percent: Annotated[int, Field(ge=1, le=99)] | None = None
     #: INSTANCE_COUNT per step instead of step_percent (one whole instance is the smallest canary).
     step_instances: Annotated[int, Field(ge=1, le=100)] | None = None
     wait_interval_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
 
     @model_validator(mode="after")
     def _one_size(self) -> TrafficShift:
-        if self.step_instances is not None and "step_percent" in self.model_fields_set:
+        if self.step_instances is not None and self.step_percent is not None:
             raise ValueError("step_instances: give step_percent or step_instances, not both")
         return self
+
+    @property
+    def percent(self) -> int:
+        return 10 if self.step_percent is None else self.step_percent
 
     @property
     def step_field(self) -> str:
@@ -256,7 +261,7 @@ class TrafficShift(_Strict):
         """(CapacitySize.Type, CapacitySize.Value) as written to the template."""
         if self.step_instances is not None:
             return "INSTANCE_COUNT", self.step_instances
-        return "CAPACITY_PERCENT", self.step_percent
+        return "CAPACITY_PERCENT", self.percent
 
     def step_size_instances(self, fleet: int) -> float:
         """Instances of a ``fleet``-instance variant that one step turns on (may be fractional)."""
@@ -267,7 +272,7 @@ class TrafficShift(_Strict):
     def shift_steps(self) -> int:
         """Baking periods of WaitIntervalInSeconds in one update (one per traffic step)."""
         if self.type == "linear":
-            return -(-100 // self.step_percent) if self.step_instances is None else 0
+            return -(-100 // self.percent) if self.step_instances is None else 0
         return 1
 
 

@@ -81,7 +81,11 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         "rollout": {
             "blue_green": {
                 "type": shift.type,
-                "step_percent": shift.step_percent if shift.type != "all_at_once" else None,
+                "step": (
+                    f"{shift.capacity_size[1]}" + (" instance(s)" if shift.step_instances else "%")
+                    if shift.type != "all_at_once"
+                    else None
+                ),
                 "wait_interval_seconds": shift.wait_interval_seconds,
                 "termination_wait_seconds": cfg.deployment.termination_wait_seconds,
                 "auto_rollback_alarms": "5XX errors and ModelLatency p99 per variant",
@@ -138,7 +142,7 @@ def render_plan(plan: dict[str, Any]) -> str:
     )
     r = plan["rollout"]
     bg = r["blue_green"]
-    step = f" {bg['step_percent']}%" if bg["step_percent"] else ""
+    step = f" {bg['step']}" if bg["step"] else ""
     lines.append(
         f"  rollout blue/green {bg['type']}{step}, wait {bg['wait_interval_seconds']} s, "
         f"auto-rollback on {bg['auto_rollback_alarms']}; canary controller steps "

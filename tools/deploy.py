@@ -36,7 +36,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from simulator.assumptions import Assumptions
-from simulator.schedule import timeline
+from simulator.schedule import schedule_floor
 from stacks.config import ConfigError, DeploymentConfig, VariantProperty, config_path, load_config
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from stacks.deploy_options import DeployOptions
@@ -110,12 +110,6 @@ class Step:
     recover_with: DeployOptions | None = None
 
 
-def schedule_floor(cfg: DeploymentConfig, variant: str, start: datetime, end: datetime) -> int:
-    """The highest minimum capacity the schedules and release calendar hold in [start, end]."""
-    (low, _, _), changes = timeline(cfg.scaling, variant, start, end)
-    return max([low, *(c.min_capacity for c in changes)])
-
-
 def plan_deploy(
     cfg: DeploymentConfig,
     live: LiveEndpoint | None,
@@ -149,7 +143,7 @@ def plan_deploy(
     desired = {v: live.variants[v].desired for v in VARIANTS}
     phases = update_phases(target, ready_seconds=ready_seconds, fleet=max(desired.values()))
     window = timedelta(seconds=phases.complete * (2 if suspend else 1))
-    floors = {v: schedule_floor(target, v, now, now + window) for v in VARIANTS}
+    floors = {v: schedule_floor(target.scaling, v, now, now + window) for v in VARIANTS}
     caps = {
         v: live.variants[v].max_capacity or target.scaling.variants[v].max_capacity  # type: ignore[index]
         for v in VARIANTS
