@@ -7,6 +7,7 @@ from typing import Any
 from stacks.capacity import concurrency_target, estimate
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
 from stacks.config import DeploymentConfig
+from stacks.plan_deploy import deploy_section, render_deploy
 
 
 def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -95,6 +96,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
             "smoke_gate": cfg.smoke_gate.enabled,
         },
         "alarms": alarms,
+        "deploy": deploy_section(cfg),
     }
 
 
@@ -149,6 +151,7 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"{r['canary_controller_steps_percent']} baking {r['bake_minutes']} min; smoke gate "
         f"{'on' if r['smoke_gate'] else 'off'}"
     )
+    lines += render_deploy(plan["deploy"])
     lines.append(f"  alarms  {len(plan['alarms'])}:")
     lines += [f"          - {a}" for a in plan["alarms"]]
     return "\n".join(lines)

@@ -246,3 +246,21 @@ def test_bad_deploy_options_name_the_context_key() -> None:
         DeployOptions.from_context({"pin_instance_type": "primary"}.get)
     with pytest.raises(ConfigError, match=r"unknown variant\(s\) \['shadow'\]"):
         DeployOptions.from_context({"suspend_scaling": "shadow"}.get)
+
+
+# ---------------------------------------------------------------- the plan's deploy section
+
+
+def test_plan_says_what_a_deploy_does_to_the_fleet(prod_cfg, prod_templates) -> None:
+    from stacks.plan import build_plan, render_plan
+
+    plan = build_plan(prod_cfg, {k: t.to_json() for k, t in prod_templates.items()})
+    d = plan["deploy"]
+    assert d["keeps"] == ["DesiredInstanceCount", "DesiredWeight"] and d["resets"] == []
+    assert d["minutes"] == 27.8  # 465 s to serve + 600 s bake + 600 s termination wait
+    assert d["instance_quota_needed"] == {"ml.g5.xlarge": 20}  # (8 + 2) blue + (8 + 2) green
+    assert d["at_initial_counts"]["peak_instances_by_type"] == {"ml.g5.xlarge": 12}
+    assert d["guardrail"]["min_instances_per_variant"] == 2
+    text = render_plan(plan)
+    assert "instance quota for endpoint usage needed: 20 x ml.g5.xlarge" in text
+    assert "keeps DesiredInstanceCount, DesiredWeight; resets nothing" in text
