@@ -808,6 +808,17 @@ class DeploymentConfig(_Strict):
         errors = guardrail_step_errors(self)
         if errors:
             raise ValueError(errors[0])
+        dep, shift = self.deployment, self.deployment.traffic_shift
+        if shift.type == "linear" and shift.step_instances is not None:
+            largest = max(max(self.deploy_fleet_sizes(v)) for v in ("primary", "canary"))
+            steps = -(-largest // shift.step_instances)
+            needed = steps * shift.wait_interval_seconds + dep.termination_wait_seconds
+            if needed > dep.max_execution_timeout_seconds:
+                raise ValueError(
+                    f"deployment.max_execution_timeout_seconds: {dep.max_execution_timeout_seconds}"
+                    f" is shorter than {steps} linear steps of {shift.step_instances} instance(s) "
+                    f"on a {largest}-instance fleet plus termination wait ({needed} s)"
+                )
         return self
 
     def deploy_fleet_sizes(self, variant: str) -> list[int]:

@@ -264,3 +264,13 @@ def test_plan_says_what_a_deploy_does_to_the_fleet(prod_cfg, prod_templates) -> 
     text = render_plan(plan)
     assert "instance quota for endpoint usage needed: 20 x ml.g5.xlarge" in text
     assert "keeps DesiredInstanceCount, DesiredWeight; resets nothing" in text
+
+
+def test_linear_instance_steps_must_fit_the_execution_timeout_on_the_largest_fleet(mutate) -> None:
+    raw = mutate(
+        "deployment.traffic_shift",
+        {"type": "linear", "step_instances": 1, "wait_interval_seconds": 600},
+    )
+    # 8 steps x 600 s + 600 s termination wait = 5,400 s > 3,600 s
+    with pytest.raises(ConfigError, match=r"max_execution_timeout_seconds: 3600 is shorter than 8"):
+        parse(raw)
