@@ -20,8 +20,9 @@ tools/deploy.py use), applied to the config as the stack synthesizes it for that
 - Weights: the simulator holds each variant's configured initial weight throughout, so resetting
   or retaining DesiredWeight changes nothing here until a canary replay moves weights.
 
-Approximation: variants are simulated one at a time, so ``prescale_counts`` sees the other
-variant at its initial count and weight.
+Approximations: variants are simulated one at a time, so ``prescale_counts`` sees the other
+variant at its initial count and weight, and each variant calls "its" UpdateEndpoint once its own
+raised instances serve (on AWS one UpdateEndpoint waits for every variant's).
 """
 
 from __future__ import annotations

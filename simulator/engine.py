@@ -27,7 +27,11 @@ Every ``tick_seconds`` (10 s by default):
      Scale-out during its cooldown adds only what exceeds the capacity it added at the start of
      the cooldown; scale-in during its cooldown is blocked.
    - When several policies act in one period the largest scale-out wins; a scale-in applies only
-     if nothing scales out, and the mildest scale-in wins.
+     if nothing scales out, and the mildest scale-in wins. Target tracking with ``scale_in:
+     false`` (DisableScaleIn in the template) never proposes a scale-in.
+5. Operator events: a ``Deploy`` raises counts first (``make deploy``), then runs a blue/green
+   update during which a second fleet is billed and scaling actions are discarded
+   (:mod:`simulator.deploys`, which reads the rules from ``stacks.update_semantics``).
 
 Metrics an instance publishes are averages per in-service instance:
 ``ConcurrentRequestsPerModel`` (running + waiting), ``RunningRequests``, ``QueueDepth`` (waiting),
