@@ -65,8 +65,11 @@ demo: venv
 diff: venv node_modules/.stamp
 	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) --output $(OUT)
 
+# Reads the live endpoint first (tools/deploy.py): raises counts before autoscaling is blocked,
+# deregisters a variant's scaling before its instance type changes. RESET=DesiredWeight for the
+# deploy that promotes a canary; DRY_RUN=1 prints the steps only.
 deploy: venv node_modules/.stamp
-	npx cdk deploy --all --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) --require-approval never
+	$(PY) -m tools.deploy --env $(ENV) $(if $(RESET),--reset $(RESET)) $(if $(DRY_RUN),--dry-run)
 
 clean:
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -15,6 +15,7 @@ import aws_cdk as cdk
 
 from stacks.app_builder import build_app
 from stacks.config import ConfigError
+from stacks.deploy_options import DeployOptions
 
 REPO_ROOT = Path(__file__).resolve().parent
 
@@ -23,7 +24,8 @@ def main() -> None:
     app = cdk.App()
     env = app.node.try_get_context("env") or os.environ.get("ENV") or "dev"
     try:
-        build_app(app, repo_root=REPO_ROOT, env=env)
+        options = DeployOptions.from_context(app.node.try_get_context)
+        build_app(app, repo_root=REPO_ROOT, env=env, options=options)
     except ConfigError as err:
         sys.exit(f"config error: {err}")
     app.synth()

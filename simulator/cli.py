@@ -4,6 +4,7 @@ Commands:
   run        every built-in trace (or --trace ...) -> <out>/<trace>.png, <trace>.json, summary.json
   capacity   how per-instance capacity is derived for each variant
   validate   the One Piece incident with the seeds' old policy (simulator/validation.py)
+  scenarios  operator events on a timeline (simulator/scenarios.py), e.g. deploy-at-peak
 """
 
 from __future__ import annotations
@@ -227,6 +228,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    """Operator scenarios (simulator/scenarios.py): each writes its JSON and charts to --out."""
+    from simulator.scenarios import SCENARIOS
+
+    cfg, a = _config(args), _assumptions(args)
+    names = args.scenario or list(SCENARIOS)
+    unknown = sorted(set(names) - set(SCENARIOS))
+    if unknown:
+        raise ValueError(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
+    for name in names:
+        print(SCENARIOS[name](cfg, a, Path(args.out), charts=not args.no_charts), end="\n\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
@@ -234,7 +249,12 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, func in (("run", cmd_run), ("capacity", cmd_capacity), ("validate", cmd_validate)):
+    for name, func in (
+        ("run", cmd_run),
+        ("capacity", cmd_capacity),
+        ("validate", cmd_validate),
+        ("scenarios", cmd_scenarios),
+    ):
         p = sub.add_parser(name)
         p.set_defaults(func=func)
         p.add_argument("--env", default="prod", help="reads config/<env>.yaml [%(default)s]")
@@ -251,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             p.add_argument("--baseline", help="a second config to compare against")
             p.add_argument("--label", help="name of the candidate in tables and charts")
+        if name == "scenarios":
+            p.add_argument("--scenario", action="append", help="one scenario (repeatable)")
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -27,7 +27,11 @@ Every ``tick_seconds`` (10 s by default):
      Scale-out during its cooldown adds only what exceeds the capacity it added at the start of
      the cooldown; scale-in during its cooldown is blocked.
    - When several policies act in one period the largest scale-out wins; a scale-in applies only
-     if nothing scales out, and the mildest scale-in wins.
+     if nothing scales out, and the mildest scale-in wins. Target tracking with ``scale_in:
+     false`` (DisableScaleIn in the template) never proposes a scale-in.
+5. Operator events: a ``Deploy`` raises counts first (``make deploy``), then runs a blue/green
+   update during which a second fleet is billed and scaling actions are discarded
+   (:mod:`simulator.deploys`, which reads the rules from ``stacks.update_semantics``).
 
 Metrics an instance publishes are averages per in-service instance:
 ``ConcurrentRequestsPerModel`` (running + waiting), ``RunningRequests``, ``QueueDepth`` (waiting),
@@ -44,7 +48,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -52,6 +56,8 @@ import numpy as np
 
 from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel
+from simulator.deploys import ActiveUpdate, begin_update, deploy_config, prescale_target
+from simulator.events import Deploy, OperatorEvent
 from simulator.schedule import timeline
 from simulator.traces import Trace
 from stacks.capacity import concurrency_target
@@ -130,6 +136,8 @@ class VariantRun:
     series: dict[str, np.ndarray]
     activities: list[Activity]
     bounds_changes: list[tuple[float, str, int, int]]
+    #: (seconds from start, what): operator events and update milestones (simulator/deploys.py).
+    operator_log: list[tuple[float, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -173,9 +181,14 @@ class VariantSimulation:
         a: Assumptions,
         trace: Trace,
         share: float,
+        events: Sequence[OperatorEvent] = (),
     ) -> None:
         self.cfg, self.variant, self.inst, self.a, self.trace = cfg, variant, inst, a, trace
         self.share = share
+        unsupported = [e.label for e in events if not isinstance(e, Deploy)]
+        if unsupported:
+            raise SimulationError(f"no replay for operator event(s) {unsupported} yet")
+        self.deploys = sorted((e for e in events if isinstance(e, Deploy)), key=lambda e: e.at)
         self.dt = a.tick_seconds
         scaling = cfg.scaling.variants[variant]  # type: ignore[index]
         self.tt = scaling.target_tracking
@@ -311,6 +324,10 @@ class VariantSimulation:
         shapes: dict[int, tuple[int, float, float, float]] = {}
         total_ticks = tr.minutes * 60 // dt
         s = self.s
+        deploys: deque[Deploy] = deque(self.deploys)
+        raising: Deploy | None = None  # counts raised; UpdateEndpoint once they are in service
+        update: ActiveUpdate | None = None  # autoscaling is blocked while it runs
+        oplog: list[tuple[float, str]] = []
 
         def set_desired(t: float, value: int, source: str) -> int:
             new = min(max(value, lo), hi)
@@ -325,16 +342,50 @@ class VariantSimulation:
                 c = pending_changes.popleft()
                 lo, hi = c.min_capacity, c.max_capacity
                 bounds_log.append((t, c.name, lo, hi))
-                desired = set_desired(t, desired, f"schedule:{c.name}")
-            # fleet towards desired
+                if update is None:  # a scheduled capacity change does nothing during an update
+                    desired = set_desired(t, desired, f"schedule:{c.name}")
+            if update is not None and update.done(t):
+                ready = update.green
+                oplog.append((t, f"{update.label}: blue fleet terminated, update complete"))
+                update = None
+            if deploys and raising is None and update is None and deploys[0].at <= now:
+                raising = deploys.popleft()
+                oplog.append((t, f"{raising.label}: started"))
+                if raising.prescale:
+                    want = prescale_target(
+                        deploy_config(self.cfg, raising),
+                        self.variant,
+                        desired=desired,
+                        max_capacity=hi,
+                        now=now,
+                        a=a,
+                    )
+                    if want > desired:
+                        activities.append(Activity(t, f"{raising.label}:prescale", desired, want))
+                        desired = want
+            # fleet towards desired (frozen during an update)
             starting = sum(1 for r in ready if r > t)
-            if not (a.serialize_updates and starting):
+            if update is None and not (a.serialize_updates and starting):
                 if desired > len(ready):
                     ready += [t + a.ready_delay_seconds] * (desired - len(ready))
                 elif desired < len(ready):
                     ready.sort()
                     del ready[desired:]
-            n = sum(1 for r in ready if r <= t)
+            if raising is not None and len(ready) == desired and all(r <= t for r in ready):
+                dcfg = deploy_config(self.cfg, raising)
+                update = begin_update(
+                    dcfg, self.variant, raising, desired=desired, blue=ready, t=t, a=a
+                )
+                oplog.append(
+                    (t, f"{raising.label}: UpdateEndpoint, green fleet {len(update.green)}")
+                )
+                if update.green_size != desired:
+                    activities.append(
+                        Activity(t, f"{raising.label}:reset", desired, update.green_size)
+                    )
+                    desired = update.green_size
+                raising = None
+            n = update.serving(t) if update is not None else sum(1 for r in ready if r <= t)
             # traffic and queue
             minute = t // 60
             if minute not in shapes:
@@ -364,7 +415,7 @@ class VariantSimulation:
             running = min(n * conc, served / dt * svc)
             wait = (before + backlog) / 2 / rate if rate else 0.0
             s.in_service.append(n)
-            s.launched.append(len(ready))
+            s.launched.append(update.launched() if update is not None else len(ready))
             s.desired.append(desired)
             s.min_cap.append(lo)
             s.max_cap.append(hi)
@@ -393,7 +444,7 @@ class VariantSimulation:
                         and all(v is not None and v > self.tt_target for v in tt_out)
                     ):
                         outs.append((math.ceil(n * last / self.tt_target), None))
-                if end % 60 == 0:
+                if end % 60 == 0 and self.tt.scale_in:  # DisableScaleIn otherwise
                     tt_in.append(self._aggregate(self.tt_metric, "Average", i, 60 // dt))
                     last = tt_in[-1]
                     limit = a.tt_in_fraction * self.tt_target
@@ -408,6 +459,8 @@ class VariantSimulation:
                 proposal = self._step_proposal(st, i, end, desired)
                 if proposal is not None:
                     (outs if st.policy.direction == "out" else ins).append((proposal, st))
+            if update is not None:
+                continue  # alarms evaluated above; their scaling actions are blocked
             if outs and max(v for v, _ in outs) > desired:
                 chosen = outs
             elif ins and max(v for v, _ in ins) < desired:
@@ -437,4 +490,6 @@ class VariantSimulation:
                         (w.added_in_cooldown if in_cooldown else 0) + desired - old
                     )
                     w.cooldown_until = end + w.policy.cooldown_seconds
-        return VariantRun(self.variant, inst, self.share, dt, s.arrays(), activities, bounds_log)
+        return VariantRun(
+            self.variant, inst, self.share, dt, s.arrays(), activities, bounds_log, oplog
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, instance_model
 from simulator.engine import VariantRun, VariantSimulation
+from simulator.events import OperatorEvent, check_events
 from simulator.traces import Trace
 from stacks.config import DeploymentConfig
 
@@ -37,12 +39,19 @@ def _weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> f
     return float(v[order][np.searchsorted(cum, q / 100 * cum[-1])])
 
 
-def simulate(cfg: DeploymentConfig, trace: Trace, a: Assumptions, label: str = "") -> Result:
+def simulate(
+    cfg: DeploymentConfig,
+    trace: Trace,
+    a: Assumptions,
+    label: str = "",
+    events: Sequence[OperatorEvent] = (),
+) -> Result:
+    check_events(events, trace.start, trace.end)
     weights = {v: getattr(cfg.variants, v).initial_weight for v in VARIANTS}
     total_w = sum(weights.values())
     models = instance_models(cfg, a)
     runs = {
-        v: VariantSimulation(cfg, v, models[v], a, trace, weights[v] / total_w).run()
+        v: VariantSimulation(cfg, v, models[v], a, trace, weights[v] / total_w, events).run()
         for v in VARIANTS
     }
     return Result(label or cfg.env, trace, runs, summarise(runs, trace, a))

@@ -70,3 +70,10 @@ def timeline(
         if c.at <= start:
             initial = (c.min_capacity, c.max_capacity, c.name)
     return initial, [c for c in changes if start < c.at <= end]
+
+
+def schedule_floor(scaling: ScalingConfig, variant: str, start: datetime, end: datetime) -> int:
+    """The highest minimum capacity the schedules and release calendar hold in [start, end]
+    (what a deploy that blocks autoscaling over that window must provision beforehand)."""
+    (low, _, _), changes = timeline(scaling, variant, start, end)
+    return max([low, *(c.min_capacity for c in changes)])

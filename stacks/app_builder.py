@@ -10,6 +10,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from stacks.capacity import estimate
 from stacks.config import DeploymentConfig, config_path, load_config
+from stacks.deploy_options import DeployOptions
 from stacks.endpoint_stack import EndpointStack
 from stacks.image_stack import ImageStack
 from stacks.nag import apply_suppressions
@@ -21,13 +22,25 @@ def cdk_json_context(repo_root: Path) -> dict[str, object]:
     return context
 
 
-def build_stacks(app: cdk.App, cfg: DeploymentConfig) -> tuple[ImageStack, EndpointStack]:
+def build_stacks(
+    app: cdk.App, cfg: DeploymentConfig, options: DeployOptions | None = None
+) -> tuple[ImageStack, EndpointStack]:
+    """``cfg`` as loaded from YAML; ``options`` (one deploy's inputs) are applied here."""
+    options = options or DeployOptions()
+    cfg = options.apply(cfg)
     for variant in (cfg.variants.primary, cfg.variants.canary):
         estimate(cfg, variant.instance_type)  # raises CapacityError if the model cannot fit
     env = cdk.Environment(account=cfg.account, region=cfg.region)
     prefix = f"{cfg.project}-{cfg.env}"
     image = ImageStack(app, f"{prefix}-image", cfg=cfg, env=env)
-    endpoint = EndpointStack(app, f"{prefix}-endpoint", cfg=cfg, image=image.image, env=env)
+    endpoint = EndpointStack(
+        app,
+        f"{prefix}-endpoint",
+        cfg=cfg,
+        image=image.image,
+        suspend_scaling=options.suspend_scaling,
+        env=env,
+    )
     for stack in (image, endpoint):
         cdk.Tags.of(stack).add("project", cfg.project)
         cdk.Tags.of(stack).add("env", cfg.env)
@@ -36,7 +49,11 @@ def build_stacks(app: cdk.App, cfg: DeploymentConfig) -> tuple[ImageStack, Endpo
     return image, endpoint
 
 
-def build_app(app: cdk.App, *, repo_root: Path, env: str) -> DeploymentConfig:
-    cfg = load_config(config_path(repo_root, env), env=env)
-    build_stacks(app, cfg)
+def build_app(
+    app: cdk.App, *, repo_root: Path, env: str, options: DeployOptions | None = None
+) -> DeploymentConfig:
+    """Returns the config the stacks were built from (``options`` applied)."""
+    options = options or DeployOptions()
+    cfg = options.apply(load_config(config_path(repo_root, env), env=env))
+    build_stacks(app, cfg, options)
     return cfg

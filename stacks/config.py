@@ -225,11 +225,57 @@ class Variants(_Strict):
         return self
 
 
+#: Variant properties a blue/green update can reset to the EndpointConfig's initial values
+#: (``ExcludeRetainedVariantProperties``; DataCaptureConfig is not used by this product).
+VariantProperty = Literal["DesiredInstanceCount", "DesiredWeight"]
+
+
 class TrafficShift(_Strict):
+    """The blue/green TrafficRoutingConfig. The step is ``step_percent`` of each variant's new
+    fleet (CAPACITY_PERCENT) or ``step_instances`` whole instances (INSTANCE_COUNT); which sizes
+    SageMaker accepts for which fleet is checked by :func:`guardrail_step_errors`."""
+
     type: Literal["canary", "linear", "all_at_once"] = "canary"
-    #: CAPACITY_PERCENT of the new fleet shifted per step (canary size or linear step).
-    step_percent: Annotated[int, Field(ge=1, le=99)] = 10
+    #: CAPACITY_PERCENT of the new fleet shifted per step (canary size or linear step);
+    #: 10 when neither this nor step_instances is given.
+    step_percent: Annotated[int, Field(ge=1, le=99)] | None = None
+    #: INSTANCE_COUNT per step instead of step_percent (one whole instance is the smallest canary).
+    step_instances: Annotated[int, Field(ge=1, le=100)] | None = None
     wait_interval_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
+
+    @model_validator(mode="after")
+    def _one_size(self) -> TrafficShift:
+        if self.step_instances is not None and self.step_percent is not None:
+            raise ValueError("step_instances: give step_percent or step_instances, not both")
+        return self
+
+    @property
+    def percent(self) -> int:
+        return 10 if self.step_percent is None else self.step_percent
+
+    @property
+    def step_field(self) -> str:
+        """The YAML field that sizes the step."""
+        return "step_instances" if self.step_instances is not None else "step_percent"
+
+    @property
+    def capacity_size(self) -> tuple[Literal["INSTANCE_COUNT", "CAPACITY_PERCENT"], int]:
+        """(CapacitySize.Type, CapacitySize.Value) as written to the template."""
+        if self.step_instances is not None:
+            return "INSTANCE_COUNT", self.step_instances
+        return "CAPACITY_PERCENT", self.percent
+
+    def step_size_instances(self, fleet: int) -> float:
+        """Instances of a ``fleet``-instance variant that one step turns on (may be fractional)."""
+        kind, value = self.capacity_size
+        return float(value) if kind == "INSTANCE_COUNT" else fleet * value / 100
+
+    @property
+    def shift_steps(self) -> int:
+        """Baking periods of WaitIntervalInSeconds in one update (one per traffic step)."""
+        if self.type == "linear":
+            return -(-100 // self.percent) if self.step_instances is None else 0
+        return 1
 
 
 class DeploymentPolicy(_Strict):
@@ -243,15 +289,26 @@ class DeploymentPolicy(_Strict):
     #: Rollback when ModelLatency p99 exceeds this (seeds: P99 < 2 s).
     rollback_model_latency_p99_ms: Annotated[int, Field(ge=10)] = 2000
     startup_health_check_timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 600
+    #: What a deploy resets to the EndpointConfig's initial values. Empty (the default): every
+    #: deploy keeps the live instance counts and weights (RetainAllVariantProperties). Reset on
+    #: purpose, e.g. DesiredWeight for the deploy that promotes a canary (``make deploy
+    #: RESET=DesiredWeight`` sets it for one deploy); see stacks.update_semantics.
+    reset_on_update: list[VariantProperty] = []
+
+    @field_validator("reset_on_update")
+    @classmethod
+    def _unique_reset(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"lists a property twice: {value}")
+        return value
 
     @model_validator(mode="after")
     def _timeouts(self) -> DeploymentPolicy:
         shift = self.traffic_shift
-        if shift.type == "linear":
-            steps = -(-100 // shift.step_percent)
-            needed = steps * shift.wait_interval_seconds + self.termination_wait_seconds
+        if shift.type == "linear" and shift.step_instances is not None:
+            needed = self.termination_wait_seconds  # steps depend on the fleet: checked later
         else:
-            needed = shift.wait_interval_seconds + self.termination_wait_seconds
+            needed = shift.shift_steps * shift.wait_interval_seconds + self.termination_wait_seconds
         if needed > self.max_execution_timeout_seconds:
             raise ValueError(
                 f"max_execution_timeout_seconds: {self.max_execution_timeout_seconds} is shorter "
@@ -309,6 +366,9 @@ class TargetTracking(_Strict):
     invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
     scale_out_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60
     scale_in_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
+    #: False synthesizes ``DisableScaleIn``: the policy only scales out and a step policy with
+    #: ``direction: in`` owns scale-in (one scale-in authority per target, VariantScaling).
+    scale_in: bool = True
 
     @model_validator(mode="after")
     def _scale_in_slower(self) -> TargetTracking:
@@ -412,7 +472,29 @@ class VariantScaling(_Strict):
         names = [p.name for p in self.step_policies]
         if len(set(names)) != len(names):
             raise ValueError(f"step_policies: names must be unique: {names}")
+        authorities = self.scale_in_authorities
+        if len(authorities) > 1:
+            field = (
+                "target_tracking.scale_in"
+                if self.target_tracking is not None and self.target_tracking.scale_in
+                else "step_policies"
+            )
+            raise ValueError(
+                f"{field}: {len(authorities)} scale-in authorities on one scalable target "
+                f"({', '.join(authorities)}). Application Auto Scaling runs every policy and a "
+                "step scale-in is not blocked by target tracking (PutScalingPolicy), so they "
+                "undo each other; keep one: target_tracking.scale_in: false lets the step "
+                "policy own scale-in, or remove the step scale-in policy"
+            )
         return self
+
+    @property
+    def scale_in_authorities(self) -> list[str]:
+        """Every policy that can lower this target's desired capacity."""
+        tt = self.target_tracking
+        return (["target_tracking"] if tt is not None and tt.scale_in else []) + [
+            f"step policy {p.name}" for p in self.step_policies if p.direction == "in"
+        ]
 
 
 def aas_cron(cron: str) -> str:
@@ -725,13 +807,74 @@ class DeploymentConfig(_Strict):
                     f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
                     f"({sc.min_capacity}..{sc.max_capacity})"
                 )
+        errors = guardrail_step_errors(self)
+        if errors:
+            raise ValueError(errors[0])
+        dep, shift = self.deployment, self.deployment.traffic_shift
+        if shift.type == "linear" and shift.step_instances is not None:
+            largest = max(max(self.deploy_fleet_sizes(v)) for v in ("primary", "canary"))
+            steps = -(-largest // shift.step_instances)
+            needed = steps * shift.wait_interval_seconds + dep.termination_wait_seconds
+            if needed > dep.max_execution_timeout_seconds:
+                raise ValueError(
+                    f"deployment.max_execution_timeout_seconds: {dep.max_execution_timeout_seconds}"
+                    f" is shorter than {steps} linear steps of {shift.step_instances} instance(s) "
+                    f"on a {largest}-instance fleet plus termination wait ({needed} s)"
+                )
         return self
+
+    def deploy_fleet_sizes(self, variant: str) -> list[int]:
+        """Instance counts ``variant``'s new (green) fleet can have at a deploy: the live
+        desired count anywhere in its scaling bounds when counts are retained, else the
+        initial count (stacks.update_semantics explains both)."""
+        initial = getattr(self.variants, variant).initial_instance_count
+        if "DesiredInstanceCount" in self.deployment.reset_on_update:
+            return [initial]
+        sc = self.scaling.variants[variant]  # type: ignore[index]
+        return sorted({initial, *range(sc.min_capacity, sc.max_capacity + 1)})
 
     @property
     def architecture(self) -> ModelArchitecture:
         arch = self.resolved_architecture or self.model.architecture
         assert arch is not None  # guaranteed by the loader
         return arch
+
+
+def guardrail_step_errors(cfg: DeploymentConfig) -> list[str]:
+    """Every (variant, fleet size) whose blue/green step SageMaker would refuse.
+
+    TrafficRoutingConfig (SageMaker API reference,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_TrafficRoutingConfig.html):
+    CanarySize "must be less than or equal to 50% of the variant's total instance count";
+    LinearStepSize "must be 10-50% of the variant's total instance count". Traffic moves by
+    whole instances, so a step must also turn on at least one whole instance: 10% of a
+    1-instance canary variant is 0.1 instance, a size no fleet of that variant can satisfy.
+    The rule applies to every variant (the update replaces every variant's fleet) at every
+    fleet size a deploy can meet (DeploymentConfig.deploy_fleet_sizes).
+    """
+    shift = cfg.deployment.traffic_shift
+    if shift.type == "all_at_once":
+        return []
+    field = f"deployment.traffic_shift.{shift.step_field}"
+    kind, value = shift.capacity_size
+    what = "CanarySize" if shift.type == "canary" else "LinearStepSize"
+    low = 0.0 if shift.type == "canary" else 0.1
+    errors = []
+    for variant in ("primary", "canary"):
+        for fleet in cfg.deploy_fleet_sizes(variant):
+            step = shift.step_size_instances(fleet)
+            if step < 1 or step > fleet / 2 or step < low * fleet:
+                unit = " instance(s)" if kind == "INSTANCE_COUNT" else "%"
+                errors.append(
+                    f"{field}: {shift.type.upper()} step {value}{unit} is {step:g} instance(s) of "
+                    f"variant {variant}'s {fleet}-instance fleet; {what} must be at least one "
+                    f"whole instance and {'10-' if low else '<= '}50% of the variant's instance "
+                    f"count (a deploy can meet {variant} at "
+                    f"{', '.join(map(str, cfg.deploy_fleet_sizes(variant)))} instances: "
+                    "scaling bounds, or initial_instance_count when counts are reset)"
+                )
+                break
+    return errors
 
 
 _FIELD_PREFIX = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*): ")

@@ -30,6 +30,7 @@ class EndpointStack(Stack):
         *,
         cfg: DeploymentConfig,
         image: ServingImage,
+        suspend_scaling: frozenset[str] = frozenset(),
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -52,7 +53,13 @@ class EndpointStack(Stack):
             rollback_alarms=self.rollback_alarms.all,
             volume_key=self.key,
         )
-        self.scaling = EndpointScaling(self, "Scaling", cfg=cfg, endpoint=self.serving.endpoint)
+        self.scaling = EndpointScaling(
+            self,
+            "Scaling",
+            cfg=cfg,
+            endpoint=self.serving.endpoint,
+            suspended=suspend_scaling,
+        )
         self.monitoring = Monitoring(
             self, "Monitoring", cfg=cfg, rollback_alarms=self.rollback_alarms, key=self.key
         )

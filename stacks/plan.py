@@ -7,6 +7,7 @@ from typing import Any
 from stacks.capacity import concurrency_target, estimate
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
 from stacks.config import DeploymentConfig
+from stacks.plan_deploy import deploy_section, render_deploy
 
 
 def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -81,7 +82,11 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         "rollout": {
             "blue_green": {
                 "type": shift.type,
-                "step_percent": shift.step_percent if shift.type != "all_at_once" else None,
+                "step": (
+                    f"{shift.capacity_size[1]}" + (" instance(s)" if shift.step_instances else "%")
+                    if shift.type != "all_at_once"
+                    else None
+                ),
                 "wait_interval_seconds": shift.wait_interval_seconds,
                 "termination_wait_seconds": cfg.deployment.termination_wait_seconds,
                 "auto_rollback_alarms": "5XX errors and ModelLatency p99 per variant",
@@ -91,6 +96,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
             "smoke_gate": cfg.smoke_gate.enabled,
         },
         "alarms": alarms,
+        "deploy": deploy_section(cfg),
     }
 
 
@@ -153,13 +159,14 @@ def render_plan(plan: dict[str, Any]) -> str:
     )
     r = plan["rollout"]
     bg = r["blue_green"]
-    step = f" {bg['step_percent']}%" if bg["step_percent"] else ""
+    step = f" {bg['step']}" if bg["step"] else ""
     lines.append(
         f"  rollout blue/green {bg['type']}{step}, wait {bg['wait_interval_seconds']} s, "
         f"auto-rollback on {bg['auto_rollback_alarms']}; canary controller steps "
         f"{r['canary_controller_steps_percent']} baking {r['bake_minutes']} min; smoke gate "
         f"{'on' if r['smoke_gate'] else 'off'}"
     )
+    lines += render_deploy(plan["deploy"])
     lines.append(f"  alarms  {len(plan['alarms'])}:")
     lines += [f"          - {a}" for a in plan["alarms"]]
     return "\n".join(lines)

@@ -90,8 +90,9 @@ def promote_info(cfg: DeploymentConfig, state: dict[str, Any]) -> str:
             f"  1. in config/{cfg.env}.yaml set variants.primary.image_tag to the canary's "
             f"({canary.image_tag or 'the image the canary runs'}; primary now "
             f"{primary.image_tag or 'the stack image'})",
-            f"  2. make deploy ENV={cfg.env}   (blue/green update; the smoke gate checks every "
-            "adapter; weights return to the configured initial_weight values)",
+            f"  2. make deploy ENV={cfg.env} RESET=DesiredWeight   (blue/green update; the smoke "
+            "gate checks every adapter; this deploy resets the weights to the configured "
+            "initial_weight values, every other deploy keeps the live ones)",
             f"  3. make canary-status ENV={cfg.env}   to confirm the live weights",
         ]
     )

@@ -18,8 +18,10 @@ from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
+from container.serving import metrics_contract as mc
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
+from stacks.update_semantics import reset_properties
 
 VARIANT_NAMES = ("primary", "canary")
 
@@ -55,10 +57,10 @@ def container_environment(cfg: DeploymentConfig, variant: str) -> dict[str, str]
 
 
 def _traffic_routing(cfg: DeploymentConfig) -> sagemaker.CfnEndpoint.TrafficRoutingConfigProperty:
+    """Step sizes valid for every variant (stacks.config.guardrail_step_errors checks them)."""
     shift = cfg.deployment.traffic_shift
-    size = sagemaker.CfnEndpoint.CapacitySizeProperty(
-        type="CAPACITY_PERCENT", value=shift.step_percent
-    )
+    kind, value = shift.capacity_size
+    size = sagemaker.CfnEndpoint.CapacitySizeProperty(type=kind, value=value)
     return sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
         type=shift.type.upper(),
         wait_interval_in_seconds=shift.wait_interval_seconds,
@@ -114,12 +116,15 @@ class ServingEndpoint(Construct):
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
         )
+        self._grant_execution_minimum(log_group_arn, rollback_alarms)
         NagSuppressions.add_resource_suppressions(
             self.role,
             [
                 NagPackSuppression(
                     id="AwsSolutions-IAM5",
-                    reason="ecr:GetAuthorizationToken supports no resource-level permission; "
+                    reason="ecr:GetAuthorizationToken and cloudwatch:PutMetricData support no "
+                    "resource-level permission (PutMetricData is held to SageMaker's instance "
+                    "metrics namespace by a cloudwatch:namespace condition); "
                     "log streams are created by SageMaker per instance under this endpoint's "
                     "own log group, so their names are only known at run time",
                     applies_to=[
@@ -175,11 +180,20 @@ class ServingEndpoint(Construct):
                     resources=[volume_key.key_arn],
                 )
             )
+        # A deploy keeps the live instance counts and weights (autoscaling's and the canary
+        # controller's) unless the config resets one on purpose: stacks.update_semantics.
+        resets = reset_properties(cfg)
         self.endpoint = sagemaker.CfnEndpoint(
             self,
             "Endpoint",
             endpoint_name=cfg.endpoint_name,
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            retain_all_variant_properties=True,
+            exclude_retained_variant_properties=[
+                sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=p)
+                for p in resets
+            ]
+            or None,
             deployment_config=sagemaker.CfnEndpoint.DeploymentConfigProperty(
                 blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
                     traffic_routing_configuration=_traffic_routing(cfg),
@@ -197,6 +211,44 @@ class ServingEndpoint(Construct):
             ),
         )
         self.endpoint.node.add_dependency(self.log_group)
+
+    def _grant_execution_minimum(
+        self, log_group_arn: str, rollback_alarms: Sequence[cloudwatch.IAlarm]
+    ) -> None:
+        """What SageMaker itself does with this role during hosting and deployments, scoped.
+
+        - "Ensure that your IAM execution role has permission to perform the
+          cloudwatch:DescribeAlarms action on the auto-rollback alarms you specify" (SageMaker
+          developer guide, "Auto-Rollback Configuration and Monitoring",
+          https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html):
+          without it a blue/green update cannot read its alarms and never rolls back. Scoped to
+          those alarms' ARNs.
+        - CreateModel execution-role permissions (SageMaker developer guide, "SageMaker AI
+          roles", https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html):
+          cloudwatch:PutMetricData for the instance metrics (CPU/GPU/memory/disk under
+          /aws/sagemaker/Endpoints, which the ``idle-in`` scale-in policy reads) and
+          logs:CreateLogGroup. PutMetricData has no resource-level permission, so it is
+          limited by the ``cloudwatch:namespace`` condition key instead; CreateLogGroup is
+          limited to this endpoint's log group.
+        """
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:DescribeAlarms"],
+                resources=[a.alarm_arn for a in rollback_alarms],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={
+                    "StringEquals": {"cloudwatch:namespace": mc.SAGEMAKER_INSTANCE_NAMESPACE}
+                },
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["logs:CreateLogGroup"], resources=[log_group_arn])
+        )
 
     def _variant(
         self, cfg: DeploymentConfig, variant: str

@@ -57,7 +57,10 @@ class EndpointScaling(Construct):
         *,
         cfg: DeploymentConfig,
         endpoint: sagemaker.CfnEndpoint,
+        suspended: frozenset[str] = frozenset(),
     ) -> None:
+        """``suspended`` variants get no scalable target, policy or scheduled action, so a
+        deploy of this template deregisters them (tools/deploy.py, instance-type changes)."""
         super().__init__(scope, construct_id)
         self._cfg = cfg
         role = iam.Role.from_role_arn(
@@ -72,6 +75,8 @@ class EndpointScaling(Construct):
         self.step_actions: dict[tuple[str, str], appscaling.StepScalingAction] = {}
         self.step_alarms: dict[tuple[str, str], cloudwatch.Alarm] = {}
         for variant, vs in cfg.scaling.variants.items():
+            if variant in suspended:
+                continue
             target = appscaling.ScalableTarget(
                 self,
                 f"{variant.capitalize()}Target",
@@ -89,6 +94,8 @@ class EndpointScaling(Construct):
             for policy in vs.step_policies:
                 self._step(variant, target, policy)
         for sched in cfg.scaling.schedules:
+            if sched.variant in suspended:
+                continue
             self.targets[sched.variant].scale_on_schedule(
                 sched.name,
                 schedule=appscaling.Schedule.expression(sched.aas_schedule),
@@ -97,6 +104,8 @@ class EndpointScaling(Construct):
                 time_zone=TimeZone.of(sched.timezone),
             )
         for event in cfg.scaling.release_calendar:
+            if event.variant in suspended:
+                continue
             start, end = event.window
             target = self.targets[event.variant]
             restore_min, restore_max = cfg.scaling.recurring_bounds_at(event.variant, end)
@@ -129,6 +138,11 @@ class EndpointScaling(Construct):
             predefined_metric=metric,
             scale_out_cooldown=Duration.seconds(tt.scale_out_cooldown_seconds),
             scale_in_cooldown=Duration.seconds(tt.scale_in_cooldown_seconds),
+            # One scale-in authority per target (config.VariantScaling): a step scale-in is not
+            # blocked by target tracking and the largest capacity wins only among policies that
+            # act (Application Auto Scaling PutScalingPolicy reference), so when a step policy
+            # owns scale-in, target tracking only scales out.
+            disable_scale_in=True if not tt.scale_in else None,
         )
 
     def _step(self, variant: str, target: appscaling.ScalableTarget, policy: StepPolicy) -> None:

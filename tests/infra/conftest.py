@@ -14,6 +14,7 @@ from aws_cdk.assertions import Template
 
 from stacks.app_builder import build_stacks, cdk_json_context
 from stacks.config import DeploymentConfig, load_config, parse_config
+from stacks.deploy_options import DeployOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,9 +33,11 @@ def parse(raw: dict[str, Any], env: str = "prod") -> DeploymentConfig:
     )
 
 
-def synth_templates(cfg: DeploymentConfig) -> dict[str, Template]:
+def synth_templates(
+    cfg: DeploymentConfig, options: DeployOptions | None = None
+) -> dict[str, Template]:
     app = cdk.App(context=cdk_json_context(REPO_ROOT))
-    image, endpoint = build_stacks(app, cfg)
+    image, endpoint = build_stacks(app, cfg, options)
     return {"image": Template.from_stack(image), "endpoint": Template.from_stack(endpoint)}
 
 

@@ -80,13 +80,13 @@ def test_plan_reports_cost_capacity_and_rollout(prod_cfg, prod_templates) -> Non
     templates = {k: t.to_json() for k, t in prod_templates.items()}
     plan = build_plan(prod_cfg, templates)
     g5 = INSTANCE_CATALOG["ml.g5.xlarge"].price_per_hour
-    assert plan["cost"]["monthly_at_initial_counts"] == pytest.approx(5 * g5 * HOURS_PER_MONTH)
+    assert plan["cost"]["monthly_at_initial_counts"] == pytest.approx(6 * g5 * HOURS_PER_MONTH)
     assert [v["name"] for v in plan["variants"]] == ["primary", "canary"]
     assert plan["variants"][0]["capacity"]["kv_bytes_per_token"] == 131072
     assert plan["rollout"]["canary_controller_steps_percent"] == [5, 25, 50, 75, 100]
     assert len(plan["alarms"]) >= 4
     text = render_plan(plan)
-    assert "vLLM preempts beyond" in text and "$5,139/month" in text
+    assert "vLLM preempts beyond" in text and "$6,167/month" in text
 
 
 def _flag(args: list[str], name: str) -> str:

@@ -37,7 +37,7 @@ def test_endpoint_config_has_primary_and_canary_at_95_5_on_g5(endpoint: Template
                     {
                         "VariantName": "canary",
                         "InstanceType": "ml.g5.xlarge",
-                        "InitialInstanceCount": 1,
+                        "InitialInstanceCount": 2,
                         "InitialVariantWeight": 5,
                     }
                 ),
@@ -88,7 +88,7 @@ def test_blue_green_canary_shift_with_auto_rollback_on_created_alarms(endpoint: 
                 "BlueGreenUpdatePolicy": {
                     "TrafficRoutingConfiguration": {
                         "Type": "CANARY",
-                        "CanarySize": {"Type": "CAPACITY_PERCENT", "Value": 10},
+                        "CanarySize": {"Type": "INSTANCE_COUNT", "Value": 1},
                         "WaitIntervalInSeconds": 600,
                     },
                     "TerminationWaitInSeconds": 600,
@@ -159,7 +159,13 @@ def test_execution_role_pulls_only_from_the_serving_repositories(endpoint: Templ
         actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
         assert not any(a.endswith(":*") or a == "*" for a in actions), s
         if s["Resource"] == "*":
-            assert actions == ["ecr:GetAuthorizationToken"], s
+            # the two actions without resource-level permissions; PutMetricData held to one
+            # namespace by its condition key
+            assert actions in (["ecr:GetAuthorizationToken"], ["cloudwatch:PutMetricData"]), s
+            if actions == ["cloudwatch:PutMetricData"]:
+                assert s["Condition"] == {
+                    "StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}
+                }
 
 
 def test_role_writes_only_to_this_endpoints_log_group(endpoint: Template) -> None:

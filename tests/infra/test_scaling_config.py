@@ -128,7 +128,7 @@ def test_recurring_bounds_are_those_of_the_last_schedule_to_fire() -> None:
 
 def test_variant_without_schedules_keeps_its_own_bounds() -> None:
     scaling = load_env("prod").scaling
-    assert scaling.recurring_bounds_at("canary", datetime(2026, 12, 4, tzinfo=UTC)) == (1, 2)
+    assert scaling.recurring_bounds_at("canary", datetime(2026, 12, 4, tzinfo=UTC)) == (2, 2)
 
 
 def test_shipped_prod_release_window_ends_where_the_evening_schedule_fires() -> None:

@@ -48,7 +48,7 @@ def make_cfg(
     data["scaling"] = {
         "variants": {
             "primary": primary,
-            "canary": {"min_capacity": 1, "max_capacity": 1, "target_tracking": None},
+            "canary": {"min_capacity": 2, "max_capacity": 2, "target_tracking": None},
         },
         "schedules": schedules or [],
         "release_calendar": calendar or [],

@@ -1,0 +1,99 @@
+"""Per-deploy inputs beside the config: what `make deploy` (tools/deploy.py) asks one synth for.
+
+app.py reads them from CDK context (``-c suspend_scaling=primary``,
+``-c pin_instance_type=primary=ml.g5.xlarge``, ``-c reset=DesiredWeight``) and passes this typed
+object down; nothing below app.py reads context. Each option exists for one documented step:
+
+- ``suspend_scaling``: the variants whose scalable target (policies, scheduled actions) the
+  template leaves out, so CloudFormation deregisters them. An update that changes a variant's
+  instance type fails while the variant is registered (SageMaker developer guide, "Update
+  endpoints that use auto scaling", stacks.update_semantics).
+- ``pin_instance_types``: keep a variant on its deployed instance type in that suspending
+  deploy. CloudFormation deletes removed resources only in its cleanup phase, after every
+  update, so the type must not change in the same deploy that deregisters the target.
+- ``reset``: ``deployment.reset_on_update`` for this deploy only, e.g. ``DesiredWeight`` for
+  the deploy that promotes a canary (weights back to the configured initial weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast, get_args
+
+from pydantic import ValidationError
+
+from stacks.catalog import INSTANCE_CATALOG
+from stacks.config import ConfigError, DeploymentConfig, VariantProperty
+
+VARIANTS = ("primary", "canary")
+CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset")
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    suspend_scaling: frozenset[str] = frozenset()
+    pin_instance_types: Mapping[str, str] = field(default_factory=dict)
+    reset: tuple[VariantProperty, ...] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.suspend_scaling) | set(self.pin_instance_types))
+        unknown = [v for v in unknown if v not in VARIANTS]
+        if unknown:
+            raise ConfigError(f"suspend_scaling/pin_instance_type: unknown variant(s) {unknown}")
+        for variant, itype in self.pin_instance_types.items():
+            if itype not in INSTANCE_CATALOG:
+                raise ConfigError(f"pin_instance_type: {variant}={itype} is not a known type")
+        bad = [p for p in self.reset or () if p not in get_args(VariantProperty)]
+        if bad:
+            raise ConfigError(f"reset: {bad} are not {list(get_args(VariantProperty))}")
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], Any]) -> DeployOptions:
+        """Parse CDK context values (comma-separated strings); absent keys mean "none"."""
+
+        def items(key: str) -> list[str]:
+            raw = get(key)
+            return [x.strip() for x in str(raw).split(",") if x.strip()] if raw else []
+
+        pins: dict[str, str] = {}
+        for item in items("pin_instance_type"):
+            variant, sep, itype = item.partition("=")
+            if not sep:
+                raise ConfigError(f"pin_instance_type: {item!r} is not VARIANT=INSTANCE_TYPE")
+            pins[variant] = itype
+        reset_raw = get("reset")
+        reset = (
+            tuple(cast(VariantProperty, p) for p in items("reset"))
+            if reset_raw is not None
+            else None
+        )
+        return cls(frozenset(items("suspend_scaling")), pins, reset)
+
+    def as_context(self) -> dict[str, str]:
+        """The ``-c`` values that reproduce these options (tools/deploy.py passes them)."""
+        ctx: dict[str, str] = {}
+        if self.suspend_scaling:
+            ctx["suspend_scaling"] = ",".join(sorted(self.suspend_scaling))
+        if self.pin_instance_types:
+            ctx["pin_instance_type"] = ",".join(
+                f"{v}={t}" for v, t in sorted(self.pin_instance_types.items())
+            )
+        if self.reset is not None:
+            ctx["reset"] = ",".join(self.reset)
+        return ctx
+
+    def apply(self, cfg: DeploymentConfig) -> DeploymentConfig:
+        """The config this deploy synthesizes: pinned instance types and the reset override,
+        validated again like the YAML (guardrail steps, capacity) so no rule is skipped."""
+        if not self.pin_instance_types and self.reset is None:
+            return cfg
+        data = cfg.model_dump(exclude_unset=True)
+        for variant, itype in self.pin_instance_types.items():
+            data["variants"][variant]["instance_type"] = itype
+        if self.reset is not None:
+            data.setdefault("deployment", {})["reset_on_update"] = list(self.reset)
+        try:
+            return DeploymentConfig.model_validate(data)
+        except ValidationError as err:
+            raise ConfigError(f"deploy options {self.as_context()}: {err}") from None

@@ -1,0 +1,104 @@
+"""The plan's "deploy" section: what one `make deploy` does to the fleet for this config.
+
+Read from stacks.update_semantics (the rules the template and the deploy tool follow) and the
+simulator's provisioning assumption (simulator/assumptions.py), so the plan, the stack and
+`make simulate` state one set of figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simulator.assumptions import Assumptions
+from stacks.catalog import INSTANCE_CATALOG
+from stacks.config import DeploymentConfig
+from stacks.update_semantics import (
+    VARIANTS,
+    deploy_footprint,
+    reset_properties,
+    retained_properties,
+    update_phases,
+)
+
+
+def _guardrail_floor(cfg: DeploymentConfig) -> int:
+    """The smallest fleet on which the blue/green step is valid (1 for ALL_AT_ONCE)."""
+    shift = cfg.deployment.traffic_shift
+    if shift.type == "all_at_once":
+        return 1
+    low = 0.1 if shift.type == "linear" else 0.0
+    for n in range(1, 101):
+        step = shift.step_size_instances(n)
+        if 1 <= step <= n / 2 and step >= low * n:
+            return n
+    return 101
+
+
+def deploy_section(cfg: DeploymentConfig) -> dict[str, Any]:
+    a = Assumptions()
+    ready = a.ready_delay_seconds
+    initial = {v: getattr(cfg.variants, v).initial_instance_count for v in VARIANTS}
+    at_max = {v: cfg.scaling.variants[v].max_capacity for v in VARIANTS}  # type: ignore[index]
+    typical = deploy_footprint(cfg, live=initial, ready_seconds=ready)
+    worst = deploy_footprint(cfg, live=at_max, ready_seconds=ready)
+    phases = update_phases(cfg, ready_seconds=ready, fleet=max(at_max.values()))
+    floor = _guardrail_floor(cfg)
+    kind, value = cfg.deployment.traffic_shift.capacity_size
+    per_instance = {
+        getattr(cfg.variants, v).instance_type: round(
+            INSTANCE_CATALOG[getattr(cfg.variants, v).instance_type].monthly_price, 2
+        )
+        for v in VARIANTS
+    }
+    return {
+        "keeps": list(retained_properties(cfg)),
+        "resets": list(reset_properties(cfg)),
+        "minutes": round(phases.complete / 60, 1),
+        "autoscaling_blocked_minutes": round(phases.complete / 60, 1),
+        "assumed_ready_seconds": ready,
+        "at_initial_counts": {
+            "blue": typical.blue,
+            "green": typical.green,
+            "peak_instances_by_type": typical.peak_instances_by_type,
+            "extra_cost_usd": typical.extra_cost_usd,
+        },
+        "at_max_capacity": {
+            "blue": worst.blue,
+            "green": worst.green,
+            "peak_instances_by_type": worst.peak_instances_by_type,
+            "extra_cost_usd": worst.extra_cost_usd,
+        },
+        "instance_quota_needed": worst.peak_instances_by_type,
+        "guardrail": {
+            "type": cfg.deployment.traffic_shift.type,
+            "step": f"{value} {'instance(s)' if kind == 'INSTANCE_COUNT' else '%'}",
+            "min_instances_per_variant": floor,
+            "monthly_per_instance_usd": per_instance,
+        },
+    }
+
+
+def render_deploy(d: dict[str, Any]) -> list[str]:
+    def fleet(x: dict[str, Any]) -> str:
+        peak = ", ".join(f"{n} x {t}" for t, n in x["peak_instances_by_type"].items())
+        return (
+            f"blue {sum(x['blue'].values())} + green {sum(x['green'].values())} = {peak}, "
+            f"+${x['extra_cost_usd']:,.2f} for the second fleet"
+        )
+
+    g = d["guardrail"]
+    price = ", ".join(f"{t} ${p:,.0f}/month" for t, p in g["monthly_per_instance_usd"].items())
+    quota = ", ".join(f"{n} x {t}" for t, n in d["instance_quota_needed"].items())
+    return [
+        f"  deploy  blue/green, ~{d['minutes']} min (instances serve {d['assumed_ready_seconds']:g}"
+        f" s after launch, assumed); autoscaling blocked throughout (make deploy raises counts "
+        "first)",
+        f"          keeps {', '.join(d['keeps']) or 'nothing'}; resets "
+        f"{', '.join(d['resets']) or 'nothing'} (deployment.reset_on_update, RESET= per deploy)",
+        f"          at initial counts: {fleet(d['at_initial_counts'])}",
+        f"          at max capacity:   {fleet(d['at_max_capacity'])}",
+        f"          instance quota for endpoint usage needed: {quota}",
+        f"          guardrail {g['type']} step {g['step']}: every variant needs >= "
+        f"{g['min_instances_per_variant']} instance(s) at each deploy; each one held for it "
+        f"costs {price}",
+    ]

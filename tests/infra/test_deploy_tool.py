@@ -1,0 +1,283 @@
+"""tools/deploy.py against a stubbed live endpoint (botocore Stubber on the real clients).
+
+The deployed state (instance types, desired counts, weights, registered scalable targets) and
+the failures (endpoint not found, Updating, ValidationException on raising counts,
+a failed second deploy) are injected into the AWS calls; each test asserts the end state: which
+templates were deployed in which order and that every stubbed call was made.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from stacks.config import DeploymentConfig
+from stacks.deploy_options import DeployOptions
+from tools import deploy as tool
+
+from .conftest import load_env, parse, raw_config
+
+ENDPOINT = "mangaassist-vllm-prod"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+#: 03:00 JST on a Wednesday: off-peak, the schedules hold min 2.
+NIGHT = datetime(2026, 12, 1, 18, 0, tzinfo=UTC)
+#: 17:30 JST on a Tuesday: the 17:45 peak schedule (min 5 + 1 standby) fires during the update.
+BEFORE_PEAK = datetime(2026, 12, 1, 8, 30, tzinfo=UTC)
+BUSY = {"primary": (4, 95.0), "canary": (2, 5.0)}
+
+
+def clients() -> tuple[Any, Stubber, Any, Stubber]:
+    kw = {"region_name": "us-east-1", "aws_access_key_id": "x", "aws_secret_access_key": "x"}
+    sm = boto3.client("sagemaker", **kw)
+    aas = boto3.client("application-autoscaling", **kw)
+    return sm, Stubber(sm), aas, Stubber(aas)
+
+
+def endpoint_response(status: str, variants: dict[str, tuple[int, float]]) -> dict[str, Any]:
+    return {
+        "EndpointName": ENDPOINT,
+        "EndpointArn": f"arn:aws:sagemaker:us-east-1:123456789012:endpoint/{ENDPOINT}",
+        "EndpointConfigName": "cfg-live",
+        "EndpointStatus": status,
+        "CreationTime": T0,
+        "LastModifiedTime": T0,
+        "ProductionVariants": [
+            {
+                "VariantName": v,
+                "CurrentWeight": w,
+                "DesiredWeight": w,
+                "CurrentInstanceCount": n,
+                "DesiredInstanceCount": n,
+            }
+            for v, (n, w) in variants.items()
+        ],
+    }
+
+
+def stub_live(
+    sm: Stubber,
+    aas: Stubber,
+    *,
+    types: dict[str, str] | None = None,
+    variants: dict[str, tuple[int, float]] | None = None,
+    registered: tuple[str, ...] = ("primary", "canary"),
+    status: str = "InService",
+) -> None:
+    types = types or {"primary": "ml.g5.xlarge", "canary": "ml.g5.xlarge"}
+    variants = variants or {"primary": (2, 95.0), "canary": (2, 5.0)}
+    sm.add_response(
+        "describe_endpoint", endpoint_response(status, variants), {"EndpointName": ENDPOINT}
+    )
+    sm.add_response(
+        "describe_endpoint_config",
+        {
+            "EndpointConfigName": "cfg-live",
+            "EndpointConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint-config/x",
+            "CreationTime": T0,
+            "ProductionVariants": [
+                {"VariantName": v, "ModelName": f"m-{v}", "InstanceType": t}
+                for v, t in types.items()
+            ],
+        },
+        {"EndpointConfigName": "cfg-live"},
+    )
+    aas.add_response(
+        "describe_scalable_targets",
+        {
+            "ScalableTargets": [
+                {
+                    "ServiceNamespace": "sagemaker",
+                    "ResourceId": f"endpoint/{ENDPOINT}/variant/{v}",
+                    "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+                    "MinCapacity": 2,
+                    "MaxCapacity": 8 if v == "primary" else 2,
+                    "RoleARN": "arn:aws:iam::123456789012:role/x",
+                    "CreationTime": T0,
+                }
+                for v in registered
+            ]
+        },
+        {
+            "ServiceNamespace": "sagemaker",
+            "ResourceIds": [f"endpoint/{ENDPOINT}/variant/{v}" for v in types],
+            "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        },
+    )
+
+
+class Recorder:
+    """Stands in for `cdk deploy`: records each deploy's options, fails the ones listed."""
+
+    def __init__(self, fail: tuple[int, ...] = ()) -> None:
+        self.calls: list[dict[str, str]] = []
+        self.fail = fail
+
+    def __call__(self, options: DeployOptions) -> int:
+        self.calls.append(options.as_context())
+        return 1 if len(self.calls) in self.fail else 0
+
+
+def g5_2xlarge_primary() -> DeploymentConfig:
+    raw = raw_config("prod")
+    raw["variants"]["primary"]["instance_type"] = "ml.g5.2xlarge"
+    return parse(raw)
+
+
+def run(
+    cfg: DeploymentConfig, sm: Any, aas: Any, deploy: Recorder, now: datetime, **kw: Any
+) -> int:
+    live = tool.read_live(sm, aas, cfg)
+    steps = tool.plan_deploy(cfg, live, now=now, **kw)
+    return tool.execute(steps, cfg, sm=sm, deploy=deploy, sleep=lambda s: None)
+
+
+def test_instance_type_change_deregisters_scaling_first_then_deploys_the_config() -> None:
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass)
+    deploy = Recorder()
+    with sms, aass:
+        assert run(g5_2xlarge_primary(), sm, aas, deploy, NIGHT) == 0
+        sms.assert_no_pending_responses()
+    assert deploy.calls == [
+        {"suspend_scaling": "primary", "pin_instance_type": "primary=ml.g5.xlarge"},
+        {},
+    ]
+
+
+def test_a_failed_type_change_deploys_the_live_type_with_scaling_registered_again() -> None:
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass)
+    deploy = Recorder(fail=(2,))
+    with sms, aass:
+        assert run(g5_2xlarge_primary(), sm, aas, deploy, NIGHT) == 1
+    assert deploy.calls[-1] == {"pin_instance_type": "primary=ml.g5.xlarge"}  # no suspension
+    assert len(deploy.calls) == 3
+
+
+def test_type_change_of_an_unregistered_variant_is_one_deploy() -> None:
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass, registered=("canary",))
+    deploy = Recorder()
+    with sms, aass:
+        assert run(g5_2xlarge_primary(), sm, aas, deploy, NIGHT) == 0
+    assert deploy.calls == [{}]
+
+
+def test_deploy_before_the_peak_raises_counts_first_retrying_while_updating() -> None:
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass, variants={"primary": (4, 95.0), "canary": (2, 5.0)})
+    raise_params = {
+        "EndpointName": ENDPOINT,
+        "DesiredWeightsAndCapacities": [{"VariantName": "primary", "DesiredInstanceCount": 6}],
+    }
+    # autoscaling is acting: the first call is refused, the tool waits for InService, retries
+    sms.add_client_error(
+        "update_endpoint_weights_and_capacities",
+        service_error_code="ValidationException",
+        service_message="Cannot update in-progress endpoint",
+        expected_params=raise_params,
+    )
+    sms.add_response(
+        "describe_endpoint", endpoint_response("Updating", BUSY), {"EndpointName": ENDPOINT}
+    )
+    sms.add_response(
+        "describe_endpoint", endpoint_response("InService", BUSY), {"EndpointName": ENDPOINT}
+    )
+    sms.add_response(
+        "update_endpoint_weights_and_capacities",
+        {"EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/x"},
+        raise_params,
+    )
+    sms.add_response(
+        "describe_endpoint", endpoint_response("Updating", BUSY), {"EndpointName": ENDPOINT}
+    )
+    sms.add_response(
+        "describe_endpoint", endpoint_response("InService", BUSY), {"EndpointName": ENDPOINT}
+    )
+    deploy = Recorder()
+    with sms, aass:
+        assert run(load_env("prod"), sm, aas, deploy, BEFORE_PEAK) == 0
+        sms.assert_no_pending_responses()
+    assert deploy.calls == [{}]
+
+
+def test_promotion_reset_of_weights_first_gives_the_idle_primary_its_share() -> None:
+    # after a canary reached 100%: primary idled down to 2 at weight 0, canary holds 2 at 100
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass, variants={"primary": (2, 0.0), "canary": (2, 100.0)})
+    sms.add_response(
+        "update_endpoint_weights_and_capacities",
+        {"EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/x"},
+        {
+            "EndpointName": ENDPOINT,
+            "DesiredWeightsAndCapacities": [{"VariantName": "primary", "DesiredInstanceCount": 4}],
+        },
+    )
+    sms.add_response(
+        "describe_endpoint", endpoint_response("InService", BUSY), {"EndpointName": ENDPOINT}
+    )
+    deploy = Recorder()
+    with sms, aass:
+        assert run(load_env("prod"), sm, aas, deploy, NIGHT, reset=("DesiredWeight",)) == 0
+        sms.assert_no_pending_responses()
+    assert deploy.calls == [{"reset": "DesiredWeight"}]
+
+
+def test_first_deploy_when_the_endpoint_does_not_exist() -> None:
+    sm, sms, aas, aass = clients()
+    sms.add_client_error(
+        "describe_endpoint",
+        service_error_code="ValidationException",
+        service_message=f'Could not find endpoint "{ENDPOINT}".',
+    )
+    deploy = Recorder()
+    with sms, aass:
+        assert run(load_env("prod"), sm, aas, deploy, NIGHT) == 0
+    assert deploy.calls == [{}]
+
+
+def test_an_updating_endpoint_is_refused_and_nothing_is_deployed(capsys) -> None:
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass, status="Updating")
+    deploy = Recorder()
+    with sms, aass:
+        rc = tool.main(
+            ["--env", "prod"],
+            clients={"sagemaker": sm, "application-autoscaling": aas, "deploy": deploy},
+        )
+    assert rc == 1 and deploy.calls == []
+    assert "refused: mangaassist-vllm-prod is Updating" in capsys.readouterr().err
+
+
+def test_dry_run_prints_the_steps_and_deploys_nothing(capsys) -> None:
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass, variants={"primary": (8, 95.0), "canary": (2, 5.0)})
+    deploy = Recorder()
+    with sms, aass:
+        rc = tool.main(
+            ["--env", "prod", "--dry-run"],
+            clients={"sagemaker": sm, "application-autoscaling": aas, "deploy": deploy},
+        )
+    assert rc == 0 and deploy.calls == []
+    assert "step 1: deploy" in capsys.readouterr().out
+
+
+def test_cdk_command_carries_the_options_as_context() -> None:
+    opts = DeployOptions(
+        suspend_scaling=frozenset({"primary"}), pin_instance_types={"primary": "ml.g5.xlarge"}
+    )
+    cmd = tool.cdk_deploy_command(load_env("prod"), opts, tool.REPO_ROOT / "cdk.out" / "prod")
+    assert cmd[:4] == ["npx", "cdk", "deploy", "--all"]
+    ctx = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-c"]
+    assert ctx == ["env=prod", "suspend_scaling=primary", "pin_instance_type=primary=ml.g5.xlarge"]
+    assert DeployOptions.from_context(dict(c.split("=", 1) for c in ctx[1:]).get) == opts
+
+
+@pytest.mark.parametrize("bad", ["DesiredCount", "Weight"])
+def test_bad_reset_value_is_a_usage_error(bad: str, capsys) -> None:
+    assert tool.main(["--env", "prod", "--reset", bad], clients={"sagemaker": object()}) == 2
+    assert bad in capsys.readouterr().err

@@ -1,0 +1,327 @@
+"""`make deploy ENV=prod [RESET=DesiredWeight]`: read the live endpoint, then deploy in the order
+SageMaker needs (``python -m tools.deploy --env prod [--reset DesiredWeight] [--dry-run]``).
+
+SageMaker developer guide, "Update endpoints that use auto scaling"
+(https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html): an update that
+changes the instance type of a variant registered with Application Auto Scaling fails, and
+autoscaling is blocked for the whole update, so the guide deregisters first and raises instance
+counts with UpdateEndpointWeightsAndCapacities before updating. This tool does that:
+
+1. DescribeEndpoint + DescribeEndpointConfig + DescribeScalableTargets: live instance types,
+   desired counts and weights, which variants are registered (and their max capacity).
+2. Raise desired counts (never lower) to what the update needs: the highest minimum the schedules
+   hold while it runs, and, when this deploy resets weights, each variant's new share of today's
+   traffic (stacks.update_semantics.prescale_counts); wait for InService.
+3. When a registered variant's instance type changes: deploy once with that variant's scaling
+   left out of the template and its type pinned to the live one (CloudFormation deregisters the
+   target; stacks.deploy_options), then deploy the real config, which changes the type and
+   registers scaling again. If that second deploy fails, deploy the live type with scaling on,
+   so no path ends with a variant that cannot scale.
+4. Otherwise one `cdk deploy`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from simulator.assumptions import Assumptions
+from simulator.schedule import schedule_floor
+from stacks.config import ConfigError, DeploymentConfig, VariantProperty, config_path, load_config
+from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
+from stacks.deploy_options import DeployOptions
+from stacks.update_semantics import VARIANTS, prescale_counts, update_phases
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
+#: a deploy acting): wait for InService and try again this many times.
+RAISE_ATTEMPTS = 5
+
+
+class DeployRefused(RuntimeError):
+    """The live endpoint is in a state no deploy should start from; the message says why."""
+
+
+@dataclass(frozen=True)
+class LiveVariant:
+    instance_type: str
+    desired: int
+    weight: float
+    max_capacity: int | None  # the registered scalable target's MaxCapacity (None: unregistered)
+
+
+@dataclass(frozen=True)
+class LiveEndpoint:
+    status: str
+    config_name: str
+    variants: dict[str, LiveVariant]
+
+    @property
+    def registered(self) -> frozenset[str]:
+        return frozenset(v for v, lv in self.variants.items() if lv.max_capacity is not None)
+
+
+def read_live(sm: Any, aas: Any, cfg: DeploymentConfig) -> LiveEndpoint | None:
+    """The deployed endpoint, or None when it does not exist yet (first deploy)."""
+    try:
+        desc = sm.describe_endpoint(EndpointName=cfg.endpoint_name)
+    except ClientError as err:
+        e = err.response.get("Error", {})
+        if e.get("Code") == "ValidationException" and "Could not find" in e.get("Message", ""):
+            return None
+        raise
+    econf = sm.describe_endpoint_config(EndpointConfigName=desc["EndpointConfigName"])
+    types = {pv["VariantName"]: pv["InstanceType"] for pv in econf["ProductionVariants"]}
+    targets = aas.describe_scalable_targets(
+        ServiceNamespace="sagemaker",
+        ResourceIds=[resource_id(cfg.endpoint_name, v) for v in types],
+        ScalableDimension=SCALABLE_DIMENSION,
+    )["ScalableTargets"]
+    maxima = {t["ResourceId"].rsplit("/", 1)[-1]: int(t["MaxCapacity"]) for t in targets}
+    variants = {
+        pv["VariantName"]: LiveVariant(
+            instance_type=types[pv["VariantName"]],
+            desired=int(pv.get("DesiredInstanceCount", pv.get("CurrentInstanceCount", 0))),
+            weight=float(pv.get("DesiredWeight", pv.get("CurrentWeight", 0.0))),
+            max_capacity=maxima.get(pv["VariantName"]),
+        )
+        for pv in desc.get("ProductionVariants", [])
+    }
+    return LiveEndpoint(desc["EndpointStatus"], desc["EndpointConfigName"], variants)
+
+
+@dataclass(frozen=True)
+class Step:
+    action: Literal["raise", "deploy"]
+    why: str
+    counts: dict[str, int] = field(default_factory=dict)
+    options: DeployOptions = field(default_factory=DeployOptions)
+    #: Deployed when this step fails, to leave every variant registered for scaling.
+    recover_with: DeployOptions | None = None
+
+
+def plan_deploy(
+    cfg: DeploymentConfig,
+    live: LiveEndpoint | None,
+    *,
+    now: datetime,
+    reset: tuple[VariantProperty, ...] | None = None,
+    ready_seconds: float = Assumptions().ready_delay_seconds,
+) -> list[Step]:
+    """The steps of this deploy, from the config and the live endpoint alone (no AWS call)."""
+    base = DeployOptions(reset=reset)
+    target = base.apply(cfg)
+    if live is None:
+        return [Step("deploy", "first deploy: the endpoint does not exist yet", options=base)]
+    if live.status != "InService":
+        raise DeployRefused(
+            f"{cfg.endpoint_name} is {live.status}; deploy from InService only (an Updating "
+            "endpoint is already changing, a Failed one needs its cause read first: "
+            "DescribeEndpoint FailureReason)"
+        )
+    if set(live.variants) != set(VARIANTS):
+        raise DeployRefused(
+            f"live variants {sorted(live.variants)} differ from {list(VARIANTS)}: a blue/green "
+            "update must keep the same variant names"
+        )
+    changed = {
+        v: live.variants[v].instance_type
+        for v in VARIANTS
+        if live.variants[v].instance_type != getattr(target.variants, v).instance_type
+    }
+    suspend = frozenset(v for v in changed if v in live.registered)
+    desired = {v: live.variants[v].desired for v in VARIANTS}
+    phases = update_phases(target, ready_seconds=ready_seconds, fleet=max(desired.values()))
+    window = timedelta(seconds=phases.complete * (2 if suspend else 1))
+    floors = {v: schedule_floor(target.scaling, v, now, now + window) for v in VARIANTS}
+    caps = {
+        v: live.variants[v].max_capacity or target.scaling.variants[v].max_capacity  # type: ignore[index]
+        for v in VARIANTS
+    }
+    counts = prescale_counts(
+        target,
+        live_desired=desired,
+        live_weights={v: live.variants[v].weight for v in VARIANTS},
+        floors=floors,
+        caps=caps,
+    )
+    steps: list[Step] = []
+    raised = {v: n for v, n in counts.items() if n > desired[v]}
+    if raised:
+        steps.append(
+            Step(
+                "raise",
+                "raise desired counts before the update blocks autoscaling for "
+                f"~{window.total_seconds() / 60:.0f} min: "
+                + ", ".join(f"{v} {desired[v]} -> {n}" for v, n in raised.items()),
+                counts=raised,
+            )
+        )
+    if not suspend:
+        steps.append(Step("deploy", "deploy the config (blue/green update)", options=base))
+        return steps
+    moves = ", ".join(
+        f"{v} {changed[v]} -> {getattr(target.variants, v).instance_type}" for v in sorted(suspend)
+    )
+    pins = {v: changed[v] for v in suspend}
+    steps.append(
+        Step(
+            "deploy",
+            f"deregister scaling of {', '.join(sorted(suspend))} on its live instance type "
+            f"(an update that changes the type fails while registered: {moves})",
+            options=DeployOptions(suspend_scaling=suspend, pin_instance_types=pins, reset=reset),
+        )
+    )
+    steps.append(
+        Step(
+            "deploy",
+            f"change the instance type ({moves}) and register scaling again",
+            options=base,
+            recover_with=DeployOptions(pin_instance_types=pins, reset=reset),
+        )
+    )
+    return steps
+
+
+def wait_in_service(
+    sm: Any,
+    name: str,
+    *,
+    deadline: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    while True:
+        status = sm.describe_endpoint(EndpointName=name)["EndpointStatus"]
+        if status == "InService":
+            return
+        if status in ("Failed", "OutOfService"):
+            raise DeployRefused(f"{name} became {status} while waiting for InService")
+        if clock() >= deadline:
+            raise DeployRefused(f"{name} still {status} at the deadline; nothing was deployed")
+        sleep(30)
+
+
+def raise_counts(
+    sm: Any, name: str, counts: dict[str, int], *, deadline: float, **wait: Any
+) -> None:
+    """UpdateEndpointWeightsAndCapacities, retried after InService while the endpoint is busy."""
+    request = [{"VariantName": v, "DesiredInstanceCount": n} for v, n in sorted(counts.items())]
+    for attempt in range(1, RAISE_ATTEMPTS + 1):
+        try:
+            sm.update_endpoint_weights_and_capacities(
+                EndpointName=name, DesiredWeightsAndCapacities=request
+            )
+            break
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") != "ValidationException":
+                raise
+            if attempt == RAISE_ATTEMPTS:
+                raise DeployRefused(
+                    f"could not raise counts after {attempt} attempts: {err}; nothing deployed"
+                ) from None
+            wait_in_service(sm, name, deadline=deadline, **wait)
+    wait_in_service(sm, name, deadline=deadline, **wait)
+
+
+def cdk_deploy_command(cfg: DeploymentConfig, options: DeployOptions, out: Path) -> list[str]:
+    ctx = [f"env={cfg.env}"] + [f"{k}={v}" for k, v in options.as_context().items()]
+    return [
+        "npx",
+        "cdk",
+        "deploy",
+        "--all",
+        "--app",
+        f"{sys.executable} app.py",
+        *[arg for c in ctx for arg in ("-c", c)],
+        "--output",
+        str(out),
+        "--require-approval",
+        "never",
+    ]
+
+
+def execute(
+    steps: list[Step],
+    cfg: DeploymentConfig,
+    *,
+    sm: Any,
+    deploy: Callable[[DeployOptions], int],
+    timeout_seconds: float = 3600,
+    **wait: Any,
+) -> int:
+    clock = wait.get("clock", time.monotonic)
+    for step in steps:
+        print(f"==> {step.why}")
+        if step.action == "raise":
+            deadline = clock() + timeout_seconds
+            raise_counts(sm, cfg.endpoint_name, step.counts, deadline=deadline, **wait)
+            continue
+        rc = deploy(step.options)
+        if rc == 0:
+            continue
+        if step.recover_with is not None:
+            print("==> the update failed: deploying the live instance type with scaling on")
+            again = deploy(step.recover_with)
+            state = "registered again" if again == 0 else "STILL DEREGISTERED (deploy failed)"
+            print(f"scaling {state}; instance type unchanged", file=sys.stderr)
+        return rc
+    return 0
+
+
+def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.deploy", description=__doc__)
+    parser.add_argument("--env", required=True)
+    parser.add_argument(
+        "--reset",
+        default=None,
+        help="reset these variant properties in this deploy only, e.g. DesiredWeight to promote",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the steps, change nothing")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+        reset = DeployOptions.from_context({"reset": args.reset}.get).reset
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    clients = clients or {}
+    sm = clients.get("sagemaker") or boto3.client("sagemaker", region_name=cfg.region)
+    aas = clients.get("application-autoscaling") or boto3.client(
+        "application-autoscaling", region_name=cfg.region
+    )
+    out = REPO_ROOT / "cdk.out" / cfg.env
+    runner = cast(
+        Callable[[DeployOptions], int],
+        clients.get("deploy")
+        or (lambda o: subprocess.run(cdk_deploy_command(cfg, o, out), cwd=REPO_ROOT).returncode),
+    )
+    try:
+        live = read_live(sm, aas, cfg)
+        steps = plan_deploy(cfg, live, now=datetime.now(UTC), reset=reset)
+        for i, step in enumerate(steps, 1):
+            detail = step.counts if step.action == "raise" else step.options.as_context()
+            print(f"step {i}: {step.action} {detail or ''} - {step.why}")
+        if args.dry_run:
+            return 0
+        return execute(steps, cfg, sm=sm, deploy=runner)
+    except DeployRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    except (BotoCoreError, ClientError) as exc:
+        print(f"AWS call failed ({cfg.region}): {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
