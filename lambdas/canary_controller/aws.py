@@ -25,6 +25,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
+    from lambdas.canary_controller import rules as r
+except ImportError:  # pragma: no cover - the Lambda runtime
+    import rules as r  # type: ignore[no-redef]
+
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
@@ -130,3 +135,40 @@ def invocation_sums(
         if not token:
             return sums
         kwargs["NextToken"] = token
+
+
+def observe(
+    sm: Any, cw: Any, endpoint: str, alarms: tuple[str, ...], *, primary: str, canary: str
+) -> r.Observation:
+    """One tick's view: endpoint status, both variants' weights and counts, the alarms."""
+    status, variants = describe(sm, endpoint)
+    states = alarm_states(cw, alarms) if alarms else {}
+    c, p = variants.get(canary, {}), variants.get(primary, {})
+    return r.Observation(
+        endpoint_status=status,
+        firing=tuple(
+            f"{n} ({why or 'in ALARM'})"
+            for n, (st, why) in states.items()
+            if st in ("ALARM", "MISSING")
+        ),
+        no_data=tuple(n for n, (st, _) in states.items() if st == "INSUFFICIENT_DATA"),
+        canary_instances=int(c.get("CurrentInstanceCount") or 0),
+        canary_weight=float(c.get("CurrentWeight") or 0.0),
+        # The larger of current and desired: a primary scaling out already needs that many.
+        primary_instances=max(
+            int(p.get("CurrentInstanceCount") or 0), int(p.get("DesiredInstanceCount") or 0)
+        ),
+        primary_weight=float(p.get("CurrentWeight") or 0.0),
+    )
+
+
+def evidence(
+    cw: Any, endpoint: str, start: int, end: int, *, primary: str, canary: str
+) -> r.Evidence:
+    sums = invocation_sums(cw, endpoint, (canary, primary), start, end)
+    return r.Evidence(
+        canary_invocations=sums[(canary, "Invocations")],
+        canary_errors=sums[(canary, "Invocation5XXErrors")],
+        primary_invocations=sums[(primary, "Invocations")],
+        primary_errors=sums[(primary, "Invocation5XXErrors")],
+    )

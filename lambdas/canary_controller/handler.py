@@ -19,19 +19,9 @@ One Lambda, four actions, each an event ``{"action": ..., "endpoint_name": ..., 
   endpoint's current rollout (a stale execution) changes nothing.
 - ``status``   (operator): the recorded state, read-only.
 
-State lives in one DynamoDB item per endpoint (key ``endpoint_name``). DynamoDB rather than an
-SSM parameter or endpoint tags because the lock and the step counter need an atomic
-compare-and-set (a conditional write), which neither SSM nor tags offer; operators read it with
-``make canary-status`` or in the console. The item holds the rollout id, status, current step,
-when it started and when the step started, the last decision and its reason, and a short history.
-
-Weights: SageMaker weights are relative, so step ``p`` sets canary ``p`` and primary ``100 - p``;
-rollback sets canary 0 and primary 100. Every rollout ends COMPLETED, ROLLED_BACK or FAILED with
-an SNS notification, and each of those releases the lock.
-Promotion is not automatic: at 100 % the canary carries
-all traffic and the operator makes the canary's image the primary's in config and deploys
-(README, "Canary rollout and the deploy smoke gate"), which also restores the configured
-initial weights.
+State: one DynamoDB item per endpoint (``store.py``). Weights are relative: step ``p`` sets
+canary ``p`` and primary ``100 - p``. Every rollout ends COMPLETED, ROLLED_BACK or FAILED with an
+SNS notification, each of which releases the lock. Promotion is a config change and a deploy.
 """
 
 from __future__ import annotations
@@ -44,7 +34,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import aws
+    from lambdas.canary_controller import aws, store
     from lambdas.canary_controller import rules as r
     from lambdas.canary_controller.settings import (
         EventError,
@@ -56,6 +46,7 @@ try:  # tests, stacks and the simulator import the package; in Lambda this direc
 except ImportError:  # pragma: no cover - the Lambda runtime
     import aws  # type: ignore[no-redef]
     import rules as r  # type: ignore[no-redef]
+    import store  # type: ignore[no-redef]
     from settings import (  # type: ignore[no-redef]
         EventError,
         RolloutConflict,
@@ -64,16 +55,8 @@ except ImportError:  # pragma: no cover - the Lambda runtime
         validate_event,
     )
 
-RUNNING, ROLLING_BACK, COMPLETED, ROLLED_BACK, FAILED = (
-    r.RUNNING,
-    r.ROLLING_BACK,
-    r.COMPLETED,
-    r.ROLLED_BACK,
-    r.FAILED,
-)
-#: Answer to a tick or rollback from an execution whose rollout is no longer the current one.
-SUPERSEDED = "SUPERSEDED"
-HISTORY_LIMIT = 50
+RUNNING, ROLLING_BACK, COMPLETED, ROLLED_BACK, FAILED = r.RUNNING, r.ROLLING_BACK, *r.ENDED
+SUPERSEDED = store.SUPERSEDED
 #: Attempts of a rollback's conditional write against concurrent ticks before giving up.
 WRITE_ATTEMPTS = 5
 
@@ -98,72 +81,27 @@ class Controller:
 
     def load(self) -> dict[str, Any] | None:
         item = self.table.get_item(Key={"endpoint_name": self.s.endpoint_name}, ConsistentRead=True)
-        return _plain(item.get("Item"))
+        return store.plain(item.get("Item"))
 
     def _save(self, state: dict[str, Any], *, expect_seq: int | None) -> None:
-        """Write ``state`` if nobody else moved it since ``expect_seq`` (None: only if unlocked)."""
-        if expect_seq is None:
-            cond = "attribute_not_exists(endpoint_name) OR NOT (#st IN (:running, :rolling))"
-            names = {"#st": "status"}
-            values: dict[str, Any] = {":running": RUNNING, ":rolling": ROLLING_BACK}
-        else:
-            cond, names, values = "#seq = :seq", {"#seq": "seq"}, {":seq": expect_seq}
-        self.table.put_item(
-            Item=state,
-            ConditionExpression=cond,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        store.save(self.table, state, expect_seq=expect_seq)
 
     def _decide(self, state: dict[str, Any], decision: str, reason: str) -> dict[str, Any]:
-        """Record a decision; routine checks update ``last_*`` but stay out of the history."""
-        now = int(self.clock())
-        history = list(state.get("history", []))
-        if decision not in ("bake", "wait", "hold") or decision != state.get("last_decision"):
-            entry = {"at": now, "decision": decision, "reason": reason, "step": state["step_index"]}
-            history = [*history, entry][-HISTORY_LIMIT:]
-        return {
-            **state,
-            "seq": state["seq"] + 1,
-            "updated_at": now,
-            "last_decision": decision,
-            "last_reason": reason,
-            "history": history,
-        }
+        return store.record(state, decision, reason, int(self.clock()))
 
     # ------------------------------------------------------------------ AWS
 
     def observe(self) -> r.Observation:
-        status, variants = aws.describe(self.sm, self.s.endpoint_name)
-        states = aws.alarm_states(self.cw, self.s.alarm_names) if self.s.alarm_names else {}
-        canary = variants.get(self.s.canary_variant, {})
-        primary = variants.get(self.s.primary_variant, {})
-        return r.Observation(
-            endpoint_status=status,
-            firing=tuple(
-                f"{n} ({why or 'in ALARM'})"
-                for n, (st, why) in states.items()
-                if st in ("ALARM", "MISSING")
-            ),
-            no_data=tuple(n for n, (st, _) in states.items() if st == "INSUFFICIENT_DATA"),
-            canary_instances=int(canary.get("CurrentInstanceCount") or 0),
-            canary_weight=float(canary.get("CurrentWeight") or 0.0),
-            primary_instances=max(
-                int(primary.get("CurrentInstanceCount") or 0),
-                int(primary.get("DesiredInstanceCount") or 0),
-            ),
-            primary_weight=float(primary.get("CurrentWeight") or 0.0),
-        )
+        return aws.observe(
+            self.sm, self.cw, self.s.endpoint_name, self.s.alarm_names,
+            primary=self.s.primary_variant, canary=self.s.canary_variant,
+        )  # fmt: skip
 
     def evidence(self, start: int, end: int) -> r.Evidence:
-        c, p = self.s.canary_variant, self.s.primary_variant
-        sums = aws.invocation_sums(self.cw, self.s.endpoint_name, (c, p), start, end)
-        return r.Evidence(
-            canary_invocations=sums[(c, "Invocations")],
-            canary_errors=sums[(c, "Invocation5XXErrors")],
-            primary_invocations=sums[(p, "Invocations")],
-            primary_errors=sums[(p, "Invocation5XXErrors")],
-        )
+        return aws.evidence(
+            self.cw, self.s.endpoint_name, start, end,
+            primary=self.s.primary_variant, canary=self.s.canary_variant,
+        )  # fmt: skip
 
     def set_canary_weight(self, percent: int) -> None:
         aws.set_weights(
@@ -175,7 +113,7 @@ class Controller:
     def notify(self, subject: str, state: dict[str, Any]) -> None:
         """Best effort: the decision is already applied and recorded; a failed publish is logged
         instead of failing the tick (which would make the state machine roll back again)."""
-        message = {k: state.get(k) for k in _SUMMARY_KEYS}
+        message = {k: state.get(k) for k in store.SUMMARY_KEYS}
         try:
             self.sns.publish(
                 TopicArn=self.s.topic_arn,
@@ -217,23 +155,15 @@ class Controller:
     # ------------------------------------------------------------------ actions
 
     def _new_state(self, rollout_id: str, status: str, by: str) -> dict[str, Any]:
-        now = int(self.clock())
-        return {
-            "endpoint_name": self.s.endpoint_name,
-            "rollout_id": rollout_id,
-            "status": status,
-            "steps": list(self.s.steps),
-            "step_index": -1,
-            "phase": r.BAKING,
-            "bake_seconds": self.s.rules.bake_seconds,
-            "started_at": now,
-            "step_started_at": now,
-            "requested_by": by,
-            "alarm_names": list(self.s.alarm_names),
-            "seq": -1,
-            "refusals": 0,
-            "history": [],
-        }
+        return store.new_state(
+            endpoint=self.s.endpoint_name,
+            rollout_id=rollout_id,
+            status=status,
+            by=by,
+            rules=self.s.rules,
+            alarms=list(self.s.alarm_names),
+            now=int(self.clock()),
+        )
 
     def start(self, event: dict[str, Any]) -> dict[str, Any]:
         rollout_id = event["rollout_id"]
@@ -274,7 +204,7 @@ class Controller:
         if state is None:
             raise EventError(f"no rollout recorded for {self.s.endpoint_name}; nothing changed")
         if state["rollout_id"] != event["rollout_id"]:
-            return self._superseded(event, state)
+            return store.superseded(self.s.endpoint_name, event, state)
         if state["status"] not in r.LOCKED:
             return self._result(state)
         if event["seq"] != state["seq"]:
@@ -287,7 +217,7 @@ class Controller:
         rollout_id = event.get("rollout_id")
         state = self.load()
         if rollout_id is not None and (state is None or state["rollout_id"] != rollout_id):
-            return self._superseded(event, state)
+            return store.superseded(self.s.endpoint_name, event, state)
         if state is not None and state["status"] in r.LOCKED:
             return self._begin_rollback(state, reason)
         if state is not None and rollout_id is not None:
@@ -441,61 +371,12 @@ class Controller:
             self.notify(subject, new)
         return result
 
-    def _superseded(self, event: dict[str, Any], state: dict[str, Any] | None) -> dict[str, Any]:
-        """A stale execution (its rollout ended and a newer one started) ends, changing nothing."""
-        current = state["rollout_id"] if state else None
-        return {
-            "endpoint_name": self.s.endpoint_name,
-            "rollout_id": event.get("rollout_id"),
-            "status": SUPERSEDED,
-            "seq": event.get("seq", 0),
-            "done": True,
-            "duplicate": False,
-            "last_reason": f"superseded by rollout {current!r}; nothing changed",
-            "wait_seconds": 1,
-        }
-
     def _result(
         self, state: dict[str, Any], *, duplicate: bool = False, wait: int = 0
     ) -> dict[str, Any]:
-        """What the state machine and the CLI read: summary plus loop control."""
-        out = {k: state.get(k) for k in _SUMMARY_KEYS}
-        index = state["step_index"]
-        out["current_percent"] = state["steps"][index] if index >= 0 else 0
-        out["duplicate"] = duplicate
-        out["done"] = state["status"] not in r.LOCKED
-        out["wait_seconds"] = max(1, wait or self.s.rules.check_seconds)
-        return out
-
-
-_SUMMARY_KEYS = (
-    "endpoint_name",
-    "rollout_id",
-    "status",
-    "seq",
-    "steps",
-    "step_index",
-    "phase",
-    "target_instances",
-    "started_at",
-    "step_started_at",
-    "requested_by",
-    "last_decision",
-    "last_reason",
-    "rollback_reason",
-    "history",
-)
-
-
-def _plain(value: Any) -> Any:
-    """DynamoDB returns Decimal for numbers; turn them back into ints for JSON and comparisons."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if type(value).__name__ == "Decimal":
-        return int(value)
-    return value
+        return store.summary(
+            state, check_seconds=self.s.rules.check_seconds, duplicate=duplicate, wait=wait
+        )
 
 
 def handler(

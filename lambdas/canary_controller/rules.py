@@ -27,6 +27,7 @@ from typing import Any
 
 RUNNING, ROLLING_BACK = "RUNNING", "ROLLING_BACK"
 COMPLETED, ROLLED_BACK, FAILED = "COMPLETED", "ROLLED_BACK", "FAILED"
+ENDED = (COMPLETED, ROLLED_BACK, FAILED)
 #: Statuses that hold the per-endpoint lock (a rollout or its rollback is still acting).
 LOCKED = (RUNNING, ROLLING_BACK)
 SCALING, BAKING = "scaling", "baking"

@@ -7,6 +7,10 @@ it asks the Lambda to roll back before failing. The state machine's name is deri
 endpoint name (``<endpoint>-canary-rollout``) so the Lambda can start it without a reference
 cycle (the state machine already references the Lambda); the function's name is derived from it
 too (``<endpoint>-canary-controller``) so ``tools/canary.py`` can invoke it by endpoint name.
+
+The canary's capacity per step is planned here, at synth, from what one instance serves
+(:func:`rollout_capacity_plan`, stacks.capacity) and handed to the Lambda as JSON data; the
+Lambda raises the canary's scalable-target bounds and desired count before each weight step.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
+from lambdas.canary_controller.rules import CapacityPlan, build_plan
+from stacks.capacity import estimate
 from stacks.config import DeploymentConfig
 from stacks.constructs.python_lambda import (
     checkov_skip,
@@ -35,6 +41,27 @@ from stacks.constructs.python_lambda import (
 from stacks.constructs.rollout_state_machine import rollout_state_machine
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
+
+
+def per_instance_concurrency(cfg: DeploymentConfig, variant: str) -> int:
+    """Sequences one instance of ``variant`` runs at once at the typical request length:
+    engine.max_num_seqs capped by the KV cache (stacks.capacity.estimate)."""
+    cap = estimate(cfg, getattr(cfg.variants, variant).instance_type)
+    return max(1, min(cfg.engine.max_num_seqs, cap.concurrency_at_typical_length))
+
+
+def rollout_capacity_plan(cfg: DeploymentConfig) -> CapacityPlan:
+    """The canary's bounds at each rollout step (lambdas.canary_controller.rules.build_plan)."""
+    primary, canary = cfg.scaling.variants["primary"], cfg.scaling.variants["canary"]
+    return build_plan(
+        cfg.rollout.steps_percent,
+        primary_min=primary.min_capacity,
+        primary_max=primary.max_capacity,
+        canary_min=canary.min_capacity,
+        canary_max=canary.max_capacity,
+        primary_concurrency=per_instance_concurrency(cfg, "primary"),
+        canary_concurrency=per_instance_concurrency(cfg, "canary"),
+    )
 
 
 class CanaryController(Construct):
@@ -85,11 +112,30 @@ class CanaryController(Construct):
             self,
             description=f"Canary controller for {endpoint_name}: its endpoint, alarms, topic only",
         )
+        self.capacity_plan = rollout_capacity_plan(cfg)
         statements = {
             "Endpoint": (
                 ["sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities"],
                 [endpoint_arn(self, endpoint_name)],
             ),
+            # RegisterScalableTarget on the canary's existing target (raise/restore its bounds).
+            # Scalable-target ARNs carry a generated id, so the account's targets in this region
+            # are named; SageMaker's own permissions above scope what the call may touch
+            # (SageMaker "Auto scaling prerequisites": DescribeEndpoint, DescribeEndpointConfig,
+            # UpdateEndpointWeightsAndCapacities for whoever registers a variant).
+            "CanaryScalingBounds": (
+                ["application-autoscaling:RegisterScalableTarget"],
+                [stack.format_arn(service="application-autoscaling", resource="scalable-target",
+                                  resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
+            ),  # fmt: skip
+            "EndpointConfigs": (
+                ["sagemaker:DescribeEndpointConfig"],
+                [stack.format_arn(service="sagemaker", resource="endpoint-config",
+                                  resource_name="*")],
+            ),  # fmt: skip
+            # Evidence per step: GetMetricData has no resource-level permissions (Service
+            # Authorization Reference, Amazon CloudWatch: no resource type for GetMetricData).
+            "Evidence": (["cloudwatch:GetMetricData"], ["*"]),
             "Alarms": (
                 ["cloudwatch:DescribeAlarms"],
                 [a.alarm_arn for a in alarms] + extra_arns,
@@ -126,6 +172,10 @@ class CanaryController(Construct):
                 "STEPS_PERCENT": json.dumps(rollout.steps_percent),
                 "BAKE_SECONDS": str(rollout.bake_minutes * 60),
                 "CHECK_SECONDS": str(rollout.check_interval_minutes * 60),
+                "MIN_CANARY_INVOCATIONS": str(rollout.min_canary_invocations_per_step),
+                "MAX_ERROR_RATE_INCREASE_PERCENT": str(rollout.max_error_rate_increase_percent),
+                "EVIDENCE_TIMEOUT_SECONDS": str(rollout.evidence_timeout_minutes * 60),
+                "CAPACITY_PLAN": self.capacity_plan.to_json(),
                 "PRIMARY_VARIANT": "primary",
                 "CANARY_VARIANT": "canary",
             },
@@ -138,6 +188,25 @@ class CanaryController(Construct):
         )
         tidy_function(self.function, self.role)
         tidy_function(self.state_machine, self.state_machine.role)
+        NagSuppressions.add_resource_suppressions(
+            self.role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "cloudwatch:GetMetricData has no resource-level permissions; "
+                    "scalable-target and endpoint-config ARNs carry generated ids (the canary's "
+                    "target and this endpoint's configs); each statement names one action.",
+                    "applies_to": [
+                        "Resource::*",
+                        "Resource::arn:<AWS::Partition>:application-autoscaling:<AWS::Region>:"
+                        "<AWS::AccountId>:scalable-target/*",
+                        "Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
+                        "<AWS::AccountId>:endpoint-config/*",
+                    ],
+                }
+            ],
+            apply_to_children=True,
+        )
         checkov_skip(
             self.table,
             {
