@@ -315,3 +315,22 @@ def test_smoke_gate_lambda_always_stops_before_the_provider_framework(timeout: i
     # Room for the gate's own deadline plus a call, but always below the framework's 900 s
     # (the handler shortens its deadline to the function's remaining time).
     assert min(timeout + 60, 840) <= gate_fn["Timeout"] < PROVIDER_FRAMEWORK_TIMEOUT_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("min_canary_invocations_per_step", 0),
+        ("max_error_rate_increase_percent", -1),
+        ("evidence_timeout_minutes", "soon"),
+    ],
+)
+def test_evidence_settings_are_validated_naming_the_field(field: str, value: Any) -> None:
+    import yaml
+
+    from stacks.config import ConfigError, parse_config
+
+    raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
+    raw["rollout"][field] = value
+    with pytest.raises(ConfigError, match=rf"rollout\.{field}: "):
+        parse_config(raw, env="prod", source=Path("prod.yaml"), base_dir=REPO / "config")
