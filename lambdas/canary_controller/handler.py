@@ -258,19 +258,17 @@ class Controller:
                 assert d.bounds is not None
                 aws.set_bounds(self.aas, ep, canary, *d.bounds)
                 new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}"
-            status, subject = {
-                "abort": (FAILED, "canary rollout abandoned"),
-                "complete": (COMPLETED, "canary rollout complete: promote the canary"),
-                "restore": (ROLLED_BACK, "canary rolled back"),
+            subject = {
+                "abort": "canary rollout abandoned",
+                "complete": "canary rollout complete: promote the canary",
+                "restore": "canary rolled back",
             }[d.kind]
-            new["status"] = status
+            new.update(r.transition(state, d, now))
             return self._finish(new, seq, subject)
         try:
             if d.kind == "scale":
                 assert d.bounds is not None and d.instances is not None
-                new.update(
-                    phase=r.SCALING, target_index=d.target_index, target_instances=d.instances
-                )
+                new.update(r.transition(state, d, now))
                 aws.set_bounds(self.aas, ep, canary, *d.bounds)
                 try:
                     aws.set_instances(self.sm, ep, canary, d.instances)
@@ -284,7 +282,7 @@ class Controller:
             elif d.kind == "shift":
                 assert d.percent is not None
                 self.set_canary_weight(d.percent)
-                new.update(phase=r.BAKING, step_index=d.target_index, step_started_at=now)
+                new.update(r.transition(state, d, now))
             elif d.kind == "reapply":
                 self.set_canary_weight(0)
         except ClientError as exc:

@@ -299,3 +299,18 @@ def decide(
         instances=need,
         bounds=(need, rules.plan.steps[nxt].max_capacity),
     )
+
+
+def transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
+    """The fields a decision changes once its AWS call was accepted (Lambda and simulator)."""
+    if d.kind == "scale":
+        return {"phase": SCALING, "target_index": d.target_index, "target_instances": d.instances}
+    if d.kind == "shift":
+        return {"phase": BAKING, "step_index": d.target_index, "step_started_at": now}
+    ends = {
+        "abort": FAILED,
+        "complete": COMPLETED,
+        "restore": ROLLED_BACK,
+        "rollback": ROLLING_BACK,
+    }
+    return {"status": ends[d.kind]} if d.kind in ends else {}
