@@ -9,7 +9,7 @@ cycle (the state machine already references the Lambda); the function's name is 
 too (``<endpoint>-canary-controller``) so ``tools/canary.py`` can invoke it by endpoint name.
 
 The canary's capacity per step is planned here, at synth, from what one instance serves
-(:func:`rollout_capacity_plan`, stacks.capacity) and handed to the Lambda as JSON data; the
+(stacks/rollout_plan.py, from stacks.capacity) and handed to the Lambda as JSON data; the
 Lambda raises the canary's scalable-target bounds and desired count before each weight step.
 """
 
@@ -28,8 +28,6 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
-from lambdas.canary_controller.rules import CapacityPlan, build_plan
-from stacks.capacity import estimate
 from stacks.config import DeploymentConfig
 from stacks.constructs.python_lambda import (
     checkov_skip,
@@ -39,29 +37,9 @@ from stacks.constructs.python_lambda import (
     tidy_function,
 )
 from stacks.constructs.rollout_state_machine import rollout_state_machine
+from stacks.rollout_plan import rollout_capacity_plan
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
-
-
-def per_instance_concurrency(cfg: DeploymentConfig, variant: str) -> int:
-    """Sequences one instance of ``variant`` runs at once at the typical request length:
-    engine.max_num_seqs capped by the KV cache (stacks.capacity.estimate)."""
-    cap = estimate(cfg, getattr(cfg.variants, variant).instance_type)
-    return max(1, min(cfg.engine.max_num_seqs, cap.concurrency_at_typical_length))
-
-
-def rollout_capacity_plan(cfg: DeploymentConfig) -> CapacityPlan:
-    """The canary's bounds at each rollout step (lambdas.canary_controller.rules.build_plan)."""
-    primary, canary = cfg.scaling.variants["primary"], cfg.scaling.variants["canary"]
-    return build_plan(
-        cfg.rollout.steps_percent,
-        primary_min=primary.min_capacity,
-        primary_max=primary.max_capacity,
-        canary_min=canary.min_capacity,
-        canary_max=canary.max_capacity,
-        primary_concurrency=per_instance_concurrency(cfg, "primary"),
-        canary_concurrency=per_instance_concurrency(cfg, "canary"),
-    )
 
 
 class CanaryController(Construct):
@@ -125,14 +103,23 @@ class CanaryController(Construct):
             # UpdateEndpointWeightsAndCapacities for whoever registers a variant).
             "CanaryScalingBounds": (
                 ["application-autoscaling:RegisterScalableTarget"],
-                [stack.format_arn(service="application-autoscaling", resource="scalable-target",
-                                  resource_name="*", arn_format=ArnFormat.SLASH_RESOURCE_NAME)],
-            ),  # fmt: skip
+                [
+                    stack.format_arn(
+                        service="application-autoscaling",
+                        resource="scalable-target",
+                        resource_name="*",
+                        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+                    )
+                ],
+            ),
             "EndpointConfigs": (
                 ["sagemaker:DescribeEndpointConfig"],
-                [stack.format_arn(service="sagemaker", resource="endpoint-config",
-                                  resource_name="*")],
-            ),  # fmt: skip
+                [
+                    stack.format_arn(
+                        service="sagemaker", resource="endpoint-config", resource_name="*"
+                    )
+                ],
+            ),
             # Evidence per step: GetMetricData has no resource-level permissions (Service
             # Authorization Reference, Amazon CloudWatch: no resource type for GetMetricData).
             "Evidence": (["cloudwatch:GetMetricData"], ["*"]),

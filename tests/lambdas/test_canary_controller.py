@@ -24,6 +24,7 @@ from tests.lambdas.conftest import (
     instances,
     set_alarm,
     set_endpoint_status,
+    validation_error,
     weights,
 )
 
@@ -221,11 +222,9 @@ def test_refused_weight_change_is_retried_and_the_rollout_continues(world: World
     refusals = iter(range(2))
 
     def busy(**kw: Any) -> Any:
-        if any("DesiredWeight" in v for v in kw["DesiredWeightsAndCapacities"]):
-            if next(refusals, None) is not None:
-                from tests.lambdas.conftest import validation_error
-
-                raise validation_error()
+        weight = any("DesiredWeight" in v for v in kw["DesiredWeightsAndCapacities"])
+        if weight and next(refusals, None) is not None:
+            raise validation_error()
         return real(**kw)
 
     world.controller.sm.update_endpoint_weights_and_capacities = busy
