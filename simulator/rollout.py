@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from lambdas.canary_controller import rules as r
@@ -207,7 +207,12 @@ def simulate_rollout(
                 assert d.percent is not None
                 weights = {"canary": float(d.percent), "primary": float(100 - d.percent)}
                 steps.append(
-                    {"percent": d.percent, "minute": minute, "canary_in_service": can.in_service(t)}
+                    {
+                        "percent": d.percent,
+                        "minute": minute,
+                        "canary_in_service": can.in_service(t),
+                        "planned": state.get("target_instances"),
+                    }
                 )
             elif d.kind in ("rollback", "restore"):
                 weights = {"canary": 0.0, "primary": 100.0}
@@ -292,39 +297,3 @@ def _summary(
         "canary_cost_usd": round(sum(x["canary_launched"] for x in rows) / 60 * price, 2),
         "requests": round(sum(x["primary_arrivals"] + x["canary_arrivals"] for x in rows)),
     }
-
-
-def table(result: dict[str, Any], before: dict[str, Any] | None = None) -> str:
-    s = result["summary"]
-    lines = [
-        f"== {NAME}: rollout {' -> '.join(str(p['percent']) for p in s['steps'])} % from "
-        f"{s['start']} to {s['end']} on the normal-day trace: {s['status']}",
-        f"{'step':>6} {'at':>10} {'canary inst.':>13} {'max inst.':>10} {'min headroom rpm':>17} "
-        f"{'rejected':>9}",
-    ]
-    for p in s["steps"]:
-        lines.append(
-            f"{p['percent']:>5}% {p['at']:>10} {p['canary_instances_at_shift']:>13} "
-            f"{p['canary_instances_max']:>10} {p['min_headroom_rpm']:>17,} "
-            f"{p['canary_rejected']:>9,}"
-        )
-    rows = [
-        ("canary minutes over capacity", "canary_minutes_over_capacity"),
-        ("canary rejected (429)", "canary_rejected"),
-        ("primary rejected (429)", "primary_rejected"),
-        ("canary instance-hours", "canary_instance_hours"),
-        ("canary cost USD", "canary_cost_usd"),
-    ]
-    head = f"{'':32}{'capacity first':>16}" + (f"{'weights only':>16}" if before else "")
-    lines.append(head)
-    for label, key in rows:
-        line = f"{label:32}{s[key]:>16,}"
-        if before:
-            line += f"{before['summary'][key]:>16,}"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def start_time(result: dict[str, Any]) -> datetime:
-    tr: Trace = result["trace"]
-    return tr.start
