@@ -168,7 +168,7 @@ def simulate_rollout(
         "step_index": -1,
         "step_started_at": start_minute * 60,
     }
-    next_tick = start_minute * 60
+    next_tick = float(start_minute * 60)
     rows: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     decisions: list[tuple[int, str, str]] = []
