@@ -2,21 +2,17 @@
 
 One Lambda, four actions, each an event ``{"action": ..., "endpoint_name": ..., ...}``:
 
-- ``start``    (operator, via ``make canary-start``): takes the per-endpoint lock, records the
-  rollout and starts the Step Functions execution that drives it. Refused while another rollout
-  of the same endpoint holds the lock; the same ``rollout_id`` sent twice is a no-op. If
-  StartExecution fails the lock is released (status FAILED, operator notified) and the same
-  ``rollout_id`` may be sent again.
+- ``start``    (operator, ``make canary-start``): takes the per-endpoint lock and starts the
+  Step Functions execution. Refused while another rollout holds the lock; the same
+  ``rollout_id`` twice is a no-op. A failed StartExecution releases the lock (FAILED, notified):
+  send the same ``rollout_id`` again.
 - ``tick``     (the state machine, every ``check_interval`` or sooner when a bake ends): observes
   the endpoint and the alarms and applies the decision of :func:`rules.decide` (capacity first,
-  weight second; evidence before every step forward). Carries the ``seq`` it last saw: a
-  re-delivered tick (Step Functions retry, duplicate event) has a stale ``seq`` and changes
-  nothing but learns the current ``seq``.
-- ``rollback`` (operator, or the state machine's catch-all with its ``rollout_id``): records
-  ROLLING_BACK first (retrying a lost conditional write, so it cannot lose a race with a tick),
-  then canary weight 0; the rollout's ticks retry the weight until DescribeEndpoint shows it,
-  then restore the canary's scaling bounds and end ROLLED_BACK. A ``rollout_id`` that is not the
-  endpoint's current rollout (a stale execution) changes nothing.
+  weight second; evidence before every step forward). A re-delivered tick has a stale ``seq``
+  and changes nothing but learns the current ``seq``.
+- ``rollback`` (operator, or the state machine's catch-all naming its ``rollout_id``): records
+  ROLLING_BACK before acting (a lost write is retried), then weight 0 until DescribeEndpoint
+  shows it, then the canary's bounds (``rules.decide``). A stale ``rollout_id`` changes nothing.
 - ``status``   (operator): the recorded state, read-only.
 
 State: one DynamoDB item per endpoint (``store.py``). Weights are relative: step ``p`` sets
