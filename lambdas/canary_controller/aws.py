@@ -33,9 +33,14 @@ except ImportError:  # pragma: no cover - the Lambda runtime
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
+#: Answers that mean "not now": SageMaker's refusal while Updating, throttling, and Application
+#: Auto Scaling's ConcurrentUpdateException (another update of the same target is in progress).
+RETRY_LATER = ("ValidationException", "ThrottlingException", "ConcurrentUpdateException")
+
+
 def refused(exc: ClientError) -> bool:
-    """SageMaker would not take the change now (endpoint Updating or throttled): retry later."""
-    return exc.response["Error"]["Code"] in ("ValidationException", "ThrottlingException")
+    """AWS would not take the change now (endpoint Updating, throttled): retry on a later tick."""
+    return exc.response["Error"]["Code"] in RETRY_LATER
 
 
 def describe(sm: Any, endpoint: str) -> tuple[str, dict[str, dict[str, Any]]]:

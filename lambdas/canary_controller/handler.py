@@ -252,7 +252,12 @@ class Controller:
         if d.kind in ("abort", "complete", "restore"):
             if d.kind == "restore":
                 assert d.bounds is not None
-                aws.set_bounds(self.aas, ep, canary, *d.bounds)
+                try:
+                    aws.set_bounds(self.aas, ep, canary, *d.bounds)
+                except ClientError as exc:
+                    if not aws.refused(exc):
+                        raise
+                    return self._refused(state, d, exc)
                 new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}"
             subject = {
                 "abort": "canary rollout abandoned",
@@ -382,18 +387,9 @@ def handler(
     if event["action"] == "status":
         state = ctl.load()
         return (
-            ctl._result(state)
-            if state
-            else {"endpoint_name": settings.endpoint_name, "status": None}
+            ctl._result(state) if state else {"endpoint_name": ctl.s.endpoint_name, "status": None}
         )
-    action: Any = getattr(ctl, event["action"])
-    result: dict[str, Any] = action(event)
-    print(
-        json.dumps(
-            {
-                k: result.get(k)
-                for k in ("rollout_id", "status", "seq", "last_decision", "last_reason")
-            }
-        )
-    )
+    result: dict[str, Any] = getattr(ctl, event["action"])(event)
+    keys = ("rollout_id", "status", "seq", "last_decision", "last_reason")
+    print(json.dumps({k: result.get(k) for k in keys}))
     return result

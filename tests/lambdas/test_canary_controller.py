@@ -521,3 +521,29 @@ def test_rollback_stands_even_when_the_notification_fails(world: World) -> None:
     rolled = world.tick("r1", result["seq"])
     assert rolled["status"] == "ROLLED_BACK" and weights()["canary"] == 0.0
     assert world.controller.load()["status"] == "ROLLED_BACK"  # type: ignore[index]
+
+
+def test_refused_bounds_restore_keeps_the_lock_until_it_lands(world: World) -> None:
+    world.start()
+    result = to_percent(world, world.tick("r1", 0), 25)
+    aas = world.controller.aas
+    real, calls = aas.register_scalable_target, []
+
+    def busy(**kw: Any) -> Any:
+        calls.append(kw["MinCapacity"])
+        if len(calls) == 1:
+            raise ClientError(
+                {"Error": {"Code": "ConcurrentUpdateException", "Message": "target busy"}},
+                "RegisterScalableTarget",
+            )
+        return real(**kw)
+
+    aas.register_scalable_target = busy
+    set_alarm("canary-5xx", "ALARM", "5XX burst")
+    rolling = advance(world, result)
+    assert rolling["status"] == "ROLLING_BACK" and weights()["canary"] == 0.0
+    assert "target busy" in rolling["last_reason"]
+    done = advance(world, rolling)
+    assert done["status"] == "ROLLED_BACK" and canary_bounds() == (1, 2) and len(calls) == 2
+    [note] = world.notifications()
+    assert note["status"] == "ROLLED_BACK"
