@@ -20,6 +20,7 @@ AWS behaviour relied on, with its source:
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -176,4 +177,16 @@ def evidence(
         canary_errors=sums[(canary, "Invocation5XXErrors")],
         primary_invocations=sums[(primary, "Invocations")],
         primary_errors=sums[(primary, "Invocation5XXErrors")],
+    )
+
+
+def start_execution(sfn: Any, state_machine_arn: str, name: str, state: dict[str, Any]) -> None:
+    """Start the rollout loop at ``state``'s seq. The same name and input again is accepted while
+    that execution runs (Step Functions StartExecution is idempotent for a running execution)."""
+    sfn.start_execution(
+        stateMachineArn=state_machine_arn,
+        name=name,
+        input=json.dumps(
+            {k: state[k] for k in ("endpoint_name", "rollout_id", "seq")}, separators=(",", ":")
+        ),
     )

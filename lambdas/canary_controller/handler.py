@@ -124,17 +124,7 @@ class Controller:
         if not self.s.state_machine_arn:
             return
         try:
-            self.sfn.start_execution(
-                stateMachineArn=self.s.state_machine_arn,
-                name=state["rollout_id"],
-                input=json.dumps(
-                    {
-                        "endpoint_name": self.s.endpoint_name,
-                        "rollout_id": state["rollout_id"],
-                        "seq": state["seq"],
-                    }
-                ),
-            )
+            aws.start_execution(self.sfn, self.s.state_machine_arn, state["rollout_id"], state)
         except ClientError as exc:
             err = exc.response["Error"]
             failed = self._decide(
@@ -147,6 +137,18 @@ class Controller:
             self._save(failed, expect_seq=state["seq"])
             self.notify("canary rollout could not start", failed)
             raise StartFailed(failed["last_reason"]) from None
+
+    def _start_driver(self, result: dict[str, Any]) -> None:
+        """An execution that ticks a pending rollback to its end even if the rollout's own
+        execution has stopped; a second one alive at the same time only sees duplicate seqs."""
+        if not self.s.state_machine_arn:
+            return
+        name = f"{result['rollout_id'][:60]}-rb-{int(self.clock())}"
+        try:
+            aws.start_execution(self.sfn, self.s.state_machine_arn, name, result)
+        except ClientError as exc:
+            print(f"StartExecution {name} failed: {exc}")
+            self.notify("canary rollback pending: run make canary-rollback again", result)
 
     # ------------------------------------------------------------------ actions
 
@@ -215,7 +217,10 @@ class Controller:
         if rollout_id is not None and (state is None or state["rollout_id"] != rollout_id):
             return store.superseded(self.s.endpoint_name, event, state)
         if state is not None and state["status"] in r.LOCKED:
-            return self._begin_rollback(state, reason)
+            result = self._begin_rollback(state, reason)
+            if rollout_id is None and result["status"] == ROLLING_BACK:
+                self._start_driver(result)
+            return result
         if state is not None and rollout_id is not None:
             return self._result(state)  # this execution's rollout already ended
         # Nothing holds the lock: a rollback of its own, driven by its own execution.

@@ -547,3 +547,27 @@ def test_refused_bounds_restore_keeps_the_lock_until_it_lands(world: World) -> N
     assert done["status"] == "ROLLED_BACK" and canary_bounds() == (1, 2) and len(calls) == 2
     [note] = world.notifications()
     assert note["status"] == "ROLLED_BACK"
+
+
+def test_operator_rollback_that_cannot_land_yet_gets_a_driver(world: World) -> None:
+    from tests.lambdas.conftest import refuse_while_updating
+
+    refuse_while_updating(world.controller.sm)
+    world.start()
+    result = to_percent(world, world.tick("r1", 0), 5)
+    set_endpoint_status("Updating")
+    rolled = world.run({"action": "rollback", "endpoint_name": ENDPOINT, "requested_by": "bob"})
+    assert rolled["status"] == "ROLLING_BACK" and not rolled["done"]
+    execs = boto3.client("stepfunctions", region_name=REGION).list_executions(
+        stateMachineArn=world.state_machine_arn
+    )["executions"]
+    names = sorted(e["name"] for e in execs)
+    assert names[0] == "r1" and names[1].startswith("r1-rb-")
+    # The driver's ticks (same rollout id, the current seq) finish the rollback.
+    set_endpoint_status("InService")
+    driver = rolled
+    while not driver["done"]:
+        driver = advance(world, driver)
+    assert driver["status"] == "ROLLED_BACK" and weights()["canary"] == 0.0
+    # The rollout's own execution, ticking with an old seq, changes nothing.
+    assert world.tick("r1", result["seq"])["status"] == "ROLLED_BACK"
