@@ -181,8 +181,13 @@ def evidence(
 
 
 def start_execution(sfn: Any, state_machine_arn: str, name: str, state: dict[str, Any]) -> None:
-    """Start the rollout loop at ``state``'s seq. The same name and input again is accepted while
-    that execution runs (Step Functions StartExecution is idempotent for a running execution)."""
+    """Start the rollout loop at ``state``'s seq.
+
+    Step Functions API reference, StartExecution ``name``: a second call with the same name and
+    identical input while that execution is open returns success without a new execution (so a
+    retried start whose first response was lost is safe); with different input, or once it has
+    closed, ExecutionAlreadyExists. Names are unique per state machine for 90 days, hence the
+    rollout id as the name and a timestamped name for rollback drivers."""
     sfn.start_execution(
         stateMachineArn=state_machine_arn,
         name=name,
