@@ -279,6 +279,8 @@ def _summary(
                 "at": when(s["minute"]),
                 "canary_instances_at_shift": s["canary_in_service"],
                 "canary_instances_max": max(x["canary_in_service"] for x in span),
+                "canary_traffic_peak_rpm": round(max(x["canary_arrivals"] for x in span)),
+                "canary_capacity_min_rpm": round(min(x["canary_capacity"] for x in span)),
                 "min_headroom_rpm": round(head),
                 "canary_rejected": round(sum(x["canary_rejected"] for x in span)),
             }

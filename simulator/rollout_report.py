@@ -140,13 +140,15 @@ def table(result: dict[str, Any], before: dict[str, Any] | None = None) -> str:
     lines = [
         f"== {NAME}: rollout {' -> '.join(str(p['percent']) for p in s['steps'])} % from "
         f"{s['start']} to {s['end']} on the normal-day trace: {s['status']}",
-        f"{'step':>6} {'at':>10} {'canary inst.':>13} {'max inst.':>10} {'min headroom rpm':>17} "
+        f"{'step':>6} {'at':>10} {'canary inst.':>13} {'max inst.':>10} {'peak traffic':>13} "
+        f"{'min capacity':>13} {'min headroom':>13} "
         f"{'rejected':>9}",
     ]
     for p in s["steps"]:
         lines.append(
             f"{p['percent']:>5}% {p['at']:>10} {p['canary_instances_at_shift']:>13} "
-            f"{p['canary_instances_max']:>10} {p['min_headroom_rpm']:>17,} "
+            f"{p['canary_instances_max']:>10} {p['canary_traffic_peak_rpm']:>13,} "
+            f"{p['canary_capacity_min_rpm']:>13,} {p['min_headroom_rpm']:>13,} "
             f"{p['canary_rejected']:>9,}"
         )
     rows = [
