@@ -8,6 +8,7 @@ simulate: venv
 		$(if $(TRACE),--trace $(TRACE)) $(if $(BASELINE),--baseline $(BASELINE))
 	$(PY) -m simulator validate --env $(ENV) --out $(SIM_OUT)
 	$(PY) -m simulator scenarios --env $(ENV) --out $(SIM_OUT)
+	$(PY) -m simulator rollout --env $(ENV) --out $(SIM_OUT)
 
 test-simulator: venv
 	$(VENV)/bin/pytest -q tests/simulator

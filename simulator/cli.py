@@ -5,6 +5,8 @@ Commands:
   capacity   how per-instance capacity is derived for each variant
   validate   the One Piece incident with the seeds' old policy (simulator/validation.py)
   scenarios  operator events on a timeline (simulator/scenarios.py), e.g. deploy-at-peak
+  rollout    canary rollout 5 -> 100 on a normal day with the controller's own rules
+             (simulator/rollout.py) -> <out>/canary-rollout.png, canary-rollout.json
 """
 
 from __future__ import annotations
@@ -242,6 +244,27 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rollout(args: argparse.Namespace) -> int:
+    from simulator.rollout import NAME, simulate_rollout
+    from simulator.rollout_report import chart, table
+
+    cfg, a = _config(args), _assumptions(args)
+    after = simulate_rollout(cfg, a)
+    before = simulate_rollout(cfg, a, capacity_first=False)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"capacity_first": after["summary"], "weights_only_before": before["summary"]}
+    (out / f"{NAME}.json").write_text(json.dumps(report, indent=2, default=str))
+    if not args.no_charts:
+        chart(after, out / f"{NAME}.png", before)
+    print(table(after, before))
+    over = after["summary"]["canary_minutes_over_capacity"]
+    if over:
+        print(f"error: the canary was over its capacity for {over} minute(s)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
@@ -249,12 +272,14 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, func in (
+    commands = (
         ("run", cmd_run),
         ("capacity", cmd_capacity),
         ("validate", cmd_validate),
         ("scenarios", cmd_scenarios),
-    ):
+        ("rollout", cmd_rollout),
+    )
+    for name, func in commands:
         p = sub.add_parser(name)
         p.set_defaults(func=func)
         p.add_argument("--env", default="prod", help="reads config/<env>.yaml [%(default)s]")

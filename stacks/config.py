@@ -693,6 +693,14 @@ class RolloutConfig(_Strict):
     bake_minutes: Annotated[int, Field(ge=1, le=10080)] = 60
     check_interval_minutes: Annotated[int, Field(ge=1, le=60)] = 5
     extra_alarm_names: list[str] = []
+    #: Evidence per step: the canary must have served at least this many invocations since its
+    #: weight last moved (AWS/SageMaker Invocations) before it may take the next step.
+    min_canary_invocations_per_step: Annotated[int, Field(ge=1)] = 100
+    #: ...and its 5XX rate may exceed the primary's over the same window by at most this many
+    #: percentage points, or it rolls back.
+    max_error_rate_increase_percent: Annotated[float, Field(ge=0, le=100)] = 0.5
+    #: After a bake, how long to wait for that evidence before rolling back a silent canary.
+    evidence_timeout_minutes: Annotated[int, Field(ge=0, le=10080)] = 60
 
     @field_validator("steps_percent")
     @classmethod

@@ -63,6 +63,11 @@ def render(state: dict[str, Any], weights: dict[str, float] | None = None) -> st
         f"{_when(state.get('step_started_at'))}",
         f"last         {state.get('last_decision')}: {state.get('last_reason')}",
     ]
+    if state.get("phase") == "scaling" and state.get("status") == "RUNNING":
+        lines.append(
+            f"capacity     waiting for {state.get('target_instances')} canary instances "
+            "in service before the next weight step"
+        )
     if weights is not None:
         lines.append("live weights " + ", ".join(f"{k} {v:g}" for k, v in sorted(weights.items())))
     for entry in state.get("history") or []:
@@ -94,6 +99,9 @@ def promote_info(cfg: DeploymentConfig, state: dict[str, Any]) -> str:
             "gate checks every adapter; this deploy resets the weights to the configured "
             "initial_weight values, every other deploy keeps the live ones)",
             f"  3. make canary-status ENV={cfg.env}   to confirm the live weights",
+            "  The canary keeps the bounds of the last step (MinCapacity raised for 100%) until "
+            "the deploy; after it, run make canary-rollback REASON=promoted to return the "
+            "canary to weight 0 and its configured scaling bounds.",
         ]
     )
 
@@ -132,7 +140,14 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             state = invoke(
                 lam, cfg, {"action": "rollback", "reason": args.reason, "requested_by": who}
             )
-            print(f"rolled back {cfg.endpoint_name}: canary weight 0, primary 100")
+            if state.get("status") == "ROLLING_BACK":
+                print(
+                    f"rollback recorded on {cfg.endpoint_name}: canary weight 0 requested; the "
+                    "rollout's loop retries it until SageMaker applies it, then restores the "
+                    "canary's scaling bounds (make canary-status shows ROLLED_BACK when done)"
+                )
+            else:
+                print(f"rolled back {cfg.endpoint_name}: canary weight 0, primary 100")
         else:
             state = invoke(lam, cfg, {"action": "status"})
             if args.command == "promote-info":

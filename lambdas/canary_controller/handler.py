@@ -2,115 +2,63 @@
 
 One Lambda, four actions, each an event ``{"action": ..., "endpoint_name": ..., ...}``:
 
-- ``start``    (operator, via ``make canary-start``): takes the per-endpoint lock, records the
-  rollout and starts the Step Functions execution that drives it. Refused while another rollout
-  of the same endpoint is RUNNING; the same ``rollout_id`` sent twice is a no-op.
-- ``tick``     (the state machine, every ``check_interval`` or sooner when a bake ends): checks
-  the endpoint is InService and every watched alarm is OK, then either rolls back, bakes on,
-  moves to the next step, or completes at 100 %. Carries the ``seq`` it last saw: a re-delivered
-  tick (Step Functions retry, duplicate event) has a stale ``seq`` and changes nothing.
-- ``rollback`` (operator, or the state machine's catch-all): canary weight to 0 at once.
+- ``start``    (operator, ``make canary-start``): takes the per-endpoint lock and starts the
+  Step Functions execution. Refused while another rollout holds the lock; the same
+  ``rollout_id`` twice is a no-op. A failed StartExecution releases the lock (FAILED, notified):
+  send the same ``rollout_id`` again.
+- ``tick``     (the state machine, every ``check_interval`` or sooner when a bake ends): observes
+  the endpoint and the alarms and applies the decision of :func:`rules.decide` (capacity first,
+  weight second; evidence before every step forward). A re-delivered tick has a stale ``seq``
+  and changes nothing but learns the current ``seq``.
+- ``rollback`` (operator, or the state machine's catch-all naming its ``rollout_id``): records
+  ROLLING_BACK before acting (a lost write is retried), then weight 0 until DescribeEndpoint
+  shows it, then the canary's bounds (``rules.decide``). A stale ``rollout_id`` changes nothing.
 - ``status``   (operator): the recorded state, read-only.
 
-State lives in one DynamoDB item per endpoint (key ``endpoint_name``). DynamoDB rather than an
-SSM parameter or endpoint tags because the lock and the step counter need an atomic
-compare-and-set (a conditional write), which neither SSM nor tags offer; operators read it with
-``make canary-status`` or in the console. The item holds the rollout id, status, current step,
-when it started and when the step started, the last decision and its reason, and a short history.
-
-Weights: SageMaker weights are relative, so step ``p`` sets canary ``p`` and primary ``100 - p``;
-rollback sets canary 0 and primary 100. Promotion is not automatic: at 100 % the canary carries
-all traffic and the operator makes the canary's image the primary's in config and deploys
-(README, "Canary rollout and the deploy smoke gate"), which also restores the configured
-initial weights.
+State: one DynamoDB item per endpoint (``store.py``). Weights are relative: step ``p`` sets
+canary ``p`` and primary ``100 - p``. Every rollout ends COMPLETED, ROLLED_BACK or FAILED with an
+SNS notification, each of which releases the lock. Promotion is a config change and a deploy.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
 
-RUNNING, COMPLETED, ROLLED_BACK, FAILED = "RUNNING", "COMPLETED", "ROLLED_BACK", "FAILED"
-#: Answer to a tick from an execution whose rollout is no longer the endpoint's current one.
-SUPERSEDED = "SUPERSEDED"
-#: Endpoint states that end a rollout; any other non-InService state means "wait and look again".
-TERMINAL_ENDPOINT_STATES = frozenset({"Failed", "OutOfService", "Deleting"})
-HISTORY_LIMIT = 50
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
-ACTIONS = ("start", "tick", "rollback", "status")
+try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
+    from lambdas.canary_controller import aws, store
+    from lambdas.canary_controller import rules as r
+    from lambdas.canary_controller.settings import (
+        EventError,
+        RolloutConflict,
+        Settings,
+        StartFailed,
+        validate_event,
+    )
+except ImportError:  # pragma: no cover - the Lambda runtime
+    import aws  # type: ignore[no-redef]
+    import rules as r  # type: ignore[no-redef]
+    import store  # type: ignore[no-redef]
+    from settings import (  # type: ignore[no-redef]
+        EventError,
+        RolloutConflict,
+        Settings,
+        StartFailed,
+        validate_event,
+    )
+
+RUNNING, ROLLING_BACK, COMPLETED, ROLLED_BACK, FAILED = r.RUNNING, r.ROLLING_BACK, *r.ENDED
+SUPERSEDED = store.SUPERSEDED
+#: Attempts of a rollback's conditional write against concurrent ticks before giving up.
+WRITE_ATTEMPTS = 5
 
 
-class EventError(ValueError):
-    """The event is malformed or addresses the wrong endpoint/rollout; nothing was changed."""
-
-
-class RolloutConflict(RuntimeError):
-    """Another rollout holds the endpoint's lock, or the endpoint cannot take a rollout now."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    endpoint_name: str
-    table_name: str
-    topic_arn: str
-    state_machine_arn: str
-    alarm_names: tuple[str, ...]
-    steps: tuple[int, ...]
-    bake_seconds: int
-    check_seconds: int
-    primary_variant: str = "primary"
-    canary_variant: str = "canary"
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | os._Environ[str] = os.environ) -> Settings:
-        return cls(
-            endpoint_name=env["ENDPOINT_NAME"],
-            table_name=env["TABLE_NAME"],
-            topic_arn=env["TOPIC_ARN"],
-            state_machine_arn=env.get("STATE_MACHINE_ARN", ""),
-            alarm_names=tuple(json.loads(env["ALARM_NAMES"])),
-            steps=tuple(int(s) for s in json.loads(env["STEPS_PERCENT"])),
-            bake_seconds=int(env["BAKE_SECONDS"]),
-            check_seconds=int(env["CHECK_SECONDS"]),
-            primary_variant=env.get("PRIMARY_VARIANT", "primary"),
-            canary_variant=env.get("CANARY_VARIANT", "canary"),
-        )
-
-
-def validate_event(event: Any, settings: Settings) -> dict[str, Any]:
-    """Reject anything but a well-formed event for this function's endpoint, with the reason."""
-    if not isinstance(event, dict):
-        raise EventError(f"event must be a JSON object, got {type(event).__name__}")
-    action = event.get("action")
-    if action not in ACTIONS:
-        raise EventError(f"'action' must be one of {', '.join(ACTIONS)}; got {action!r}")
-    endpoint = event.get("endpoint_name")
-    if endpoint != settings.endpoint_name:
-        raise EventError(
-            f"'endpoint_name' must be {settings.endpoint_name!r} (the endpoint this controller "
-            f"manages); got {endpoint!r}"
-        )
-    if action in ("start", "tick"):
-        rollout_id = event.get("rollout_id")
-        if not isinstance(rollout_id, str) or not _ID.match(rollout_id):
-            raise EventError(
-                f"'rollout_id' must be 1-80 letters, digits, '-' or '_'; got {rollout_id!r}"
-            )
-    if action == "tick":
-        seq = event.get("seq")
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise EventError(f"'seq' must be a non-negative integer; got {seq!r}")
-    for key in ("reason", "requested_by"):
-        if key in event and not isinstance(event[key], str):
-            raise EventError(f"'{key}' must be a string; got {event[key]!r}")
-    return event
+def _conflict(exc: ClientError) -> bool:
+    return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
 
 
 class Controller:
@@ -121,6 +69,7 @@ class Controller:
         self.cw = clients.get("cloudwatch") or boto3.client("cloudwatch")
         self.sns = clients.get("sns") or boto3.client("sns")
         self.sfn = clients.get("stepfunctions") or boto3.client("stepfunctions")
+        self.aas = clients.get("application-autoscaling") or boto3.client("application-autoscaling")
         ddb = clients.get("dynamodb") or boto3.resource("dynamodb")
         self.table = ddb.Table(settings.table_name)
 
@@ -128,87 +77,39 @@ class Controller:
 
     def load(self) -> dict[str, Any] | None:
         item = self.table.get_item(Key={"endpoint_name": self.s.endpoint_name}, ConsistentRead=True)
-        return _plain(item.get("Item"))
+        return store.plain(item.get("Item"))
 
     def _save(self, state: dict[str, Any], *, expect_seq: int | None) -> None:
-        """Write ``state`` if nobody else moved it since ``expect_seq`` (None: only if unlocked)."""
-        if expect_seq is None:
-            cond = "attribute_not_exists(endpoint_name) OR #st <> :running"
-            values: dict[str, Any] = {":running": RUNNING}
-        else:
-            cond = "#seq = :seq"
-            values = {":seq": expect_seq}
-        names = {"#st": "status"} if expect_seq is None else {"#seq": "seq"}
-        self.table.put_item(
-            Item=state,
-            ConditionExpression=cond,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        store.save(self.table, state, expect_seq=expect_seq)
 
     def _decide(self, state: dict[str, Any], decision: str, reason: str) -> dict[str, Any]:
-        """Record a decision; routine bake checks update ``last_*`` but stay out of the history."""
-        now = int(self.clock())
-        history = list(state.get("history", []))
-        if decision != "bake":
-            entry = {"at": now, "decision": decision, "reason": reason, "step": state["step_index"]}
-            history = [*history, entry][-HISTORY_LIMIT:]
-        return {
-            **state,
-            "seq": state["seq"] + 1,
-            "updated_at": now,
-            "last_decision": decision,
-            "last_reason": reason,
-            "history": history,
-        }
+        return store.record(state, decision, reason, int(self.clock()))
 
-    # ------------------------------------------------------------------ AWS reads and writes
+    # ------------------------------------------------------------------ AWS
 
-    def endpoint_status(self) -> str:
-        try:
-            return str(
-                self.sm.describe_endpoint(EndpointName=self.s.endpoint_name)["EndpointStatus"]
-            )
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("ValidationException", "ResourceNotFound"):
-                return "NotFound"
-            raise
+    def observe(self) -> r.Observation:
+        return aws.observe(
+            self.sm, self.cw, self.s.endpoint_name, self.s.alarm_names,
+            primary=self.s.primary_variant, canary=self.s.canary_variant,
+        )  # fmt: skip
 
-    def alarms_firing(self) -> list[str]:
-        """Names (with reasons) of watched alarms in ALARM; a missing alarm counts as firing."""
-        if not self.s.alarm_names:
-            return []
-        found: dict[str, dict[str, Any]] = {}
-        names = list(self.s.alarm_names)
-        for i in range(0, len(names), 100):
-            pages = self.cw.get_paginator("describe_alarms").paginate(
-                AlarmNames=names[i : i + 100], AlarmTypes=["MetricAlarm", "CompositeAlarm"]
-            )
-            for page in pages:
-                for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", []):
-                    found[alarm["AlarmName"]] = alarm
-        firing = []
-        for name in names:
-            alarm = found.get(name)
-            if alarm is None:
-                firing.append(f"{name} (alarm not found: cannot verify canary health)")
-            elif alarm["StateValue"] == "ALARM":
-                firing.append(f"{name} ({alarm.get('StateReason', 'in ALARM')})")
-        return firing
+    def evidence(self, start: int, end: int) -> r.Evidence:
+        return aws.evidence(
+            self.cw, self.s.endpoint_name, start, end,
+            primary=self.s.primary_variant, canary=self.s.canary_variant,
+        )  # fmt: skip
 
     def set_canary_weight(self, percent: int) -> None:
-        self.sm.update_endpoint_weights_and_capacities(
-            EndpointName=self.s.endpoint_name,
-            DesiredWeightsAndCapacities=[
-                {"VariantName": self.s.canary_variant, "DesiredWeight": float(percent)},
-                {"VariantName": self.s.primary_variant, "DesiredWeight": float(100 - percent)},
-            ],
+        aws.set_weights(
+            self.sm,
+            self.s.endpoint_name,
+            {self.s.canary_variant: percent, self.s.primary_variant: 100 - percent},
         )
 
     def notify(self, subject: str, state: dict[str, Any]) -> None:
         """Best effort: the decision is already applied and recorded; a failed publish is logged
         instead of failing the tick (which would make the state machine roll back again)."""
-        message = {k: state.get(k) for k in _SUMMARY_KEYS}
+        message = {k: state.get(k) for k in store.SUMMARY_KEYS}
         try:
             self.sns.publish(
                 TopicArn=self.s.topic_arn,
@@ -218,59 +119,82 @@ class Controller:
         except ClientError as exc:
             print(f"notification to {self.s.topic_arn} failed: {exc}")
 
+    def _start_execution(self, state: dict[str, Any]) -> None:
+        """Start the state machine for ``state``; on failure release the lock and say so."""
+        if not self.s.state_machine_arn:
+            return
+        try:
+            aws.start_execution(self.sfn, self.s.state_machine_arn, state["rollout_id"], state)
+        except ClientError as exc:
+            err = exc.response["Error"]
+            failed = self._decide(
+                state,
+                "start-failed",
+                f"StartExecution failed ({err.get('Code')}: {err.get('Message')}); lock "
+                "released, send the same rollout id again",
+            )
+            failed["status"] = FAILED
+            self._save(failed, expect_seq=state["seq"])
+            self.notify("canary rollout could not start", failed)
+            raise StartFailed(failed["last_reason"]) from None
+
+    def _start_driver(self, result: dict[str, Any]) -> None:
+        """An execution that ticks a pending rollback to its end even if the rollout's own
+        execution has stopped; a second one alive at the same time only sees duplicate seqs."""
+        if not self.s.state_machine_arn:
+            return
+        name = f"{result['rollout_id'][:60]}-rb-{int(self.clock())}"
+        try:
+            aws.start_execution(self.sfn, self.s.state_machine_arn, name, result)
+        except ClientError as exc:
+            print(f"StartExecution {name} failed: {exc}")
+            self.notify("canary rollback pending: run make canary-rollback again", result)
+
     # ------------------------------------------------------------------ actions
+
+    def _new_state(self, rollout_id: str, status: str, by: str) -> dict[str, Any]:
+        return store.new_state(
+            endpoint=self.s.endpoint_name,
+            rollout_id=rollout_id,
+            status=status,
+            by=by,
+            rules=self.s.rules,
+            alarms=list(self.s.alarm_names),
+            now=int(self.clock()),
+        )
 
     def start(self, event: dict[str, Any]) -> dict[str, Any]:
         rollout_id = event["rollout_id"]
         current = self.load()
-        if current and current["rollout_id"] == rollout_id:
+        same = current is not None and current["rollout_id"] == rollout_id
+        if same and current and current.get("last_decision") != "start-failed":
             return self._result(current, duplicate=True)
-        if current and current["status"] == RUNNING:
+        if current and current["status"] in r.LOCKED:
             raise RolloutConflict(
-                f"rollout {current['rollout_id']!r} is already RUNNING on {self.s.endpoint_name} "
-                f"(step {current['step_index'] + 1}/{len(current['steps'])}, started by "
-                f"{current.get('requested_by', '?')}); wait for it or run make canary-rollback"
+                f"rollout {current['rollout_id']!r} is already {current['status']} on "
+                f"{self.s.endpoint_name} (step {current['step_index'] + 1}/"
+                f"{len(current['steps'])}, started by {current.get('requested_by', '?')}); "
+                "wait for it or run make canary-rollback"
             )
-        status = self.endpoint_status()
-        if status != "InService":
+        obs = self.observe()
+        if obs.endpoint_status != "InService":
             raise RolloutConflict(
-                f"endpoint {self.s.endpoint_name} is {status}, not InService; start refused"
+                f"endpoint {self.s.endpoint_name} is {obs.endpoint_status}, not InService; "
+                "start refused"
             )
-        firing = self.alarms_firing()
-        if firing:
-            raise RolloutConflict(f"alarms already firing, start refused: {'; '.join(firing)}")
-        now = int(self.clock())
-        state = {
-            "endpoint_name": self.s.endpoint_name,
-            "rollout_id": rollout_id,
-            "status": RUNNING,
-            "steps": list(self.s.steps),
-            "step_index": -1,
-            "bake_seconds": self.s.bake_seconds,
-            "started_at": now,
-            "step_started_at": now,
-            "requested_by": event.get("requested_by", "unknown"),
-            "alarm_names": list(self.s.alarm_names),
-            "seq": -1,
-            "history": [],
-        }
+        if obs.firing:
+            raise RolloutConflict(f"alarms already firing, start refused: {'; '.join(obs.firing)}")
+        state = self._new_state(rollout_id, RUNNING, event.get("requested_by", "unknown"))
         state = self._decide(state, "start", "lock taken; first step on the next tick")
         try:
             self._save(state, expect_seq=None)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            if _conflict(exc):
                 raise RolloutConflict(
                     f"another rollout took the lock on {self.s.endpoint_name} just now"
                 ) from None
             raise
-        if self.s.state_machine_arn:
-            self.sfn.start_execution(
-                stateMachineArn=self.s.state_machine_arn,
-                name=rollout_id,
-                input=json.dumps(
-                    {"endpoint_name": self.s.endpoint_name, "rollout_id": rollout_id, "seq": 0}
-                ),
-            )
+        self._start_execution(state)
         return self._result(state)
 
     def tick(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -278,127 +202,185 @@ class Controller:
         if state is None:
             raise EventError(f"no rollout recorded for {self.s.endpoint_name}; nothing changed")
         if state["rollout_id"] != event["rollout_id"]:
-            # A stale execution (its rollout was rolled back and a newer one started): it ends
-            # without touching the newer rollout.
-            return {
-                "endpoint_name": self.s.endpoint_name,
-                "rollout_id": event["rollout_id"],
-                "status": SUPERSEDED,
-                "seq": event["seq"],
-                "done": True,
-                "duplicate": False,
-                "last_reason": f"superseded by rollout {state['rollout_id']!r}; nothing changed",
-                "wait_seconds": 1,
-            }
-        if state["status"] != RUNNING:
+            return store.superseded(self.s.endpoint_name, event, state)
+        if state["status"] not in r.LOCKED:
             return self._result(state)
         if event["seq"] != state["seq"]:
             return self._result(state, duplicate=True)
-        seq = state["seq"]
-        endpoint = self.endpoint_status()
-        if endpoint in TERMINAL_ENDPOINT_STATES or endpoint == "NotFound":
-            state = self._decide(state, "abort", f"endpoint is {endpoint}; rollout abandoned")
-            state["status"] = FAILED
-            self._save(state, expect_seq=seq)
-            self.notify("canary rollout abandoned", state)
-            return self._result(state)
-        if endpoint != "InService":
-            state = self._decide(state, "wait", f"endpoint is {endpoint}, not InService; no change")
-            self._save(state, expect_seq=seq)
-            return self._result(state, wait=self.s.check_seconds)
-        firing = self.alarms_firing()
-        if firing:
-            return self._rollback(state, f"alarm: {'; '.join(firing)}", expect_seq=seq)
-        steps, index = state["steps"], state["step_index"]
-        baked = int(self.clock()) - state["step_started_at"]
-        remaining = state["bake_seconds"] - baked
-        if index >= 0 and remaining > 0:
-            state = self._decide(state, "bake", f"{steps[index]}% baking, {remaining}s left")
-            self._save(state, expect_seq=seq)
-            return self._result(state, wait=min(remaining, self.s.check_seconds))
-        if index == len(steps) - 1:
-            state = self._decide(state, "complete", "canary baked at the last step; promote it")
-            state["status"] = COMPLETED
-            self._save(state, expect_seq=seq)
-            self.notify("canary rollout complete: promote the canary", state)
-            return self._result(state)
-        percent = steps[index + 1]
-        self.set_canary_weight(percent)
-        state = self._decide(state, "advance", f"canary weight set to {percent}%, alarms OK")
-        state.update(step_index=index + 1, step_started_at=int(self.clock()))
-        self._save(state, expect_seq=seq)
-        return self._result(state, wait=min(state["bake_seconds"], self.s.check_seconds))
+        return self._advance(state)
 
     def rollback(self, event: dict[str, Any]) -> dict[str, Any]:
-        reason = event.get("reason") or "operator requested rollback"
         by = event.get("requested_by", "unknown")
+        reason = f"{event.get('reason') or 'operator requested rollback'} (by {by})"
+        rollout_id = event.get("rollout_id")
         state = self.load()
-        if state is None:
-            state = {
-                "endpoint_name": self.s.endpoint_name,
-                "rollout_id": "manual",
-                "status": ROLLED_BACK,
-                "steps": list(self.s.steps),
-                "step_index": -1,
-                "bake_seconds": self.s.bake_seconds,
-                "started_at": int(self.clock()),
-                "step_started_at": int(self.clock()),
-                "seq": 0,
-                "history": [],
-            }
-            self.set_canary_weight(0)
-            state = self._decide(state, "rollback", f"{reason} (by {by})")
-            self._save(state, expect_seq=None)
-            self.notify("canary rolled back", state)
-            return self._result(state)
-        return self._rollback(state, f"{reason} (by {by})", expect_seq=state["seq"])
+        if rollout_id is not None and (state is None or state["rollout_id"] != rollout_id):
+            return store.superseded(self.s.endpoint_name, event, state)
+        if state is not None and state["status"] in r.LOCKED:
+            result = self._begin_rollback(state, reason)
+            if rollout_id is None and result["status"] == ROLLING_BACK:
+                self._start_driver(result)
+            return result
+        if state is not None and rollout_id is not None:
+            return self._result(state)  # this execution's rollout already ended
+        # Nothing holds the lock: a rollback of its own, driven by its own execution.
+        fresh = self._new_state(f"rollback-{int(self.clock())}", ROLLING_BACK, by)
+        fresh = self._decide(fresh, "rollback", reason)
+        fresh["rollback_reason"] = reason
+        try:
+            self._save(fresh, expect_seq=None)
+        except ClientError as exc:
+            if not _conflict(exc):
+                raise
+            current = self.load()
+            assert current is not None
+            return self._begin_rollback(current, reason)
+        result = self._drive_rollback(fresh)
+        if result["status"] == ROLLING_BACK:
+            current = self.load()
+            assert current is not None
+            self._start_execution(current)
+        return result
 
-    def _rollback(self, state: dict[str, Any], reason: str, *, expect_seq: int) -> dict[str, Any]:
-        self.set_canary_weight(0)
-        state = self._decide(state, "rollback", reason)
-        state["status"] = ROLLED_BACK
-        self._save(state, expect_seq=expect_seq)
-        self.notify("canary rolled back", state)
-        return self._result(state)
+    # ------------------------------------------------------------------ decisions applied
+
+    def _advance(self, state: dict[str, Any]) -> dict[str, Any]:
+        now = int(self.clock())
+        decision = r.decide(state, self.observe(), self.s.rules, now, self.evidence)
+        return self._apply(state, decision, now)
+
+    def _apply(self, state: dict[str, Any], d: r.Decision, now: int) -> dict[str, Any]:
+        seq, ep, canary = state["seq"], self.s.endpoint_name, self.s.canary_variant
+        new = self._decide(state, d.kind, d.reason)
+        if d.kind == "rollback":
+            return self._begin_rollback(state, d.reason)
+        if d.kind in ("abort", "complete", "restore"):
+            if d.kind == "restore":
+                assert d.bounds is not None
+                try:
+                    aws.set_bounds(self.aas, ep, canary, *d.bounds)
+                except ClientError as exc:
+                    if not aws.refused(exc):
+                        raise
+                    return self._refused(state, d, exc)
+                new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}"
+            subject = {
+                "abort": "canary rollout abandoned",
+                "complete": "canary rollout complete: promote the canary",
+                "restore": "canary rolled back",
+            }[d.kind]
+            new.update(r.transition(state, d, now))
+            return self._finish(new, seq, subject)
+        try:
+            if d.kind == "scale":
+                assert d.bounds is not None and d.instances is not None
+                new.update(r.transition(state, d, now))
+                aws.set_bounds(self.aas, ep, canary, *d.bounds)
+                try:
+                    aws.set_instances(self.sm, ep, canary, d.instances)
+                except ClientError as exc:
+                    if not aws.refused(exc):
+                        raise
+                    new["last_reason"] += (
+                        f"; desired count refused ({exc.response['Error'].get('Message')}), "
+                        "the raised MinCapacity scales the canary"
+                    )
+            elif d.kind == "shift":
+                assert d.percent is not None
+                self.set_canary_weight(d.percent)
+                new.update(r.transition(state, d, now))
+            elif d.kind == "reapply":
+                self.set_canary_weight(0)
+        except ClientError as exc:
+            if not aws.refused(exc):
+                raise
+            return self._refused(state, d, exc)
+        if d.kind in ("scale", "shift", "reapply"):
+            new["refusals"] = 0
+        return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
+
+    def _refused(self, state: dict[str, Any], d: r.Decision, exc: ClientError) -> dict[str, Any]:
+        """SageMaker refused a weight change (endpoint Updating): retry on the next tick."""
+        count = int(state.get("refusals", 0)) + 1
+        msg = exc.response["Error"].get("Message", "")
+        if state["status"] == RUNNING and count >= r.MAX_REFUSALS:
+            return self._begin_rollback(
+                state, f"SageMaker refused the {d.kind} {count} times: {msg}"
+            )
+        new = self._decide(
+            state, "wait", f"{d.kind} refused by SageMaker ({msg}); retry {count} on the next tick"
+        )
+        new["refusals"] = count
+        result = self._store(new, state["seq"], wait=self.s.rules.check_seconds)
+        if state["status"] == ROLLING_BACK and count == r.MAX_REFUSALS:
+            self.notify(f"canary rollback still refused after {count} attempts", new)
+        return result
+
+    def _begin_rollback(self, state: dict[str, Any], reason: str) -> dict[str, Any]:
+        """Record ROLLING_BACK before acting; a write lost to a concurrent tick is retried on the
+        fresh state, so an operator's rollback cannot be lost (or undone by the next tick)."""
+        for _ in range(WRITE_ATTEMPTS):
+            if state["status"] == ROLLING_BACK:
+                return self._drive_rollback(state)
+            if state["status"] not in r.LOCKED:
+                return self._result(state)
+            new = self._decide(state, "rollback", reason)
+            new.update(status=ROLLING_BACK, refusals=0, rollback_reason=reason)
+            try:
+                self._save(new, expect_seq=state["seq"])
+            except ClientError as exc:
+                if not _conflict(exc):
+                    raise
+                fresh = self.load()
+                assert fresh is not None
+                state = fresh
+                continue
+            return self._drive_rollback(new)
+        raise RolloutConflict(f"could not record the rollback in {WRITE_ATTEMPTS} attempts; retry")
+
+    def _drive_rollback(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Canary weight 0 now; finish at once if DescribeEndpoint already shows it."""
+        try:
+            self.set_canary_weight(0)
+        except ClientError as exc:
+            if not aws.refused(exc):
+                raise
+            return self._refused(state, r.Decision("rollback", "weight 0"), exc)
+        return self._advance(state)
+
+    def _store(
+        self, new: dict[str, Any], seq: int, *, wait: int, moved_weight: bool = False
+    ) -> dict[str, Any]:
+        try:
+            self._save(new, expect_seq=seq)
+        except ClientError as exc:
+            if not _conflict(exc):
+                raise
+            current = self.load()
+            assert current is not None
+            if moved_weight and current["status"] in (ROLLING_BACK, ROLLED_BACK):
+                # A rollback was recorded while this tick moved the weight: put it back at once
+                # (the rollback's own ticks also check the live weight before finishing).
+                try:
+                    self.set_canary_weight(0)
+                except ClientError as again:
+                    if not aws.refused(again):
+                        raise
+            return self._result(current, duplicate=True)
+        return self._result(new, wait=wait)
+
+    def _finish(self, new: dict[str, Any], seq: int, subject: str) -> dict[str, Any]:
+        result = self._store(new, seq, wait=0)
+        if not result["duplicate"]:
+            self.notify(subject, new)
+        return result
 
     def _result(
         self, state: dict[str, Any], *, duplicate: bool = False, wait: int = 0
     ) -> dict[str, Any]:
-        """What the state machine and the CLI read: summary plus loop control."""
-        out = {k: state.get(k) for k in _SUMMARY_KEYS}
-        index = state["step_index"]
-        out["current_percent"] = state["steps"][index] if index >= 0 else 0
-        out["duplicate"] = duplicate
-        out["done"] = state["status"] != RUNNING
-        out["wait_seconds"] = max(1, wait or self.s.check_seconds)
-        return out
-
-
-_SUMMARY_KEYS = (
-    "endpoint_name",
-    "rollout_id",
-    "status",
-    "seq",
-    "steps",
-    "step_index",
-    "started_at",
-    "step_started_at",
-    "requested_by",
-    "last_decision",
-    "last_reason",
-    "history",
-)
-
-
-def _plain(value: Any) -> Any:
-    """DynamoDB returns Decimal for numbers; turn them back into ints for JSON and comparisons."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if type(value).__name__ == "Decimal":
-        return int(value)
-    return value
+        return store.summary(
+            state, check_seconds=self.s.rules.check_seconds, duplicate=duplicate, wait=wait
+        )
 
 
 def handler(
@@ -410,18 +392,9 @@ def handler(
     if event["action"] == "status":
         state = ctl.load()
         return (
-            ctl._result(state)
-            if state
-            else {"endpoint_name": settings.endpoint_name, "status": None}
+            ctl._result(state) if state else {"endpoint_name": ctl.s.endpoint_name, "status": None}
         )
-    action: Any = getattr(ctl, event["action"])
-    result: dict[str, Any] = action(event)
-    print(
-        json.dumps(
-            {
-                k: result.get(k)
-                for k in ("rollout_id", "status", "seq", "last_decision", "last_reason")
-            }
-        )
-    )
+    result: dict[str, Any] = getattr(ctl, event["action"])(event)
+    keys = ("rollout_id", "status", "seq", "last_decision", "last_reason")
+    print(json.dumps({k: result.get(k) for k in keys}))
     return result

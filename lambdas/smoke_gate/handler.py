@@ -6,6 +6,16 @@ response streaming; any error, empty answer, or answer from the wrong model fail
 with one reason listing every failed call, so CloudFormation rolls the deployment back.
 On Delete it does nothing (there is nothing to undo, and a gate must never block a teardown).
 
+It fails unless DescribeEndpoint shows the deployed ``EndpointConfigName`` in service: after a
+blue/green auto-rollback the endpoint returns to InService on the *previous* EndpointConfig
+(FACTS.md, "Updating a live SageMaker endpoint"; terraform-provider-aws #48997 has the same blind
+spot), so InService alone would report a failed deploy as green.
+
+One deadline for everything it does: ``TimeoutSeconds`` from the start, and never later than the
+Lambda's own remaining time minus :data:`CALL_OVERRUN_SECONDS` (the longest one call may run past
+it), so the function always answers the Provider framework before its Lambda timeout. Calls not
+made before the deadline are reported as failures, never skipped silently.
+
 How the adapter is chosen: SageMaker runtime forwards only its own headers to the container
 (Content-Type, Accept, ``X-Amzn-SageMaker-Custom-Attributes``, target variant/model ...); it sets
 ``X-Amzn-SageMaker-Adapter-Identifier`` itself only when the call names an adapter *inference
@@ -25,8 +35,18 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-REQUIRED = ("EndpointName", "Variants", "Prompt", "MaxTokens", "TimeoutSeconds")
+REQUIRED = (
+    "EndpointName",
+    "EndpointConfigName",
+    "Variants",
+    "Prompt",
+    "MaxTokens",
+    "TimeoutSeconds",
+)
 POLL_SECONDS = 15
+#: One call's connect + read timeout, without retries: how far one call can outlive the deadline.
+CONNECT_SECONDS, READ_SECONDS = 5, 60
+CALL_OVERRUN_SECONDS = CONNECT_SECONDS + READ_SECONDS + 20
 
 
 class SmokeGateError(RuntimeError):
@@ -62,6 +82,7 @@ def parse_properties(event: Any) -> dict[str, Any]:
         raise ValueError("MaxTokens and TimeoutSeconds must be integers") from None
     return {
         "endpoint": str(props["EndpointName"]),
+        "config": str(props["EndpointConfigName"]),
         "variants": variants,
         "adapters": adapters,
         "prompt": str(props["Prompt"]),
@@ -136,19 +157,25 @@ def check_stream(events: Any) -> str | None:
     return None
 
 
-def wait_in_service(sm: Any, endpoint: str, deadline: float) -> None:
+def wait_in_service(sm: Any, props: dict[str, Any], deadline: float, clock: Any) -> None:
+    """Until the endpoint is InService on the deployed config; fail on anything else."""
+    endpoint, wanted = props["endpoint"], props["config"]
     while True:
         desc = sm.describe_endpoint(EndpointName=endpoint)
         status = desc["EndpointStatus"]
+        live = desc.get("EndpointConfigName")
+        if status == "InService" and live != wanted:
+            raise SmokeGateError(
+                f"endpoint {endpoint} is InService on {live}, not on the deployed {wanted}: "
+                "SageMaker rolled the deployment back (an auto-rollback alarm fired during the "
+                "blue/green update); see the endpoint's events and the rollback alarms"
+            )
         if status == "InService":
             return
-        if (
-            status in ("Failed", "OutOfService", "Deleting")
-            or time.time() + POLL_SECONDS > deadline
-        ):
+        if status in ("Failed", "OutOfService", "Deleting") or clock() + POLL_SECONDS > deadline:
             reason = desc.get("FailureReason", "")
             raise SmokeGateError(
-                f"endpoint {endpoint} is {status}, not InService. {reason}".strip()
+                f"endpoint {endpoint} is {status}, not InService on {wanted}. {reason}".strip()
             )
         time.sleep(POLL_SECONDS)
 
@@ -171,21 +198,38 @@ def call_once(
         return _describe(exc)
 
 
-def run_gate(props: dict[str, Any], sm: Any, runtime: Any) -> list[str]:
-    """Every call the gate makes; returns the list of failures (empty: pass)."""
-    wait_in_service(sm, props["endpoint"], time.time() + props["timeout"])
+def run_gate(
+    props: dict[str, Any], sm: Any, runtime: Any, *, deadline: float, clock: Any = time.monotonic
+) -> list[str]:
+    """Every call the gate makes, all before ``deadline``; returns the failures (empty: pass)."""
+    wait_in_service(sm, props, deadline, clock)
     failures: list[str] = []
     targets: list[str | None] = list(props["adapters"]) or [None]
     for variant in props["variants"]:
         calls = [(adapter, False) for adapter in targets] + [(targets[0], True)]
         for adapter, stream in calls:
+            mode = "streaming, " if stream else ""
+            if clock() >= deadline:
+                failures.append(
+                    f"variant {variant}, {mode}adapter {adapter or 'base model'}: not run, the "
+                    f"gate's deadline ({props['timeout']} s) was reached"
+                )
+                continue
             problem = call_once(runtime, props, variant, adapter, stream)
             if problem:
-                mode = "streaming, " if stream else ""
                 failures.append(
                     f"variant {variant}, {mode}adapter {adapter or 'base model'}: {problem}"
                 )
     return failures
+
+
+def deadline_for(props: dict[str, Any], context: Any, now: float) -> float:
+    """TimeoutSeconds from now, but never past the Lambda's remaining time minus one call."""
+    deadline = now + props["timeout"]
+    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
+        remaining = context.get_remaining_time_in_millis() / 1000
+        deadline = min(deadline, now + remaining - CALL_OVERRUN_SECONDS)
+    return deadline
 
 
 def handler(
@@ -197,10 +241,16 @@ def handler(
         print(f"Delete: nothing to do for {physical_id}")
         return {"PhysicalResourceId": physical_id}
     clients = clients or {}
-    cfg = Config(read_timeout=70, connect_timeout=10, retries={"max_attempts": 2})
+    clock = clients.get("clock") or time.monotonic
+    deadline = deadline_for(props, context, clock())
+    cfg = Config(
+        read_timeout=READ_SECONDS,
+        connect_timeout=CONNECT_SECONDS,
+        retries={"total_max_attempts": 1},
+    )
     sm = clients.get("sagemaker") or boto3.client("sagemaker")
     runtime = clients.get("sagemaker-runtime") or boto3.client("sagemaker-runtime", config=cfg)
-    failures = run_gate(props, sm, runtime)
+    failures = run_gate(props, sm, runtime, deadline=deadline, clock=clock)
     calls = len(props["variants"]) * (max(1, len(props["adapters"])) + 1)
     if failures:
         reason = (

@@ -7,6 +7,10 @@ it asks the Lambda to roll back before failing. The state machine's name is deri
 endpoint name (``<endpoint>-canary-rollout``) so the Lambda can start it without a reference
 cycle (the state machine already references the Lambda); the function's name is derived from it
 too (``<endpoint>-canary-controller``) so ``tools/canary.py`` can invoke it by endpoint name.
+
+The canary's capacity per step is planned here, at synth, from what one instance serves
+(stacks/rollout_plan.py, from stacks.capacity) and handed to the Lambda as JSON data; the
+Lambda raises the canary's scalable-target bounds and desired count before each weight step.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from stacks.constructs.python_lambda import (
     tidy_function,
 )
 from stacks.constructs.rollout_state_machine import rollout_state_machine
+from stacks.rollout_plan import rollout_capacity_plan
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
 
@@ -85,11 +90,39 @@ class CanaryController(Construct):
             self,
             description=f"Canary controller for {endpoint_name}: its endpoint, alarms, topic only",
         )
+        self.capacity_plan = rollout_capacity_plan(cfg)
         statements = {
             "Endpoint": (
                 ["sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities"],
                 [endpoint_arn(self, endpoint_name)],
             ),
+            # RegisterScalableTarget on the canary's existing target (raise/restore its bounds).
+            # Scalable-target ARNs carry a generated id, so the account's targets in this region
+            # are named; SageMaker's own permissions above scope what the call may touch
+            # (SageMaker "Auto scaling prerequisites": DescribeEndpoint, DescribeEndpointConfig,
+            # UpdateEndpointWeightsAndCapacities for whoever registers a variant).
+            "CanaryScalingBounds": (
+                ["application-autoscaling:RegisterScalableTarget"],
+                [
+                    stack.format_arn(
+                        service="application-autoscaling",
+                        resource="scalable-target",
+                        resource_name="*",
+                        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+                    )
+                ],
+            ),
+            "EndpointConfigs": (
+                ["sagemaker:DescribeEndpointConfig"],
+                [
+                    stack.format_arn(
+                        service="sagemaker", resource="endpoint-config", resource_name="*"
+                    )
+                ],
+            ),
+            # Evidence per step: GetMetricData has no resource-level permissions (Service
+            # Authorization Reference, Amazon CloudWatch: no resource type for GetMetricData).
+            "Evidence": (["cloudwatch:GetMetricData"], ["*"]),
             "Alarms": (
                 ["cloudwatch:DescribeAlarms"],
                 [a.alarm_arn for a in alarms] + extra_arns,
@@ -126,6 +159,10 @@ class CanaryController(Construct):
                 "STEPS_PERCENT": json.dumps(rollout.steps_percent),
                 "BAKE_SECONDS": str(rollout.bake_minutes * 60),
                 "CHECK_SECONDS": str(rollout.check_interval_minutes * 60),
+                "MIN_CANARY_INVOCATIONS": str(rollout.min_canary_invocations_per_step),
+                "MAX_ERROR_RATE_INCREASE_PERCENT": str(rollout.max_error_rate_increase_percent),
+                "EVIDENCE_TIMEOUT_SECONDS": str(rollout.evidence_timeout_minutes * 60),
+                "CAPACITY_PLAN": self.capacity_plan.to_json(),
                 "PRIMARY_VARIANT": "primary",
                 "CANARY_VARIANT": "canary",
             },
@@ -138,6 +175,25 @@ class CanaryController(Construct):
         )
         tidy_function(self.function, self.role)
         tidy_function(self.state_machine, self.state_machine.role)
+        NagSuppressions.add_resource_suppressions(
+            self.role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "cloudwatch:GetMetricData has no resource-level permissions; "
+                    "scalable-target and endpoint-config ARNs carry generated ids (the canary's "
+                    "target and this endpoint's configs); each statement names one action.",
+                    "applies_to": [
+                        "Resource::*",
+                        "Resource::arn:<AWS::Partition>:application-autoscaling:<AWS::Region>:"
+                        "<AWS::AccountId>:scalable-target/*",
+                        "Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
+                        "<AWS::AccountId>:endpoint-config/*",
+                    ],
+                }
+            ],
+            apply_to_children=True,
+        )
         checkov_skip(
             self.table,
             {

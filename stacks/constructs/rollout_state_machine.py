@@ -2,7 +2,10 @@
 
 It only keeps time; the controller Lambda decides. Transient task failures are retried with the
 same sequence number (a redelivery to the controller); a persistent one asks the Lambda to roll
-back, then fails. Built as children of the CanaryController (same construct ids).
+back *this* rollout (the event carries ``rollout_id``, so a stale execution cannot roll back a
+newer rollout), then keeps looping: the ticks drive the rollback (weight 0 until it lands, then
+the canary's bounds) to ROLLED_BACK. Only if the rollback call itself keeps failing does the
+execution fail. Built as children of the CanaryController (same construct ids).
 """
 
 from __future__ import annotations
@@ -47,13 +50,22 @@ def rollout_state_machine(
         {
             "action": "rollback",
             "endpoint_name": endpoint_name,
+            "rollout_id": sfn.JsonPath.string_at("$.rollout_id"),
             "reason": sfn.JsonPath.format(
                 "controller error, rolled back: {}", sfn.JsonPath.string_at("$.error.Cause")
             ),
             "requested_by": "state-machine",
         },
     )
-    rollback.next(sfn.Fail(scope, "ControllerFailed", error="CanaryControllerError"))
+    rollback.add_retry(
+        errors=["States.TaskFailed", "States.Timeout"],
+        interval=Duration.seconds(30),
+        max_attempts=6,
+        backoff_rate=2,
+    )
+    rollback.add_catch(
+        sfn.Fail(scope, "ControllerFailed", error="CanaryControllerError"), result_path="$.error"
+    )
     # Transient failures (throttling, a timeout) are retried with the same seq, which the
     # controller treats as a redelivery; only a persistent failure rolls back.
     tick.add_retry(
@@ -82,6 +94,7 @@ def rollout_state_machine(
         )
         .otherwise(wait)
     )
+    rollback.next(done)
     rollout_logs = logs.LogGroup(
         scope,
         "RolloutLogs",

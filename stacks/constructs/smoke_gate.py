@@ -4,6 +4,13 @@ The resource depends on the endpoint and carries the endpoint config name among 
 so it runs after every Create and after every Update that changes the endpoint (a new config),
 and CloudFormation rolls the stack back when it fails. ``cfg.smoke_gate.enabled: false`` creates
 nothing (``enabled`` is then False and the attributes are None).
+
+The gate is the Provider framework's ``on_event`` handler, which the framework's own function
+invokes synchronously; that function, like every Lambda, stops at 15 minutes (AWS Lambda quotas:
+function timeout 900 s; CDK custom_resources, Provider Framework: an ``is_complete`` handler is
+the way past the Lambda timeout). The gate needs minutes, not hours, so it stays a single
+``on_event`` call whose timeout is :func:`gate_function_timeout` (always below the framework's)
+and whose handler shares one deadline below it (lambdas/smoke_gate/handler.py).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from lambdas.smoke_gate.handler import CALL_OVERRUN_SECONDS
 from stacks.config import DeploymentConfig
 from stacks.constructs.python_lambda import (
     LOG_GROUP_CHECKOV_SKIP,
@@ -30,6 +38,19 @@ from stacks.constructs.python_lambda import (
 )
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "smoke_gate"
+#: The Provider framework's onEvent function times out at the Lambda maximum (15 minutes).
+PROVIDER_FRAMEWORK_TIMEOUT_SECONDS = 900
+#: The gate must answer the framework this long before the framework itself is stopped.
+FRAMEWORK_MARGIN_SECONDS = 60
+
+
+def gate_function_timeout(timeout_seconds: int) -> int:
+    """The gate Lambda's timeout: the gate's own deadline plus one call that may outlive it,
+    capped below the Provider framework's (the handler then shortens its deadline to fit)."""
+    return min(
+        timeout_seconds + CALL_OVERRUN_SECONDS,
+        PROVIDER_FRAMEWORK_TIMEOUT_SECONDS - FRAMEWORK_MARGIN_SECONDS,
+    )
 
 
 class SmokeGate(Construct):
@@ -65,7 +86,7 @@ class SmokeGate(Construct):
             lambda_dir=LAMBDA_DIR,
             role=self.role,
             log_group=log_group,
-            timeout=Duration.seconds(gate.timeout_seconds + 60),
+            timeout=Duration.seconds(gate_function_timeout(gate.timeout_seconds)),
             description=f"Deploy smoke gate for {endpoint_name} (every adapter + streaming)",
         )
         provider_logs = logs.LogGroup(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,6 +19,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from lambdas.canary_controller import handler as ctl  # noqa: E402 - after the path setup
+from lambdas.canary_controller import rules  # noqa: E402
 
 REGION = "us-east-1"
 ENDPOINT = "mangaassist-vllm-test"
@@ -32,7 +35,35 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Any:
     }.items():
         monkeypatch.setenv(key, value)
     with mock_aws():
+        _partial_variant_updates(monkeypatch)
         yield
+
+
+def _partial_variant_updates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's UpdateEndpointWeightsAndCapacities writes None into a field the request leaves
+    out; SageMaker leaves it unchanged (DesiredWeightAndCapacity: both fields optional)."""
+    from moto.sagemaker.models import SageMakerModelBackend
+
+    real = SageMakerModelBackend.update_endpoint_weights_and_capacities
+
+    def update(self: Any, endpoint_name: str, desired_weights_and_capacities: Any) -> str:
+        endpoint = self.endpoints.get(endpoint_name)
+        if endpoint is not None:
+            current = {v["VariantName"]: v for v in endpoint.production_variants}
+            filled = []
+            for item in desired_weights_and_capacities:
+                v = current.get(item.get("VariantName"), {})
+                filled.append(
+                    {
+                        "DesiredWeight": v.get("CurrentWeight"),
+                        "DesiredInstanceCount": v.get("CurrentInstanceCount"),
+                        **item,
+                    }
+                )
+            desired_weights_and_capacities = filled
+        return real(self, endpoint_name, desired_weights_and_capacities)
+
+    monkeypatch.setattr(SageMakerModelBackend, "update_endpoint_weights_and_capacities", update)
 
 
 @pytest.fixture
@@ -50,23 +81,65 @@ def endpoint(aws: Any) -> str:
             {
                 "VariantName": variant,
                 "ModelName": f"m-{variant}",
-                "InitialInstanceCount": 1,
+                "InitialInstanceCount": count,
                 "InstanceType": "ml.g4dn.xlarge",  # moto knows no g5,
                 "InitialVariantWeight": weight,
             }
-            for variant, weight in (("primary", 95.0), ("canary", 5.0))
+            for variant, weight, count in (("primary", 95.0, PRIMARY_COUNT), ("canary", 5.0, 1))
         ],
     )
     sm.create_endpoint(EndpointName=ENDPOINT, EndpointConfigName="cfg-1")
     return ENDPOINT
 
 
-def set_endpoint_status(status: str) -> None:
-    """Move the fake endpoint into another state (moto keeps endpoints InService)."""
+def _backend() -> Any:
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.sagemaker.models import sagemaker_backends
 
-    sagemaker_backends[DEFAULT_ACCOUNT_ID][REGION].endpoints[ENDPOINT].endpoint_status = status
+    return sagemaker_backends[DEFAULT_ACCOUNT_ID][REGION]
+
+
+def validation_error(message: str = "Cannot update in-progress endpoint") -> ClientError:
+    """What SageMaker answers UpdateEndpointWeightsAndCapacities while the endpoint is Updating."""
+    return ClientError(
+        {"Error": {"Code": "ValidationException", "Message": message}},
+        "UpdateEndpointWeightsAndCapacities",
+    )
+
+
+def refuse_while_updating(client: Any) -> list[dict[str, Any]]:
+    """Patch ``client.update_endpoint_weights_and_capacities`` to raise ValidationException, as
+    SageMaker does, whenever the (moto) endpoint is not InService; returns the refused calls."""
+    real = client.update_endpoint_weights_and_capacities
+    refused: list[dict[str, Any]] = []
+
+    def update(**kwargs: Any) -> Any:
+        if _backend().endpoints[kwargs["EndpointName"]].endpoint_status != "InService":
+            refused.append(kwargs)
+            raise validation_error()
+        return real(**kwargs)
+
+    client.update_endpoint_weights_and_capacities = update
+    return refused
+
+
+def set_endpoint_status(status: str) -> None:
+    """Move the fake endpoint into another state (moto keeps endpoints InService)."""
+    _backend().endpoints[ENDPOINT].endpoint_status = status
+
+
+def instances(name: str = ENDPOINT) -> dict[str, int]:
+    sm = boto3.client("sagemaker", region_name=REGION)
+    desc = sm.describe_endpoint(EndpointName=name)
+    return {v["VariantName"]: v["CurrentInstanceCount"] for v in desc["ProductionVariants"]}
+
+
+def canary_bounds() -> tuple[int, int] | None:
+    aas = boto3.client("application-autoscaling", region_name=REGION)
+    found = aas.describe_scalable_targets(
+        ServiceNamespace="sagemaker", ResourceIds=[f"endpoint/{ENDPOINT}/variant/canary"]
+    )["ScalableTargets"]
+    return (found[0]["MinCapacity"], found[0]["MaxCapacity"]) if found else None
 
 
 def weights(name: str = ENDPOINT) -> dict[str, float]:
@@ -80,6 +153,18 @@ def weights(name: str = ENDPOINT) -> dict[str, float]:
 STEPS = (5, 25, 50, 75, 100)
 BAKE = 3600
 CHECK = 300
+PRIMARY_COUNT = 4
+MIN_INVOCATIONS = 100
+#: prod-like plan: primary 2..8, canary 1..2, same instance type.
+PLAN = rules.build_plan(
+    STEPS, primary_min=2, primary_max=8, canary_min=1, canary_max=2,
+    primary_concurrency=81, canary_concurrency=81,
+)  # fmt: skip
+RULES = rules.Rules(
+    steps=STEPS, bake_seconds=BAKE, check_seconds=CHECK,
+    evidence=rules.EvidenceRules(MIN_INVOCATIONS, max_error_rate_increase_percent=0.5),
+    evidence_timeout_seconds=BAKE, plan=PLAN,
+)  # fmt: skip
 ALARMS = ("canary-5xx", "canary-model-latency", "canary-ttft")
 
 
@@ -110,6 +195,31 @@ class World:
         return self.run(
             {"action": "start", "endpoint_name": ENDPOINT, "rollout_id": rollout_id,
              "requested_by": "alice"}
+        )  # fmt: skip
+
+    def traffic(
+        self,
+        canary: float = 1000,
+        primary: float = 19000,
+        canary_5xx: float = 0,
+        primary_5xx: float = 0,
+    ) -> None:
+        """Publish one minute of AWS/SageMaker invocation metrics just before now."""
+        when = datetime.fromtimestamp(self.clock.now - 30, UTC)
+        data = [
+            (variant, metric, value)
+            for variant, inv, err in (("canary", canary, canary_5xx),
+                                      ("primary", primary, primary_5xx))
+            for metric, value in (("Invocations", inv), ("Invocation5XXErrors", err))
+        ]  # fmt: skip
+        boto3.client("cloudwatch", region_name=REGION).put_metric_data(
+            Namespace="AWS/SageMaker",
+            MetricData=[
+                {"MetricName": metric, "Timestamp": when, "Value": value,
+                 "Dimensions": [{"Name": "EndpointName", "Value": ENDPOINT},
+                                {"Name": "VariantName", "Value": variant}]}
+                for variant, metric, value in data
+            ],
         )  # fmt: skip
 
     def notifications(self) -> list[dict[str, Any]]:
@@ -158,10 +268,13 @@ def world(endpoint: str) -> World:
         definition=json.dumps({"StartAt": "S", "States": {"S": {"Type": "Succeed"}}}),
         roleArn="arn:aws:iam::123456789012:role/sfn",
     )["stateMachineArn"]
+    boto3.client("application-autoscaling", region_name=REGION).register_scalable_target(
+        ServiceNamespace="sagemaker", ResourceId=f"endpoint/{ENDPOINT}/variant/canary",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount", MinCapacity=1, MaxCapacity=2,
+    )  # fmt: skip
     settings = ctl.Settings(
         endpoint_name=ENDPOINT, table_name="rollout-state", topic_arn=topic,
-        state_machine_arn=machine, alarm_names=ALARMS, steps=STEPS, bake_seconds=BAKE,
-        check_seconds=CHECK,
+        state_machine_arn=machine, alarm_names=ALARMS, rules=RULES,
     )  # fmt: skip
     clock = Clock()
     controller = ctl.Controller(settings, clock=clock)

@@ -87,7 +87,10 @@ def dev(stacks: dict[str, cdk.Stack]) -> Template:
     return Template.from_stack(stacks["dev"])
 
 
-EXPECTED_SIDS = {"Endpoint", "Alarms", "State", "StartRollout", "Notify", "TopicKey"}
+EXPECTED_SIDS = {
+    "Endpoint", "Alarms", "State", "StartRollout", "Notify", "TopicKey", "CanaryScalingBounds",
+    "EndpointConfigs", "Evidence",
+}  # fmt: skip
 
 
 def policy_of(template: Template, role_prefix: str) -> list[dict[str, Any]]:
@@ -128,6 +131,13 @@ def test_canary_role_names_endpoint_alarms_table_topic_and_machine_only(prod: Te
     assert by_sid["Notify"]["Resource"]["Ref"].startswith("Alerts")
     assert by_sid["TopicKey"]["Action"] == ["kms:GenerateDataKey", "kms:Decrypt"]
     assert by_sid["TopicKey"]["Resource"]["Fn::GetAtt"][0].startswith("TopicKey")
+    bounds = by_sid["CanaryScalingBounds"]
+    assert bounds["Action"] == "application-autoscaling:RegisterScalableTarget"
+    assert ":application-autoscaling:" in arn_text(bounds["Resource"])
+    assert "scalable-target/*" in arn_text(bounds["Resource"])
+    assert by_sid["Evidence"] == {
+        "Sid": "Evidence", "Action": "cloudwatch:GetMetricData", "Effect": "Allow", "Resource": "*"
+    }  # fmt: skip
     logs = [a for sid, st in by_sid.items() if sid not in EXPECTED_SIDS for a in _actions(st)]
     assert logs and all(a.startswith("logs:") for a in logs), logs
 
@@ -179,6 +189,48 @@ def test_functions_run_the_handlers_on_a_current_python(prod: Template) -> None:
             }
         },
     )
+
+
+def test_capacity_plan_and_evidence_rules_reach_the_controller(prod: Template) -> None:
+    env = Capture()
+    prod.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Environment": {"Variables": Match.object_like({"CAPACITY_PLAN": env})}},
+    )
+    plan = json.loads(env.as_string())
+    # prod: primary 2..8 and canary 2..2 on the same instance type (same per-instance capacity)
+    assert plan["canary_per_primary"] == 1.0 and (plan["canary_min"], plan["canary_max"]) == (2, 2)
+    assert [(s["percent"], s["min_capacity"], s["max_capacity"]) for s in plan["steps"]] == [
+        (5, 2, 2), (25, 2, 2), (50, 2, 4), (75, 2, 6), (100, 2, 8)
+    ]  # fmt: skip
+    prod.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Environment": {
+                "Variables": Match.object_like(
+                    {
+                        "MIN_CANARY_INVOCATIONS": "100",
+                        "MAX_ERROR_RATE_INCREASE_PERCENT": "0.5",
+                        "EVIDENCE_TIMEOUT_SECONDS": "3600",
+                    }
+                )
+            }
+        },
+    )
+
+
+def test_state_machine_rollback_names_its_rollout_and_keeps_looping(prod: Template) -> None:
+    definition = Capture()
+    prod.has_resource_properties(
+        "AWS::StepFunctions::StateMachine", {"DefinitionString": definition}
+    )
+    parts = definition.as_object()["Fn::Join"][1]
+    states = json.loads("".join(p if isinstance(p, str) else "ARN" for p in parts))["States"]
+    rollback = states["RollbackOnError"]
+    assert rollback["Parameters"]["rollout_id.$"] == "$.rollout_id"
+    # After the rollback call the loop goes on (its ticks finish the rollback), not to Fail.
+    assert rollback["Next"] == "Done?" and rollback["Catch"][0]["Next"] == "ControllerFailed"
+    assert states["Tick"]["Catch"][0]["Next"] == "RollbackOnError"
 
 
 def test_state_machine_loops_tick_and_bake_and_rolls_back_on_error(prod: Template) -> None:
@@ -243,3 +295,42 @@ def test_cfn_lint_finds_nothing(stacks: dict[str, cdk.Stack], outdir: Path) -> N
 def test_checkov_finds_nothing(stacks: dict[str, cdk.Stack], outdir: Path) -> None:
     passed, failed = run_checkov(CHECKOV, templates_in(outdir))
     assert failed == [] and passed > 50
+
+
+@pytest.mark.parametrize("timeout", [10, 300, 780, 840])
+def test_smoke_gate_lambda_always_stops_before_the_provider_framework(timeout: int) -> None:
+    from stacks.constructs.smoke_gate import PROVIDER_FRAMEWORK_TIMEOUT_SECONDS
+
+    cfg = load_config(REPO / "config" / "prod.yaml", env="prod")
+    cfg = cfg.model_copy(update={"smoke_gate": SmokeGateConfig(timeout_seconds=timeout)})
+    app = cdk.App()
+    stack = cdk.Stack(app, "Gate", env=cdk.Environment(account=ACCOUNT, region=REGION))
+    endpoint = sagemaker.CfnEndpoint(stack, "Endpoint", endpoint_config_name="cfg")
+    SmokeGate(stack, "Smoke", cfg=cfg, endpoint=endpoint, endpoint_name=cfg.endpoint_name)
+    [gate_fn] = [
+        f["Properties"]
+        for f in Template.from_stack(stack).find_resources("AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == "handler.handler"
+    ]
+    # Room for the gate's own deadline plus a call, but always below the framework's 900 s
+    # (the handler shortens its deadline to the function's remaining time).
+    assert min(timeout + 60, 840) <= gate_fn["Timeout"] < PROVIDER_FRAMEWORK_TIMEOUT_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("min_canary_invocations_per_step", 0),
+        ("max_error_rate_increase_percent", -1),
+        ("evidence_timeout_minutes", "soon"),
+    ],
+)
+def test_evidence_settings_are_validated_naming_the_field(field: str, value: Any) -> None:
+    import yaml
+
+    from stacks.config import ConfigError, parse_config
+
+    raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
+    raw["rollout"][field] = value
+    with pytest.raises(ConfigError, match=rf"rollout\.{field}: "):
+        parse_config(raw, env="prod", source=Path("prod.yaml"), base_dir=REPO / "config")

@@ -257,10 +257,79 @@ def test_delete_does_nothing(runtime: Runtime) -> None:
         (event(MaxTokens="many"), "MaxTokens and TimeoutSeconds must be integers"),
         (
             {"RequestType": "Create", "ResourceProperties": {"EndpointName": "x"}},
-            "missing Variants",
+            "missing EndpointConfigName, Variants",
         ),
     ],
 )
 def test_malformed_events_are_rejected(runtime: Runtime, ev: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         runtime.run(ev)
+
+
+# ------------------------------------------------------------------ item 8
+
+
+def test_endpoint_back_on_the_previous_config_fails_the_deploy(runtime: Runtime) -> None:
+    # moto's endpoint serves cfg-1; the deploy asked for cfg-2 and SageMaker rolled it back.
+    with pytest.raises(gate.SmokeGateError) as err:
+        runtime.run(event(EndpointConfigName="cfg-2"))
+    assert "InService on cfg-1, not on the deployed cfg-2" in str(err.value)
+    assert "rolled the deployment back" in str(err.value)
+
+
+def test_missing_endpoint_config_name_is_rejected(runtime: Runtime) -> None:
+    ev = event()
+    del ev["ResourceProperties"]["EndpointConfigName"]
+    with pytest.raises(ValueError, match="missing EndpointConfigName"):
+        runtime.run(ev)
+
+
+class SlowRuntime:
+    """Each call takes ``seconds`` on the fake clock, then answers through the stub."""
+
+    def __init__(self, rt: Runtime, clock: list[float], seconds: float) -> None:
+        self.rt, self.clock, self.seconds = rt, clock, seconds
+
+    def invoke_endpoint(self, **kw: Any) -> Any:
+        self.clock[0] += self.seconds
+        return self.rt.client.invoke_endpoint(**kw)
+
+    def invoke_endpoint_with_response_stream(self, **kw: Any) -> Any:
+        self.clock[0] += self.seconds
+        return self.rt.client.invoke_endpoint_with_response_stream(**kw)
+
+
+def test_one_deadline_covers_every_call(runtime: Runtime) -> None:
+    now = [1000.0]
+    for adapter in ADAPTERS[:3]:
+        runtime.expect("primary", adapter, chat("ok", adapter))
+    slow = SlowRuntime(runtime, now, 25)
+    sm = boto3.client("sagemaker", region_name=REGION)
+    with runtime.stub, pytest.raises(gate.SmokeGateError) as err:
+        gate.handler(
+            event(TimeoutSeconds="60"),
+            None,
+            clients={"sagemaker": sm, "sagemaker-runtime": slow, "clock": lambda: now[0]},
+        )
+    msg = str(err.value)
+    # Calls at t=0, 25, 50 ran; at t=75 the 60 s deadline had passed: the other five never ran.
+    assert msg.startswith(f"smoke gate failed 5 of 8 calls on {ENDPOINT}")
+    assert (
+        "variant primary, streaming, adapter manga_domain_v3: not run, the gate's deadline" in msg
+    )
+    assert "variant canary, adapter manga_domain_v3: not run" in msg
+
+
+class Context:
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def test_deadline_never_outlives_the_lambda() -> None:
+    props = {"timeout": 840}
+    assert gate.deadline_for(props, None, 0) == 840
+    # An 840 s function: the gate stops starting calls early enough for one to finish in time.
+    assert gate.deadline_for(props, Context(840_000), 0) == 840 - gate.CALL_OVERRUN_SECONDS

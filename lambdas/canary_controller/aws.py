@@ -1,0 +1,197 @@
+"""The controller's AWS reads and writes (SageMaker, Application Auto Scaling, CloudWatch).
+
+AWS behaviour relied on, with its source:
+
+- UpdateEndpointWeightsAndCapacities is refused with ValidationException while the endpoint is
+  Updating (autoscaling, a deploy, our own previous change) (FACTS.md, "Updating a live SageMaker
+  endpoint"); :func:`refused` recognises it so the caller retries on a later tick. Each
+  ``DesiredWeightAndCapacity`` may carry only ``DesiredInstanceCount`` or only ``DesiredWeight``
+  (SageMaker API reference, DesiredWeightAndCapacity: both optional), so a capacity change never
+  rewrites a weight another actor (an operator's rollback) just set.
+- RegisterScalableTarget on an existing target updates it, and for an active resource "changes
+  the resource's current capacity to a value that is inside of this range" (Application Auto
+  Scaling API reference, RegisterScalableTarget): raising MinCapacity scales the canary out,
+  lowering MaxCapacity scales it in, and no scaling policy leaves the range.
+- DescribeEndpoint's ProductionVariants carry CurrentWeight/DesiredWeight and
+  CurrentInstanceCount/DesiredInstanceCount per variant (SageMaker API reference).
+- AWS/SageMaker ``Invocations`` and ``Invocation5XXErrors`` per EndpointName/VariantName, one-minute
+  Sum (FACTS.md, SageMaker metrics); GetMetricData periods are multiples of 60 s.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
+    from lambdas.canary_controller import rules as r
+except ImportError:  # pragma: no cover - the Lambda runtime
+    import rules as r  # type: ignore[no-redef]
+
+SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+
+
+#: Answers that mean "not now": SageMaker's refusal while Updating, throttling, and Application
+#: Auto Scaling's ConcurrentUpdateException (another update of the same target is in progress).
+RETRY_LATER = ("ValidationException", "ThrottlingException", "ConcurrentUpdateException")
+
+
+def refused(exc: ClientError) -> bool:
+    """AWS would not take the change now (endpoint Updating, throttled): retry on a later tick."""
+    return exc.response["Error"]["Code"] in RETRY_LATER
+
+
+def describe(sm: Any, endpoint: str) -> tuple[str, dict[str, dict[str, Any]]]:
+    """(EndpointStatus, variants by name); ``NotFound`` when the endpoint is gone."""
+    try:
+        desc = sm.describe_endpoint(EndpointName=endpoint)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] in ("ValidationException", "ResourceNotFound"):
+            return "NotFound", {}
+        raise
+    return str(desc["EndpointStatus"]), {
+        v["VariantName"]: v for v in desc.get("ProductionVariants", [])
+    }
+
+
+def alarm_states(cw: Any, names: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """``{name: (state, reason)}``; an alarm that does not exist is reported as ``MISSING``."""
+    found: dict[str, tuple[str, str]] = {}
+    listed = list(names)
+    for i in range(0, len(listed), 100):
+        pages = cw.get_paginator("describe_alarms").paginate(
+            AlarmNames=listed[i : i + 100], AlarmTypes=["MetricAlarm", "CompositeAlarm"]
+        )
+        for page in pages:
+            for alarm in page.get("MetricAlarms", []) + page.get("CompositeAlarms", []):
+                found[alarm["AlarmName"]] = (alarm["StateValue"], alarm.get("StateReason", ""))
+    return {
+        n: found.get(n, ("MISSING", "alarm not found: cannot verify canary health")) for n in listed
+    }
+
+
+def set_weights(sm: Any, endpoint: str, weights: dict[str, float]) -> None:
+    sm.update_endpoint_weights_and_capacities(
+        EndpointName=endpoint,
+        DesiredWeightsAndCapacities=[
+            {"VariantName": name, "DesiredWeight": float(w)} for name, w in weights.items()
+        ],
+    )
+
+
+def set_instances(sm: Any, endpoint: str, variant: str, count: int) -> None:
+    sm.update_endpoint_weights_and_capacities(
+        EndpointName=endpoint,
+        DesiredWeightsAndCapacities=[{"VariantName": variant, "DesiredInstanceCount": count}],
+    )
+
+
+def set_bounds(aas: Any, endpoint: str, variant: str, low: int, high: int) -> None:
+    aas.register_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId=f"endpoint/{endpoint}/variant/{variant}",
+        ScalableDimension=SCALABLE_DIMENSION,
+        MinCapacity=low,
+        MaxCapacity=high,
+    )
+
+
+def invocation_sums(
+    cw: Any, endpoint: str, variants: tuple[str, ...], start: int, end: int
+) -> dict[tuple[str, str], float]:
+    """Sum of Invocations and Invocation5XXErrors per variant over [start, end) (epoch s)."""
+    period = max(60, -(-(end - start) // 60) * 60)
+    queries, keys = [], {}
+    for i, variant in enumerate(variants):
+        for j, metric in enumerate(("Invocations", "Invocation5XXErrors")):
+            qid = f"m{i}_{j}"
+            keys[qid] = (variant, metric)
+            queries.append(
+                {
+                    "Id": qid,
+                    "MetricStat": {
+                        "Metric": {
+                            "Namespace": "AWS/SageMaker",
+                            "MetricName": metric,
+                            "Dimensions": [
+                                {"Name": "EndpointName", "Value": endpoint},
+                                {"Name": "VariantName", "Value": variant},
+                            ],
+                        },
+                        "Period": period,
+                        "Stat": "Sum",
+                    },
+                    "ReturnData": True,
+                }
+            )
+    sums = dict.fromkeys(keys.values(), 0.0)
+    kwargs: dict[str, Any] = {
+        "MetricDataQueries": queries,
+        "StartTime": datetime.fromtimestamp(start, UTC),
+        "EndTime": datetime.fromtimestamp(end, UTC),
+    }
+    while True:
+        page = cw.get_metric_data(**kwargs)
+        for result in page.get("MetricDataResults", []):
+            sums[keys[result["Id"]]] += float(sum(result.get("Values", [])))
+        token = page.get("NextToken")
+        if not token:
+            return sums
+        kwargs["NextToken"] = token
+
+
+def observe(
+    sm: Any, cw: Any, endpoint: str, alarms: tuple[str, ...], *, primary: str, canary: str
+) -> r.Observation:
+    """One tick's view: endpoint status, both variants' weights and counts, the alarms."""
+    status, variants = describe(sm, endpoint)
+    states = alarm_states(cw, alarms) if alarms else {}
+    c, p = variants.get(canary, {}), variants.get(primary, {})
+    return r.Observation(
+        endpoint_status=status,
+        firing=tuple(
+            f"{n} ({why or 'in ALARM'})"
+            for n, (st, why) in states.items()
+            if st in ("ALARM", "MISSING")
+        ),
+        no_data=tuple(n for n, (st, _) in states.items() if st == "INSUFFICIENT_DATA"),
+        canary_instances=int(c.get("CurrentInstanceCount") or 0),
+        canary_weight=float(c.get("CurrentWeight") or 0.0),
+        # The larger of current and desired: a primary scaling out already needs that many.
+        primary_instances=max(
+            int(p.get("CurrentInstanceCount") or 0), int(p.get("DesiredInstanceCount") or 0)
+        ),
+        primary_weight=float(p.get("CurrentWeight") or 0.0),
+    )
+
+
+def evidence(
+    cw: Any, endpoint: str, start: int, end: int, *, primary: str, canary: str
+) -> r.Evidence:
+    sums = invocation_sums(cw, endpoint, (canary, primary), start, end)
+    return r.Evidence(
+        canary_invocations=sums[(canary, "Invocations")],
+        canary_errors=sums[(canary, "Invocation5XXErrors")],
+        primary_invocations=sums[(primary, "Invocations")],
+        primary_errors=sums[(primary, "Invocation5XXErrors")],
+    )
+
+
+def start_execution(sfn: Any, state_machine_arn: str, name: str, state: dict[str, Any]) -> None:
+    """Start the rollout loop at ``state``'s seq.
+
+    Step Functions API reference, StartExecution ``name``: a second call with the same name and
+    identical input while that execution is open returns success without a new execution (so a
+    retried start whose first response was lost is safe); with different input, or once it has
+    closed, ExecutionAlreadyExists. Names are unique per state machine for 90 days, hence the
+    rollout id as the name and a timestamped name for rollback drivers."""
+    sfn.start_execution(
+        stateMachineArn=state_machine_arn,
+        name=name,
+        input=json.dumps(
+            {k: state[k] for k in ("endpoint_name", "rollout_id", "seq")}, separators=(",", ":")
+        ),
+    )

@@ -1,0 +1,138 @@
+"""The rollout's record: one DynamoDB item per endpoint, written only by conditional writes.
+
+DynamoDB rather than an SSM parameter or endpoint tags because the lock and the step counter need
+an atomic compare-and-set (a conditional write), which neither SSM nor tags offer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
+    from lambdas.canary_controller import rules as r
+except ImportError:  # pragma: no cover - the Lambda runtime
+    import rules as r  # type: ignore[no-redef]
+
+HISTORY_LIMIT = 50
+#: Answer to a tick or rollback from an execution whose rollout is no longer the current one.
+SUPERSEDED = "SUPERSEDED"
+
+
+def save(table: Any, state: dict[str, Any], *, expect_seq: int | None) -> None:
+    """Write ``state`` if nobody else moved it since ``expect_seq`` (None: only if unlocked)."""
+    if expect_seq is None:
+        cond = "attribute_not_exists(endpoint_name) OR NOT (#st IN (:running, :rolling))"
+        names = {"#st": "status"}
+        values: dict[str, Any] = {":running": r.RUNNING, ":rolling": r.ROLLING_BACK}
+    else:
+        cond, names, values = "#seq = :seq", {"#seq": "seq"}, {":seq": expect_seq}
+    table.put_item(
+        Item=state,
+        ConditionExpression=cond,
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+    )
+
+
+def record(state: dict[str, Any], decision: str, reason: str, now: int) -> dict[str, Any]:
+    """The next version of ``state`` with a decision; routine checks stay out of the history."""
+    history = list(state.get("history", []))
+    if decision not in ("bake", "wait", "hold") or decision != state.get("last_decision"):
+        entry = {"at": now, "decision": decision, "reason": reason, "step": state["step_index"]}
+        history = [*history, entry][-HISTORY_LIMIT:]
+    return {
+        **state,
+        "seq": state["seq"] + 1,
+        "updated_at": now,
+        "last_decision": decision,
+        "last_reason": reason,
+        "history": history,
+    }
+
+
+def new_state(
+    *,
+    endpoint: str,
+    rollout_id: str,
+    status: str,
+    by: str,
+    rules: r.Rules,
+    alarms: list[str],
+    now: int,
+) -> dict[str, Any]:
+    return {
+        "endpoint_name": endpoint,
+        "rollout_id": rollout_id,
+        "status": status,
+        "steps": list(rules.steps),
+        "step_index": -1,
+        "phase": r.BAKING,
+        "bake_seconds": rules.bake_seconds,
+        "started_at": now,
+        "step_started_at": now,
+        "requested_by": by,
+        "alarm_names": alarms,
+        "seq": -1,
+        "refusals": 0,
+        "history": [],
+    }
+
+
+def summary(
+    state: dict[str, Any], *, check_seconds: int, duplicate: bool = False, wait: int = 0
+) -> dict[str, Any]:
+    """What the state machine and the CLI read: summary plus loop control."""
+    out = {k: state.get(k) for k in SUMMARY_KEYS}
+    index = state["step_index"]
+    out["current_percent"] = state["steps"][index] if index >= 0 else 0
+    out["duplicate"] = duplicate
+    out["done"] = state["status"] not in r.LOCKED
+    out["wait_seconds"] = max(1, wait or check_seconds)
+    return out
+
+
+def superseded(
+    endpoint: str, event: dict[str, Any], state: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A stale execution (its rollout ended and a newer one started) ends, changing nothing."""
+    current = state["rollout_id"] if state else None
+    return {
+        "endpoint_name": endpoint,
+        "rollout_id": event.get("rollout_id"),
+        "status": SUPERSEDED,
+        "seq": event.get("seq", 0),
+        "done": True,
+        "duplicate": False,
+        "last_reason": f"superseded by rollout {current!r}; nothing changed",
+        "wait_seconds": 1,
+    }
+
+
+SUMMARY_KEYS = (
+    "endpoint_name",
+    "rollout_id",
+    "status",
+    "seq",
+    "steps",
+    "step_index",
+    "phase",
+    "target_instances",
+    "started_at",
+    "step_started_at",
+    "requested_by",
+    "last_decision",
+    "last_reason",
+    "rollback_reason",
+    "history",
+)
+
+
+def plain(value: Any) -> Any:
+    """DynamoDB returns Decimal for numbers; turn them back into ints for JSON and comparisons."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if type(value).__name__ == "Decimal":
+        return int(value)
+    return value

@@ -1,0 +1,301 @@
+"""Scenario "canary rollout 5 -> 100 on a normal day": the controller's own rules on a timeline.
+
+The canary controller's decisions come from ``lambdas.canary_controller.rules`` (``decide``,
+``transition``, the synth-time capacity plan the stacks hand to the Lambda): nothing about steps,
+bakes, evidence or capacity is restated here. This module only plays the world around them,
+minute by minute, on the normal-day trace:
+
+- Traffic splits by the variants' weights (SageMaker weights are relative).
+- Each variant serves ``n x`` the requests per minute one instance serves
+  (:mod:`simulator.capacity`, from stacks.capacity); excess waits inside vLLM and is rejected with
+  429 beyond ``n x engine.admission_max_inflight`` in flight (as :mod:`simulator.engine`).
+- Each variant has target tracking on concurrency per instance (target
+  ``stacks.capacity.concurrency_target``): scale out after ``tt_out_datapoints`` minutes above the
+  target, scale in after ``tt_in_datapoints`` minutes below ``tt_in_fraction`` of it, within its
+  scalable-target bounds. The primary's bounds follow its schedules (:func:`simulator.schedule.
+  timeline`); its step policies are left out of this scenario (the scenario is about the canary).
+- RegisterScalableTarget moves a variant's desired count into the new range at once
+  (Application Auto Scaling API reference, RegisterScalableTarget); new instances serve after
+  ``provision_seconds + startup_seconds``. While any instance is starting the endpoint reports
+  Updating (autoscaling changes make it Updating, FACTS.md) and the controller waits.
+- The state machine's loop: the next tick comes ``wait_seconds`` after the last one.
+
+``capacity_first=False`` replays the rollout as the controller ran before issue 10: weights only,
+the canary's bounds left at the config's (the "before" figures).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from lambdas.canary_controller import rules as r
+from simulator.assumptions import Assumptions
+from simulator.capacity import InstanceModel, instance_model
+from simulator.schedule import timeline
+from simulator.traces import JST, Trace, normal_day
+from stacks.capacity import concurrency_target
+from stacks.config import DeploymentConfig
+from stacks.rollout_plan import rollout_capacity_plan
+
+NAME = "canary-rollout"
+#: The rollout starts at 14:00 JST: its last steps meet the JP evening peak (18:00-22:00).
+START_HOUR_JST = 14
+
+
+def controller_rules(cfg: DeploymentConfig) -> r.Rules:
+    """The Rules the deployed Lambda gets from its environment (stacks/constructs)."""
+    ro = cfg.rollout
+    return r.Rules(
+        steps=tuple(ro.steps_percent),
+        bake_seconds=ro.bake_minutes * 60,
+        check_seconds=ro.check_interval_minutes * 60,
+        evidence=r.EvidenceRules(
+            ro.min_canary_invocations_per_step, ro.max_error_rate_increase_percent
+        ),
+        evidence_timeout_seconds=ro.evidence_timeout_minutes * 60,
+        plan=rollout_capacity_plan(cfg),
+    )
+
+
+@dataclass
+class _Fleet:
+    """One variant: instances, bounds, target tracking."""
+
+    model: InstanceModel
+    target: float
+    low: int
+    high: int
+    desired: int
+    delay: float
+    a: Assumptions
+    scale_in_cooldown: float
+    ready: list[float] = field(default_factory=list)
+    above: int = 0
+    below: int = 0
+    last_in: float = -math.inf
+    backlog: float = 0.0
+
+    def in_service(self, t: float) -> int:
+        return sum(1 for x in self.ready if x <= t)
+
+    def starting(self, t: float) -> bool:
+        return any(x > t for x in self.ready)
+
+    def set_bounds(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+        self.desired = min(max(self.desired, low), high)
+
+    def move(self, t: float) -> None:
+        if self.desired > len(self.ready):
+            self.ready += [t + self.delay] * (self.desired - len(self.ready))
+        elif self.desired < len(self.ready):
+            self.ready.sort()
+            del self.ready[self.desired :]
+
+    def serve(self, t: float, arrivals: float) -> tuple[float, float, float]:
+        """(capacity rpm, served, rejected) for one minute."""
+        n = self.in_service(t)
+        cap = n * self.model.requests_per_minute
+        total = self.backlog + arrivals
+        served = min(total, cap)
+        left = total - served
+        rejected = max(0.0, left - n * (self.model.admission_limit - self.model.concurrency))
+        self.backlog = left - rejected
+        return cap, served, rejected
+
+    def autoscale(self, t: float, arrivals: float) -> None:
+        n = self.in_service(t)
+        if not n:
+            return
+        per_instance = (arrivals / 60 * self.model.service_seconds + self.backlog) / n
+        self.above = self.above + 1 if per_instance > self.target else 0
+        self.below = self.below + 1 if per_instance < self.a.tt_in_fraction * self.target else 0
+        wanted = math.ceil(n * per_instance / self.target)
+        if self.above >= self.a.tt_out_datapoints and wanted > self.desired:
+            self.desired = min(wanted, self.high)
+        elif (
+            self.below >= self.a.tt_in_datapoints
+            and t - self.last_in >= self.scale_in_cooldown
+            and max(1, wanted) < self.desired
+        ):
+            self.desired = max(max(1, wanted), self.low)
+            self.last_in = t
+
+
+def _fleet(cfg: DeploymentConfig, variant: str, a: Assumptions, low: int, high: int) -> _Fleet:
+    tt = cfg.scaling.variants[variant].target_tracking  # type: ignore[index]
+    initial = min(max(getattr(cfg.variants, variant).initial_instance_count, low), high)
+    f = _Fleet(
+        model=instance_model(cfg, getattr(cfg.variants, variant).instance_type, a),
+        target=concurrency_target(cfg, variant) if tt and tt.metric == "concurrency" else 1e9,
+        low=low,
+        high=high,
+        desired=initial,
+        delay=a.ready_delay_seconds,
+        a=a,
+        scale_in_cooldown=tt.scale_in_cooldown_seconds if tt else 600,
+    )
+    f.ready = [0.0] * initial
+    return f
+
+
+def simulate_rollout(
+    cfg: DeploymentConfig,
+    a: Assumptions | None = None,
+    *,
+    trace: Trace | None = None,
+    start_minute: int = START_HOUR_JST * 60,
+    capacity_first: bool = True,
+) -> dict[str, Any]:
+    """Replay one rollout; returns per-minute series, the steps and a summary."""
+    a = a or Assumptions()
+    tr = trace or normal_day()
+    rules = controller_rules(cfg)
+    (plo, phi, _), changes = timeline(cfg.scaling, "primary", tr.start, tr.end)
+    prim = _fleet(cfg, "primary", a, plo, phi)
+    cs = cfg.scaling.variants["canary"]
+    can = _fleet(cfg, "canary", a, cs.min_capacity, cs.max_capacity)
+    weights = {
+        "primary": cfg.variants.primary.initial_weight,
+        "canary": cfg.variants.canary.initial_weight,
+    }
+    state: dict[str, Any] = {
+        "status": r.RUNNING,
+        "phase": r.BAKING,
+        "step_index": -1,
+        "step_started_at": start_minute * 60,
+    }
+    next_tick = float(start_minute * 60)
+    rows: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    decisions: list[tuple[int, str, str]] = []
+    pending = list(changes)
+    for minute in range(tr.minutes):
+        t = minute * 60.0
+        now = tr.start + timedelta(seconds=t)
+        while pending and pending[0].at <= now:
+            c = pending.pop(0)
+            prim.set_bounds(c.min_capacity, c.max_capacity)
+        if state["status"] in r.LOCKED and t >= next_tick:
+            obs = r.Observation(
+                endpoint_status="Updating" if prim.starting(t) or can.starting(t) else "InService",
+                canary_instances=can.in_service(t) if capacity_first else 10**6,
+                canary_weight=weights["canary"],
+                primary_instances=max(prim.in_service(t), prim.desired),
+                primary_weight=weights["primary"],
+            )
+
+            def evidence(start: int, end: int) -> r.Evidence:
+                span = [row for row in rows if start <= row["t"] < end]
+                return r.Evidence(
+                    canary_invocations=sum(row["canary_arrivals"] for row in span),
+                    canary_errors=0.0,
+                    primary_invocations=sum(row["primary_arrivals"] for row in span),
+                    primary_errors=0.0,
+                )
+
+            d = r.decide(state, obs, rules, int(t), evidence)
+            decisions.append((minute, d.kind, d.reason))
+            if d.kind == "scale" and capacity_first:
+                assert d.bounds is not None and d.instances is not None
+                can.set_bounds(*d.bounds)
+                can.desired = min(max(can.desired, d.instances), can.high)
+            elif d.kind == "shift":
+                assert d.percent is not None
+                weights = {"canary": float(d.percent), "primary": float(100 - d.percent)}
+                steps.append(
+                    {
+                        "percent": d.percent,
+                        "minute": minute,
+                        "canary_in_service": can.in_service(t),
+                        "planned": state.get("target_instances"),
+                    }
+                )
+            elif d.kind in ("rollback", "restore"):
+                weights = {"canary": 0.0, "primary": 100.0}
+                can.set_bounds(rules.plan.canary_min, rules.plan.canary_max)
+            state.update(r.transition(state, d, int(t)))
+            if state["status"] not in r.LOCKED or d.kind == "rollback":
+                state["ended_minute"] = minute
+            if d.kind == "rollback":
+                state["status"] = r.ROLLED_BACK
+            next_tick = t + max(1, d.wait_seconds or rules.check_seconds)
+        for f in (prim, can):
+            f.move(t)
+        total_w = weights["primary"] + weights["canary"]
+        arr = {v: float(tr.rpm[minute]) * weights[v] / total_w for v in weights}
+        row: dict[str, Any] = {"t": t, "minute": minute, "canary_weight": weights["canary"]}
+        for v, f in (("primary", prim), ("canary", can)):
+            cap, _served, rejected = f.serve(t, arr[v])
+            row.update(
+                {
+                    f"{v}_arrivals": arr[v],
+                    f"{v}_capacity": cap,
+                    f"{v}_rejected": rejected,
+                    f"{v}_in_service": f.in_service(t),
+                    f"{v}_launched": len(f.ready),
+                    f"{v}_min": f.low,
+                    f"{v}_max": f.high,
+                }
+            )
+            f.autoscale(t, arr[v])
+        rows.append(row)
+    return {
+        "trace": tr,
+        "rows": rows,
+        "steps": steps,
+        "decisions": decisions,
+        "status": state["status"],
+        "summary": _summary(cfg, tr, rows, steps, state, start_minute),
+    }
+
+
+def _summary(
+    cfg: DeploymentConfig,
+    tr: Trace,
+    rows: list[dict[str, Any]],
+    steps: list[dict[str, Any]],
+    state: dict[str, Any],
+    start_minute: int,
+) -> dict[str, Any]:
+    def when(minute: int) -> str:
+        return (tr.start + timedelta(minutes=minute)).astimezone(JST).strftime("%H:%M JST")
+
+    end = len(rows) if state.get("ended_minute") is None else state["ended_minute"] + 1
+    rows = rows[start_minute:end]  # the rollout's own window: start to completion
+    live = [x for x in rows if x["canary_weight"] > 0]
+    over = [x for x in live if x["canary_arrivals"] > x["canary_capacity"] + 1e-9]
+    per_step = []
+    for i, s in enumerate(steps):
+        end = steps[i + 1]["minute"] if i + 1 < len(steps) else rows[-1]["minute"] + 1
+        span = [x for x in rows if s["minute"] <= x["minute"] < end] or rows[-1:]
+        head = min(x["canary_capacity"] - x["canary_arrivals"] for x in span)
+        per_step.append(
+            {
+                "percent": s["percent"],
+                "at": when(s["minute"]),
+                "canary_instances_at_shift": s["canary_in_service"],
+                "canary_instances_max": max(x["canary_in_service"] for x in span),
+                "canary_traffic_peak_rpm": round(max(x["canary_arrivals"] for x in span)),
+                "canary_capacity_min_rpm": round(min(x["canary_capacity"] for x in span)),
+                "min_headroom_rpm": round(head),
+                "canary_rejected": round(sum(x["canary_rejected"] for x in span)),
+            }
+        )
+    price = instance_model(cfg, cfg.variants.canary.instance_type, Assumptions()).price_per_hour
+    return {
+        "scenario": NAME,
+        "start": when(start_minute),
+        "end": when(rows[-1]["minute"]),
+        "status": state["status"],
+        "steps": per_step,
+        "canary_minutes_over_capacity": len(over),
+        "canary_rejected": round(sum(x["canary_rejected"] for x in rows)),
+        "primary_rejected": round(sum(x["primary_rejected"] for x in rows)),
+        "canary_instance_hours": round(sum(x["canary_launched"] for x in rows) / 60, 1),
+        "canary_cost_usd": round(sum(x["canary_launched"] for x in rows) / 60 * price, 2),
+        "requests": round(sum(x["primary_arrivals"] + x["canary_arrivals"] for x in rows)),
+    }

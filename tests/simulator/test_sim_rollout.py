@@ -1,0 +1,63 @@
+"""Canary rollout scenario: the controller's own rules (lambdas.canary_controller.rules) replayed
+against the normal-day trace under prod's config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lambdas.canary_controller import rules
+from simulator.cli import main
+from simulator.rollout import controller_rules, simulate_rollout
+from stacks.config import RolloutConfig, load_config
+
+PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
+
+
+@pytest.fixture(scope="module")
+def prod():  # type: ignore[no-untyped-def]
+    return load_config(PROD, env="prod")
+
+
+@pytest.fixture(scope="module")
+def after(prod):  # type: ignore[no-untyped-def]
+    return simulate_rollout(prod)
+
+
+def test_every_step_keeps_the_canary_within_its_capacity(after) -> None:  # type: ignore[no-untyped-def]
+    s = after["summary"]
+    assert after["status"] == "COMPLETED"
+    assert [p["percent"] for p in s["steps"]] == [5, 25, 50, 75, 100]
+    assert s["canary_minutes_over_capacity"] == 0 and s["canary_rejected"] == 0
+    assert all(p["min_headroom_rpm"] >= 0 for p in s["steps"])
+    # Capacity came before weight: at every shift the canary already had the planned instances.
+    assert len(after["steps"]) == 5
+    for step in after["steps"]:
+        assert step["planned"] >= 1 and step["canary_in_service"] >= step["planned"]
+
+
+def test_weights_only_as_before_overruns_the_canary(prod) -> None:  # type: ignore[no-untyped-def]
+    before = simulate_rollout(prod, capacity_first=False)
+    s = before["summary"]
+    assert s["canary_minutes_over_capacity"] > 0 and s["canary_rejected"] > 0
+    assert max(p["canary_instances_max"] for p in s["steps"]) <= 2  # config max: 2
+
+
+def test_the_scenario_replays_the_controllers_evidence_rule(prod) -> None:  # type: ignore[no-untyped-def]
+    silent = prod.model_copy(
+        update={"rollout": RolloutConfig(min_canary_invocations_per_step=10**9)}
+    )
+    result = simulate_rollout(silent)
+    kinds = [kind for _, kind, _ in result["decisions"]]
+    assert "hold" in kinds and kinds[-1] == "rollback"
+    assert [p["percent"] for p in result["summary"]["steps"]] == [5]
+    assert controller_rules(silent).evidence == rules.EvidenceRules(10**9, 0.5)
+
+
+def test_make_simulate_writes_the_rollout_report(tmp_path: Path) -> None:
+    assert main(["rollout", "--env", "prod", "--out", str(tmp_path), "--no-charts"]) == 0
+    report = json.loads((tmp_path / "canary-rollout.json").read_text())
+    assert report["capacity_first"]["canary_minutes_over_capacity"] == 0
+    assert report["weights_only_before"]["canary_minutes_over_capacity"] > 0
