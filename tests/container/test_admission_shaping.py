@@ -212,3 +212,26 @@ def test_more_than_one_sequence_per_request_is_refused_with_a_reason() -> None:
         asyncio.run(call(mw, "/invocations", json.dumps({**chat, "n": 1}).encode()))[0]["status"]
         == 200
     )
+
+
+def test_large_bodies_are_shaped_off_the_event_loop() -> None:
+    import threading
+
+    from container.serving.budget import TokenCounter
+
+    threads: set[str] = set()
+
+    def encode_len(text: str) -> int:
+        threads.add(threading.current_thread().name)
+        return len(text)
+
+    counter = TokenCounter(lambda m, t=None: json.dumps(m), encode_len, 4, 4)
+    mw = ShapingMiddleware(_ok, config=CONFIG, counter=lambda: counter)
+    turns = [{"role": "user", "content": f"turn {i} " + "x" * 100} for i in range(1000)]
+    sent = asyncio.run(call(mw, "/invocations", json.dumps({"messages": turns}).encode()))
+    assert sent[0]["status"] == 200
+    assert threads and all(name.startswith("shaping") for name in threads), threads
+    threads.clear()
+    small = json.dumps({"messages": [{"role": "user", "content": "x" * 900}]})  # over the bound
+    asyncio.run(call(mw, "/invocations", small.encode()))
+    assert threads == {threading.main_thread().name}  # small bodies: inline, no thread hop

@@ -102,11 +102,16 @@ def test_known_crashers_get_a_4xx_naming_the_problem(
         assert payload is not None and reason in payload["error"]["message"]
 
 
+SCALAR = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+)
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    SCALAR,
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4)
+    ),
     max_leaves=20,
-)  # fmt: skip
+)
 
 
 def _part() -> st.SearchStrategy[Any]:
