@@ -300,7 +300,7 @@ class Supervisor:
         assert old is not None
         self.proc = self.start_vllm()
         code = self.wait_engine()
-        _kill_group(old)  # the new server listens on the port now; the old one goes
+        _stop_gracefully(old)  # the new server listens on the port now; the old one goes
         if code is not None:
             return code
         self.phase("engine_restart", t, reason=reason.replace(" ", "_"))
@@ -326,6 +326,17 @@ class Supervisor:
         if self.proc is not None:
             _kill_group(self.proc)
         return 1
+
+
+def _stop_gracefully(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM first: uvicorn stops accepting and closes its idle keep-alive connections with a
+    FIN (a client's next request opens a new connection, to the new server) instead of the reset
+    a SIGKILL would give them; then the group goes."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)
+    _kill_group(proc)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -68,6 +68,7 @@ async def ping(raw_request: Request) -> Response:
         return JSONResponse(
             {"status": State.UNHEALTHY.value, "reason": "inference engine dead; restarting"},
             status_code=503,
+            headers={"Connection": "close"},  # the next ping reaches the restarted server
         )
     if status == State.READY.value:
         from vllm.entrypoints.serve.instrumentator.health import health

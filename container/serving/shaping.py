@@ -202,10 +202,12 @@ class ShapingMiddleware:
         self.retry_after = str(config.engine_retry_after_seconds).encode()
 
     async def _unavailable(self, send: Send, message: str) -> None:
+        """503 + Retry-After. ``Connection: close``: a client must not keep a connection to a
+        server whose engine is dead (or that drains); its next request opens a new connection,
+        which reaches the restarted server once it listens."""
         self.hooks.on_engine_unavailable()
-        await send_error(
-            send, 503, message, "ServiceUnavailable", ((b"retry-after", self.retry_after),)
-        )
+        headers = ((b"retry-after", self.retry_after), (b"connection", b"close"))
+        await send_error(send, 503, message, "ServiceUnavailable", headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] not in SHAPED_PATHS:
