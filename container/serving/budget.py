@@ -95,7 +95,9 @@ class TokenCounter:
     def message_bound(self, message: Message) -> int:
         """Upper bound of one message's tokens: every byte it can render, plus overhead."""
         role = message.get("role")
-        size = _utf8_len(text_of(message)) + _extra_len(message)
+        content = message.get("content")
+        text = content if isinstance(content, str) else text_of(message)
+        size = _utf8_len(text) + (_extra_len(message) if len(message) > 2 else 0)
         if isinstance(role, str):
             size += _utf8_len(role)
         return size + self.message_overhead

@@ -138,7 +138,7 @@ def shape_body(
     return body, adapter, result.trimmed
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Prepared:
     """A shaped request ready for the engine, or the error answer instead."""
 
