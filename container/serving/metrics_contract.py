@@ -80,8 +80,11 @@ ADMISSION_REJECTIONS = Metric(
 BUDGET_TRIMS = Metric(
     "BudgetTrims", "Count", VARIANT_DIMENSIONS, "hooks: conversations trimmed to the context budget"
 )
-OOM_CAUGHT = Metric(
-    "OOMCaught", "Count", VARIANT_DIMENSIONS, "hooks: engine out-of-memory errors contained"
+ENGINE_RESTARTS = Metric(
+    "EngineRestarts",
+    "Count",
+    VARIANT_DIMENSIONS,
+    "entrypoint: engine deaths (e.g. a CUDA OOM killing EngineCore) restarted in-container",
 )
 ADAPTER_REQUESTS = Metric(
     "AdapterRequests", "Count", ADAPTER_DIMENSIONS, "hooks: requests served per adapter"
@@ -105,7 +108,7 @@ ALL_METRICS: tuple[Metric, ...] = (
     PREEMPTIONS,
     ADMISSION_REJECTIONS,
     BUDGET_TRIMS,
-    OOM_CAUGHT,
+    ENGINE_RESTARTS,
     ADAPTER_REQUESTS,
     ADAPTER_LATENCY_P95,
 )

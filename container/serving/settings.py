@@ -82,9 +82,11 @@ _REGISTRY: tuple[Setting, ...] = (
     Setting("LORA_PATH", "/opt/ml/model/lora", str,
             "Directory holding one sub-directory per LoRA adapter; each becomes a --lora-modules "
             "entry named after its directory. Missing or empty: base model only."),
-    Setting("MANIFEST_PATH", "/opt/ml/model/manifest.json", str,
-            "Manifest written by model_prep (sha256 of every file). Checked at startup; when the "
-            "file is absent the check is skipped with a warning (local runs)."),
+    Setting("MANIFEST_PATH", "", str,
+            "Manifest written by model_prep (sha256 of every file; the image sets it to "
+            "/opt/ml/model/manifest.json). When set, startup fails if the file is missing, if a "
+            "listed file is missing or altered, or if any file under its directory (an extra "
+            "adapter under lora/ included) is not listed. Empty: no check (local runs only)."),
     Setting("DEFAULT_ADAPTER", "", str,
             "Adapter used when a request names none (header or body). Empty: the base model."),
     # --- network ---
@@ -135,12 +137,30 @@ _REGISTRY: tuple[Setting, ...] = (
             "SIGTERM drain: vLLM's --shutdown-timeout, in-flight requests finish within it."),
     Setting("SERVING_STATE_FILE", "/tmp/serving-state.json", str,
             "File the entrypoint writes the readiness state to; the ping hook reads it."),
+    Setting("DRAIN_NOTICE_SECONDS", "2", _non_negative,
+            "On SIGTERM, how long /ping answers 503 (draining) and new requests get 503 before "
+            "vLLM itself is signalled and stops accepting connections."),
+    # --- engine death (vLLM V1: a CUDA OOM kills the EngineCore process) ---
+    Setting("ENGINE_RESTART_MAX", "3", _non_negative,
+            "Engine restarts allowed inside the container within ENGINE_RESTART_WINDOW_SECONDS; "
+            "one more death exits non-zero so SageMaker replaces the instance. 0: never restart."),
+    Setting("ENGINE_RESTART_WINDOW_SECONDS", "900", _positive,
+            "The sliding window of the restart budget."),
+    Setting("ENGINE_RESTART_RETRY_AFTER_SECONDS", "30", _positive,
+            "Retry-After on the 503 answered while the engine is dead or restarting (about one "
+            "engine load)."),
     # --- admission control ---
     Setting("ADMISSION_MAX_INFLIGHT", "256", _positive,
             "In-flight /invocations and /v1 requests at which new ones get 429 + Retry-After "
             "instead of queueing without bound. Default 2 x VLLM_MAX_NUM_SEQS."),
     Setting("ADMISSION_RETRY_AFTER_SECONDS", "1", _positive,
             "Retry-After header value on a 429."),
+    # --- request limits (answered 413 naming the limit, before any parsing or tokenizing) ---
+    Setting("MAX_REQUEST_BYTES", "2097152", _positive,
+            "Largest request body accepted on /invocations and /v1/*; bigger is a 413. Also "
+            "bounds the tokenizing work one request can cause."),
+    Setting("MAX_MESSAGES", "1024", _positive,
+            "Most entries in a chat request's `messages`; more is a 413."),
     # --- context budget (seed 000 scenario 5: system 400, retrieval 1400, reserve 600) ---
     Setting("BUDGET_SYSTEM_TOKENS", "400", _positive,
             "Most tokens the leading system messages may use; more is a 400 (a client bug)."),
@@ -198,8 +218,14 @@ class Settings:
     startup_timeout_seconds: int
     shutdown_timeout_seconds: int
     serving_state_file: str
+    drain_notice_seconds: int
+    engine_restart_max: int
+    engine_restart_window_seconds: int
+    engine_restart_retry_after_seconds: int
     admission_max_inflight: int
     admission_retry_after_seconds: int
+    max_request_bytes: int
+    max_messages: int
     budget_system_tokens: int
     budget_retrieval_tokens: int
     budget_generation_reserve_tokens: int

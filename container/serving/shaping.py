@@ -1,5 +1,12 @@
-"""Request shaping, the innermost hook: adapter selection, context budget, OOM containment.
+"""Request shaping, the innermost hook: limits, request checks, adapter selection, context
+budget, engine-death answers.
 
+- Limits: a body over MAX_REQUEST_BYTES (by Content-Length, or counted while it streams in) or a
+  ``messages`` list over MAX_MESSAGES is answered 413 naming the limit, before any parsing.
+- Checks (:mod:`request_checks`): every malformed body is a 4xx that says what is wrong; JSON
+  nested past the parser's recursion limit is a 400. An unexpected exception inside the hooks is
+  logged with its traceback and answered 400 naming it, never a 500 (5XX feeds the rollback
+  alarms: a hook's 500 would let any client roll a deployment back).
 - Adapter: the ``X-Amzn-SageMaker-Adapter-Identifier`` header, else the body's ``model``, else
   DEFAULT_ADAPTER (empty: the base model). An unknown name is a 400 listing the known ones.
   vLLM's /invocations copies the header into the body's ``model`` and, with no header, replaces
@@ -7,38 +14,63 @@
   for /invocations and to the body for /v1/*.
 - Budget: chat requests go through :func:`budget.apply_budget`; over-long conversations lose their
   oldest turns with a marker and ``max_tokens`` is capped so prompt + answer fit max_model_len.
-- OOM containment: a 5xx or exception naming out-of-memory is retried once with half the older
-  turns dropped; a second one becomes a 503 with a reason. Other responses stream through as they
-  are produced (nothing is buffered unless the status is 5xx).
+  Bodies over SHAPING_OFFLOAD_BYTES are parsed, counted and re-serialized in a worker thread so
+  the event loop keeps answering /ping (SageMaker's ping timeout is 2 s).
+- Engine death (vLLM V1: a CUDA OOM kills the EngineCore process, the API server then answers
+  "EngineCore encountered an issue" with a 500): while the engine is dead, or when it dies under
+  a request before anything was sent, the answer is a 503 with Retry-After and the reason; the
+  entrypoint restarts the engine. While draining (SIGTERM) new requests get a 503 too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .admission import ASGIApp, Message, Receive, Scope, Send
+from .admission import GUARDED_PATHS, ASGIApp, Message, Receive, Scope, Send, send_error
 from .budget import BudgetConfig, BudgetError, TokenCounter, apply_budget
+from .request_checks import (
+    LimitExceeded,
+    RequestError,
+    check_max_tokens,
+    check_messages,
+    check_retrieval,
+    check_sequences,
+    check_tools,
+)
+
+log = logging.getLogger("serving.shaping")
 
 ADAPTER_HEADER = b"x-amzn-sagemaker-adapter-identifier"
-SHAPED_PATHS = frozenset({"/invocations", "/v1/chat/completions", "/v1/completions"})
-OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory")
+SHAPED_PATHS = GUARDED_PATHS
+#: Text of vLLM's answer when its engine died under a request (EngineDeadError).
+ENGINE_DEAD_MARKERS = ("enginecore encountered an issue", "enginedeaderror", "engine is dead")
+#: Bodies at least this large are shaped in a worker thread (small ones inline: a thread hop
+#: costs more than shaping them).
+SHAPING_OFFLOAD_BYTES = 64 * 1024
+#: Two threads: large bodies queue here instead of each taking a thread (and the GIL).
+_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shaping")
 
-
-class RequestError(ValueError):
-    """A client error: answered 400 with this message."""
+__all__ = ["Hooks", "RequestError", "ShapingConfig", "ShapingMiddleware", "shape_body"]
 
 
 @dataclass
 class Hooks:
-    """Callbacks into the metrics counters (no-ops in unit tests)."""
+    """Callbacks into the metrics counters and the server's state (no-ops in unit tests)."""
 
     on_trim: Callable[[], None] = lambda: None
-    on_oom: Callable[[], None] = lambda: None
     on_done: Callable[[str, float], None] = lambda adapter, seconds: None
+    on_engine_unavailable: Callable[[], None] = lambda: None
+    #: True while the engine is dead (given the request's scope: the app holds the engine).
+    engine_dead: Callable[[Scope], bool] = lambda scope: False
+    #: True after SIGTERM: new requests are refused while in-flight ones drain.
+    draining: Callable[[], bool] = lambda: False
 
 
 @dataclass(frozen=True)
@@ -47,6 +79,9 @@ class ShapingConfig:
     adapters: frozenset[str]
     default_adapter: str
     budget: BudgetConfig
+    max_request_bytes: int = 2 * 1024 * 1024
+    max_messages: int = 1024
+    engine_retry_after_seconds: int = 30
 
     def resolve(self, requested: str | None) -> str:
         name = requested or self.default_adapter or self.base_model
@@ -72,34 +107,30 @@ def shape_body(
     if model is not None and not isinstance(model, str):
         raise RequestError("'model' must be a string naming an adapter")
     adapter = config.resolve(header_adapter or model)
+    check_sequences(body)
     body = {**body, "model": adapter}
     messages = body.get("messages")
     if messages is None:
         body.pop("retrieval", None)
         if "prompt" not in body:
             raise RequestError("request needs 'messages' (chat) or 'prompt' (completion)")
+        check_max_tokens(body)
         return body, adapter, False
-    if not isinstance(messages, list) or not messages:
-        raise RequestError("'messages' must be a non-empty list of {role, content} objects")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise RequestError(f"messages[{i}] must be an object with a string 'role'")
-    retrieval = body.pop("retrieval", None) or []
-    if isinstance(retrieval, str):
-        retrieval = [retrieval]
-    if not isinstance(retrieval, list) or not all(isinstance(d, str) for d in retrieval):
-        raise RequestError("'retrieval' must be a string or a list of strings (ranked)")
+    messages = check_messages(messages, config.max_messages)
+    tools = check_tools(body)
+    retrieval = check_retrieval(body.pop("retrieval", None))
+    key, requested = check_max_tokens(body)
     if counter is None:
         return body, adapter, False
-    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
-    requested = body.get(key)
-    if requested is not None and (not isinstance(requested, int) or requested < 1):
-        raise RequestError(f"'{key}' must be a positive integer")
     try:
         result = apply_budget(
-            messages, retrieval=retrieval, max_tokens=requested, config=config.budget,
+            messages,
+            retrieval=retrieval,
+            max_tokens=requested,
+            config=config.budget,
             counter=counter,
-        )  # fmt: skip
+            tools=tools,
+        )
     except BudgetError as exc:
         raise RequestError(str(exc)) from exc
     body["messages"] = result.messages
@@ -107,37 +138,52 @@ def shape_body(
     return body, adapter, result.trimmed
 
 
-def compress(body: dict[str, Any]) -> dict[str, Any] | None:
-    """Drop half of the older turns (between the system prompt and the last message)."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or len(messages) < 3:
-        return None
-    n_system = 0
-    while n_system < len(messages) - 1 and messages[n_system].get("role") == "system":
-        n_system += 1
-    turns = messages[n_system:-1]
-    if not turns:
-        return None
-    keep = turns[(len(turns) + 1) // 2 :]
-    return {**body, "messages": [*messages[:n_system], *keep, messages[-1]]}
+@dataclass(slots=True)
+class Prepared:
+    """A shaped request ready for the engine, or the error answer instead."""
+
+    payload: bytes = b""
+    adapter: str = ""
+    trimmed: bool = False
+    error: tuple[int, str, str] | None = None  # (status, message, type)
 
 
-def _json_response(status: int, message: str, kind: str) -> tuple[Message, Message]:
-    body = json.dumps({"error": {"message": message, "type": kind, "code": status}}).encode()
-    start = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-    }
-    return start, {"type": "http.response.body", "body": body}
+def prepare(
+    raw: bytes, header_adapter: str | None, path: str, config: ShapingConfig,
+    counter: TokenCounter | None,
+) -> Prepared:  # fmt: skip
+    """Parse, check, shape and re-serialize one body. Never raises: every failure is an answer."""
+    try:
+        try:
+            parsed = json.loads(raw)
+        except RecursionError:
+            return Prepared(error=(400, "body is nested too deeply to parse", "BadRequest"))
+        except ValueError as exc:
+            return Prepared(error=(400, f"body is not valid JSON: {exc}", "BadRequest"))
+        if not isinstance(parsed, dict):
+            return Prepared(error=(400, "body must be a JSON object", "BadRequest"))
+        body, adapter, trimmed = shape_body(parsed, header_adapter, path, config, counter)
+        return Prepared(json.dumps(body).encode(), adapter, trimmed)
+    except LimitExceeded as exc:
+        return Prepared(error=(413, str(exc), "PayloadTooLarge"))
+    except RequestError as exc:
+        return Prepared(error=(400, str(exc), "BadRequest"))
+    except RecursionError:
+        return Prepared(error=(400, "body is nested too deeply to process", "BadRequest"))
+    except Exception as exc:  # a hook bug must not become a client-triggered 500
+        log.exception("request shaping failed on a %d-byte body", len(raw))
+        detail = f"{type(exc).__name__}: {exc}"[:300]
+        return Prepared(error=(400, f"request could not be processed ({detail})", "BadRequest"))
 
 
-def _is_oom(text: str) -> bool:
+def _is_engine_dead(text: str) -> bool:
     lowered = text.lower()
-    return any(m in lowered for m in OOM_MARKERS)
+    return any(m in lowered for m in ENGINE_DEAD_MARKERS)
+
+
+def _declared_length(scope: Scope) -> int | None:
+    value = _header(scope, b"content-length")
+    return int(value) if value is not None and value.isdigit() else None
 
 
 class ShapingMiddleware:
@@ -153,64 +199,74 @@ class ShapingMiddleware:
         self.config = config
         self.counter = counter
         self.hooks = hooks or Hooks()
+        self.retry_after = str(config.engine_retry_after_seconds).encode()
+
+    async def _unavailable(self, send: Send, message: str) -> None:
+        """503 + Retry-After. ``Connection: close``: a client must not keep a connection to a
+        server whose engine is dead (or that drains); its next request opens a new connection,
+        which reaches the restarted server once it listens."""
+        self.hooks.on_engine_unavailable()
+        headers = ((b"retry-after", self.retry_after), (b"connection", b"close"))
+        await send_error(send, 503, message, "ServiceUnavailable", headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] not in SHAPED_PATHS:
             await self.app(scope, receive, send)
             return
-        started = time.perf_counter()
-        raw = await _read_body(receive)
-        try:
-            parsed = json.loads(raw)
-        except ValueError as exc:
-            await _send_all(
-                send, _json_response(400, f"body is not valid JSON: {exc}", "BadRequest")
+        if self.hooks.draining():
+            await self._unavailable(
+                send,
+                "server is draining (shutting down); retry on "
+                "another instance after the Retry-After delay",
             )
             return
-        if not isinstance(parsed, dict):
-            await _send_all(send, _json_response(400, "body must be a JSON object", "BadRequest"))
+        if self.hooks.engine_dead(scope):
+            await self._unavailable(
+                send,
+                "the inference engine died and is restarting; retry after the Retry-After delay",
+            )
+            return
+        started = time.perf_counter()
+        limit = self.config.max_request_bytes
+        declared = _declared_length(scope)
+        too_big = declared is not None and declared > limit
+        raw = None if too_big else await _read_body(receive, limit)
+        if raw is None:
+            await send_error(
+                send,
+                413,
+                f"request body exceeds MAX_REQUEST_BYTES ({limit} bytes)",
+                "PayloadTooLarge",
+            )
             return
         header_adapter = _header(scope, ADAPTER_HEADER)
-        try:
-            body, adapter, trimmed = shape_body(
-                parsed, header_adapter, scope["path"], self.config, self.counter()
-            )
-        except RequestError as exc:
-            await _send_all(send, _json_response(400, str(exc), "BadRequest"))
+        args = (raw, header_adapter, scope["path"], self.config, self.counter())
+        if len(raw) >= SHAPING_OFFLOAD_BYTES:
+            done = await asyncio.get_running_loop().run_in_executor(_POOL, prepare, *args)
+        else:
+            done = prepare(*args)
+        if done.error is not None:
+            await send_error(send, *done.error)
             return
-        if trimmed:
+        if done.trimmed:
             self.hooks.on_trim()
         if scope["path"] == "/invocations":
             headers = [(k, v) for k, v in scope["headers"] if k.lower() != ADAPTER_HEADER]
-            scope = {**scope, "headers": [*headers, (ADAPTER_HEADER, adapter.encode())]}
-        oom = await self._call(scope, body, receive, send)
-        if oom:
-            self.hooks.on_oom()
-            retry = compress(body)
-            oom = retry is None or await self._call(scope, retry, receive, send)
-            if oom:
-                await _send_all(
-                    send,
-                    _json_response(
-                        503,
-                        "the engine ran out of memory on this request, also after dropping half "
-                        "of the older turns; retry with a shorter conversation",
-                        "ServiceUnavailable",
-                    ),
-                )
-        self.hooks.on_done(adapter, time.perf_counter() - started)
+            scope = {**scope, "headers": [*headers, (ADAPTER_HEADER, done.adapter.encode())]}
+        await self._call(scope, done.payload, receive, send)
+        self.hooks.on_done(done.adapter, time.perf_counter() - started)
 
-    async def _call(self, scope: Scope, body: dict[str, Any], receive: Receive, send: Send) -> bool:
-        """Run the app on ``body``. Returns True when it failed with an out-of-memory error
-        before sending anything (so the request can be retried); other responses are sent."""
-        payload = json.dumps(body).encode()
+    async def _call(self, scope: Scope, payload: bytes, receive: Receive, send: Send) -> None:
+        """Run the app on ``payload``. A 5xx start is held back until its body shows whether the
+        engine died under the request (then a 503 with Retry-After replaces it); every other
+        response streams through as it is produced."""
         headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
         scope = {**scope, "headers": [*headers, (b"content-length", str(len(payload)).encode())]}
         held: list[Message] = []
-        state = {"sent": False}
+        state = {"sent": False, "replayed": False}
 
         async def replay() -> Message:
-            if not state.get("replayed"):
+            if not state["replayed"]:
                 state["replayed"] = True
                 return {"type": "http.request", "body": payload, "more_body": False}
             return await receive()
@@ -224,25 +280,40 @@ class ShapingMiddleware:
 
         try:
             await self.app(scope, replay, capture)
-        except Exception as exc:
-            if state["sent"] or not _is_oom(f"{type(exc).__name__} {exc}"):
+        except Exception:
+            if state["sent"] or not self.hooks.engine_dead(scope):
                 raise
-            return True
+            await self._unavailable(
+                send,
+                "the inference engine died during this request and is "
+                "restarting; retry after the Retry-After delay",
+            )
+            return
         if held:
             text = b"".join(m.get("body", b"") for m in held[1:]).decode("utf-8", "replace")
-            if _is_oom(text) and not state["sent"]:
-                return True
+            if not state["sent"] and (_is_engine_dead(text) or self.hooks.engine_dead(scope)):
+                await self._unavailable(
+                    send,
+                    "the inference engine died during this request "
+                    "and is restarting; retry after the Retry-After delay",
+                )
+                return
             await _send_all(send, held)
-        return False
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it grows past ``limit`` bytes."""
     chunks = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
             break
-        chunks.append(message.get("body", b""))
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
         if not message.get("more_body", False):
             break
     return b"".join(chunks)

@@ -18,6 +18,7 @@ class State(StrEnum):
     WARMING_UP = "warming_up"
     READY = "ready"
     DRAINING = "draining"
+    RESTARTING = "restarting"
     UNHEALTHY = "unhealthy"
 
 

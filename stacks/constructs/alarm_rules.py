@@ -40,8 +40,9 @@ def variant_rules(cfg: DeploymentConfig) -> list[Rule]:
              True, "scale-out is not keeping up (queue-depth step scaling already fired)"),
         Rule("kv-cache-pressure", mc.KV_CACHE_USAGE.name, "Average", True,
              m.kv_cache_usage_percent, 300, False, "check for context budget drift"),
-        Rule("oom-caught", mc.OOM_CAUGHT.name, "Sum", True, 0, 300, True,
-             "investigate a request spike or a budget bypass"),
+        Rule("engine-restarts", mc.ENGINE_RESTARTS.name, "Sum", True, 0, 300, True,
+             "the engine died (a CUDA OOM kills EngineCore) and was restarted in-container: "
+             "check the log for the cause, max_num_batched_tokens and the context budget"),
         Rule("prefix-cache-degraded", mc.PREFIX_CACHE_HIT_RATE.name, "Average", False,
              m.prefix_cache_hit_rate_min_percent, 900, False, "check for prompt template changes"),
         # Each healthy engine publishes RunningRequests once per metrics interval.

@@ -45,6 +45,8 @@ def container_environment(cfg: DeploymentConfig, variant: str) -> dict[str, str]
         "WARMUP_NUM_REQUESTS": str(eng.warmup_num_requests),
         "DEFAULT_ADAPTER": cfg.default_adapter or "",
         "ADMISSION_MAX_INFLIGHT": str(eng.admission_max_inflight),
+        "MAX_REQUEST_BYTES": str(eng.max_request_bytes),
+        "MAX_MESSAGES": str(eng.max_messages),
         "SHUTDOWN_TIMEOUT_SECONDS": str(eng.shutdown_timeout_seconds),
         "BUDGET_SYSTEM_TOKENS": str(budget.system_tokens),
         "BUDGET_RETRIEVAL_TOKENS": str(budget.retrieval_tokens),

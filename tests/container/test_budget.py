@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,48 @@ def test_single_message_longer_than_the_context_is_a_client_error(counter) -> No
     msgs = [SYSTEM, {"role": "user", "content": "manga " * 600}]
     with pytest.raises(BudgetError, match="the context allows"):
         apply_budget(msgs, max_tokens=None, config=CFG, counter=counter)
+
+
+def test_upper_bound_counts_long_roles_and_tool_schemas(counter) -> None:  # type: ignore[no-untyped-def]
+    long_role = [SYSTEM, {"role": "x" * 3000, "content": "hi"}]
+    assert counter.upper_bound(long_role) >= counter.count(long_role)
+    tools = [{"type": "function", "function": {"name": "stock", "description": "d " * 400,
+                                               "parameters": {"type": "object"}}}]  # fmt: skip
+    msgs = conversation(2)
+    assert counter.count(msgs, tools) > counter.count(msgs)  # the template renders the tools
+    assert counter.upper_bound(msgs, tools) >= counter.count(msgs, tools)
+
+
+def test_a_long_role_near_the_limit_is_trimmed_to_fit_exactly(counter) -> None:  # type: ignore[no-untyped-def]
+    msgs = [*conversation(6)[:-1], {"role": "x" * 300, "content": "hi"}, conversation(0)[-1]]
+    result = apply_budget(msgs, max_tokens=None, config=CFG, counter=counter)
+    assert counter.count(result.messages) <= CFG.max_model_len - CFG.reserve_tokens
+    assert counter.count(result.messages) + result.max_tokens <= CFG.max_model_len
+
+
+def test_tool_schemas_count_against_the_context(counter) -> None:  # type: ignore[no-untyped-def]
+    tools = [{"type": "function", "function": {"name": "stock", "description": "volume " * 60}}]
+    msgs = conversation(12)
+    result = apply_budget(msgs, max_tokens=None, config=CFG, counter=counter, tools=tools)
+    assert result.trimmed_turns > 0
+    assert counter.count(result.messages, tools) <= CFG.max_model_len - CFG.reserve_tokens
+
+
+def test_long_conversation_is_counted_once_newest_first(counter) -> None:  # type: ignore[no-untyped-def]
+    calls = {"render": 0, "encoded_chars": 0}
+
+    def render(messages, tools=None):  # type: ignore[no-untyped-def]
+        calls["render"] += 1
+        return counter.render(messages, tools)
+
+    def encode_len(text: str) -> int:
+        calls["encoded_chars"] += len(text)
+        return counter.encode_len(text)
+
+    spy = replace(counter, render=render, encode_len=encode_len)
+    msgs = conversation(2000)
+    size = sum(len(m["content"]) for m in msgs)
+    result = apply_budget(msgs, max_tokens=None, config=CFG, counter=spy)
+    assert result.trimmed_turns > 3900
+    assert calls["render"] <= 2  # the kept conversation, plus at most one correction
+    assert calls["encoded_chars"] < size / 20  # old turns are never tokenized

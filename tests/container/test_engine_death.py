@@ -1,40 +1,117 @@
-"""The engine dies under a ready server: /ping turns 503 (unhealthy) and the entrypoint exits
-non-zero so SageMaker replaces the instance. A second, short-lived server (no warmup)."""
+"""The engine dies under a ready server with traffic flowing (a CUDA OOM kills vLLM V1's
+EngineCore process; here the process is killed with SIGKILL): every request is answered 503 with
+Retry-After and a reason while /ping says 503, the entrypoint restarts the engine inside the
+container, and requests get 200 again. A second death past the restart budget
+(ENGINE_RESTART_MAX=1) exits the entrypoint non-zero so SageMaker replaces the instance.
+
+A second, short-lived server (no warmup) on its own port.
+"""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import psutil
-import pytest
-from _serving_support import ENGINE_DEATH_PORT, server_env, start_server
+from _serving_support import ENGINE_DEATH_PORT, Server, server_env, start_server
+
+CHAT = {"messages": [{"role": "user", "content": "Recommend a manga."}], "max_tokens": 4}
 
 
-def test_engine_killed_ping_503_and_entrypoint_exits_nonzero(
+def engine_cores(server: Server) -> list[psutil.Process]:
+    children = psutil.Process(server.proc.pid).children(recursive=True)
+    return [p for p in children if "EngineCore" in " ".join(p.cmdline()) + p.name()]
+
+
+def traffic(url: str, stop: threading.Event, seen: list[tuple[float, int, str, str]]) -> None:
+    """One request after another; records (time, status, retry-after, message) or a transport
+    error as status 0."""
+    with httpx.Client(timeout=60) as client:
+        while not stop.is_set():
+            try:
+                r = client.post(f"{url}/invocations", json=CHAT)
+                message = (
+                    r.json().get("error", {}).get("message", "") if r.status_code != 200 else ""
+                )
+                seen.append(
+                    (time.monotonic(), r.status_code, r.headers.get("retry-after", ""), message)
+                )
+            except httpx.TransportError as exc:
+                seen.append((time.monotonic(), 0, "", repr(exc)))
+            time.sleep(0.05)
+
+
+def test_engine_killed_mid_traffic_503s_then_restarted_then_budget_exit(
     model_dir: Path, tmp_path: Path
 ) -> None:
-    env = server_env(model_dir, ENGINE_DEATH_PORT, tmp_path / "state.json", WARMUP_NUM_REQUESTS="0")
+    env = server_env(model_dir, ENGINE_DEATH_PORT, tmp_path / "state.json",
+                     WARMUP_NUM_REQUESTS="0", ENGINE_RESTART_MAX="1")  # fmt: skip
     server = start_server(env, ENGINE_DEATH_PORT, tmp_path / "entrypoint.log")
+    stop = threading.Event()
+    seen: list[tuple[float, int, str, str]] = []
+    worker = threading.Thread(target=traffic, args=(server.url, stop, seen), daemon=True)
     try:
-        children = psutil.Process(server.proc.pid).children(recursive=True)
-        cores = [p for p in children if "EngineCore" in " ".join(p.cmdline()) + p.name()]
-        assert cores, [p.name() for p in children]
-        cores[0].kill()
-        seen = None
+        worker.start()
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and seen is None:
-            try:
-                r = httpx.get(f"{server.url}/ping", timeout=2)
-                if r.status_code != 200:
-                    seen = (r.status_code, r.json())
-            except httpx.TransportError:
-                pytest.fail("server went away before /ping ever reported the dead engine")
-            time.sleep(0.02)
-        assert seen == (503, {"status": "unhealthy"})
-        code = server.proc.wait(timeout=60)
-        assert code != 0
-        assert "state=unhealthy" in server.log()
+        while not any(s[1] == 200 for s in seen) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert any(s[1] == 200 for s in seen), seen[-3:]
+        (core,) = engine_cores(server)
+        killed_at = time.monotonic()
+        core.kill()
+
+        pings: list[tuple[int, str]] = []
+        deadline = time.monotonic() + 300
+        with httpx.Client(timeout=2) as client:
+            while time.monotonic() < deadline:
+                r = client.get(f"{server.url}/ping")  # a TransportError fails the test
+                pings.append((r.status_code, r.text))
+                after = [s for s in seen if s[0] > killed_at]
+                if (
+                    r.status_code == 200
+                    and 503 in [p[0] for p in pings]
+                    and any(s[1] == 200 for s in after)
+                ):
+                    break
+                time.sleep(0.2)
+        # vLLM notices the dead process within milliseconds: a ping sent before that is a 200.
+        while pings and pings[0][0] == 200:
+            pings.pop(0)
+        stop.set()
+        worker.join(60)
+        after = [s for s in seen if s[0] > killed_at]
+        statuses = [s[1] for s in after]
+        assert pings[0][0] == 503 and pings[-1][0] == 200, pings[:3] + pings[-3:]
+        assert "inference engine dead" in pings[0][1] or "restarting" in pings[0][1]
+        assert 503 in statuses and statuses[-1] == 200, statuses
+        timeline = [(round(s[0] - killed_at, 2), s[1], s[3][:80]) for s in after if s[1] != 503]
+        assert set(statuses) <= {200, 503}, timeline[:5]
+        while statuses and statuses[0] == 200:  # answered before vLLM noticed the death
+            statuses.pop(0)
+        first_ok = statuses.index(200)
+        assert first_ok > 0 and all(c == 503 for c in statuses[:first_ok])
+        for _, status, retry_after, message in after:
+            if status == 503:
+                assert retry_after == "30" and "engine" in message and "restarting" in message
+        log = server.log()
+        assert "restarting the engine (1/1" in log and "phase=engine_restart" in log
+        assert server.proc.poll() is None  # restarted inside the container, not exited
+        emf = [json.loads(line) for line in log.splitlines() if line.startswith('{"_aws"')]
+        deadline = time.monotonic() + 30
+        while not any(d.get("EngineRestarts") for d in emf) and time.monotonic() < deadline:
+            time.sleep(1)
+            emf = [json.loads(ln) for ln in server.log().splitlines() if ln.startswith('{"_aws"')]
+        assert any(d.get("EngineRestarts") == 1 for d in emf)
+
+        # A second death within the window is past the budget: exit non-zero, state unhealthy.
+        (core,) = engine_cores(server)
+        core.kill()
+        assert server.proc.wait(timeout=120) != 0
+        assert "restart budget spent (1 restarts within 900s)" in server.log()
+        assert json.loads((tmp_path / "state.json").read_text())["status"] == "unhealthy"
     finally:
+        stop.set()
         server.stop()

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from _serving_support import REPO, adapters_arg
 
-from container.serving.entrypoint import StartupError, verify_manifest
+from container.model_prep import sources
+from container.serving import settings as settings_mod
+from container.serving.entrypoint import StartupError, validate, verify_manifest
 
 QUANT_PYTHON = os.environ.get("QUANT_PYTHON", str(REPO / ".venv-quant" / "bin" / "python"))
 
@@ -107,3 +109,98 @@ def test_awq_quantization_and_quality_gate(tiny_src: Path, tmp_path: Path) -> No
                     "--heldout", str(tiny_src / "heldout.jsonl"), "--quant-python", QUANT_PYTHON,
                     "--workdir", str(tmp_path / "w2"), "--out", str(tmp_path / "out2"))  # fmt: skip
     assert again.returncode == 0 and "skipped: source already quantized" in again.stdout
+
+
+def test_extra_adapter_directory_not_in_the_manifest_is_refused(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "model"
+    shutil.copytree(model_dir, copy)
+    shutil.copytree(copy / "lora" / "jp_style", copy / "lora" / "smuggled")
+    with pytest.raises(StartupError, match=r"lora/smuggled/adapter_config\.json: not in the"):
+        verify_manifest(copy / "manifest.json", copy)
+
+
+def _settings(model: Path, **extra: str) -> settings_mod.Settings:
+    return settings_mod.load({"MODEL_PATH": str(model / "base"), "LORA_PATH": str(model / "lora"),
+                              "SERVING_DEVICE": "cpu", **extra})  # fmt: skip
+
+
+def test_missing_manifest_is_fatal_when_manifest_path_is_set(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "model"
+    shutil.copytree(model_dir, copy)
+    (copy / "manifest.json").unlink()
+    with pytest.raises(StartupError, match=r"MANIFEST_PATH .* is missing"):
+        validate(_settings(copy, MANIFEST_PATH=str(copy / "manifest.json")))
+    assert validate(_settings(copy))["manifest_files_checked"] == 0  # unset: local runs only
+
+
+def test_model_path_outside_the_manifest_directory_is_refused(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "elsewhere"
+    shutil.copytree(model_dir / "base", other / "base")
+    s = _settings(other, MANIFEST_PATH=str(model_dir / "manifest.json"),
+                  LORA_PATH=str(model_dir / "lora"))  # fmt: skip
+    with pytest.raises(StartupError, match=r"MODEL_PATH .* is outside the manifest's directory"):
+        validate(s)
+
+
+@pytest.mark.parametrize("name", ["../base", "/etc", "a/b", "..", "a.b", ""])
+def test_adapter_names_that_could_be_paths_are_refused(name: str) -> None:
+    with pytest.raises(ValueError, match=r"adapter name|expected name=source"):
+        sources.parse_adapters(f"{name}=s3://bucket/adapters/x")
+
+
+def test_prepare_refuses_a_traversing_adapter_name(tiny_src: Path, tmp_path: Path) -> None:
+    r = prepare("--base-model", str(tiny_src / "base"), "--adapters",
+                f"../base={tiny_src / 'adapters' / 'jp_style'}", "--quantization", "none",
+                "--workdir", str(tmp_path / "w"), "--out", str(tmp_path / "out"))  # fmt: skip
+    assert r.returncode == 1 and "adapter name '../base' must match" in r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+class FakeS3:
+    """The two S3 calls fetch_s3 makes, over a fixed listing (keys as S3 returns them)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys, self.downloaded = keys, []
+
+    def get_paginator(self, name: str) -> FakeS3:
+        assert name == "list_objects_v2"
+        return self
+
+    def paginate(self, Bucket: str, Prefix: str) -> list[dict[str, object]]:
+        return [{"Contents": [{"Key": k} for k in self.keys if k.startswith(Prefix)]}]
+
+    def download_file(self, bucket: str, key: str, target: str) -> None:
+        self.downloaded.append(target)
+        Path(target).write_text(key)
+
+
+@pytest.mark.parametrize("key", ["models/a/../../escape.json", "models/a/../../../etc/x",
+                                 "models/a//..//..//x"])  # fmt: skip
+def test_s3_keys_resolving_outside_the_destination_fail_the_build(tmp_path: Path, key: str) -> None:
+    s3 = FakeS3(["models/a/config.json", key])
+    dest = tmp_path / "dest"
+    with pytest.raises(ValueError, match="resolves outside"):
+        sources.fetch_s3(s3, sources.parse_source("s3://bucket/models/a"), dest)
+    assert all(Path(t).resolve().is_relative_to(dest.resolve()) for t in s3.downloaded)
+    assert not (tmp_path / "escape.json").exists()
+
+
+def test_s3_keys_inside_the_destination_are_fetched(tmp_path: Path) -> None:
+    s3 = FakeS3(["models/a/config.json", "models/a/sub/w.safetensors", "models/b/other"])
+    count = sources.fetch_s3(s3, sources.parse_source("s3://bucket/models/a"), tmp_path)
+    assert count == 2 and (tmp_path / "sub" / "w.safetensors").read_text().endswith("w.safetensors")
+
+
+def test_local_source_symlinking_outside_itself_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (tmp_path / "secret").write_text("x")
+    (src / "tokenizer.json").symlink_to(tmp_path / "secret")
+    with pytest.raises(ValueError, match="links outside the source directory"):
+        sources.fetch(sources.parse_source(str(src)), tmp_path / "dest")

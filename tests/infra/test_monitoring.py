@@ -47,7 +47,7 @@ SEED_ALARMS = [
     ("high-ttft", mc.NAMESPACE, "TimeToFirstTokenP95", "Average", "Greater", 500, 60, 5, False),
     ("queue-buildup", mc.NAMESPACE, "QueueDepth", "Average", "Greater", 80, 60, 2, True),
     ("kv-cache-pressure", mc.NAMESPACE, "KVCacheUsage", "Average", "Greater", 95, 60, 5, False),
-    ("oom-caught", mc.NAMESPACE, "OOMCaught", "Sum", "Greater", 0, 300, 1, True),
+    ("engine-restarts", mc.NAMESPACE, "EngineRestarts", "Sum", "Greater", 0, 300, 1, True),
     ("prefix-cache-degraded", mc.NAMESPACE, "PrefixCacheHitRate", "Average", "Less", 50, 60, 15,
      False),
     ("no-healthy-capacity", mc.NAMESPACE, "RunningRequests", "SampleCount", "Less", 1, 60, 3, True),
