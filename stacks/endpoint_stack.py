@@ -72,6 +72,9 @@ class EndpointStack(Stack):
                 self.rollback_alarms.errors["canary"],
                 self.rollback_alarms.latency["canary"],
                 self.monitoring.alarms["canary/high-ttft"],
+                # A canary whose engine dies (a CUDA OOM under the new image or settings) is not
+                # promoted: one restart rolls the rollout back.
+                self.monitoring.alarms["canary/engine-restarts"],
             ],
             topic=self.monitoring.topic,
         )

@@ -100,8 +100,9 @@ def promote_info(cfg: DeploymentConfig, state: dict[str, Any]) -> str:
             "initial_weight values, every other deploy keeps the live ones)",
             f"  3. make canary-status ENV={cfg.env}   to confirm the live weights",
             "  The canary keeps the bounds of the last step (MinCapacity raised for 100%) until "
-            "the deploy; after it, run make canary-rollback REASON=promoted to return the "
-            "canary to weight 0 and its configured scaling bounds.",
+            f"the deploy; after it, run make canary-rollback ENV={cfg.env} REASON=promoted to "
+            "return the canary to weight 0 and its configured scaling bounds (it then idles at "
+            "weight 0 on the promoted image until the next rollout).",
         ]
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from aws_cdk.assertions import Match, Template
@@ -204,3 +205,23 @@ def test_canary_controller_watches_the_canary_rollback_and_ttft_alarms(endpoint:
         in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
     ]
     assert describe and all(s["Resource"] != "*" for s in describe)
+
+
+@pytest.mark.parametrize("rule", ["engine-restarts", "high-ttft"])
+def test_canary_controller_rolls_back_on_canary_alarm(endpoint: Template, rule: str) -> None:
+    """The controller's ALARM_NAMES carries the canary's own alarm (an engine death under the new
+    image, or slow first tokens), not only the deployment's rollback alarms."""
+    alarm_ids = [
+        logical_id
+        for logical_id, res in endpoint.find_resources("AWS::CloudWatch::Alarm").items()
+        if f"canary/{rule}:" in res["Properties"].get("AlarmDescription", "")
+    ]
+    assert len(alarm_ids) == 1
+    functions = endpoint.find_resources("AWS::Lambda::Function")
+    watched = [
+        json.dumps(f["Properties"]["Environment"]["Variables"]["ALARM_NAMES"])
+        for f in functions.values()
+        if "ALARM_NAMES" in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    assert len(watched) == 1
+    assert json.dumps({"Ref": alarm_ids[0]}) in watched[0]
