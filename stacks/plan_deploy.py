@@ -12,6 +12,7 @@ from typing import Any
 from simulator.assumptions import Assumptions
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
+from stacks.rollout_plan import rollout_capacity_plan
 from stacks.update_semantics import (
     VARIANTS,
     deploy_footprint,
@@ -41,6 +42,15 @@ def deploy_section(cfg: DeploymentConfig) -> dict[str, Any]:
     at_max = {v: cfg.scaling.variants[v].max_capacity for v in VARIANTS}  # type: ignore[index]
     typical = deploy_footprint(cfg, live=initial, ready_seconds=ready)
     worst = deploy_footprint(cfg, live=at_max, ready_seconds=ready)
+    # The promotion deploy (RESET=DesiredWeight) lands while the canary still holds the bounds of
+    # the controller's 100 % step and the preflight has raised the primary to its share back.
+    top_step = rollout_capacity_plan(cfg).steps[-1].max_capacity
+    at_promotion = {**at_max, "canary": max(at_max["canary"], top_step)}
+    promotion = deploy_footprint(cfg, live=at_promotion, ready_seconds=ready)
+    quota = {
+        t: max(worst.peak_instances_by_type.get(t, 0), promotion.peak_instances_by_type.get(t, 0))
+        for t in {**worst.peak_instances_by_type, **promotion.peak_instances_by_type}
+    }
     phases = update_phases(cfg, ready_seconds=ready, fleet=max(at_max.values()))
     floor = _guardrail_floor(cfg)
     kind, value = cfg.deployment.traffic_shift.capacity_size
@@ -68,7 +78,13 @@ def deploy_section(cfg: DeploymentConfig) -> dict[str, Any]:
             "peak_instances_by_type": worst.peak_instances_by_type,
             "extra_cost_usd": worst.extra_cost_usd,
         },
-        "instance_quota_needed": worst.peak_instances_by_type,
+        "at_promotion": {
+            "blue": promotion.blue,
+            "green": promotion.green,
+            "peak_instances_by_type": promotion.peak_instances_by_type,
+            "extra_cost_usd": promotion.extra_cost_usd,
+        },
+        "instance_quota_needed": quota,
         "guardrail": {
             "type": cfg.deployment.traffic_shift.type,
             "step": f"{value} {'instance(s)' if kind == 'INSTANCE_COUNT' else '%'}",
@@ -97,6 +113,7 @@ def render_deploy(d: dict[str, Any]) -> list[str]:
         f"{', '.join(d['resets']) or 'nothing'} (deployment.reset_on_update, RESET= per deploy)",
         f"          at initial counts: {fleet(d['at_initial_counts'])}",
         f"          at max capacity:   {fleet(d['at_max_capacity'])}",
+        f"          promotion deploy (canary on its 100% step bounds): {fleet(d['at_promotion'])}",
         f"          instance quota for endpoint usage needed: {quota}",
         f"          guardrail {g['type']} step {g['step']}: every variant needs >= "
         f"{g['min_instances_per_variant']} instance(s) at each deploy; each one held for it "

@@ -258,11 +258,15 @@ def test_plan_says_what_a_deploy_does_to_the_fleet(prod_cfg, prod_templates) -> 
     d = plan["deploy"]
     assert d["keeps"] == ["DesiredInstanceCount", "DesiredWeight"] and d["resets"] == []
     assert d["minutes"] == 27.8  # 465 s to serve + 600 s bake + 600 s termination wait
-    assert d["instance_quota_needed"] == {"ml.g5.xlarge": 20}  # (8 + 2) blue + (8 + 2) green
+    assert d["at_max_capacity"]["peak_instances_by_type"] == {"ml.g5.xlarge": 20}  # (8+2) x 2
+    # The promotion deploy lands while the canary holds its 100 % step bounds (8): (8 + 8) x 2.
+    assert d["at_promotion"]["peak_instances_by_type"] == {"ml.g5.xlarge": 32}
+    assert d["instance_quota_needed"] == {"ml.g5.xlarge": 32}
     assert d["at_initial_counts"]["peak_instances_by_type"] == {"ml.g5.xlarge": 12}
     assert d["guardrail"]["min_instances_per_variant"] == 2
     text = render_plan(plan)
-    assert "instance quota for endpoint usage needed: 20 x ml.g5.xlarge" in text
+    assert "instance quota for endpoint usage needed: 32 x ml.g5.xlarge" in text
+    assert "promotion deploy (canary on its 100% step bounds): blue 16 + green 16" in text
     assert "keeps DesiredInstanceCount, DesiredWeight; resets nothing" in text
 
 
