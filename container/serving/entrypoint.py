@@ -179,9 +179,10 @@ class Supervisor:
         self.phase("warmup", t, requests=len(requests), adapters=len(names))
         if self.stopping.is_set():
             return self.wait_exit()
-        self.state(State.READY)
+        # The summary goes out before the ping turns 200: whoever sees ready can read it.
         self.phases["total"] = round(time.monotonic() - t_all, 2)
         log.info("startup phases %s", json.dumps(self.phases))
+        self.state(State.READY)
         return self.serve()
 
     def wait_engine(self) -> int | None:

@@ -57,18 +57,22 @@ def layers(image: str) -> list[dict[str, Any]]:
 
 def index_of(stack: list[dict[str, Any]], mark: str) -> int:
     hits = [i for i, layer in enumerate(stack) if mark in layer["created_by"]]
-    assert hits, f"no layer made by an instruction naming {mark}: {[x['created_by'] for x in stack]}"
+    assert hits, (
+        f"no layer made by an instruction naming {mark}: {[x['created_by'] for x in stack]}"
+    )
     return hits[-1]
 
 
 def test_config_is_sagemakers_contract() -> None:
-    config = inspect(IMAGE)["Config"]
+    info = inspect(IMAGE)
+    config = info["Config"]
     assert config["Labels"]["com.amazonaws.sagemaker.capabilities.accept-bind-to-port"] == "true"
     assert config["Entrypoint"] == ["python3", "-m", "serving.entrypoint"]
     assert config["Cmd"] == ["serve"]
     assert config["User"] == f"{RUNTIME_UID}:{RUNTIME_UID}"
     assert "8080/tcp" in config["ExposedPorts"]
-    assert "/ping" in " ".join(config["Healthcheck"]["Test"])
+    healthcheck = config.get("Healthcheck") or info["Healthcheck"]  # docker | podman
+    assert "/ping" in " ".join(healthcheck["Test"])
     env = dict(kv.split("=", 1) for kv in config["Env"])
     assert env["HF_HUB_OFFLINE"] == "1"
 
@@ -125,8 +129,8 @@ def test_code_change_rebuilds_only_the_code_layers(tmp_path: Path) -> None:
     hooks = context / "serving" / "hooks.py"
     hooks.write_text(hooks.read_text() + "# a code-only change\n")
     probe = f"{IMAGE}-code-change"
-    cmd = [*shlex.split(os.environ["IMAGE_BUILD_CMD"]),
-           *shlex.split(os.environ.get("IMAGE_BUILD_ARGS", "")), "-t", probe, str(context)]  # fmt: skip
+    build = shlex.split(os.environ["IMAGE_BUILD_CMD"])
+    cmd = [*build, *shlex.split(os.environ.get("IMAGE_BUILD_ARGS", "")), "-t", probe, str(context)]
     started = time.monotonic()
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     rebuild_seconds = round(time.monotonic() - started, 1)
@@ -136,7 +140,11 @@ def test_code_change_rebuilds_only_the_code_layers(tmp_path: Path) -> None:
         subprocess.run([*engine(), "rmi", probe], capture_output=True)
     model = index_of(before, MODEL_LAYER_MARK + " ")
     shared = next(
-        (i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a["digest"] != b["digest"]),
+        (
+            i
+            for i, (a, b) in enumerate(zip(before, after, strict=False))
+            if a["digest"] != b["digest"]
+        ),
         min(len(before), len(after)),
     )
     changed = after[shared:]
@@ -144,7 +152,9 @@ def test_code_change_rebuilds_only_the_code_layers(tmp_path: Path) -> None:
         "image": IMAGE,
         "image_bytes": sum(x["size"] for x in before),
         "model_layer_bytes": before[model]["size"],
-        "code_layers": [{"bytes": x["size"], "created_by": x["created_by"][-120:]} for x in changed],
+        "code_layers": [
+            {"bytes": x["size"], "created_by": x["created_by"][-120:]} for x in changed
+        ],
         "code_layers_bytes": sum(x["size"] for x in changed),
         "layers_reused": shared,
         "layers_total": len(after),
