@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tools.container_run import engine
+from tools.container_run import engine, run_command
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("SERVING_TEST_IMAGE", "")
@@ -78,7 +78,7 @@ def test_config_is_sagemakers_contract() -> None:
 
 
 PROBE = """
-import json, os
+import json, os, socket
 def attempt(path, mode):
     try:
         with open(path, mode) as f:
@@ -94,24 +94,31 @@ paths = {
 }
 owners = {p: os.stat(p).st_uid for p in ("/opt/ml/model", "/opt/ml/model/base/config.json",
                                           "/opt/app/serving", "/opt/app/serving/hooks.py")}
+def reach(host):
+    try:
+        socket.create_connection((host, 443), timeout=3).close()
+        return "reached"
+    except OSError as exc:
+        return type(exc).__name__
 print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "owners": owners,
-                  "writes": {p: attempt(p, m) for p, m in paths.items()}}))
+                  "writes": {p: attempt(p, m) for p, m in paths.items()},
+                  "interfaces": sorted(os.listdir("/sys/class/net")),
+                  "outbound": {h: reach(h) for h in ("151.101.0.223", "169.254.169.254")}}))
 """
 
 
-def test_runs_as_non_root_and_cannot_write_model_or_code() -> None:
-    flags = shlex.split(os.environ.get("IMAGE_RUN_FLAGS", ""))
-    out = subprocess.run(
-        [*engine(), "run", "--rm", "--network", "none", *flags, "--entrypoint", "python3",
-         IMAGE, "-c", PROBE],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+def test_runs_as_non_root_cannot_write_model_or_code_and_has_no_network() -> None:
+    """The container as run-image runs it (tools.container_run's command), probed from inside."""
+    cmd = run_command(IMAGE, name="serving-image-probe", entrypoint=["python3", "-c", PROBE])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     seen = json.loads(out.strip().splitlines()[-1])
     assert (seen["uid"], seen["gid"]) == (RUNTIME_UID, RUNTIME_UID)
     assert set(seen["owners"].values()) == {0}, seen["owners"]
     writes = seen["writes"]
     assert writes.pop("/var/run/serving/probe") == "written"  # the one place it may write
     assert set(writes.values()) == {"denied"}, writes
+    assert seen["interfaces"] == ["lo"]
+    assert "reached" not in seen["outbound"].values(), seen["outbound"]
 
 
 def test_model_layer_precedes_the_code_layers() -> None:
