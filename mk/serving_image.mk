@@ -117,3 +117,8 @@ test-image: tiny-image $(SERVING_VENV)/.stamp
 		$(SPY) -m pytest -q -p no:cacheprovider tests/image tests/container/test_e2e.py
 
 comma := ,
+
+LINT_TARGETS += lint-image
+.PHONY: lint-image
+lint-image: $(SERVING_VENV)/.stamp
+	$(SERVING_VENV)/bin/hadolint container/base-cpu/Dockerfile
