@@ -45,7 +45,6 @@ TINY_IMAGE_ARGS = --build-arg BASE_MODEL=model-src/tiny/base \
 # host paths (the image has its own), and no default adapter (the tiny adapters have other names).
 TINY_RUN_OVERRIDES = $(filter-out MODEL_PATH=% LORA_PATH=% MANIFEST_PATH=% SERVING_STATE_FILE=%,$(SERVING_CPU_ENV)) \
 	DEFAULT_ADAPTER=
-TOOLS_ENV := JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
 
 TEST_TARGETS += test-image
 
@@ -85,25 +84,23 @@ $(TINY_CONTEXT_SRC)/.stamp: $(TINY_SRC)/.stamp
 # The HF token goes in as a BuildKit secret (a file, never a build arg or a layer).
 build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE_MODEL)),$(TINY_CONTEXT_SRC)/.stamp) \
 		$(if $(filter cpu,$(IMAGE_BASE)),base-cpu-image) $(if $(filter config,$(IMAGE_MODEL)),venv)
-	@rm -f $(IMAGE_BUILD_DIR)/hf_token
-	$(if $(HF_TOKEN),@umask 077 && printf '%s' "$$HF_TOKEN" > $(IMAGE_BUILD_DIR)/hf_token)
-	time $(ENGINE_BUILD) \
+	$(if $(filter config,$(IMAGE_MODEL)),$(PY) -m tools.container_env --env $(ENV) --build-args > $(IMAGE_BUILD_DIR)/build-args-$(ENV))
+	$(if $(HF_TOKEN),umask 077 && printf '%s' "$$HF_TOKEN" > $(IMAGE_BUILD_DIR)/hf_token && trap 'rm -f $(IMAGE_BUILD_DIR)/hf_token' EXIT && )time $(ENGINE_BUILD) \
 		$(if $(HF_TOKEN),--secret id=hf_token$(comma)src=$(IMAGE_BUILD_DIR)/hf_token) \
 		$(if $(filter cpu,$(IMAGE_BASE)),--build-arg VLLM_IMAGE=$(CPU_BASE_IMAGE)) \
-		$(if $(filter tiny,$(IMAGE_MODEL)),$(TINY_IMAGE_ARGS),$$($(TOOLS_ENV) $(PY) -m tools.container_env --env $(ENV) --build-args)) \
+		$(if $(filter tiny,$(IMAGE_MODEL)),$(TINY_IMAGE_ARGS),$$(cat $(IMAGE_BUILD_DIR)/build-args-$(ENV))) \
 		-t $(IMAGE) container
-	@rm -f $(IMAGE_BUILD_DIR)/hf_token
 
 tiny-image:
 	$(MAKE) --no-print-directory build-image IMAGE_BASE=cpu IMAGE_MODEL=tiny IMAGE=$(TINY_IMAGE)
 
 $(IMAGE_BUILD_DIR)/run-$(ENV).env: venv config/$(ENV).yaml stacks/constructs/endpoint.py tools/container_env.py
 	mkdir -p $(@D)
-	$(TOOLS_ENV) $(PY) -m tools.container_env --env $(ENV) $(addprefix --set ,$(TINY_RUN_OVERRIDES)) > $@
+	$(PY) -m tools.container_env --env $(ENV) $(addprefix --set ,$(TINY_RUN_OVERRIDES)) > $@
 
 # Foreground; Ctrl-C or SIGTERM (or `$(ENGINE_CMD) stop $(RUN_NAME)`) drains and the container exits 0.
 run-image: tiny-image $(IMAGE_BUILD_DIR)/run-$(ENV).env
-	IMAGE_ENGINE_CMD="$(ENGINE_CMD)" IMAGE_RUN_FLAGS="$(ENGINE_RUN_FLAGS)" python3 -m tools.container_run \
+	IMAGE_ENGINE_CMD="$(ENGINE_CMD)" IMAGE_RUN_FLAGS="$(ENGINE_RUN_FLAGS)" $(PYTHON) -m tools.container_run \
 		--image $(TINY_IMAGE) --name $(RUN_NAME) --host-port $(RUN_PORT) \
 		--env-file $(IMAGE_BUILD_DIR)/run-$(ENV).env \
 		$(if $(SAGEMAKER_BIND_TO_PORT),-e SAGEMAKER_BIND_TO_PORT=$(SAGEMAKER_BIND_TO_PORT))
