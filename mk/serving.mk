@@ -41,8 +41,9 @@ $(QUANT_VENV)/.stamp: requirements-quant.txt
 serving-venv: $(SERVING_VENV)/.stamp
 quant-venv: $(QUANT_VENV)/.stamp
 
+# PYTHONHASHSEED: peft writes target_modules from a set; a fixed seed makes the files identical.
 $(TINY_SRC)/.stamp: $(SERVING_VENV)/.stamp container/model_prep/build_tiny_model.py
-	$(SPY) -m container.model_prep.build_tiny_model --out $(TINY_SRC) --bad-rank-adapter
+	PYTHONHASHSEED=0 $(SPY) -m container.model_prep.build_tiny_model --out $(TINY_SRC) --bad-rank-adapter
 	touch $@
 
 # The model-prep stage of the Dockerfile, run as a plain script on the tiny model (AWQ included).

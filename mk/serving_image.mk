@@ -75,14 +75,18 @@ base-cpu-image: debian-image $(IMAGE_BUILD_DIR)/pip.conf
 	$(ENGINE_BUILD) --build-arg DEBIAN_IMAGE=$(DEBIAN_IMAGE) -t $(CPU_BASE_IMAGE) $(IMAGE_BUILD_DIR)/base-cpu
 
 # The tiny model's sources in the build context (model-src/ is where the Dockerfile takes local
-# models from); copied only when they change, with their times kept, so the build cache holds.
-$(TINY_CONTEXT_SRC)/.stamp: $(TINY_SRC)/.stamp
-	rm -rf $(TINY_CONTEXT_SRC) && mkdir -p $(TINY_CONTEXT_SRC)
-	cp -a $(TINY_SRC)/base $(TINY_SRC)/adapters $(TINY_CONTEXT_SRC)/
+# models from). Replaced only when their content differs, times kept: a tiny model rebuilt
+# identical (a venv stamp touched) leaves the build cache, and so the model layer, as it was.
+$(IMAGE_BUILD_DIR)/tiny-context.stamp: $(TINY_SRC)/.stamp
+	mkdir -p $(@D)
+	if ! diff -rq $(TINY_SRC)/base $(TINY_CONTEXT_SRC)/base >/dev/null 2>&1 || \
+	   ! diff -rq $(TINY_SRC)/adapters $(TINY_CONTEXT_SRC)/adapters >/dev/null 2>&1; then \
+		rm -rf $(TINY_CONTEXT_SRC) && mkdir -p $(TINY_CONTEXT_SRC) && \
+		cp -a $(TINY_SRC)/base $(TINY_SRC)/adapters $(TINY_CONTEXT_SRC)/; fi
 	touch $@
 
 # The HF token goes in as a BuildKit secret (a file, never a build arg or a layer).
-build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE_MODEL)),$(TINY_CONTEXT_SRC)/.stamp) \
+build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE_MODEL)),$(IMAGE_BUILD_DIR)/tiny-context.stamp) \
 		$(if $(filter cpu,$(IMAGE_BASE)),base-cpu-image) $(if $(filter config,$(IMAGE_MODEL)),venv)
 	$(if $(filter config,$(IMAGE_MODEL)),$(PY) -m tools.container_env --env $(ENV) --build-args > $(IMAGE_BUILD_DIR)/build-args-$(ENV))
 	$(if $(HF_TOKEN),umask 077 && printf '%s' "$$HF_TOKEN" > $(IMAGE_BUILD_DIR)/hf_token && trap 'rm -f $(IMAGE_BUILD_DIR)/hf_token' EXIT && )time $(ENGINE_BUILD) \
