@@ -41,18 +41,17 @@ def layers(image: str) -> list[dict[str, Any]]:
     """The image's filesystem layers, oldest first: digest, size, the instruction that made it."""
     info = inspect(image)
     digests = info["RootFS"]["Layers"]
-    made = [h for h in info["History"] if not h.get("empty_layer")]
-    assert len(made) == len(digests), (len(made), len(digests))
     hist = subprocess.run([*engine(), "history", "--format", "json", "--no-trunc", image],
                           check=True, capture_output=True, text=True).stdout  # fmt: skip
-    sizes = [int(h["size"]) for h in reversed(json.loads(hist)) if int(h["size"]) > 0]
-    by_instruction = [h.get("created_by", "") for h in made]
-    # `history` lists sizes of non-empty layers in the same order; pad if an empty one slipped in
-    sizes = sizes + [0] * (len(digests) - len(sizes))
-    return [
-        {"digest": d, "size": s, "created_by": c}
-        for d, s, c in zip(digests, sizes, by_instruction, strict=True)
+    sizes = [int(h["size"]) for h in reversed(json.loads(hist))]  # `history` lists newest first
+    assert len(sizes) == len(info["History"]), (len(sizes), len(info["History"]))
+    made = [
+        {"size": size, "created_by": h.get("created_by", "")}
+        for h, size in zip(info["History"], sizes, strict=True)
+        if not h.get("empty_layer")
     ]
+    assert len(made) == len(digests), (len(made), len(digests))
+    return [{"digest": d, **m} for d, m in zip(digests, made, strict=True)]
 
 
 def index_of(stack: list[dict[str, Any]], mark: str) -> int:
