@@ -23,7 +23,10 @@ help:
 	@echo "make test            every test suite (infra, lambdas, simulator, serving on real vLLM)"
 	@echo "make synth ENV=prod  synthesize config/ENV.yaml into cdk.out/ENV and print the plan"
 	@echo "make lint            ruff, mypy, cfn-lint, cdk-nag, checkov, hadolint"
-	@echo "make diff|deploy ENV=prod   cdk diff / cdk deploy through the pinned CLI (needs AWS credentials)"
+	@echo "make diff|deploy ENV=prod   cdk diff / cdk deploy (deploy: tools/deploy.py preflight first; needs AWS credentials)"
+	@echo "make simulate ENV=prod      replay traffic, a deploy at peak and a canary rollout against the policy"
+	@echo "make build-image|run-image|test-image   build container/Dockerfile (docker or podman), run it as SageMaker does, test it"
+	@echo "make canary-start|canary-status|canary-rollback|canary-promote-info ENV=prod   operate a canary rollout"
 
 $(VENV)/.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)
