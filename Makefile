@@ -10,23 +10,27 @@ VENV := .venv
 PY := $(VENV)/bin/python
 OUT := cdk.out/$(ENV)
 
+# jsii prints a Node 20 end-of-life banner on every synth; these machines run Node 20 (README).
+# jsii's runtime reads the Node majors to stay quiet about from this variable (bin/jsii-runtime).
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
 TEST_TARGETS := test-infra
 LINT_TARGETS := lint-infra
 DEMO_TARGETS :=
 
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean validate
+.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean validate preflight
 
-help:
-	@echo "make demo            synth + validate prod offline, print the plan, then serve the tiny model"
-	@echo "make test            every test suite (infra, lambdas, simulator, serving on real vLLM)"
-	@echo "make synth ENV=prod  synthesize config/ENV.yaml into cdk.out/ENV and print the plan"
-	@echo "make lint            ruff, mypy, cfn-lint, cdk-nag, checkov, hadolint"
-	@echo "make diff|deploy ENV=prod   cdk diff / cdk deploy (deploy: tools/deploy.py preflight first; needs AWS credentials)"
-	@echo "make simulate ENV=prod      replay traffic, a deploy at peak and a canary rollout against the policy"
-	@echo "make build-image|run-image|test-image   build container/Dockerfile (docker or podman), run it as SageMaker does, test it"
-	@echo "make canary-start|canary-status|canary-rollback|canary-promote-info ENV=prod   operate a canary rollout"
+# Self-documenting: every public target carries `## <group> | <what it does>` on its rule line
+# (here and in mk/*.mk); `make help` lists them by group.
+HELP_GROUPS := get started|deploy|serving|simulator|canary|development
+help: ## get started | this list
+	@awk -v groups='$(HELP_GROUPS)' 'BEGIN { FS = ":.*## |[ ]*[|][ ]*"; n = split(groups, order, "|") } \
+		/^[a-zA-Z0-9_-]+:.*## / { line[$$2] = line[$$2] sprintf("  make %-20s %s\n", $$1, $$3) } \
+		END { for (i = 1; i <= n; i++) if (order[i] in line) printf "%s:\n%s", order[i], line[order[i]] }' \
+		$(MAKEFILE_LIST)
+	@echo "Most take ENV=dev|prod (default dev). README.md: the two commands, then Deploy for real."
 
 $(VENV)/.stamp: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,45 +38,48 @@ $(VENV)/.stamp: requirements.txt
 	$(VENV)/bin/pip install -q -r requirements.txt
 	touch $@
 
-venv: $(VENV)/.stamp
+venv: $(VENV)/.stamp ## development | the .venv for CDK, lambdas, simulator and their tests
 
 node_modules/.stamp: package.json
 	npm install --no-audit --no-fund --silent
 	touch $@
 
-synth: venv
+synth: venv ## deploy | validate config/ENV.yaml, synthesize cdk.out/ENV, print the plan (offline)
 	$(PY) -m tools.synth --env $(ENV) --out $(OUT)
 
 # Validators on the synthesized templates (cfn-lint, checkov) + the project's own code.
-validate: synth checkov-venv
+validate: synth checkov-venv ## deploy | synth + cfn-lint + checkov on the templates (offline)
 	$(PY) -m tools.validate --out $(OUT) --checkov $(CHECKOV)
 
-lint-infra: venv
+lint-infra: venv ## development | ruff, format check, mypy, validate dev and prod
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(MAKE) --no-print-directory validate ENV=dev
 	$(MAKE) --no-print-directory validate ENV=prod
 
-lint: $(LINT_TARGETS)
+lint: $(LINT_TARGETS) ## development | ruff, mypy, cfn-lint, cdk-nag, checkov, hadolint
 
-test-infra: venv checkov-venv
+test-infra: venv checkov-venv ## development | tests/infra: config, capacity, stacks, snapshots, validators
 	$(VENV)/bin/pytest -q tests/infra
 
-test: $(TEST_TARGETS)
+test: $(TEST_TARGETS) ## get started | every test suite, as CI runs it (infra, lambdas, serving, image, simulator)
 
-demo: venv
+demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the plan, serve the tiny model
 	$(MAKE) --no-print-directory validate ENV=prod
 	@for t in $(DEMO_TARGETS); do $(MAKE) --no-print-directory $$t; done
 
-diff: venv node_modules/.stamp
+preflight: venv ## deploy | check AWS credentials, account and CDK bootstrap for ENV
+	$(PY) -m tools.preflight --env $(ENV)
+
+diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials)
 	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) --output $(OUT)
 
 # Reads the live endpoint first (tools/deploy.py): raises counts before autoscaling is blocked,
 # deregisters a variant's scaling before its instance type changes. RESET=DesiredWeight for the
 # deploy that promotes a canary; DRY_RUN=1 prints the steps only.
-deploy: venv node_modules/.stamp
+deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live endpoint, raise counts, cdk deploy (RESET=, DRY_RUN=1)
 	$(PY) -m tools.deploy --env $(ENV) $(if $(RESET),--reset $(RESET)) $(if $(DRY_RUN),--dry-run)
 
-clean:
+clean: ## development | remove cdk.out and tool caches
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

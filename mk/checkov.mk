@@ -9,4 +9,4 @@ $(CHECKOV_VENV)/.stamp: requirements-checkov.txt
 	touch $@
 
 .PHONY: checkov-venv
-checkov-venv: $(CHECKOV_VENV)/.stamp
+checkov-venv: $(CHECKOV_VENV)/.stamp ## development | the .venv-checkov virtualenv

@@ -3,19 +3,19 @@
 # Lambda <endpoint_name>-canary-controller with the caller's AWS credentials.
 .PHONY: canary-start canary-status canary-rollback canary-promote-info test-lambdas
 
-canary-start: venv
+canary-start: venv ## canary | start a canary rollout on ENV (ROLLOUT_ID= to retry one)
 	$(PY) -m tools.canary start --env $(ENV) $(if $(ROLLOUT_ID),--rollout-id $(ROLLOUT_ID))
 
-canary-status: venv
+canary-status: venv ## canary | the rollout record: status, step, last decision
 	$(PY) -m tools.canary status --env $(ENV)
 
-canary-rollback: venv
+canary-rollback: venv ## canary | roll the canary back to weight 0 (REASON=...)
 	$(PY) -m tools.canary rollback --env $(ENV) $(if $(REASON),--reason "$(REASON)")
 
-canary-promote-info: venv
+canary-promote-info: venv ## canary | the promotion steps once a rollout COMPLETED
 	$(PY) -m tools.canary promote-info --env $(ENV)
 
-test-lambdas: venv
+test-lambdas: venv ## development | tests/lambdas: controller, smoke gate, constructs (moto)
 	$(VENV)/bin/pytest -q tests/lambdas
 
 TEST_TARGETS += test-lambdas

