@@ -13,7 +13,6 @@ from stacks.config import DeploymentConfig, config_path, load_config
 from stacks.deploy_options import DeployOptions
 from stacks.endpoint_stack import EndpointStack
 from stacks.image_stack import ImageStack
-from stacks.nag import apply_suppressions
 
 
 def cdk_json_context(repo_root: Path) -> dict[str, object]:
@@ -44,7 +43,6 @@ def build_stacks(
     for stack in (image, endpoint):
         cdk.Tags.of(stack).add("project", cfg.project)
         cdk.Tags.of(stack).add("env", cfg.env)
-        apply_suppressions(stack)
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     return image, endpoint
 

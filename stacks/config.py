@@ -25,6 +25,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from container.model_prep.validate import VLLM_LORA_RANKS
 from container.serving import metrics_contract as mc
@@ -773,8 +774,9 @@ class DeploymentConfig(_Strict):
     smoke_gate: SmokeGateConfig = SmokeGateConfig()
     notifications: NotificationConfig = NotificationConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
-    #: Set by the loader: the architecture resolved from ``model.architecture(_file)``.
-    resolved_architecture: ModelArchitecture | None = None
+    #: Set by the loader from ``model.architecture_file``, never by a YAML file: left out of the
+    #: JSON schema (config/schema.json) so editors do not offer it.
+    resolved_architecture: SkipJsonSchema[ModelArchitecture | None] = None
 
     @model_validator(mode="after")
     def _cross_field(self) -> DeploymentConfig:
@@ -919,6 +921,8 @@ def parse_config(raw: Any, *, env: str, source: Path, base_dir: Path) -> Deploym
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys to values")
     data = dict(raw)
+    if "resolved_architecture" in data:
+        raise ConfigError(f"{source}: resolved_architecture: unknown key (set by the loader)")
     data.setdefault("env", env)
     if data["env"] != env:
         raise ConfigError(f"{source}: env: file says {data['env']!r} but {env!r} was selected")
@@ -931,8 +935,6 @@ def parse_config(raw: Any, *, env: str, source: Path, base_dir: Path) -> Deploym
             raise ConfigError(
                 f"{source}: model.architecture_file: cannot read {arch_path}: {exc}"
             ) from None
-    elif "resolved_architecture" in data:
-        raise ConfigError(f"{source}: resolved_architecture: unknown key (set by the loader)")
     try:
         return DeploymentConfig.model_validate(data)
     except ValidationError as err:

@@ -2,7 +2,7 @@
 
 Every environment variable the container reads is declared here once, with its type, default
 and what it does. The EndpointStack sets these names on each variant's SageMaker Model; its
-tests check every name it sets against :data:`SETTING_NAMES`. The entrypoint turns them into
+tests check every name it sets against :data:`REGISTRY`. The entrypoint turns them into
 current ``vllm serve`` flags (:func:`vllm_args`) and hook settings in one place, before the
 engine starts (the pattern of TGI's sagemaker-entrypoint).
 
@@ -178,15 +178,8 @@ _REGISTRY: tuple[Setting, ...] = (
 )
 # fmt: on
 
+#: Every environment variable the container knows, by name (the stacks' tests check against it).
 REGISTRY: Mapping[str, Setting] = {s.name: s for s in _REGISTRY}
-
-#: Every environment variable name the container knows (the stacks' tests assert against it).
-SETTING_NAMES: frozenset[str] = frozenset(REGISTRY)
-
-
-def setting_names() -> frozenset[str]:
-    """Every environment variable name the container knows."""
-    return SETTING_NAMES
 
 
 @dataclass(frozen=True)

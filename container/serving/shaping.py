@@ -99,7 +99,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 def shape_body(
-    body: dict[str, Any], header_adapter: str | None, path: str, config: ShapingConfig,
+    body: dict[str, Any], header_adapter: str | None, config: ShapingConfig,
     counter: TokenCounter | None,
 ) -> tuple[dict[str, Any], str, bool]:  # fmt: skip
     """Validate and rewrite one request body. Returns (body, adapter, trimmed)."""
@@ -149,7 +149,7 @@ class Prepared:
 
 
 def prepare(
-    raw: bytes, header_adapter: str | None, path: str, config: ShapingConfig,
+    raw: bytes, header_adapter: str | None, config: ShapingConfig,
     counter: TokenCounter | None,
 ) -> Prepared:  # fmt: skip
     """Parse, check, shape and re-serialize one body. Never raises: every failure is an answer."""
@@ -162,7 +162,7 @@ def prepare(
             return Prepared(error=(400, f"body is not valid JSON: {exc}", "BadRequest"))
         if not isinstance(parsed, dict):
             return Prepared(error=(400, "body must be a JSON object", "BadRequest"))
-        body, adapter, trimmed = shape_body(parsed, header_adapter, path, config, counter)
+        body, adapter, trimmed = shape_body(parsed, header_adapter, config, counter)
         return Prepared(json.dumps(body).encode(), adapter, trimmed)
     except LimitExceeded as exc:
         return Prepared(error=(413, str(exc), "PayloadTooLarge"))
@@ -240,7 +240,7 @@ class ShapingMiddleware:
             )
             return
         header_adapter = _header(scope, ADAPTER_HEADER)
-        args = (raw, header_adapter, scope["path"], self.config, self.counter())
+        args = (raw, header_adapter, self.config, self.counter())
         if len(raw) >= SHAPING_OFFLOAD_BYTES:
             done = await asyncio.get_running_loop().run_in_executor(_POOL, prepare, *args)
         else:

@@ -1,0 +1,121 @@
+"""config/schema.json: current with the code, valid JSON Schema, named by every config file, and
+as strict as the loader (unknown keys rejected; loader-set keys not offered)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from stacks.config import ConfigError, load_config, parse_config
+from tools import schema as schema_tool
+
+from .conftest import REPO_ROOT, parse, raw_config
+
+MODELINE = "# yaml-language-server: $schema="
+CONFIGS = sorted((REPO_ROOT / "config").rglob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(schema_tool.SCHEMA_PATH.read_text())
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def validator(committed: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(committed)
+
+
+def test_committed_schema_is_what_the_code_generates() -> None:
+    assert schema_tool.SCHEMA_PATH.read_text() == schema_tool.render(), (
+        "config/schema.json is out of date with stacks/config.py: "
+        f"regenerate it with `.venv/bin/{schema_tool.REGENERATE}` and commit it"
+    )
+
+
+def test_check_mode_fails_on_a_stale_file_and_write_mode_fixes_it(tmp_path: Path) -> None:
+    out = tmp_path / "schema.json"
+    out.write_text("{}\n")
+    assert schema_tool.main(["--check", "--out", str(out)]) == 1
+    assert out.read_text() == "{}\n"
+    assert schema_tool.main(["--out", str(out)]) == 0
+    assert schema_tool.main(["--check", "--out", str(out)]) == 0
+    assert out.read_text().endswith("}\n")
+
+
+def test_schema_is_valid_draft_2020_12(committed: dict[str, Any]) -> None:
+    assert committed["$schema"] == schema_tool.DIALECT
+    jsonschema.Draft202012Validator.check_schema(committed)
+
+
+def _objects(node: Any) -> list[dict[str, Any]]:
+    if isinstance(node, list):
+        return [o for item in node for o in _objects(item)]
+    if not isinstance(node, dict):
+        return []
+    found = [node] if "properties" in node else []
+    return found + [o for value in node.values() for o in _objects(value)]
+
+
+def test_every_object_forbids_unknown_keys_like_the_loader(committed: dict[str, Any]) -> None:
+    objects = _objects(committed)
+    assert len(objects) > 10
+    loose = [o.get("title") for o in objects if o.get("additionalProperties") is not False]
+    assert not loose, f"these sections accept unknown keys in the schema: {loose}"
+
+
+def test_loader_set_keys_are_not_offered(committed: dict[str, Any]) -> None:
+    assert "resolved_architecture" not in committed["properties"]
+    assert "env" not in committed["required"]  # the loader fills it from the selected env
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_every_config_names_the_schema_and_is_valid_by_it_and_the_loader(
+    path: Path, validator: jsonschema.Draft202012Validator
+) -> None:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith(MODELINE), f"{path}: first line must be {MODELINE}<relative path>"
+    target = (path.parent / first.removeprefix(MODELINE)).resolve()
+    assert target == schema_tool.SCHEMA_PATH
+    raw = yaml.safe_load(path.read_text())
+    errors = [f"{'.'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(raw)]
+    assert not errors
+    assert load_config(path, env=raw["env"]).env == raw["env"]
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value"),
+    [("engien", {}), ("engine.max_num_seq", 64), ("scaling.varaints", {})],
+)
+def test_a_misspelt_key_fails_in_the_editor_and_in_the_loader(
+    mutate: Any, validator: jsonschema.Draft202012Validator, dotted: str, value: Any
+) -> None:
+    raw = mutate(dotted, value)
+    messages = [e.message for e in validator.iter_errors(raw)]
+    assert any("Additional properties are not allowed" in m for m in messages), messages
+    with pytest.raises(ConfigError, match=rf"{dotted}: unknown key"):
+        parse(raw)
+
+
+def test_resolved_architecture_is_rejected_even_beside_an_architecture_file(
+    prod_raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """The loader sets it from model.architecture_file; a file writing it is an error, not a value
+    the loader silently replaces."""
+    arch = prod_raw["model"].pop("architecture")
+    (tmp_path / "config.json").write_text(json.dumps(arch))
+    prod_raw["model"]["architecture_file"] = "config.json"
+    assert (
+        parse_config(
+            prod_raw, env="prod", source=tmp_path / "prod.yaml", base_dir=tmp_path
+        ).resolved_architecture
+        == parse(raw_config("prod")).model.architecture
+    )
+    prod_raw["resolved_architecture"] = arch
+    with pytest.raises(ConfigError, match="resolved_architecture: unknown key"):
+        parse_config(prod_raw, env="prod", source=tmp_path / "prod.yaml", base_dir=tmp_path)

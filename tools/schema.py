@@ -1,0 +1,60 @@
+"""Write config/schema.json: the JSON Schema of a deployment config, for editors.
+
+Generated from :class:`stacks.config.DeploymentConfig` (pydantic's ``model_json_schema()``, JSON
+Schema draft 2020-12), so the schema cannot say anything the loader does not. The YAML files under
+config/ name it on their first line (``# yaml-language-server: $schema=...``), which the YAML
+language server (VS Code's Red Hat YAML extension, Neovim, Helix, JetBrains) reads to complete
+keys and flag unknown ones while typing. tests/infra/test_config_schema.py fails when the committed
+file differs from what this module generates. Regenerate with ``python -m tools.schema``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from stacks.config import DeploymentConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = REPO_ROOT / "config" / "schema.json"
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+REGENERATE = "python -m tools.schema"
+#: Required by the model but filled in by the loader when a file omits them (``parse_config``
+#: defaults ``env`` to the environment selected), so a file may leave them out.
+LOADER_DEFAULTED = frozenset({"env"})
+
+
+def render() -> str:
+    """The schema as committed: keys sorted, two-space indent, one trailing newline."""
+    schema = {"$schema": DIALECT, **DeploymentConfig.model_json_schema()}
+    schema["required"] = [k for k in schema["required"] if k not in LOADER_DEFAULTED]
+    return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=REGENERATE, description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=SCHEMA_PATH, help="default: %(default)s")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if the file differs, without writing"
+    )
+    args = parser.parse_args(argv)
+    text = render()
+    current = args.out.read_text() if args.out.exists() else None
+    if args.check:
+        if current != text:
+            print(f"{args.out} is out of date: run {REGENERATE}", file=sys.stderr)
+            return 1
+        print(f"{args.out} is current")
+        return 0
+    if current != text:
+        args.out.write_text(text)
+        print(f"wrote {args.out}")
+    else:
+        print(f"{args.out} unchanged")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
