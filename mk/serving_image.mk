@@ -86,8 +86,8 @@ $(IMAGE_BUILD_DIR)/tiny-context.stamp: $(TINY_SRC)/.stamp
 	touch $@
 
 # The HF token goes in as a BuildKit secret (a file, never a build arg or a layer).
-build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE_MODEL)),$(IMAGE_BUILD_DIR)/tiny-context.stamp) \ ## serving | build container/Dockerfile (docker or podman; IMAGE_BASE=cpu IMAGE_MODEL=tiny)
-		$(if $(filter cpu,$(IMAGE_BASE)),base-cpu-image) $(if $(filter config,$(IMAGE_MODEL)),venv)
+build-image: $(if $(filter cpu,$(IMAGE_BASE)),base-cpu-image) $(if $(filter config,$(IMAGE_MODEL)),venv)
+build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE_MODEL)),$(IMAGE_BUILD_DIR)/tiny-context.stamp) ## serving | build container/Dockerfile (docker or podman; IMAGE_BASE=cpu IMAGE_MODEL=tiny)
 	$(if $(filter config,$(IMAGE_MODEL)),$(PY) -m tools.container_env --env $(ENV) --build-args > $(IMAGE_BUILD_DIR)/build-args-$(ENV))
 	$(if $(HF_TOKEN),umask 077 && printf '%s' "$$HF_TOKEN" > $(IMAGE_BUILD_DIR)/hf_token && trap 'rm -f $(IMAGE_BUILD_DIR)/hf_token' EXIT && )time $(ENGINE_BUILD) \
 		$(if $(HF_TOKEN),--secret id=hf_token$(comma)src=$(IMAGE_BUILD_DIR)/hf_token) \

@@ -22,6 +22,8 @@ def public_rules() -> dict[str, str]:
 def test_every_public_target_is_documented_and_listed_by_make_help() -> None:
     rules = public_rules()
     assert {"demo", "test", "synth", "deploy", "run-image", "canary-start"} <= rules.keys()
+    # A `## ...` after a line-continuation backslash would turn "\\" into a prerequisite.
+    assert not [name for name, rest in rules.items() if "\\ ##" in rest]
     undocumented = sorted(name for name, rest in rules.items() if "## " not in rest)
     assert undocumented == [], f"add `## <group> | <text>` to these rule lines: {undocumented}"
     out = subprocess.run(
@@ -31,3 +33,14 @@ def test_every_public_target_is_documented_and_listed_by_make_help() -> None:
     listed = set(re.findall(r"^  make (\S+)", out, re.M))
     assert listed == rules.keys()
     assert out.index("get started:") < out.index("deploy:") < out.index("development:")
+
+
+def test_documented_rule_lines_still_resolve_their_prerequisites() -> None:
+    """A help comment must not change what a rule depends on: `make -n` of every public target
+    (nothing runs) finds a rule for each prerequisite."""
+    targets = sorted(public_rules())
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "ENV=prod", *targets], cwd=REPO,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert "No rule to make target" not in done.stderr, done.stderr
