@@ -132,7 +132,8 @@ _REGISTRY: tuple[Setting, ...] = (
             "Synthetic requests sent before /ping turns 200: every adapter and a short and a long "
             "prompt shape are covered even when this is smaller. 0 disables warmup."),
     Setting("STARTUP_TIMEOUT_SECONDS", "1800", _positive,
-            "How long the entrypoint waits for vLLM's /health before it gives up (exit 1)."),
+            "How long the entrypoint waits for vLLM's /health before it gives up (exit 1). The "
+            "stack sets it to the variant's ContainerStartupHealthCheckTimeoutInSeconds."),
     Setting("SHUTDOWN_TIMEOUT_SECONDS", "30", _non_negative,
             "SIGTERM drain: vLLM's --shutdown-timeout, in-flight requests finish within it."),
     Setting("SERVING_STATE_FILE", "/tmp/serving-state.json", str,

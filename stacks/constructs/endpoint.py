@@ -48,6 +48,9 @@ def container_environment(cfg: DeploymentConfig, variant: str) -> dict[str, str]
         "MAX_REQUEST_BYTES": str(eng.max_request_bytes),
         "MAX_MESSAGES": str(eng.max_messages),
         "SHUTDOWN_TIMEOUT_SECONDS": str(eng.shutdown_timeout_seconds),
+        # The container gives up (and logs which phase hung) when SageMaker would: the variant's
+        # ContainerStartupHealthCheckTimeoutInSeconds, from the same config field.
+        "STARTUP_TIMEOUT_SECONDS": str(cfg.deployment.startup_health_check_timeout_seconds),
         "BUDGET_SYSTEM_TOKENS": str(budget.system_tokens),
         "BUDGET_RETRIEVAL_TOKENS": str(budget.retrieval_tokens),
         "BUDGET_GENERATION_RESERVE_TOKENS": str(budget.generation_reserve_tokens),

@@ -225,3 +225,12 @@ def test_canary_controller_rolls_back_on_canary_alarm(endpoint: Template, rule: 
     ]
     assert len(watched) == 1
     assert json.dumps({"Ref": alarm_ids[0]}) in watched[0]
+
+
+def test_container_startup_timeout_is_sagemakers_health_check_timeout(prod_cfg) -> None:
+    """The entrypoint's own startup deadline and SageMaker's container startup health check come
+    from one config field, so the container reports the phase that hung before it is killed."""
+    env = container_environment(prod_cfg, "primary")
+    timeout = prod_cfg.deployment.startup_health_check_timeout_seconds
+    assert env["STARTUP_TIMEOUT_SECONDS"] == str(timeout)
+    assert settings.load(env).startup_timeout_seconds == timeout
