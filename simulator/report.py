@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import matplotlib
@@ -31,11 +33,19 @@ ROWS = (
 )
 
 
-def _per_minute(result: Result, key: str, how: str = "sum") -> np.ndarray:
-    arrays = [r.series[key] for r in result.runs.values()]
-    per_min = 60 // next(iter(result.runs.values())).tick_seconds
-    total = np.sum(arrays, axis=0).reshape(-1, per_min)
-    return total.sum(axis=1) if how == "sum" else total.max(axis=1)
+def mark_event(axes: Sequence[Any], label_ax: Any, x: datetime, label: str) -> None:
+    """A dashed vertical line at ``x`` on every axis, labelled at the top of ``label_ax``."""
+    for ax in axes:
+        ax.axvline(x, color="gray", lw=0.6, ls="-.")
+    label_ax.annotate(
+        label,
+        (mdates.date2num(x), label_ax.get_ylim()[1]),
+        fontsize=7,
+        va="top",
+        rotation=90,
+        xytext=(2, -2),
+        textcoords="offset points",
+    )
 
 
 def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
@@ -58,11 +68,11 @@ def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
             f"{b['minutes_over_slo']} min over SLO, ${b['cost_usd']:,}"
         )
     fig.suptitle(title, fontsize=10)
-    ax_t.plot(times, _per_minute(result, "arrivals"), color="black", lw=1, label="traffic")
-    cap = _per_minute(result, "capacity_rpm", "max")
+    ax_t.plot(times, result.per_minute("arrivals"), color="black", lw=1, label="traffic")
+    cap = result.per_minute("capacity_rpm", "max")
     ax_t.step(times, cap, where="post", color="tab:blue", label=f"capacity ({result.label})")
     if baseline is not None:
-        bcap = _per_minute(baseline, "capacity_rpm", "max")
+        bcap = baseline.per_minute("capacity_rpm", "max")
         ax_t.step(
             times,
             bcap,
@@ -113,7 +123,7 @@ def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
     ax_i.legend(loc="upper left", fontsize=8, ncol=2)
     ax_r.fill_between(
         times,
-        _per_minute(result, "rejected"),
+        result.per_minute("rejected"),
         step="post",
         color="tab:red",
         alpha=0.6,
@@ -122,7 +132,7 @@ def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
     if baseline is not None:
         ax_r.step(
             times,
-            _per_minute(baseline, "rejected"),
+            baseline.per_minute("rejected"),
             where="post",
             color="tab:gray",
             ls="--",
@@ -140,17 +150,7 @@ def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
     more = ax_w.get_legend_handles_labels()
     ax_r.legend(lines[0] + more[0], lines[1] + more[1], loc="upper left", fontsize=8)
     for minute, label in tr.marks:
-        for ax in axes:
-            ax.axvline(times[minute], color="gray", lw=0.6, ls="-.")
-        ax_t.annotate(
-            label,
-            (mdates.date2num(times[minute]), ax_t.get_ylim()[1]),
-            fontsize=7,
-            va="top",
-            rotation=90,
-            xytext=(2, -2),
-            textcoords="offset points",
-        )
+        mark_event(axes, ax_t, times[minute], label)
     ax_r.xaxis.set_major_formatter(mdates.DateFormatter("%a %H:%M", tz=tz))
     ax_r.set_xlabel(f"time ({tr.display_tz})")
     fig.savefig(path, dpi=80)

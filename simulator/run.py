@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -23,6 +24,12 @@ class Result:
     trace: Trace
     runs: dict[str, VariantRun]
     summary: dict[str, object]
+
+    def per_minute(self, key: str, how: Literal["sum", "min", "max"] = "sum") -> np.ndarray:
+        """Series ``key`` summed over the variants, then reduced to one value per minute."""
+        per_min = 60 // next(iter(self.runs.values())).tick_seconds
+        total = np.sum([r.series[key] for r in self.runs.values()], axis=0).reshape(-1, per_min)
+        return {"sum": total.sum, "min": total.min, "max": total.max}[how](axis=1)
 
 
 def instance_models(cfg: DeploymentConfig, a: Assumptions) -> dict[str, InstanceModel]:

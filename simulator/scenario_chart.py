@@ -13,6 +13,7 @@ import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import numpy as np
 
+from simulator.report import mark_event
 from simulator.run import Result
 
 STYLES = {
@@ -20,12 +21,6 @@ STYLES = {
     "before": {"color": "tab:red", "ls": "-"},
     "after": {"color": "tab:blue", "ls": "-"},
 }
-
-
-def _per_minute(res: Result, key: str, how: str = "sum") -> np.ndarray:
-    per_min = 60 // res.runs["primary"].tick_seconds
-    total = np.sum([r.series[key] for r in res.runs.values()], axis=0).reshape(-1, per_min)
-    return total.sum(axis=1) if how == "sum" else total.min(axis=1)
 
 
 def deploy_chart(results: dict[str, Result], at: datetime, label: str, path: Path) -> None:
@@ -39,12 +34,12 @@ def deploy_chart(results: dict[str, Result], at: datetime, label: str, path: Pat
         for k, r in results.items()
     )
     fig.suptitle(f"deploy {label} | {tr.description}\n{head}", fontsize=9)
-    ax_c.plot(times, _per_minute(any_res, "arrivals"), color="black", lw=1, label="demand")
+    ax_c.plot(times, any_res.per_minute("arrivals"), color="black", lw=1, label="demand")
     for key, res in results.items():
         st = STYLES.get(key, {})
         ax_c.step(
             times,
-            _per_minute(res, "capacity_rpm", "min"),
+            res.per_minute("capacity_rpm", "min"),
             where="post",
             label=f"capacity ({res.label})",
             **st,
@@ -69,9 +64,7 @@ def deploy_chart(results: dict[str, Result], at: datetime, label: str, path: Pat
             ls=":",
             label=f"billed, both variants ({key})",
         )
-        ax_r.step(
-            times, _per_minute(res, "rejected"), where="post", label=f"429 / min ({key})", **st
-        )
+        ax_r.step(times, res.per_minute("rejected"), where="post", label=f"429 / min ({key})", **st)
     ax_c.set_ylabel("requests / min")
     ax_i.set_ylabel("instances")
     ax_i.set_ylim(bottom=0)
@@ -86,18 +79,7 @@ def deploy_chart(results: dict[str, Result], at: datetime, label: str, path: Pat
             (t - offset, what.split(": ", 1)[-1]) for t, what in after.runs["primary"].operator_log
         ]
     for seconds, what in marks:
-        x = at + timedelta(seconds=seconds)
-        for ax in (ax_c, ax_i, ax_r):
-            ax.axvline(x, color="gray", lw=0.6, ls="-.")
-        ax_c.annotate(
-            what,
-            (mdates.date2num(x), ax_c.get_ylim()[1]),
-            fontsize=7,
-            va="top",
-            rotation=90,
-            xytext=(2, -2),
-            textcoords="offset points",
-        )
+        mark_event((ax_c, ax_i, ax_r), ax_c, at + timedelta(seconds=seconds), what)
     ax_r.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz=tz))
     ax_r.set_xlabel(f"time ({tr.display_tz})")
     fig.savefig(path, dpi=80)

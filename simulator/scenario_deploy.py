@@ -65,12 +65,6 @@ def _window(res: Result, at: datetime, minutes: int = 60) -> slice:
     return slice(first, first + minutes)
 
 
-def _per_minute(res: Result, key: str, how: str = "sum") -> np.ndarray:
-    per_min = 60 // res.runs["primary"].tick_seconds
-    total = np.sum([r.series[key] for r in res.runs.values()], axis=0).reshape(-1, per_min)
-    return total.sum(axis=1) if how == "sum" else total.max(axis=1)
-
-
 def hour_figures(res: Result, at: datetime) -> dict[str, object]:
     """Rejections, capacity and billed instances in the hour after ``at``."""
     w = _window(res, at)
@@ -78,10 +72,10 @@ def hour_figures(res: Result, at: datetime) -> dict[str, object]:
     prim = res.runs["primary"].series
     start, stop = w.start * per_min, w.stop * per_min
     return {
-        "rejected_in_hour": round(float(_per_minute(res, "rejected")[w].sum())),
+        "rejected_in_hour": round(float(res.per_minute("rejected")[w].sum())),
         "primary_in_service_min_in_hour": int(prim["in_service"][start:stop].min()),
-        "capacity_rpm_min_in_hour": round(float(_per_minute(res, "capacity_rpm", "min")[w].min())),
-        "demand_rpm_max_in_hour": round(float(_per_minute(res, "arrivals")[w].max())),
+        "capacity_rpm_min_in_hour": round(float(res.per_minute("capacity_rpm", "min")[w].min())),
+        "demand_rpm_max_in_hour": round(float(res.per_minute("arrivals")[w].max())),
         "billed_instances_max": int(
             np.sum([r.series["launched"] for r in res.runs.values()], axis=0).max()
         ),
