@@ -75,10 +75,10 @@ def connect_inside(netns_fd: int, port: int) -> socket.socket:
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:
     try:
-        while data := src.recv(RELAY_BUFFER):
-            dst.sendall(data)
-    except OSError:
-        pass
+        # A peer that resets or closes mid-copy ends this direction; the finally closes both.
+        with contextlib.suppress(OSError):
+            while data := src.recv(RELAY_BUFFER):
+                dst.sendall(data)
     finally:
         for s, how in ((dst, socket.SHUT_WR), (src, socket.SHUT_RD)):
             with contextlib.suppress(OSError):
