@@ -17,7 +17,8 @@ minute by minute, on the normal-day trace:
 - RegisterScalableTarget moves a variant's desired count into the new range at once
   (Application Auto Scaling API reference, RegisterScalableTarget); new instances serve after
   ``provision_seconds + startup_seconds``. While any instance is starting the endpoint reports
-  Updating (autoscaling changes make it Updating, FACTS.md) and the controller waits.
+  Updating (autoscaling changes make it Updating: UpdateEndpointWeightsAndCapacities reference) and
+  the controller waits.
 - The state machine's loop: the next tick comes ``wait_seconds`` after the last one.
 
 ``capacity_first=False`` replays the rollout as the controller ran before issue 10: weights only,

