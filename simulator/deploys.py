@@ -33,10 +33,10 @@ from datetime import datetime, timedelta
 from simulator.assumptions import Assumptions
 from simulator.events import Deploy
 from simulator.schedule import schedule_floor
-from stacks.config import DeploymentConfig
+from stacks.config import DeploymentConfig, VariantName
 from stacks.deploy_options import DeployOptions
 from stacks.update_semantics import (
-    VARIANTS,
+    VARIANT_NAMES,
     UpdatePhases,
     green_fleet_size,
     prescale_counts,
@@ -51,7 +51,7 @@ def deploy_config(cfg: DeploymentConfig, event: Deploy) -> DeploymentConfig:
 
 def prescale_target(
     cfg: DeploymentConfig,
-    variant: str,
+    variant: VariantName,
     *,
     desired: int,
     max_capacity: int,
@@ -61,9 +61,9 @@ def prescale_target(
     """The desired count ``make deploy`` sets for ``variant`` before UpdateEndpoint."""
     window = update_phases(cfg, ready_seconds=a.ready_delay_seconds, fleet=desired).complete
     floor = schedule_floor(cfg.scaling, variant, now, now + timedelta(seconds=window))
-    live = {v: int(getattr(cfg.variants, v).initial_instance_count) for v in VARIANTS}
+    live = {v: int(cfg.variants[v].initial_instance_count) for v in VARIANT_NAMES}
     live[variant] = desired
-    weights = {v: float(getattr(cfg.variants, v).initial_weight) for v in VARIANTS}
+    weights = {v: float(cfg.variants[v].initial_weight) for v in VARIANT_NAMES}
     counts = prescale_counts(
         cfg,
         live_desired=live,
@@ -101,7 +101,7 @@ class ActiveUpdate:
 
 def begin_update(
     cfg: DeploymentConfig,
-    variant: str,
+    variant: VariantName,
     event: Deploy,
     *,
     desired: int,

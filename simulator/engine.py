@@ -61,7 +61,7 @@ from simulator.events import Deploy, OperatorEvent
 from simulator.schedule import timeline
 from simulator.traces import Trace
 from stacks.capacity import concurrency_target
-from stacks.config import DeploymentConfig, StepPolicy
+from stacks.config import DeploymentConfig, StepPolicy, VariantName
 
 COMPARE: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
@@ -129,7 +129,7 @@ class Activity:
 
 @dataclass
 class VariantRun:
-    variant: str
+    variant: VariantName
     instance: InstanceModel
     share: float
     tick_seconds: int
@@ -176,7 +176,7 @@ class VariantSimulation:
     def __init__(
         self,
         cfg: DeploymentConfig,
-        variant: str,
+        variant: VariantName,
         inst: InstanceModel,
         a: Assumptions,
         trace: Trace,
@@ -190,7 +190,7 @@ class VariantSimulation:
             raise SimulationError(f"no replay for operator event(s) {unsupported} yet")
         self.deploys = sorted((e for e in events if isinstance(e, Deploy)), key=lambda e: e.at)
         self.dt = a.tick_seconds
-        scaling = cfg.scaling.variants[variant]  # type: ignore[index]
+        scaling = cfg.scaling.variants[variant]
         self.tt = scaling.target_tracking
         known = {p.name for v in cfg.scaling.variants.values() for p in v.step_policies}
         unknown = sorted(set(a.disabled_policies) - known)
@@ -312,7 +312,7 @@ class VariantSimulation:
         a, dt, tr, inst = self.a, self.dt, self.trace, self.inst
         (lo, hi, _), changes = timeline(self.cfg.scaling, self.variant, tr.start, tr.end)
         pending_changes = deque(changes)
-        initial = getattr(self.cfg.variants, self.variant).initial_instance_count
+        initial = self.cfg.variants[self.variant].initial_instance_count
         desired = min(max(initial, lo), hi)
         ready: list[float] = [0.0] * desired  # instances' in-service times (s from start)
         activities: list[Activity] = []

@@ -38,7 +38,7 @@ from simulator.capacity import InstanceModel, instance_model
 from simulator.schedule import timeline
 from simulator.traces import JST, Trace, normal_day
 from stacks.capacity import concurrency_target
-from stacks.config import DeploymentConfig
+from stacks.config import DeploymentConfig, VariantName
 from stacks.rollout_plan import rollout_capacity_plan
 
 NAME = "canary-rollout"
@@ -126,11 +126,13 @@ class _Fleet:
             self.last_in = t
 
 
-def _fleet(cfg: DeploymentConfig, variant: str, a: Assumptions, low: int, high: int) -> _Fleet:
-    tt = cfg.scaling.variants[variant].target_tracking  # type: ignore[index]
-    initial = min(max(getattr(cfg.variants, variant).initial_instance_count, low), high)
+def _fleet(
+    cfg: DeploymentConfig, variant: VariantName, a: Assumptions, low: int, high: int
+) -> _Fleet:
+    tt = cfg.scaling.variants[variant].target_tracking
+    initial = min(max(cfg.variants[variant].initial_instance_count, low), high)
     f = _Fleet(
-        model=instance_model(cfg, getattr(cfg.variants, variant).instance_type, a),
+        model=instance_model(cfg, cfg.variants[variant].instance_type, a),
         target=concurrency_target(cfg, variant) if tt and tt.metric == "concurrency" else 1e9,
         low=low,
         high=high,

@@ -13,16 +13,14 @@ from simulator.capacity import InstanceModel, instance_model
 from simulator.engine import VariantRun, VariantSimulation
 from simulator.events import OperatorEvent, check_events
 from simulator.traces import Trace
-from stacks.config import DeploymentConfig
-
-VARIANTS = ("primary", "canary")
+from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
 
 
 @dataclass
 class Result:
     label: str
     trace: Trace
-    runs: dict[str, VariantRun]
+    runs: dict[VariantName, VariantRun]
     summary: dict[str, object]
 
     def per_minute(self, key: str, how: Literal["sum", "min", "max"] = "sum") -> np.ndarray:
@@ -33,7 +31,7 @@ class Result:
 
 
 def instance_models(cfg: DeploymentConfig, a: Assumptions) -> dict[str, InstanceModel]:
-    return {v: instance_model(cfg, getattr(cfg.variants, v).instance_type, a) for v in VARIANTS}
+    return {v: instance_model(cfg, cfg.variants[v].instance_type, a) for v in VARIANT_NAMES}
 
 
 def _weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
@@ -54,17 +52,19 @@ def simulate(
     events: Sequence[OperatorEvent] = (),
 ) -> Result:
     check_events(events, trace.start, trace.end)
-    weights = {v: getattr(cfg.variants, v).initial_weight for v in VARIANTS}
+    weights = {v: cfg.variants[v].initial_weight for v in VARIANT_NAMES}
     total_w = sum(weights.values())
     models = instance_models(cfg, a)
     runs = {
         v: VariantSimulation(cfg, v, models[v], a, trace, weights[v] / total_w, events).run()
-        for v in VARIANTS
+        for v in VARIANT_NAMES
     }
     return Result(label or cfg.env, trace, runs, summarise(runs, trace, a))
 
 
-def summarise(runs: dict[str, VariantRun], trace: Trace, a: Assumptions) -> dict[str, object]:
+def summarise(
+    runs: dict[VariantName, VariantRun], trace: Trace, a: Assumptions
+) -> dict[str, object]:
     dt = a.tick_seconds
     per_min = 60 // dt
     minutes = trace.minutes

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from stacks.config import ScalingConfig
+from stacks.config import ScalingConfig, VariantName
 
 LOOKBACK = timedelta(days=8)
 
@@ -47,10 +47,10 @@ def _cron_fires(cron: str, tz: str, start: datetime, end: datetime) -> list[date
 
 
 def timeline(
-    scaling: ScalingConfig, variant: str, start: datetime, end: datetime
+    scaling: ScalingConfig, variant: VariantName, start: datetime, end: datetime
 ) -> tuple[tuple[int, int, str], list[BoundsChange]]:
     """(bounds at ``start``, changes within (start, end]) for ``variant``."""
-    base = scaling.variants[variant]  # type: ignore[index]
+    base = scaling.variants[variant]
     changes: list[BoundsChange] = []
     for s in scaling.schedules:
         if s.variant != variant:
@@ -72,7 +72,9 @@ def timeline(
     return initial, [c for c in changes if start < c.at <= end]
 
 
-def schedule_floor(scaling: ScalingConfig, variant: str, start: datetime, end: datetime) -> int:
+def schedule_floor(
+    scaling: ScalingConfig, variant: VariantName, start: datetime, end: datetime
+) -> int:
     """The highest minimum capacity the schedules and release calendar hold in [start, end]
     (what a deploy that blocks autoscaling over that window must provision beforehand)."""
     (low, _, _), changes = timeline(scaling, variant, start, end)

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig, ModelArchitecture
+from stacks.config import DeploymentConfig, ModelArchitecture, VariantName
 
 GIB = 1024**3
 FP16_BYTES = 2
@@ -303,15 +303,15 @@ def assumed_engine(cfg: DeploymentConfig) -> dict[str, Any]:
     }
 
 
-def concurrency_target(cfg: DeploymentConfig, variant: str) -> float:
+def concurrency_target(cfg: DeploymentConfig, variant: VariantName) -> float:
     """Target of concurrency target tracking: a fraction of what one instance really runs at once.
 
     That is max_num_seqs, capped by the KV cache at the typical request length (on Llama-3-8B AWQ
     on an A10G: 74 sequences, not 128). A target above the real capacity is never reached by
     running requests, so the policy would scale in an overloaded fleet (simulator finding).
     """
-    tt = cfg.scaling.variants[variant].target_tracking  # type: ignore[index]
+    tt = cfg.scaling.variants[variant].target_tracking
     assert tt is not None
-    cap = estimate(cfg, getattr(cfg.variants, variant).instance_type)
+    cap = estimate(cfg, cfg.variants[variant].instance_type)
     effective = min(cfg.engine.max_num_seqs, cap.concurrency_at_typical_length)
     return round(tt.target_fraction_of_concurrency * effective, 2)

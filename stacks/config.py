@@ -11,7 +11,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -46,6 +46,11 @@ _NAME = r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$"
 #: in the image, so no dot or slash can ever make it a path ("../base", "/etc").
 _ADAPTER_NAME = r"^[a-zA-Z][a-zA-Z0-9_-]{0,62}$"
 _SOURCE = r"^(hf://[\w.-]+/[\w.-]+|s3://[a-z0-9.-]{3,63}/.*|local://[\w./-]+)$"
+
+
+#: The endpoint's two production variants; every per-variant mapping is keyed by these.
+VariantName = Literal["primary", "canary"]
+VARIANT_NAMES: tuple[VariantName, ...] = get_args(VariantName)
 
 
 class ConfigError(ValueError):
@@ -213,6 +218,10 @@ class VariantConfig(_Strict):
 class Variants(_Strict):
     primary: VariantConfig
     canary: VariantConfig
+
+    def __getitem__(self, name: VariantName) -> VariantConfig:
+        """``cfg.variants[name]``: the variant's config by its name."""
+        return self.primary if name == "primary" else self.canary
 
     @model_validator(mode="after")
     def _canary_below_primary(self) -> Variants:
@@ -525,7 +534,7 @@ class ScheduledAction(_Strict):
     """A recurring capacity change in local time: ``cron`` has 5 fields (m h dom mon dow)."""
 
     name: Annotated[str, Field(pattern=_NAME)]
-    variant: Literal["primary", "canary"] = "primary"
+    variant: VariantName = "primary"
     cron: str
     timezone: str
     min_capacity: Annotated[int, Field(ge=1, le=100)]
@@ -593,7 +602,7 @@ class ReleaseEvent(_Strict):
     after."""
 
     name: Annotated[str, Field(pattern=_NAME)]
-    variant: Literal["primary", "canary"] = "primary"
+    variant: VariantName = "primary"
     at: datetime
     timezone: str
     prescale_hours: Annotated[float, Field(gt=0, le=48)] = 2
@@ -633,13 +642,13 @@ class ReleaseEvent(_Strict):
 
 
 class ScalingConfig(_Strict):
-    variants: dict[Literal["primary", "canary"], VariantScaling]
+    variants: dict[VariantName, VariantScaling]
     schedules: list[ScheduledAction] = []
     release_calendar: list[ReleaseEvent] = []
 
     @model_validator(mode="after")
     def _within_variant_bounds(self) -> ScalingConfig:
-        missing = {"primary", "canary"} - set(self.variants)
+        missing = set(VARIANT_NAMES) - set(self.variants)
         if missing:
             raise ValueError(f"variants: needs an entry for {sorted(missing)}")
         names = [s.name for s in self.schedules] + [r.name for r in self.release_calendar]
@@ -678,12 +687,12 @@ class ScalingConfig(_Strict):
                     )
         return self
 
-    def recurring_bounds_at(self, variant: str, when: datetime) -> tuple[int, int]:
+    def recurring_bounds_at(self, variant: VariantName, when: datetime) -> tuple[int, int]:
         """(min, max) the recurring schedules hold for ``variant`` at ``when``: the last one to
         fire at or before it, or the variant's own bounds when it has no schedule."""
         mine = [s for s in self.schedules if s.variant == variant]
         if not mine:
-            base = self.variants[variant]  # type: ignore[index]
+            base = self.variants[variant]
             return base.min_capacity, base.max_capacity
         last = max(mine, key=lambda s: s.last_fire(when))
         return last.written_min_capacity, last.max_capacity
@@ -813,8 +822,8 @@ class DeploymentConfig(_Strict):
                 f"engine.max_model_len: {self.engine.max_model_len} exceeds the model's "
                 f"max_position_embeddings ({arch.max_position_embeddings})"
             )
-        for vname in ("primary", "canary"):
-            variant = getattr(self.variants, vname)
+        for vname in VARIANT_NAMES:
+            variant = self.variants[vname]
             sc = self.scaling.variants[vname]
             if not sc.min_capacity <= variant.initial_instance_count <= sc.max_capacity:
                 raise ValueError(
@@ -827,7 +836,7 @@ class DeploymentConfig(_Strict):
             raise ValueError(errors[0])
         dep, shift = self.deployment, self.deployment.traffic_shift
         if shift.type == "linear" and shift.step_instances is not None:
-            largest = max(max(self.deploy_fleet_sizes(v)) for v in ("primary", "canary"))
+            largest = max(max(self.deploy_fleet_sizes(v)) for v in VARIANT_NAMES)
             steps = -(-largest // shift.step_instances)
             needed = steps * shift.wait_interval_seconds + dep.termination_wait_seconds
             if needed > dep.max_execution_timeout_seconds:
@@ -838,14 +847,14 @@ class DeploymentConfig(_Strict):
                 )
         return self
 
-    def deploy_fleet_sizes(self, variant: str) -> list[int]:
+    def deploy_fleet_sizes(self, variant: VariantName) -> list[int]:
         """Instance counts ``variant``'s new (green) fleet can have at a deploy: the live
         desired count anywhere in its scaling bounds when counts are retained, else the
         initial count (stacks.update_semantics explains both)."""
-        initial = getattr(self.variants, variant).initial_instance_count
+        initial = self.variants[variant].initial_instance_count
         if "DesiredInstanceCount" in self.deployment.reset_on_update:
             return [initial]
-        sc = self.scaling.variants[variant]  # type: ignore[index]
+        sc = self.scaling.variants[variant]
         return sorted({initial, *range(sc.min_capacity, sc.max_capacity + 1)})
 
     @property
@@ -875,7 +884,7 @@ def guardrail_step_errors(cfg: DeploymentConfig) -> list[str]:
     what = "CanarySize" if shift.type == "canary" else "LinearStepSize"
     low = 0.0 if shift.type == "canary" else 0.1
     errors = []
-    for variant in ("primary", "canary"):
+    for variant in VARIANT_NAMES:
         for fleet in cfg.deploy_fleet_sizes(variant):
             step = shift.step_size_instances(fleet)
             if step < 1 or step > fleet / 2 or step < low * fleet:

@@ -24,21 +24,20 @@ from typing import Any, cast, get_args
 from pydantic import ValidationError
 
 from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import ConfigError, DeploymentConfig, VariantProperty
+from stacks.config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
 
-VARIANTS = ("primary", "canary")
 CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset")
 
 
 @dataclass(frozen=True)
 class DeployOptions:
     suspend_scaling: frozenset[str] = frozenset()
-    pin_instance_types: Mapping[str, str] = field(default_factory=dict)
+    pin_instance_types: Mapping[VariantName, str] = field(default_factory=dict)
     reset: tuple[VariantProperty, ...] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.suspend_scaling) | set(self.pin_instance_types))
-        unknown = [v for v in unknown if v not in VARIANTS]
+        unknown = [v for v in unknown if v not in VARIANT_NAMES]
         if unknown:
             raise ConfigError(f"suspend_scaling/pin_instance_type: unknown variant(s) {unknown}")
         for variant, itype in self.pin_instance_types.items():
@@ -56,12 +55,14 @@ class DeployOptions:
             raw = get(key)
             return [x.strip() for x in str(raw).split(",") if x.strip()] if raw else []
 
-        pins: dict[str, str] = {}
+        pins: dict[VariantName, str] = {}
         for item in items("pin_instance_type"):
             variant, sep, itype = item.partition("=")
             if not sep:
                 raise ConfigError(f"pin_instance_type: {item!r} is not VARIANT=INSTANCE_TYPE")
-            pins[variant] = itype
+            if variant not in VARIANT_NAMES:
+                raise ConfigError(f"pin_instance_type: unknown variant {variant!r} in {item!r}")
+            pins[cast(VariantName, variant)] = itype
         reset_raw = get("reset")
         reset = (
             tuple(cast(VariantProperty, p) for p in items("reset"))

@@ -44,7 +44,7 @@ class EndpointStack(Stack):
         self.rollback_alarms = RollbackAlarms(
             self, "RollbackAlarms", cfg=cfg, variant_names=VARIANT_NAMES
         )
-        image_uris = {v: image.image_uri(getattr(cfg.variants, v).image_tag) for v in VARIANT_NAMES}
+        image_uris = {v: image.image_uri(cfg.variants[v].image_tag) for v in VARIANT_NAMES}
         self.serving = ServingEndpoint(
             self,
             "Serving",

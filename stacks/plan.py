@@ -6,15 +6,15 @@ from typing import Any
 
 from stacks.capacity import concurrency_target, estimate
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
-from stacks.config import DeploymentConfig
+from stacks.config import VARIANT_NAMES, DeploymentConfig
 from stacks.plan_deploy import deploy_section, render_deploy
 
 
 def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    variants = []
+    variants: list[dict[str, Any]] = []
     monthly_initial = monthly_min = monthly_max = 0.0
-    for name in ("primary", "canary"):
-        v = getattr(cfg.variants, name)
+    for name in VARIANT_NAMES:
+        v = cfg.variants[name]
         sc = cfg.scaling.variants[name]
         inst = INSTANCE_CATALOG[v.instance_type]
         cap = estimate(cfg, v.instance_type)

@@ -14,7 +14,7 @@ from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
 from stacks.rollout_plan import rollout_capacity_plan
 from stacks.update_semantics import (
-    VARIANTS,
+    VARIANT_NAMES,
     deploy_footprint,
     reset_properties,
     retained_properties,
@@ -38,8 +38,8 @@ def _guardrail_floor(cfg: DeploymentConfig) -> int:
 def deploy_section(cfg: DeploymentConfig) -> dict[str, Any]:
     a = Assumptions()
     ready = a.ready_delay_seconds
-    initial = {v: getattr(cfg.variants, v).initial_instance_count for v in VARIANTS}
-    at_max = {v: cfg.scaling.variants[v].max_capacity for v in VARIANTS}  # type: ignore[index]
+    initial = {v: cfg.variants[v].initial_instance_count for v in VARIANT_NAMES}
+    at_max = {v: cfg.scaling.variants[v].max_capacity for v in VARIANT_NAMES}
     typical = deploy_footprint(cfg, live=initial, ready_seconds=ready)
     worst = deploy_footprint(cfg, live=at_max, ready_seconds=ready)
     # The promotion deploy (RESET=DesiredWeight) lands while the canary still holds the bounds of
@@ -55,10 +55,10 @@ def deploy_section(cfg: DeploymentConfig) -> dict[str, Any]:
     floor = _guardrail_floor(cfg)
     kind, value = cfg.deployment.traffic_shift.capacity_size
     per_instance = {
-        getattr(cfg.variants, v).instance_type: round(
-            INSTANCE_CATALOG[getattr(cfg.variants, v).instance_type].monthly_price, 2
+        cfg.variants[v].instance_type: round(
+            INSTANCE_CATALOG[cfg.variants[v].instance_type].monthly_price, 2
         )
-        for v in VARIANTS
+        for v in VARIANT_NAMES
     }
     return {
         "keeps": list(retained_properties(cfg)),

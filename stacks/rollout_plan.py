@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from lambdas.canary_controller.rules import CapacityPlan, build_plan
 from stacks.capacity import estimate
-from stacks.config import DeploymentConfig
+from stacks.config import DeploymentConfig, VariantName
 
 
-def per_instance_concurrency(cfg: DeploymentConfig, variant: str) -> int:
+def per_instance_concurrency(cfg: DeploymentConfig, variant: VariantName) -> int:
     """Sequences one instance of ``variant`` runs at once at the typical request length:
     engine.max_num_seqs capped by the KV cache (stacks.capacity.estimate)."""
-    cap = estimate(cfg, getattr(cfg.variants, variant).instance_type)
+    cap = estimate(cfg, cfg.variants[variant].instance_type)
     return max(1, min(cfg.engine.max_num_seqs, cap.concurrency_at_typical_length))
 
 

@@ -35,9 +35,8 @@ import math
 from dataclasses import dataclass
 
 from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig, VariantProperty
+from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName, VariantProperty
 
-VARIANTS = ("primary", "canary")
 ALL_PROPERTIES: tuple[VariantProperty, ...] = ("DesiredInstanceCount", "DesiredWeight")
 
 
@@ -51,17 +50,19 @@ def retained_properties(cfg: DeploymentConfig) -> tuple[VariantProperty, ...]:
     return tuple(p for p in ALL_PROPERTIES if p not in cfg.deployment.reset_on_update)
 
 
-def green_fleet_size(cfg: DeploymentConfig, variant: str, live_desired: int) -> int:
+def green_fleet_size(cfg: DeploymentConfig, variant: VariantName, live_desired: int) -> int:
     """Instances the new fleet of ``variant`` is provisioned with at a deploy."""
     if "DesiredInstanceCount" in reset_properties(cfg):
-        return int(getattr(cfg.variants, variant).initial_instance_count)
+        return int(cfg.variants[variant].initial_instance_count)
     return live_desired
 
 
-def weights_after_update(cfg: DeploymentConfig, live: dict[str, float]) -> dict[str, float]:
+def weights_after_update(
+    cfg: DeploymentConfig, live: dict[VariantName, float]
+) -> dict[VariantName, float]:
     """Variant weights once the update completes: live ones, or initial ones when reset."""
     if "DesiredWeight" in reset_properties(cfg):
-        return {v: float(getattr(cfg.variants, v).initial_weight) for v in VARIANTS}
+        return {v: float(cfg.variants[v].initial_weight) for v in VARIANT_NAMES}
     return dict(live)
 
 
@@ -107,24 +108,24 @@ def update_phases(cfg: DeploymentConfig, *, ready_seconds: float, fleet: int) ->
 class DeployFootprint:
     """What one deploy costs at given fleet sizes: instances during the overlap and dollars."""
 
-    blue: dict[str, int]
-    green: dict[str, int]
+    blue: dict[VariantName, int]
+    green: dict[VariantName, int]
     minutes: float
     peak_instances_by_type: dict[str, int]
     extra_cost_usd: float
 
 
 def deploy_footprint(
-    cfg: DeploymentConfig, *, live: dict[str, int], ready_seconds: float
+    cfg: DeploymentConfig, *, live: dict[VariantName, int], ready_seconds: float
 ) -> DeployFootprint:
     """Blue + green instances (the quota a deploy needs) and the green fleet's cost while both
     run. ``live`` is each variant's desired count when the deploy starts."""
-    green = {v: green_fleet_size(cfg, v, live[v]) for v in VARIANTS}
+    green = {v: green_fleet_size(cfg, v, live[v]) for v in VARIANT_NAMES}
     by_type: dict[str, int] = {}
     extra = 0.0
     longest = 0.0
-    for v in VARIANTS:
-        itype = getattr(cfg.variants, v).instance_type
+    for v in VARIANT_NAMES:
+        itype = cfg.variants[v].instance_type
         by_type[itype] = by_type.get(itype, 0) + live[v] + green[v]
         phases = update_phases(cfg, ready_seconds=ready_seconds, fleet=green[v])
         longest = max(longest, phases.complete)
@@ -135,11 +136,11 @@ def deploy_footprint(
 def prescale_counts(
     cfg: DeploymentConfig,
     *,
-    live_desired: dict[str, int],
-    live_weights: dict[str, float],
-    floors: dict[str, int],
-    caps: dict[str, int],
-) -> dict[str, int]:
+    live_desired: dict[VariantName, int],
+    live_weights: dict[VariantName, float],
+    floors: dict[VariantName, int],
+    caps: dict[VariantName, int],
+) -> dict[VariantName, int]:
     """Desired counts to set before UpdateEndpoint, since autoscaling is blocked for the whole
     update ("Update endpoints that use auto scaling" suggests raising instance counts with
     UpdateEndpointWeightsAndCapacities first). Per variant, the largest of:
@@ -155,8 +156,8 @@ def prescale_counts(
     after = weights_after_update(cfg, live_weights)
     weight_sum = sum(after.values()) or 1.0
     reset_weights = "DesiredWeight" in reset_properties(cfg)
-    out: dict[str, int] = {}
-    for v in VARIANTS:
+    out: dict[VariantName, int] = {}
+    for v in VARIANT_NAMES:
         want = max(live_desired[v], floors.get(v, 0))
         if reset_weights:
             want = max(want, math.ceil(total * after[v] / weight_sum))

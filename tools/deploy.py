@@ -37,10 +37,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from simulator.assumptions import Assumptions
 from simulator.schedule import schedule_floor
-from stacks.config import ConfigError, DeploymentConfig, VariantProperty, config_path, load_config
+from stacks.config import (
+    ConfigError,
+    DeploymentConfig,
+    VariantName,
+    VariantProperty,
+    config_path,
+    load_config,
+)
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from stacks.deploy_options import DeployOptions
-from stacks.update_semantics import VARIANTS, prescale_counts, update_phases
+from stacks.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
@@ -104,7 +111,7 @@ def read_live(sm: Any, aas: Any, cfg: DeploymentConfig) -> LiveEndpoint | None:
 class Step:
     action: Literal["raise", "deploy"]
     why: str
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[VariantName, int] = field(default_factory=dict)
     options: DeployOptions = field(default_factory=DeployOptions)
     #: Deployed when this step fails, to leave every variant registered for scaling.
     recover_with: DeployOptions | None = None
@@ -129,29 +136,29 @@ def plan_deploy(
             "endpoint is already changing, a Failed one needs its cause read first: "
             "DescribeEndpoint FailureReason)"
         )
-    if set(live.variants) != set(VARIANTS):
+    if set(live.variants) != set(VARIANT_NAMES):
         raise DeployRefused(
-            f"live variants {sorted(live.variants)} differ from {list(VARIANTS)}: a blue/green "
-            "update must keep the same variant names"
+            f"live variants {sorted(live.variants)} differ from {list(VARIANT_NAMES)}: "
+            "a blue/green update must keep the same variant names"
         )
     changed = {
         v: live.variants[v].instance_type
-        for v in VARIANTS
-        if live.variants[v].instance_type != getattr(target.variants, v).instance_type
+        for v in VARIANT_NAMES
+        if live.variants[v].instance_type != target.variants[v].instance_type
     }
     suspend = frozenset(v for v in changed if v in live.registered)
-    desired = {v: live.variants[v].desired for v in VARIANTS}
+    desired = {v: live.variants[v].desired for v in VARIANT_NAMES}
     phases = update_phases(target, ready_seconds=ready_seconds, fleet=max(desired.values()))
     window = timedelta(seconds=phases.complete * (2 if suspend else 1))
-    floors = {v: schedule_floor(target.scaling, v, now, now + window) for v in VARIANTS}
+    floors = {v: schedule_floor(target.scaling, v, now, now + window) for v in VARIANT_NAMES}
     caps = {
-        v: live.variants[v].max_capacity or target.scaling.variants[v].max_capacity  # type: ignore[index]
-        for v in VARIANTS
+        v: live.variants[v].max_capacity or target.scaling.variants[v].max_capacity
+        for v in VARIANT_NAMES
     }
     counts = prescale_counts(
         target,
         live_desired=desired,
-        live_weights={v: live.variants[v].weight for v in VARIANTS},
+        live_weights={v: live.variants[v].weight for v in VARIANT_NAMES},
         floors=floors,
         caps=caps,
     )
@@ -171,7 +178,7 @@ def plan_deploy(
         steps.append(Step("deploy", "deploy the config (blue/green update)", options=base))
         return steps
     moves = ", ".join(
-        f"{v} {changed[v]} -> {getattr(target.variants, v).instance_type}" for v in sorted(suspend)
+        f"{v} {changed[v]} -> {target.variants[v].instance_type}" for v in sorted(suspend)
     )
     pins = {v: changed[v] for v in suspend}
     steps.append(
@@ -213,7 +220,7 @@ def wait_in_service(
 
 
 def raise_counts(
-    sm: Any, name: str, counts: dict[str, int], *, deadline: float, **wait: Any
+    sm: Any, name: str, counts: dict[VariantName, int], *, deadline: float, **wait: Any
 ) -> None:
     """UpdateEndpointWeightsAndCapacities, retried after InService while the endpoint is busy."""
     request = [{"VariantName": v, "DesiredInstanceCount": n} for v, n in sorted(counts.items())]

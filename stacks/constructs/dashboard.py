@@ -14,8 +14,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from stacks.config import DeploymentConfig
-from stacks.constructs.endpoint import VARIANT_NAMES
+from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
 from stacks.constructs.metrics import variant_metric
 
 # (title, metric, statistic, unit label); one line per variant.
@@ -51,7 +50,7 @@ class ServingDashboard(Construct):
         name = cfg.endpoint_name
 
         def metric(
-            variant: str, metric_name: str, stat: str, adapter: str | None = None
+            variant: VariantName, metric_name: str, stat: str, adapter: str | None = None
         ) -> cloudwatch.Metric:
             label = " ".join(p for p in (variant, adapter, stat) if p)
             return variant_metric(

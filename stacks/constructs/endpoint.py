@@ -20,13 +20,11 @@ from constructs import Construct
 
 from container.serving import metrics_contract as mc
 from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig
+from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
 from stacks.update_semantics import reset_properties
 
-VARIANT_NAMES = ("primary", "canary")
 
-
-def container_environment(cfg: DeploymentConfig, variant: str) -> dict[str, str]:
+def container_environment(cfg: DeploymentConfig, variant: VariantName) -> dict[str, str]:
     """Engine settings as the container's documented env vars (container/serving/settings.py)."""
     eng, budget = cfg.engine, cfg.engine.context_budget
     return {
@@ -83,7 +81,7 @@ class ServingEndpoint(Construct):
         construct_id: str,
         *,
         cfg: DeploymentConfig,
-        image_uris: Mapping[str, str],
+        image_uris: Mapping[VariantName, str],
         rollback_alarms: Sequence[cloudwatch.IAlarm],
         volume_key: kms.IKey,
     ) -> None:
@@ -159,7 +157,7 @@ class ServingEndpoint(Construct):
             )
             self.models[variant] = model
 
-        instance_types = {getattr(cfg.variants, v).instance_type for v in VARIANT_NAMES}
+        instance_types = {cfg.variants[v].instance_type for v in VARIANT_NAMES}
         # SageMaker refuses KmsKeyId when any variant has Nitro instance storage (hardware
         # encrypted); every GPU type in the catalog has it, so the key applies only otherwise.
         needs_kms = not any(INSTANCE_CATALOG[t].local_nvme for t in instance_types)
@@ -256,9 +254,9 @@ class ServingEndpoint(Construct):
         )
 
     def _variant(
-        self, cfg: DeploymentConfig, variant: str
+        self, cfg: DeploymentConfig, variant: VariantName
     ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
-        v = getattr(cfg.variants, variant)
+        v = cfg.variants[variant]
         return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=variant,
             model_name=self.models[variant].attr_model_name,

@@ -11,6 +11,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from container.serving import metrics_contract as mc
+from stacks.config import VariantName
 
 #: ModelLatency and OverheadLatency are published in microseconds.
 MICROSECONDS_PER_MS = 1000
@@ -29,7 +30,7 @@ def namespace_of(name: str) -> str:
 
 def variant_metric(
     endpoint_name: str,
-    variant: str,
+    variant: VariantName,
     name: str,
     *,
     statistic: str = "Average",

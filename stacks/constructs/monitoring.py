@@ -19,10 +19,9 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from stacks.config import DeploymentConfig
+from stacks.config import VARIANT_NAMES, DeploymentConfig
 from stacks.constructs.alarm_rules import variant_rules
 from stacks.constructs.dashboard import ServingDashboard
-from stacks.constructs.endpoint import VARIANT_NAMES
 from stacks.constructs.metrics import variant_metric
 from stacks.constructs.rollback_alarms import RollbackAlarms
 

@@ -19,7 +19,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from stacks.capacity import concurrency_target
-from stacks.config import DeploymentConfig, StepPolicy
+from stacks.config import DeploymentConfig, StepPolicy, VariantName
 from stacks.constructs.metrics import variant_metric
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
@@ -38,7 +38,7 @@ _COMPARISON = {
 _NEUTRAL_OFFSET = {">": 0, ">=": -1, "<": 0, "<=": 1}
 
 
-def resource_id(endpoint_name: str, variant: str) -> str:
+def resource_id(endpoint_name: str, variant: VariantName) -> str:
     return f"endpoint/{endpoint_name}/variant/{variant}"
 
 
@@ -122,9 +122,9 @@ class EndpointScaling(Construct):
                 )
 
     def _track(
-        self, variant: str, target: appscaling.ScalableTarget
+        self, variant: VariantName, target: appscaling.ScalableTarget
     ) -> appscaling.TargetTrackingScalingPolicy:
-        tt = self._cfg.scaling.variants[variant].target_tracking  # type: ignore[index]
+        tt = self._cfg.scaling.variants[variant].target_tracking
         assert tt is not None
         if tt.metric == "concurrency":
             metric = appscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION  # noqa: E501
@@ -145,7 +145,9 @@ class EndpointScaling(Construct):
             disable_scale_in=True if not tt.scale_in else None,
         )
 
-    def _step(self, variant: str, target: appscaling.ScalableTarget, policy: StepPolicy) -> None:
+    def _step(
+        self, variant: VariantName, target: appscaling.ScalableTarget, policy: StepPolicy
+    ) -> None:
         cid = f"{variant.capitalize()}{''.join(p.capitalize() for p in policy.name.split('-'))}"
         aggregation = {
             "Maximum": appscaling.MetricAggregationType.MAXIMUM,
@@ -179,7 +181,7 @@ class EndpointScaling(Construct):
         self.step_actions[(variant, policy.name)] = action
         self.step_alarms[(variant, policy.name)] = alarm
 
-    def _alarm_metric(self, variant: str, policy: StepPolicy) -> cloudwatch.IMetric:
+    def _alarm_metric(self, variant: VariantName, policy: StepPolicy) -> cloudwatch.IMetric:
         period = Duration.seconds(policy.period_seconds)
         main = variant_metric(
             self._cfg.endpoint_name,
@@ -205,7 +207,7 @@ class EndpointScaling(Construct):
         )
 
     @staticmethod
-    def _describe(variant: str, policy: StepPolicy) -> str:
+    def _describe(variant: VariantName, policy: StepPolicy) -> str:
         cond = policy.also_require
         extra = f" and {cond.metric} {cond.comparison} {cond.threshold:g}" if cond else ""
         steps = ", ".join(f"{s.change:+d}" for s in policy.steps)
