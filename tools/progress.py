@@ -1,0 +1,115 @@
+"""`tools/progress.py`: the lines that say what a long `make` step is doing and how far along it is.
+
+The first `make demo` or `make test` on a fresh machine spends minutes building virtualenvs,
+installing the CDK CLI and preparing the tiny model. Each such step runs through this wrapper:
+
+    [+0:00] .venv-serving: pip install -r requirements-serving.txt ...
+    [+0:41]   .venv-serving: 37 packages resolved (torch-2.13.0+cpu, 201.4 MB)
+    [+2:07] .venv-serving: pip install -r requirements-serving.txt done in 2:07
+
+``+M:SS`` counts from the start of the outermost ``make`` (``PROGRESS_T0``, exported by the
+Makefile), so nested makes share one clock. With ``--pip`` the command is pip: its own output
+(one "Collecting"/"Downloading" line per package) is condensed to a line every
+``--every`` packages plus one for each download of 50 MB or more, and "Installing collected
+packages" is announced with the count. Any other command's output passes through unchanged. On
+failure the whole captured pip output is printed, so nothing is lost.
+
+Standard library only: it runs with the system Python before any venv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import TextIO
+
+#: Downloads at least this large get a line of their own (torch, vllm, the CUDA-free wheels).
+BIG_DOWNLOAD_MB = 50.0
+_COLLECTING = re.compile(r"^Collecting (\S+)")
+_DOWNLOADING = re.compile(r"^\s*Downloading (\S+) \(([\d.]+) (kB|MB|GB)\)")
+_INSTALLING = re.compile(r"^Installing collected packages: (.*)$")
+_UNIT_MB = {"kB": 1 / 1024, "MB": 1.0, "GB": 1024.0}
+
+
+def clock(seconds: float) -> str:
+    """``M:SS`` (or ``H:MM:SS``) for a duration."""
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def stamp(t0: float, now: float | None = None) -> str:
+    return f"[+{clock((time.time() if now is None else now) - t0)}]"
+
+
+def condense_pip(lines: Iterable[str], *, every: int = 10) -> Iterator[str]:
+    """The progress lines worth showing from pip's output, in order (without time stamps)."""
+    collected = 0
+    last = ""
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if m := _COLLECTING.match(line):
+            collected += 1
+            last = m.group(1)
+            if collected % every == 0:
+                yield f"{collected} packages resolved (last: {last})"
+        elif m := _DOWNLOADING.match(line):
+            size_mb = float(m.group(2)) * _UNIT_MB[m.group(3)]
+            if size_mb >= BIG_DOWNLOAD_MB:
+                yield f"downloading {m.group(1).rsplit('/', 1)[-1]} ({size_mb:.1f} MB)"
+        elif m := _INSTALLING.match(line):
+            count = len([p for p in m.group(1).split(",") if p.strip()])
+            yield f"installing {count} packages (the slowest part for torch/vllm)"
+
+
+def run(phase: str, command: list[str], *, pip: bool, every: int, out: TextIO) -> int:
+    t0 = float(os.environ.get("PROGRESS_T0") or time.time())
+    started = time.time()
+    print(f"{stamp(t0)} {phase} ...", file=out, flush=True)
+    if not pip:
+        code = subprocess.call(command)
+    else:
+        captured: list[str] = []
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        assert proc.stdout is not None
+
+        def tee() -> Iterator[str]:
+            for line in proc.stdout:  # type: ignore[union-attr]
+                captured.append(line)
+                yield line
+
+        for note in condense_pip(tee(), every=every):
+            print(f"{stamp(t0)}   {phase}: {note}", file=out, flush=True)
+        code = proc.wait()
+        if code != 0:
+            out.write("".join(captured))
+    verdict = "done" if code == 0 else f"FAILED (exit {code})"
+    print(f"{stamp(t0)} {phase} {verdict} in {clock(time.time() - started)}", file=out, flush=True)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--phase", required=True, help="what the step does, as the user reads it")
+    p.add_argument("--pip", action="store_true", help="the command is pip: condense its output")
+    p.add_argument("--every", type=int, default=10, help="with --pip: a line per N packages")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
+    args = p.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        p.error("a command after -- is required")
+    if args.every < 1:
+        p.error("--every must be at least 1")
+    return run(args.phase, command, pip=args.pip, every=args.every, out=sys.stdout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
