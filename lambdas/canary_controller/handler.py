@@ -52,6 +52,7 @@ except ImportError:  # pragma: no cover - the Lambda runtime
         validate_event,
     )
 
+# What importers of handler used before it was split keeps working (handler.X).
 __all__ = [
     "WRITE_ATTEMPTS", "Controller", "EventError", "RolloutConflict", "Settings", "StartFailed",
     "aws", "handler",
