@@ -13,16 +13,18 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import boto3
-from botocore.exceptions import BotoCoreError, ClientError
 
-from lambdas.canary_controller.names import controller_function_name
-from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from lambdas.canary_controller.names import (
+    COMPLETED,
+    ROLLING_BACK,
+    RUNNING,
+    controller_function_name,
+)
+from stacks.config import DeploymentConfig
+from tools.aws_command import REPO_ROOT, client, run_on_config
 
 
 class ControllerError(RuntimeError):
@@ -63,7 +65,7 @@ def render(state: dict[str, Any], weights: dict[str, float] | None = None) -> st
         f"{_when(state.get('step_started_at'))}",
         f"last         {state.get('last_decision')}: {state.get('last_reason')}",
     ]
-    if state.get("phase") == "scaling" and state.get("status") == "RUNNING":
+    if state.get("phase") == "scaling" and state.get("status") == RUNNING:
         lines.append(
             f"capacity     waiting for {state.get('target_instances')} canary instances "
             "in service before the next weight step"
@@ -82,11 +84,11 @@ def live_weights(sm: Any, endpoint: str) -> dict[str, float]:
 
 def promote_info(cfg: DeploymentConfig, state: dict[str, Any]) -> str:
     canary, primary = cfg.variants.canary, cfg.variants.primary
-    ready = state.get("status") == "COMPLETED"
+    ready = state.get("status") == COMPLETED
     head = (
         "The canary completed its rollout and now carries 100% of traffic."
         if ready
-        else f"Not ready to promote: rollout status is {state.get('status')!r}, not COMPLETED."
+        else f"Not ready to promote: rollout status is {state.get('status')!r}, not {COMPLETED}."
     )
     return "\n".join(
         [
@@ -114,16 +116,11 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
     parser.add_argument("--rollout-id", help="start: id (default: rollout-<UTC time>)")
     parser.add_argument("--reason", default="operator requested rollback", help="rollback: why")
     args = parser.parse_args(argv)
-    try:
-        cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    clients = clients or {}
-    lam = clients.get("lambda") or boto3.client("lambda", region_name=cfg.region)
-    sm = clients.get("sagemaker") or boto3.client("sagemaker", region_name=cfg.region)
-    who = clients.get("caller") or _caller(cfg.region)
-    try:
+    given = clients or {}
+
+    def command(cfg: DeploymentConfig) -> int:
+        lam = client(given, "lambda", cfg.region)
+        who = given.get("caller") or _caller(cfg.region)
         if args.command == "start":
             rollout_id = args.rollout_id or time.strftime("rollout-%Y%m%dT%H%M%SZ", time.gmtime())
             state = invoke(
@@ -141,7 +138,7 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             state = invoke(
                 lam, cfg, {"action": "rollback", "reason": args.reason, "requested_by": who}
             )
-            if state.get("status") == "ROLLING_BACK":
+            if state.get("status") == ROLLING_BACK:
                 print(
                     f"rollback recorded on {cfg.endpoint_name}: canary weight 0 requested; the "
                     "rollout's loop retries it until SageMaker applies it, then restores the "
@@ -154,14 +151,11 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             if args.command == "promote-info":
                 print(promote_info(cfg, state))
                 return 0
+        sm = client(given, "sagemaker", cfg.region)
         print(render(state, live_weights(sm, cfg.endpoint_name)))
-    except ControllerError as exc:
-        print(f"refused: {exc}", file=sys.stderr)
-        return 1
-    except (BotoCoreError, ClientError) as exc:
-        print(f"AWS call failed ({cfg.region}): {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return run_on_config(REPO_ROOT, args.env, command, refused=ControllerError)
 
 
 def _caller(region: str) -> str:

@@ -32,24 +32,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, cast
 
-import boto3
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 from simulator.assumptions import Assumptions
 from simulator.schedule import schedule_floor
-from stacks.config import (
-    ConfigError,
-    DeploymentConfig,
-    VariantName,
-    VariantProperty,
-    config_path,
-    load_config,
-)
+from stacks.config import DeploymentConfig, VariantName, VariantProperty
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from stacks.deploy_options import DeployOptions
 from stacks.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
+from tools.aws_command import REPO_ROOT, client, run_on_config
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
 #: a deploy acting): wait for InService and try again this many times.
 RAISE_ATTEMPTS = 5
@@ -296,24 +288,20 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
     )
     parser.add_argument("--dry-run", action="store_true", help="print the steps, change nothing")
     args = parser.parse_args(argv)
-    try:
-        cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+    given = clients or {}
+
+    def command(cfg: DeploymentConfig) -> int:
         reset = DeployOptions.from_context({"reset": args.reset}.get).reset
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    clients = clients or {}
-    sm = clients.get("sagemaker") or boto3.client("sagemaker", region_name=cfg.region)
-    aas = clients.get("application-autoscaling") or boto3.client(
-        "application-autoscaling", region_name=cfg.region
-    )
-    out = REPO_ROOT / "cdk.out" / cfg.env
-    runner = cast(
-        Callable[[DeployOptions], int],
-        clients.get("deploy")
-        or (lambda o: subprocess.run(cdk_deploy_command(cfg, o, out), cwd=REPO_ROOT).returncode),
-    )
-    try:
+        sm = client(given, "sagemaker", cfg.region)
+        aas = client(given, "application-autoscaling", cfg.region)
+        out = REPO_ROOT / "cdk.out" / cfg.env
+        runner = cast(
+            Callable[[DeployOptions], int],
+            given.get("deploy")
+            or (
+                lambda o: subprocess.run(cdk_deploy_command(cfg, o, out), cwd=REPO_ROOT).returncode
+            ),
+        )
         live = read_live(sm, aas, cfg)
         steps = plan_deploy(cfg, live, now=datetime.now(UTC), reset=reset)
         for i, step in enumerate(steps, 1):
@@ -322,12 +310,8 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
         if args.dry_run:
             return 0
         return execute(steps, cfg, sm=sm, deploy=runner)
-    except DeployRefused as exc:
-        print(f"refused: {exc}", file=sys.stderr)
-        return 1
-    except (BotoCoreError, ClientError) as exc:
-        print(f"AWS call failed ({cfg.region}): {exc}", file=sys.stderr)
-        return 1
+
+    return run_on_config(REPO_ROOT, args.env, command, refused=DeployRefused)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-RUNNING, ROLLING_BACK = "RUNNING", "ROLLING_BACK"
-COMPLETED, ROLLED_BACK, FAILED = "COMPLETED", "ROLLED_BACK", "FAILED"
-ENDED = (COMPLETED, ROLLED_BACK, FAILED)
-#: Statuses that hold the per-endpoint lock (a rollout or its rollback is still acting).
-LOCKED = (RUNNING, ROLLING_BACK)
+try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
+    from lambdas.canary_controller import names
+except ImportError:  # pragma: no cover - the Lambda runtime
+    import names  # type: ignore[no-redef]
+
+# The statuses are defined in names.py (the stacks import them from there); kept here as well so
+# the controller, the simulator and the tests can keep writing ``rules.RUNNING``.
+RUNNING, ROLLING_BACK, LOCKED = names.RUNNING, names.ROLLING_BACK, names.LOCKED
+COMPLETED, ROLLED_BACK, FAILED = names.COMPLETED, names.ROLLED_BACK, names.FAILED
+ENDED = names.ENDED
 SCALING, BAKING = "scaling", "baking"
 #: Endpoint states that end a rollout; any other non-InService state means "wait and look again".
 TERMINAL_ENDPOINT_STATES = frozenset({"Failed", "OutOfService", "Deleting", "NotFound"})

@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover - the Lambda runtime
 
 HISTORY_LIMIT = 50
 #: Answer to a tick or rollback from an execution whose rollout is no longer the current one.
-SUPERSEDED = "SUPERSEDED"
+SUPERSEDED = r.names.SUPERSEDED
 
 
 def save(table: Any, state: dict[str, Any], *, expect_seq: int | None) -> None:

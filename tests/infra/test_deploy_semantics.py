@@ -7,6 +7,7 @@ template of item 2, each on the synthesized template or the config validator.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -22,6 +23,13 @@ from .conftest import parse, synth_templates
 @pytest.fixture(scope="module")
 def endpoint(prod_templates) -> Template:
     return prod_templates["endpoint"]
+
+
+def refusal(raw: dict[str, Any]) -> str:
+    """The ConfigError message ``raw`` (prod.yaml, changed) is refused with."""
+    with pytest.raises(ConfigError) as err:
+        parse(raw)
+    return str(err.value)
 
 
 def _endpoint_props(tpl: Template) -> dict[str, Any]:
@@ -59,8 +67,9 @@ def test_promotion_deploy_resets_weights_through_a_one_off_context_flag(prod_cfg
 
 
 def test_unknown_reset_property_is_refused_with_its_name(mutate) -> None:
-    with pytest.raises(ConfigError, match=r"deployment\.reset_on_update\.0"):
-        parse(mutate("deployment.reset_on_update", ["DesiredCount"]))
+    assert "deployment.reset_on_update.0" in refusal(
+        mutate("deployment.reset_on_update", ["DesiredCount"])
+    )
     with pytest.raises(ConfigError, match=r"reset: .*DesiredCount"):
         DeployOptions.from_context({"reset": "DesiredCount"}.get)
 
@@ -110,9 +119,7 @@ def test_todays_prod_guardrail_is_refused_naming_field_and_rule(mutate) -> None:
     raw = mutate("deployment.traffic_shift", {"type": "canary", "step_percent": 10})
     raw["variants"]["canary"]["initial_instance_count"] = 1
     raw["scaling"]["variants"]["canary"]["min_capacity"] = 1
-    with pytest.raises(ConfigError) as err:
-        parse(raw)
-    msg = str(err.value)
+    msg = refusal(raw)
     assert "deployment.traffic_shift.step_percent" in msg
     assert "CanarySize must be at least one whole instance and <= 50%" in msg
     assert "0.2 instance(s) of variant primary's 2-instance fleet" in msg
@@ -121,12 +128,10 @@ def test_todays_prod_guardrail_is_refused_naming_field_and_rule(mutate) -> None:
 def test_one_instance_canary_step_needs_two_instances_in_every_variant(mutate) -> None:
     raw = mutate("scaling.variants.canary.min_capacity", 1)
     raw["variants"]["canary"]["initial_instance_count"] = 1
-    with pytest.raises(
-        ConfigError,
-        match=r"step_instances: CANARY step 1 instance\(s\) is 1 "
-        r"instance\(s\) of variant canary's 1-instance fleet",
-    ):
-        parse(raw)
+    assert (
+        "step_instances: CANARY step 1 instance(s) is 1 instance(s) of variant canary's "
+        "1-instance fleet"
+    ) in refusal(raw)
 
 
 def test_linear_step_must_be_10_to_50_percent_of_every_fleet(mutate) -> None:
@@ -143,10 +148,8 @@ def test_linear_step_must_be_10_to_50_percent_of_every_fleet(mutate) -> None:
     }
     parse(raw)  # 1 of 2..8 lies within 10-50%
     raw["scaling"]["variants"]["primary"]["max_capacity"] = 12
-    with pytest.raises(
-        ConfigError, match="LinearStepSize must be at least one whole instance and 10-50%"
-    ):
-        parse(raw)  # 1 of 11 or 12 is below 10%
+    # 1 of 11 or 12 is below 10%
+    assert "LinearStepSize must be at least one whole instance and 10-50%" in refusal(raw)
 
 
 def test_counts_reset_at_deploy_validate_only_the_initial_count(mutate) -> None:
@@ -154,8 +157,8 @@ def test_counts_reset_at_deploy_validate_only_the_initial_count(mutate) -> None:
     raw = mutate("deployment.traffic_shift", {"type": "canary", "step_percent": 25})
     raw["variants"]["canary"]["initial_instance_count"] = 4
     raw["scaling"]["variants"]["canary"]["max_capacity"] = 4
-    with pytest.raises(ConfigError, match=r"0.5 instance.*primary's 2-instance fleet"):
-        parse(raw)  # counts retained: a deploy can meet the primary at 2
+    # counts retained: a deploy can meet the primary at 2
+    assert re.search(r"0.5 instance.*primary's 2-instance fleet", refusal(raw))
     raw["deployment"]["reset_on_update"] = ["DesiredInstanceCount"]
     assert parse(raw).deploy_fleet_sizes("primary") == [4]
 
@@ -164,8 +167,7 @@ def test_step_percent_and_step_instances_exclude_each_other(mutate) -> None:
     raw = mutate(
         "deployment.traffic_shift", {"type": "canary", "step_percent": 10, "step_instances": 1}
     )
-    with pytest.raises(ConfigError, match=r"traffic_shift.step_instances: give step_percent or"):
-        parse(raw)
+    assert "traffic_shift.step_instances: give step_percent or" in refusal(raw)
 
 
 # ---------------------------------------------------------------- item 9: scale-in authority
@@ -173,20 +175,18 @@ def test_step_percent_and_step_instances_exclude_each_other(mutate) -> None:
 
 def test_target_tracking_and_a_step_scale_in_on_one_target_are_refused(mutate) -> None:
     raw = mutate("scaling.variants.primary.target_tracking.scale_in", True)
-    with pytest.raises(
-        ConfigError,
-        match=r"scaling\.variants\.primary\.target_tracking\."
+    assert re.search(
+        r"scaling\.variants\.primary\.target_tracking\."
         r"scale_in: 2 scale-in authorities .*target_tracking, step policy idle-in",
-    ):
-        parse(raw)
+        refusal(raw),
+    )
 
 
 def test_two_step_scale_in_policies_are_refused(prod_raw) -> None:
     policies = prod_raw["scaling"]["variants"]["primary"]["step_policies"]
     idle = next(p for p in policies if p["name"] == "idle-in")
     policies.append({**idle, "name": "idle-in-2"})
-    with pytest.raises(ConfigError, match=r"primary\.step_policies: 2 scale-in authorities"):
-        parse(prod_raw)
+    assert "primary.step_policies: 2 scale-in authorities" in refusal(prod_raw)
 
 
 def test_each_target_has_exactly_one_scale_in_authority_in_the_template(endpoint: Template) -> None:
@@ -276,5 +276,4 @@ def test_linear_instance_steps_must_fit_the_execution_timeout_on_the_largest_fle
         {"type": "linear", "step_instances": 1, "wait_interval_seconds": 600},
     )
     # 8 steps x 600 s + 600 s termination wait = 5,400 s > 3,600 s
-    with pytest.raises(ConfigError, match=r"max_execution_timeout_seconds: 3600 is shorter than 8"):
-        parse(raw)
+    assert "max_execution_timeout_seconds: 3600 is shorter than 8" in refusal(raw)

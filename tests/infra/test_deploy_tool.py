@@ -8,6 +8,7 @@ templates were deployed in which order and that every stubbed call was made.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -240,30 +241,43 @@ def test_first_deploy_when_the_endpoint_does_not_exist() -> None:
     assert deploy.calls == [{}]
 
 
-def test_an_updating_endpoint_is_refused_and_nothing_is_deployed(capsys) -> None:
+def main(*argv: str, stub: Callable[[Stubber, Stubber], None]) -> tuple[int, Recorder]:
+    """``make deploy ENV=prod`` (tools.deploy.main) on stubbed clients: its exit code and what
+    it deployed; every stubbed call was made."""
     sm, sms, aas, aass = clients()
-    stub_live(sms, aass, status="Updating")
+    stub(sms, aass)
     deploy = Recorder()
     with sms, aass:
         rc = tool.main(
-            ["--env", "prod"],
+            ["--env", "prod", *argv],
             clients={"sagemaker": sm, "application-autoscaling": aas, "deploy": deploy},
         )
+    return rc, deploy
+
+
+def test_an_updating_endpoint_is_refused_and_nothing_is_deployed(capsys) -> None:
+    rc, deploy = main(stub=lambda sms, aass: stub_live(sms, aass, status="Updating"))
     assert rc == 1 and deploy.calls == []
     assert "refused: mangaassist-vllm-prod is Updating" in capsys.readouterr().err
 
 
 def test_dry_run_prints_the_steps_and_deploys_nothing(capsys) -> None:
-    sm, sms, aas, aass = clients()
-    stub_live(sms, aass, variants={"primary": (8, 95.0), "canary": (2, 5.0)})
-    deploy = Recorder()
-    with sms, aass:
-        rc = tool.main(
-            ["--env", "prod", "--dry-run"],
-            clients={"sagemaker": sm, "application-autoscaling": aas, "deploy": deploy},
-        )
+    busy = {"primary": (8, 95.0), "canary": (2, 5.0)}
+    rc, deploy = main("--dry-run", stub=lambda sms, aass: stub_live(sms, aass, variants=busy))
     assert rc == 0 and deploy.calls == []
     assert "step 1: deploy" in capsys.readouterr().out
+
+
+def test_a_failed_aws_call_exits_1_naming_the_region_and_deploys_nothing(capsys) -> None:
+    def denied(sms: Stubber, _: Stubber) -> None:
+        sms.add_client_error(
+            "describe_endpoint", "AccessDeniedException", "denied: sagemaker:DescribeEndpoint"
+        )
+
+    rc, deploy = main(stub=denied)
+    assert rc == 1 and deploy.calls == []
+    err = capsys.readouterr().err
+    assert "AWS call failed (us-east-1)" in err and "sagemaker:DescribeEndpoint" in err
 
 
 def test_cdk_command_carries_the_options_as_context() -> None:

@@ -222,6 +222,12 @@ class World:
             ],
         )  # fmt: skip
 
+    def executions(self) -> list[dict[str, Any]]:
+        """The rollout state machine's executions (each start and rollback driver is one)."""
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        found = sfn.list_executions(stateMachineArn=self.state_machine_arn)["executions"]
+        return list(found)
+
     def notifications(self) -> list[dict[str, Any]]:
         sqs = boto3.client("sqs", region_name=REGION)
         got = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10)
@@ -279,3 +285,52 @@ def world(endpoint: str) -> World:
     clock = Clock()
     controller = ctl.Controller(settings, clock=clock)
     return World(controller, clock, queue_url, machine)
+
+
+# ------------------------------------------------------------- the state machine's loop
+
+
+def advance(world: World, result: dict[str, Any], rollout_id: str = "r1") -> dict[str, Any]:
+    """One loop turn of the state machine: wait what the controller asked, traffic flows, tick."""
+    world.clock.now += result["wait_seconds"]
+    world.traffic()
+    return world.tick(rollout_id, result["seq"])
+
+
+def to_percent(
+    world: World, result: dict[str, Any], percent: int, rollout_id: str = "r1"
+) -> dict[str, Any]:
+    while not (result["last_decision"] == "shift" and result["current_percent"] == percent):
+        assert not result["done"], result
+        result = advance(world, result, rollout_id)
+    return result
+
+
+def walk(world: World, result: dict[str, Any]) -> dict[str, Any]:
+    """Follow the loop until the rollout ends; record the canary's instances at every shift."""
+    seen: list[tuple[int, int]] = []
+    while not result["done"]:
+        before = instances()["canary"]
+        result = advance(world, result)
+        if result["last_decision"] == "shift":
+            pct = result["current_percent"]
+            assert weights() == {"canary": pct, "primary": 100 - pct}
+            # Capacity came first: the instances were already there before the weight moved.
+            assert instances()["canary"] == before
+            seen.append((pct, before))
+    result["walked"] = seen
+    return result
+
+
+def race(world: World, on_call: int, action: Any) -> None:
+    """Run ``action`` just before the ``on_call``-th DynamoDB write reaches the table."""
+    table, real, count = world.controller.table, world.controller.table.put_item, [0]
+
+    def put_item(**kw: Any) -> Any:
+        count[0] += 1
+        if count[0] == on_call:
+            table.put_item = real
+            action()
+        return real(**kw)
+
+    table.put_item = put_item

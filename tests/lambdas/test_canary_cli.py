@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from botocore.exceptions import ClientError
 
 import tools.canary as cli
 from lambdas.canary_controller import handler as ctl
@@ -111,3 +112,31 @@ def test_promote_info_says_not_ready_until_completed(
     out = capsys.readouterr().out
     assert "Not ready to promote: rollout status is 'RUNNING'" in out
     assert "variants.primary.image_tag" in out and "make deploy ENV=test" in out
+
+
+# ------------------------------------------------------- how a command ends (tools.aws_command)
+
+
+def test_an_invalid_config_exits_2_naming_the_yaml_path(
+    run: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "config" / "test.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["rollout"]["bake_minutes"] = -5
+    path.write_text(yaml.safe_dump(raw))
+    assert run("status") == 2
+    assert "rollout.bake_minutes" in capsys.readouterr().err
+    assert run.fake.calls == []
+
+
+def test_a_failed_lambda_call_exits_1_naming_the_region(
+    run: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def denied(**_: Any) -> dict[str, Any]:
+        error = {"Code": "AccessDeniedException", "Message": "denied: lambda:InvokeFunction"}
+        raise ClientError({"Error": error}, "Invoke")
+
+    run.fake.invoke = denied
+    assert run("status") == 1
+    err = capsys.readouterr().err
+    assert "AWS call failed (us-east-1)" in err and "lambda:InvokeFunction" in err

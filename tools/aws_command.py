@@ -1,0 +1,50 @@
+"""What the operator commands that call AWS share (``tools.canary``, ``tools.deploy``): the
+environment's config, their clients, and one way to end.
+
+Exit codes: 2 when the config (or another input) is invalid, the message naming what is wrong;
+1 when the command refused to act or an AWS call failed, the reason on stderr; otherwise the
+command's own. A refusal prints ``refused: <reason>``; a botocore error prints the region the
+call went to, since a wrong region is the usual cause of an endpoint "not found".
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def client(clients: Mapping[str, Any], service: str, region: str) -> Any:
+    """The test's stand-in for ``service`` when given, else a boto3 client in ``region``."""
+    return clients.get(service) or boto3.client(service, region_name=region)
+
+
+def run_on_config(
+    root: Path,
+    env: str,
+    command: Callable[[DeploymentConfig], int],
+    *,
+    refused: type[Exception],
+) -> int:
+    """Load ``config/<env>.yaml`` under ``root``, run ``command`` on it and turn how it ended into
+    an exit code (module docstring)."""
+    try:
+        cfg = load_config(config_path(root, env), env=env)
+        return command(cfg)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except refused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    except (BotoCoreError, ClientError) as exc:
+        print(f"AWS call failed ({cfg.region}): {exc}", file=sys.stderr)
+        return 1
