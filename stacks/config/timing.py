@@ -203,11 +203,16 @@ def bounds_changes(scaling: ScalingConfig) -> list[BoundsChange]:
     (:meth:`ScalingConfig.recurring_bounds_at`)."""
     changes = [
         BoundsChange(
-            s.name, "recurring", s.variant, s.cron, s.timezone,
-            s.written_min_capacity, s.max_capacity,
+            s.name,
+            "recurring",
+            s.variant,
+            s.cron,
+            s.timezone,
+            s.written_min_capacity,
+            s.max_capacity,
         )
         for s in scaling.schedules
-    ]  # fmt: skip
+    ]
     for r in scaling.release_calendar:
         start, end = r.window
         low, high = scaling.recurring_bounds_at(r.variant, end)
