@@ -67,16 +67,13 @@ class ScalingProps:
 
     @classmethod
     def from_config(cls, cfg: DeploymentConfig) -> ScalingProps:
-        tracking_concurrency = [
-            variant
+        """``cfg``'s scaling section, with the concurrency targets its engine and instances give."""
+        targets = {
+            variant: concurrency_target(cfg, variant)
             for variant, vs in cfg.scaling.variants.items()
             if vs.target_tracking is not None and vs.target_tracking.metric == "concurrency"
-        ]
-        return cls(
-            endpoint_name=cfg.endpoint_name,
-            scaling=cfg.scaling,
-            concurrency_targets={v: concurrency_target(cfg, v) for v in tracking_concurrency},
-        )
+        }
+        return cls(cfg.endpoint_name, cfg.scaling, targets)
 
 
 class EndpointScaling(Construct):
