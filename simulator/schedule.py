@@ -7,7 +7,8 @@ Semantics matched with the CDK scaling construct (Application Auto Scaling sched
   MaxCapacity to ``max_capacity``; the bounds hold until another action changes them.
 - A release event is two one-off actions (``ReleaseEvent.window``): at ``at - prescale_hours``
   it sets the event's min/max; at ``at + restore_after_hours`` it restores what the recurring
-  schedules hold at that moment (``ScalingConfig.recurring_bounds_at``), as the CDK construct does.
+  schedules hold at that moment (``ScalingConfig.recurring_bounds_at``). Both this module and the
+  CDK construct take the actions from one list, ``stacks.config.bounds_changes``.
 - Changing the bounds does not scale in by itself: a lower min only lets the policies scale in
   (a higher min, or a lower max, moves desired capacity at once).
 - The state at the start of a trace is what the most recent action before it left behind
@@ -18,58 +19,45 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
-from stacks.config import ScalingConfig, VariantName
+from stacks.config import ScalingConfig, VariantName, bounds_changes
 
 LOOKBACK = timedelta(days=8)
 
 
 @dataclass(frozen=True, order=True)
-class BoundsChange:
+class BoundsFiring:
+    """One firing of a scheduled action: from ``at`` the bounds are (min, max)."""
+
     at: datetime  # aware
     min_capacity: int
     max_capacity: int
     name: str
 
 
-def _cron_fires(cron: str, tz: str, start: datetime, end: datetime) -> list[datetime]:
-    """Every firing in (start, end], as aware datetimes."""
-    it = croniter(cron, start.astimezone(ZoneInfo(tz)))
-    out: list[datetime] = []
-    while True:
-        nxt = it.get_next(datetime)
-        if nxt > end:
-            return out
-        out.append(nxt)
-
-
 def timeline(
     scaling: ScalingConfig, variant: VariantName, start: datetime, end: datetime
-) -> tuple[tuple[int, int, str], list[BoundsChange]]:
-    """(bounds at ``start``, changes within (start, end]) for ``variant``."""
+) -> tuple[tuple[int, int, str], list[BoundsFiring]]:
+    """(bounds at ``start``, changes within (start, end]) for ``variant``: the scheduled actions
+    the CDK construct writes (``stacks.config.bounds_changes``), each at every time it fires."""
     base = scaling.variants[variant]
-    changes: list[BoundsChange] = []
-    for s in scaling.schedules:
-        if s.variant != variant:
-            continue
-        for when in _cron_fires(s.cron, s.timezone, start - LOOKBACK, end):
-            changes.append(BoundsChange(when, s.written_min_capacity, s.max_capacity, s.name))
-    for r in scaling.release_calendar:
-        if r.variant != variant:
-            continue
-        pre, post = r.window
-        changes.append(BoundsChange(pre, r.min_capacity, r.max_capacity, f"{r.name}:prescale"))
-        low, high = scaling.recurring_bounds_at(variant, post)
-        changes.append(BoundsChange(post, low, high, f"{r.name}:restore"))
+    changes = [
+        BoundsFiring(when, c.min_capacity, c.max_capacity, _label(c.name, c.kind))
+        for c in bounds_changes(scaling)
+        if c.variant == variant
+        for when in c.fires(start - LOOKBACK, end)
+    ]
     changes.sort(key=lambda c: c.at)
     initial = (base.min_capacity, base.max_capacity, "variant")
     for c in changes:
         if c.at <= start:
             initial = (c.min_capacity, c.max_capacity, c.name)
     return initial, [c for c in changes if start < c.at <= end]
+
+
+def _label(name: str, kind: str) -> str:
+    """How the simulator's logs name a change: the schedule, or ``<release>:prescale|restore``."""
+    return name if kind == "recurring" else f"{name}:{kind}"
 
 
 def schedule_floor(

@@ -18,7 +18,7 @@ from stacks.constructs.endpoint import VARIANT_NAMES, ServingEndpoint
 from stacks.constructs.image import ServingImage
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.rollback_alarms import RollbackAlarms
-from stacks.constructs.scaling import EndpointScaling
+from stacks.constructs.scaling import EndpointScaling, ScalingProps
 from stacks.constructs.smoke_gate import SmokeGate
 
 
@@ -56,7 +56,7 @@ class EndpointStack(Stack):
         self.scaling = EndpointScaling(
             self,
             "Scaling",
-            cfg=cfg,
+            props=ScalingProps.from_config(cfg),
             endpoint=self.serving.endpoint,
             suspended=suspend_scaling,
         )

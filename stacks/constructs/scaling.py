@@ -5,10 +5,17 @@ endpoint), target tracking on the high-resolution concurrency metric (or invocat
 step-scaling policies driven by CloudWatch alarms on contract or SageMaker metrics. On the
 targets: recurring scheduled actions written in local time with their IANA time zone (MinCapacity
 written = floor + standby instances), and for each release in the calendar a one-off pre-scale
-``at(...)`` and a restore to what the recurring schedules hold at that moment.
+``at(...)`` and a restore to what the recurring schedules hold at that moment: the list
+``stacks.config.bounds_changes`` gives, which the simulator replays too (simulator/schedule.py).
+
+The construct takes :class:`ScalingProps` (the endpoint name, the scaling section and the
+concurrency targets), not the whole DeploymentConfig.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from aws_cdk import Duration, Stack, TimeZone
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -19,7 +26,13 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from stacks.capacity import concurrency_target
-from stacks.config import DeploymentConfig, StepPolicy, VariantName
+from stacks.config import (
+    DeploymentConfig,
+    ScalingConfig,
+    StepPolicy,
+    VariantName,
+    bounds_changes,
+)
 from stacks.constructs.metrics import variant_metric
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
@@ -42,9 +55,25 @@ def resource_id(endpoint_name: str, variant: VariantName) -> str:
     return f"endpoint/{endpoint_name}/variant/{variant}"
 
 
-def _at(moment: object) -> appscaling.Schedule:
-    """A one-off schedule in local wall time; the action's Timezone places it."""
-    return appscaling.Schedule.expression(f"at({moment:%Y-%m-%dT%H:%M:%S})")
+@dataclass(frozen=True)
+class ScalingProps:
+    """What :class:`EndpointScaling` reads."""
+
+    endpoint_name: str
+    scaling: ScalingConfig
+    #: Target of concurrency target tracking per variant that tracks concurrency
+    #: (stacks.capacity.concurrency_target: it needs the engine and the instance's KV cache).
+    concurrency_targets: Mapping[VariantName, float]
+
+    @classmethod
+    def from_config(cls, cfg: DeploymentConfig) -> ScalingProps:
+        """``cfg``'s scaling section, with the concurrency targets its engine and instances give."""
+        targets = {
+            variant: concurrency_target(cfg, variant)
+            for variant, vs in cfg.scaling.variants.items()
+            if vs.target_tracking is not None and vs.target_tracking.metric == "concurrency"
+        }
+        return cls(cfg.endpoint_name, cfg.scaling, targets)
 
 
 class EndpointScaling(Construct):
@@ -55,14 +84,14 @@ class EndpointScaling(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cfg: DeploymentConfig,
+        props: ScalingProps,
         endpoint: sagemaker.CfnEndpoint,
         suspended: frozenset[str] = frozenset(),
     ) -> None:
         """``suspended`` variants get no scalable target, policy or scheduled action, so a
         deploy of this template deregisters them (tools/deploy.py, instance-type changes)."""
         super().__init__(scope, construct_id)
-        self._cfg = cfg
+        self._props = props
         role = iam.Role.from_role_arn(
             self,
             "AutoScalingRole",
@@ -74,14 +103,14 @@ class EndpointScaling(Construct):
         self.tracking: dict[str, appscaling.TargetTrackingScalingPolicy] = {}
         self.step_actions: dict[tuple[str, str], appscaling.StepScalingAction] = {}
         self.step_alarms: dict[tuple[str, str], cloudwatch.Alarm] = {}
-        for variant, vs in cfg.scaling.variants.items():
+        for variant, vs in props.scaling.variants.items():
             if variant in suspended:
                 continue
             target = appscaling.ScalableTarget(
                 self,
                 f"{variant.capitalize()}Target",
                 service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
-                resource_id=resource_id(cfg.endpoint_name, variant),
+                resource_id=resource_id(props.endpoint_name, variant),
                 scalable_dimension=SCALABLE_DIMENSION,
                 min_capacity=vs.min_capacity,
                 max_capacity=vs.max_capacity,
@@ -93,42 +122,25 @@ class EndpointScaling(Construct):
                 self.tracking[variant] = self._track(variant, target)
             for policy in vs.step_policies:
                 self._step(variant, target, policy)
-        for sched in cfg.scaling.schedules:
-            if sched.variant in suspended:
+        for change in bounds_changes(props.scaling):
+            if change.variant in suspended:
                 continue
-            self.targets[sched.variant].scale_on_schedule(
-                sched.name,
-                schedule=appscaling.Schedule.expression(sched.aas_schedule),
-                min_capacity=sched.written_min_capacity,
-                max_capacity=sched.max_capacity,
-                time_zone=TimeZone.of(sched.timezone),
+            self.targets[change.variant].scale_on_schedule(
+                change.action_name,
+                schedule=appscaling.Schedule.expression(change.expression),
+                min_capacity=change.min_capacity,
+                max_capacity=change.max_capacity,
+                time_zone=TimeZone.of(change.timezone),
             )
-        for event in cfg.scaling.release_calendar:
-            if event.variant in suspended:
-                continue
-            start, end = event.window
-            target = self.targets[event.variant]
-            restore_min, restore_max = cfg.scaling.recurring_bounds_at(event.variant, end)
-            for suffix, moment, low, high in (
-                ("prescale", start, event.min_capacity, event.max_capacity),
-                ("restore", end, restore_min, restore_max),
-            ):
-                target.scale_on_schedule(
-                    f"{event.name}-{suffix}",
-                    schedule=_at(moment),
-                    min_capacity=low,
-                    max_capacity=high,
-                    time_zone=TimeZone.of(event.timezone),
-                )
 
     def _track(
         self, variant: VariantName, target: appscaling.ScalableTarget
     ) -> appscaling.TargetTrackingScalingPolicy:
-        tt = self._cfg.scaling.variants[variant].target_tracking
+        tt = self._props.scaling.variants[variant].target_tracking
         assert tt is not None
         if tt.metric == "concurrency":
             metric = appscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION  # noqa: E501
-            value = concurrency_target(self._cfg, variant)
+            value = self._props.concurrency_targets[variant]
         else:
             metric = appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE
             value = tt.invocations_per_instance
@@ -184,7 +196,7 @@ class EndpointScaling(Construct):
     def _alarm_metric(self, variant: VariantName, policy: StepPolicy) -> cloudwatch.IMetric:
         period = Duration.seconds(policy.period_seconds)
         main = variant_metric(
-            self._cfg.endpoint_name,
+            self._props.endpoint_name,
             variant,
             policy.metric,
             statistic=policy.statistic,
@@ -196,7 +208,7 @@ class EndpointScaling(Construct):
         # AND: the main metric while the condition holds, else a value that cannot breach, so
         # the step bounds keep their meaning (offsets from the threshold of the main metric).
         other = variant_metric(
-            self._cfg.endpoint_name, variant, cond.metric, statistic=cond.statistic, period=period
+            self._props.endpoint_name, variant, cond.metric, statistic=cond.statistic, period=period
         )
         neutral = policy.threshold + _NEUTRAL_OFFSET[policy.comparison]
         return cloudwatch.MathExpression(

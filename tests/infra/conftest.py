@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import yaml
 from aws_cdk.assertions import Template
 
 from stacks.app_builder import build_stacks, cdk_json_context
-from stacks.config import DeploymentConfig, load_config, parse_config
+from stacks.config import ConfigError, DeploymentConfig, load_config, parse_config
 from stacks.deploy_options import DeployOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,20 @@ def parse(raw: dict[str, Any], env: str = "prod") -> DeploymentConfig:
     return parse_config(
         raw, env=env, source=Path(f"config/{env}.yaml"), base_dir=REPO_ROOT / "config"
     )
+
+
+def invalid(path: str, value: Any, why: str, *, where: str | None = None) -> Any:
+    """A case for :func:`assert_names_yaml_path`: prod.yaml with ``value`` at the dotted ``path``
+    fails with a line naming ``where`` (default: ``path`` itself) and saying ``why``."""
+    return pytest.param(path, value, where or path, why, id=path)
+
+
+def assert_names_yaml_path(raw: dict[str, Any], where: str, why: str) -> None:
+    """``raw`` is refused with an error line ``  <where>: ...<why>``."""
+    with pytest.raises(ConfigError) as err:
+        parse(raw)
+    message = str(err.value)
+    assert re.search(rf"^  {re.escape(where)}: .*{re.escape(why)}", message, re.M), message
 
 
 def synth_templates(

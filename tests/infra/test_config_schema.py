@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
-from stacks.config import ConfigError, load_config, parse_config
+from stacks.config import ConfigError, DeploymentConfig, load_config, parse_config
 from tools import schema as schema_tool
 
 from .conftest import REPO_ROOT, parse, raw_config
@@ -33,7 +33,7 @@ def validator(committed: dict[str, Any]) -> jsonschema.Draft202012Validator:
 
 def test_committed_schema_is_what_the_code_generates() -> None:
     assert schema_tool.SCHEMA_PATH.read_text() == schema_tool.render(), (
-        "config/schema.json is out of date with stacks/config.py: "
+        "config/schema.json is out of date with stacks/config/: "
         f"regenerate it with `.venv/bin/{schema_tool.REGENERATE}` and commit it"
     )
 
@@ -102,20 +102,44 @@ def test_a_misspelt_key_fails_in_the_editor_and_in_the_loader(
         parse(raw)
 
 
+def _with_architecture_file(raw: dict[str, Any], tmp_path: Path, **change: int) -> dict[str, Any]:
+    """``raw`` with its inline architecture moved to ``tmp_path/config.json`` (fields changed)."""
+    arch = {**raw["model"].pop("architecture"), **change}
+    (tmp_path / "config.json").write_text(json.dumps(arch))
+    raw["model"]["architecture_file"] = "config.json"
+    return raw
+
+
+def _parse_at(raw: dict[str, Any], tmp_path: Path) -> DeploymentConfig:
+    return parse_config(raw, env="prod", source=tmp_path / "prod.yaml", base_dir=tmp_path)
+
+
 def test_resolved_architecture_is_rejected_even_beside_an_architecture_file(
     prod_raw: dict[str, Any], tmp_path: Path
 ) -> None:
-    """The loader sets it from model.architecture_file; a file writing it is an error, not a value
-    the loader silently replaces."""
-    arch = prod_raw["model"].pop("architecture")
-    (tmp_path / "config.json").write_text(json.dumps(arch))
-    prod_raw["model"]["architecture_file"] = "config.json"
-    assert (
-        parse_config(
-            prod_raw, env="prod", source=tmp_path / "prod.yaml", base_dir=tmp_path
-        ).resolved_architecture
-        == parse(raw_config("prod")).model.architecture
-    )
-    prod_raw["resolved_architecture"] = arch
-    with pytest.raises(ConfigError, match="resolved_architecture: unknown key"):
-        parse_config(prod_raw, env="prod", source=tmp_path / "prod.yaml", base_dir=tmp_path)
+    """The loader hands the architecture from model.architecture_file over in the validation
+    context; a file writing ``resolved_architecture`` is an unknown key like any other, not a
+    value the loader silently takes or replaces."""
+    raw = _with_architecture_file(prod_raw, tmp_path)
+    assert _parse_at(raw, tmp_path).architecture == parse(raw_config("prod")).model.architecture
+    raw["resolved_architecture"] = json.loads((tmp_path / "config.json").read_text())
+    with pytest.raises(ConfigError, match=r"(?m)^  resolved_architecture: unknown key"):
+        _parse_at(raw, tmp_path)
+
+
+def test_architecture_file_reaches_the_cross_field_checks(
+    prod_raw: dict[str, Any], tmp_path: Path
+) -> None:
+    raw = _with_architecture_file(prod_raw, tmp_path, max_position_embeddings=2048)
+    with pytest.raises(ConfigError, match=r"engine.max_model_len: 4096 exceeds .* \(2048\)"):
+        _parse_at(raw, tmp_path)
+
+
+def test_a_dumped_config_revalidates_with_its_file_architecture(
+    prod_raw: dict[str, Any], tmp_path: Path
+) -> None:
+    """deploy options and the simulator re-validate ``model_dump()`` without the loader."""
+    cfg = _parse_at(_with_architecture_file(prod_raw, tmp_path), tmp_path)
+    again = DeploymentConfig.model_validate(cfg.model_dump(exclude_unset=True))
+    assert again.architecture == cfg.architecture
+    assert again.model.architecture_file is None

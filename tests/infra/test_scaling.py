@@ -1,7 +1,8 @@
 """EndpointScaling: targets, target tracking, GPU-aware step scaling, schedules and releases.
 
-The prod template is synthesized once (session fixture); variations of the config are checked on
-a bare stack holding only the scaling construct, which synthesizes in well under a second.
+The prod template is synthesized once (session fixture); variations are checked on a bare stack
+holding only the scaling construct, built from just the scaling section they vary (ScalingProps),
+which synthesizes in well under a second.
 """
 
 from __future__ import annotations
@@ -15,10 +16,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.assertions import Capture, Match, Template
 
 from container.serving import metrics_contract as mc
-from stacks.config import DeploymentConfig
-from stacks.constructs.scaling import EndpointScaling
-
-from .conftest import parse
+from stacks.config import DeploymentConfig, ScalingConfig, VariantName, bounds_changes
+from stacks.constructs.scaling import EndpointScaling, ScalingProps
 
 ENDPOINT = "mangaassist-vllm-prod"
 DIMS = [
@@ -32,11 +31,41 @@ def endpoint(prod_templates: dict[str, Template]) -> Template:
     return prod_templates["endpoint"]
 
 
-def scaling_only(cfg: DeploymentConfig) -> Template:
+def scaling_config(
+    primary: dict[str, Any] | None = None, **sections: list[dict[str, Any]]
+) -> ScalingConfig:
+    """A scaling section with both variants at 2..8 instances and no policy, changed by
+    ``primary`` (keys of scaling.variants.primary) and ``sections`` (schedules, release_calendar).
+    """
+    bare = {"min_capacity": 2, "max_capacity": 8, "target_tracking": None}
+    return ScalingConfig.model_validate(
+        {"variants": {"primary": {**bare, **(primary or {})}, "canary": bare}, **sections}
+    )
+
+
+def scaling_only(
+    scaling: ScalingConfig,
+    concurrency_targets: dict[VariantName, float] | None = None,
+    suspended: frozenset[str] = frozenset(),
+) -> Template:
     stack = cdk.Stack(cdk.App(), "ScalingOnly")
     ep = sagemaker.CfnEndpoint(stack, "Endpoint", endpoint_config_name="cfg")
-    EndpointScaling(stack, "Scaling", cfg=cfg, endpoint=ep)
+    props = ScalingProps(ENDPOINT, scaling, concurrency_targets or {})
+    EndpointScaling(stack, "Scaling", props=props, endpoint=ep, suspended=suspended)
     return Template.from_stack(stack)
+
+
+def step_policy_behind(template: Template, alarm: dict[str, Any]) -> dict[str, Any]:
+    """The StepScalingPolicyConfiguration of the policy the alarm matching ``alarm`` acts on."""
+    policy = Capture()
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm", {**alarm, "AlarmActions": [{"Ref": policy}]}
+    )
+    found = template.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")
+    config: dict[str, Any] = found[policy.as_string()]["Properties"][
+        "StepScalingPolicyConfiguration"
+    ]
+    return config
 
 
 def scheduled_actions(template: Template, variant: str = "primary") -> dict[str, Any]:
@@ -112,10 +141,9 @@ def test_target_tracking_follows_high_resolution_concurrency_at_85_percent_of_ma
     }
 
 
-def test_invocations_per_instance_can_be_tracked_instead(prod_raw: dict[str, Any]) -> None:
-    tt = prod_raw["scaling"]["variants"]["primary"]["target_tracking"]
-    tt.update(metric="invocations", invocations_per_instance=300)
-    template = scaling_only(parse(prod_raw))
+def test_invocations_per_instance_can_be_tracked_instead() -> None:
+    tracking = {"metric": "invocations", "invocations_per_instance": 300}
+    template = scaling_only(scaling_config({"target_tracking": tracking}))
     template.has_resource_properties(
         "AWS::ApplicationAutoScaling::ScalingPolicy",
         {
@@ -134,24 +162,17 @@ def test_invocations_per_instance_can_be_tracked_instead(prod_raw: dict[str, Any
 def test_queue_depth_scales_out_by_2_4_8_from_an_alarm_on_the_contract_metric(
     endpoint: Template,
 ) -> None:
-    policy = Capture()
-    endpoint.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {
-            "Namespace": mc.NAMESPACE,
-            "MetricName": mc.QUEUE_DEPTH.name,
-            "Dimensions": DIMS,
-            "Statistic": "Average",
-            "Period": 60,
-            "EvaluationPeriods": 1,
-            "Threshold": 50,
-            "ComparisonOperator": "GreaterThanThreshold",
-            "AlarmActions": [{"Ref": policy}],
-        },
-    )
-    props = endpoint.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")[
-        policy.as_string()
-    ]["Properties"]["StepScalingPolicyConfiguration"]
+    alarm = {
+        "Namespace": mc.NAMESPACE,
+        "MetricName": mc.QUEUE_DEPTH.name,
+        "Dimensions": DIMS,
+        "Statistic": "Average",
+        "Period": 60,
+        "EvaluationPeriods": 1,
+        "Threshold": 50,
+        "ComparisonOperator": "GreaterThanThreshold",
+    }
+    props = step_policy_behind(endpoint, alarm)
     assert props["Cooldown"] == 60
     assert props["StepAdjustments"] == [
         {"MetricIntervalLowerBound": 0, "MetricIntervalUpperBound": 30, "ScalingAdjustment": 2},
@@ -161,37 +182,28 @@ def test_queue_depth_scales_out_by_2_4_8_from_an_alarm_on_the_contract_metric(
 
 
 def test_kv_cache_above_90_percent_for_two_minutes_adds_two_instances(endpoint: Template) -> None:
-    policy = Capture()
-    endpoint.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {
-            "Namespace": mc.NAMESPACE,
-            "MetricName": "KVCacheUsage",
-            "Dimensions": DIMS,
-            "Statistic": "Average",
-            "Period": 60,
-            "EvaluationPeriods": 2,
-            "Threshold": 90,
-            "ComparisonOperator": "GreaterThanThreshold",
-            "AlarmActions": [{"Ref": policy}],
-        },
-    )
-    steps = endpoint.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")[
-        policy.as_string()
-    ]["Properties"]["StepScalingPolicyConfiguration"]["StepAdjustments"]
+    alarm = {
+        "Namespace": mc.NAMESPACE,
+        "MetricName": "KVCacheUsage",
+        "Dimensions": DIMS,
+        "Statistic": "Average",
+        "Period": 60,
+        "EvaluationPeriods": 2,
+        "Threshold": 90,
+        "ComparisonOperator": "GreaterThanThreshold",
+    }
+    steps = step_policy_behind(endpoint, alarm)["StepAdjustments"]
     assert steps == [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 2}]
 
 
 def test_scale_in_needs_short_queue_and_idle_gpus_for_five_minutes(endpoint: Template) -> None:
-    policy = Capture()
-    endpoint.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
+    config = step_policy_behind(
+        endpoint,
         {
             "ComparisonOperator": "LessThanThreshold",
             "Threshold": 5,
             "EvaluationPeriods": 5,
             "TreatMissingData": "notBreaching",
-            "AlarmActions": [{"Ref": policy}],
             "Metrics": Match.array_with(
                 [
                     Match.object_like({"Expression": "IF(c < 20, m, 5)", "ReturnData": True}),
@@ -225,9 +237,6 @@ def test_scale_in_needs_short_queue_and_idle_gpus_for_five_minutes(endpoint: Tem
             ),
         },
     )
-    config = endpoint.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")[
-        policy.as_string()
-    ]["Properties"]["StepScalingPolicyConfiguration"]
     assert config["StepAdjustments"] == [{"MetricIntervalUpperBound": 0, "ScalingAdjustment": -1}]
     assert config["Cooldown"] == 600
 
@@ -295,26 +304,72 @@ def test_release_restores_what_the_recurring_schedule_holds_then(endpoint: Templ
     assert action["ScalableTargetAction"] == {"MinCapacity": 2, "MaxCapacity": 8}
 
 
-def test_release_restores_the_variant_bounds_when_no_schedule_exists(
-    prod_raw: dict[str, Any],
-) -> None:
-    prod_raw["scaling"]["schedules"] = []
-    action = scheduled_actions(scaling_only(parse(prod_raw)))["one-piece-1170-restore"]
-    assert action["ScalableTargetAction"] == {"MinCapacity": 2, "MaxCapacity": 8}
+RELEASE = {
+    "name": "one-piece-1170",
+    "at": "2026-12-04T20:00:00",
+    "timezone": "Asia/Tokyo",
+    "prescale_hours": 2,
+    "restore_after_hours": 3,
+    "min_capacity": 8,
+    "max_capacity": 8,
+}
 
 
-def test_release_window_counts_elapsed_hours_across_a_dst_change(
-    prod_raw: dict[str, Any],
-) -> None:
-    prod_raw["scaling"]["schedules"] = []
-    prod_raw["scaling"]["release_calendar"] = [
-        {"name": "dst-night", "at": "2026-03-08T04:00:00", "timezone": "America/New_York",
-         "prescale_hours": 3, "restore_after_hours": 1, "min_capacity": 6, "max_capacity": 8},
-    ]  # fmt: skip
-    actions = scheduled_actions(scaling_only(parse(prod_raw)))
+def test_release_restores_the_variant_bounds_when_no_schedule_exists() -> None:
+    template = scaling_only(scaling_config({"max_capacity": 9}, release_calendar=[RELEASE]))
+    action = scheduled_actions(template)["one-piece-1170-restore"]
+    assert action["ScalableTargetAction"] == {"MinCapacity": 2, "MaxCapacity": 9}
+
+
+def test_release_window_counts_elapsed_hours_across_a_dst_change() -> None:
+    night = {
+        **RELEASE,
+        "name": "dst-night",
+        "at": "2026-03-08T04:00:00",
+        "timezone": "America/New_York",
+        "prescale_hours": 3,
+        "restore_after_hours": 1,
+    }
+    actions = scheduled_actions(scaling_only(scaling_config(release_calendar=[night])))
     # Clocks jump 02:00 -> 03:00 that night: 3 h before 04:00 EDT is 00:00 EST.
     assert actions["dst-night-prescale"]["Schedule"] == "at(2026-03-08T00:00:00)"
     assert actions["dst-night-restore"]["Schedule"] == "at(2026-03-08T05:00:00)"
+
+
+def test_written_actions_are_the_bounds_changes_the_simulator_replays(
+    prod_cfg: DeploymentConfig, endpoint: Template
+) -> None:
+    """One list (stacks.config.bounds_changes) feeds the template and simulator/schedule.py."""
+    written = list(scheduled_actions(endpoint).values())
+    assert written == [
+        {
+            "ScheduledActionName": c.action_name,
+            "Schedule": c.expression,
+            "Timezone": c.timezone,
+            "ScalableTargetAction": {"MinCapacity": c.min_capacity, "MaxCapacity": c.max_capacity},
+        }
+        for c in bounds_changes(prod_cfg.scaling)
+        if c.variant == "primary"
+    ]
+
+
+def test_a_suspended_variant_gets_no_target_and_no_scheduled_action() -> None:
+    canary_release = {**RELEASE, "variant": "canary", "max_capacity": 2, "min_capacity": 2}
+    template = scaling_only(
+        scaling_config(release_calendar=[canary_release]), suspended=frozenset({"canary"})
+    )
+    template.resource_count_is("AWS::ApplicationAutoScaling::ScalableTarget", 1)
+    assert "one-piece-1170-prescale" not in json.dumps(template.to_json())
+
+
+def test_concurrency_tracking_writes_the_target_it_is_given() -> None:
+    template = scaling_only(
+        scaling_config({"target_tracking": {"metric": "concurrency"}}), {"primary": 41.5}
+    )
+    template.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {"TargetTrackingScalingPolicyConfiguration": Match.object_like({"TargetValue": 41.5})},
+    )
 
 
 def test_canary_gets_no_schedules_unless_configured(endpoint: Template) -> None:

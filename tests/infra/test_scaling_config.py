@@ -2,92 +2,77 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 import pytest
 
-from stacks.config import ConfigError, ScheduledAction, aas_cron
+from stacks.config import ScheduledAction, aas_cron, bounds_changes
 
-from .conftest import load_env, parse
+from .conftest import assert_names_yaml_path, invalid, load_env
 
 STEP = "scaling.variants.primary.step_policies"
 
-# (dotted path to change, new value, expected YAML path in the message, expected reason)
+# (dotted path to change, new value, expected reason[, YAML path the message names if not path])
 INVALID = [
-    (f"{STEP}.0.metric", "QueueDepht", f"{STEP}.0.metric", "neither a per-variant metric"),
-    (
-        f"{STEP}.1.metric",
-        "ApproximateBacklogSizePerInstance",
-        f"{STEP}.1.metric",
-        "asynchronous endpoints only",
-    ),
+    invalid(f"{STEP}.0.metric", "QueueDepht", "neither a per-variant metric"),
+    invalid(f"{STEP}.1.metric", "ApproximateBacklogSizePerInstance", "asynchronous endpoints only"),
     # Per-adapter metrics have an extra dimension: a variant-level policy cannot watch them.
-    (f"{STEP}.0.metric", "AdapterLatencyP95", f"{STEP}.0.metric", "neither a per-variant"),
-    (
+    invalid(f"{STEP}.0.metric", "AdapterLatencyP95", "neither a per-variant"),
+    invalid(
         f"{STEP}.2.also_require",
         {"metric": "GPUUtilisation", "comparison": "<", "threshold": 20},
-        f"{STEP}.2.also_require.metric",
         "neither a per-variant metric",
+        where=f"{STEP}.2.also_require.metric",
     ),
-    (f"{STEP}.0.cooldown_seconds", 7200, f"{STEP}.0.cooldown_seconds", "less than or equal"),
-    (
+    invalid(f"{STEP}.0.cooldown_seconds", 7200, "less than or equal"),
+    invalid(
         "scaling.variants.primary.target_tracking.scale_in_cooldown_seconds",
         30,
-        "scaling.variants.primary.target_tracking",
         "scale in slowly",
+        where="scaling.variants.primary.target_tracking",
     ),
-    ("scaling.schedules.0.cron", "0 18 1 * FRI", "scaling.schedules.0.cron", "only one of them"),
-    ("scaling.schedules.0.cron", "0 18 * * 7", "scaling.schedules.0.cron", "Sunday as 0 or SUN"),
-    ("scaling.schedules.0.cron", "0 18 L * *", "scaling.schedules.0.cron", "not supported"),
-    ("scaling.schedules.0.cron", "61 18 * * *", "scaling.schedules.0.cron", "5-field cron"),
-    (
-        "scaling.schedules.2.min_capacity",
-        1,
-        "scaling.schedules.2.min_capacity",
-        "below scaling.variants.primary.min_capacity (2)",
+    invalid("scaling.schedules.0.cron", "0 18 1 * FRI", "only one of them"),
+    invalid("scaling.schedules.0.cron", "0 18 * * 7", "Sunday as 0 or SUN"),
+    invalid("scaling.schedules.0.cron", "0 18 L * *", "not supported"),
+    invalid("scaling.schedules.0.cron", "61 18 * * *", "5-field cron"),
+    invalid(
+        "scaling.schedules.2.min_capacity", 1, "below scaling.variants.primary.min_capacity (2)"
     ),
-    (
-        "scaling.release_calendar.0.min_capacity",
-        1,
-        "scaling.release_calendar.0.min_capacity",
-        "below scaling.variants.primary.min_capacity",
+    invalid(
+        "scaling.release_calendar.0.min_capacity", 1, "below scaling.variants.primary.min_capacity"
     ),
-    (
+    invalid(
         "scaling.release_calendar.0.restore_after_hours",
         4,
-        "scaling.release_calendar.0",
         "schedules.1 (jp-evening-end) fires at 2026-12-04 23:00 Asia/Tokyo inside",
+        where="scaling.release_calendar.0",
     ),
-    (
-        "scaling.release_calendar.0.timezone",
-        "Asia/Osaka",
-        "scaling.release_calendar.0.timezone",
-        "not an IANA time zone",
-    ),
-    ("monitoring", {"ttft_p95_ms": 0}, "monitoring.ttft_p95_ms", "greater than 0"),
-    (
+    invalid("scaling.release_calendar.0.timezone", "Asia/Osaka", "not an IANA time zone"),
+    invalid("monitoring", {"ttft_p95_ms": 0}, "greater than 0", where="monitoring.ttft_p95_ms"),
+    invalid(
         "monitoring",
         {"slo_availability_percent": 100},
-        "monitoring.slo_availability_percent",
         "less than 100",
+        where="monitoring.slo_availability_percent",
     ),
-    (
+    invalid(
         "monitoring",
         {"adapter_latency_baseline_ms": {"nope": 500}},
-        "monitoring.adapter_latency_baseline_ms",
         "['nope'] are not adapters",
+        where="monitoring.adapter_latency_baseline_ms",
     ),
-    ("monitoring", {"queue_depth_critcal": 80}, "monitoring.queue_depth_critcal", "unknown key"),
+    invalid(
+        "monitoring",
+        {"queue_depth_critcal": 80},
+        "unknown key",
+        where="monitoring.queue_depth_critcal",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("path", "value", "where", "why"), INVALID, ids=[c[0] for c in INVALID])
+@pytest.mark.parametrize(("path", "value", "where", "why"), INVALID)
 def test_invalid_scaling_value_names_its_yaml_path(mutate, path, value, where, why) -> None:
-    with pytest.raises(ConfigError) as err:
-        parse(mutate(path, value))
-    message = str(err.value)
-    assert re.search(rf"^  {re.escape(where)}: .*{re.escape(why)}", message, re.M), message
+    assert_names_yaml_path(mutate(path, value), where, why)
 
 
 @pytest.mark.parametrize(
@@ -135,3 +120,25 @@ def test_shipped_prod_release_window_ends_where_the_evening_schedule_fires() -> 
     (event,) = load_env("prod").scaling.release_calendar
     start, end = event.window
     assert (start.hour, end.hour) == (18, 23)
+
+
+def test_bounds_changes_are_the_schedules_then_each_release_prescale_and_restore() -> None:
+    changes = bounds_changes(load_env("prod").scaling)
+    assert [c.kind for c in changes] == ["recurring"] * 6 + ["prescale", "restore"]
+    assert [
+        (c.action_name, c.expression, c.min_capacity, c.max_capacity) for c in changes[-3:]
+    ] == [
+        ("friday-release-prescale", "cron(0 16 ? * FRI *)", 8, 8),  # 7 + 1 standby
+        ("one-piece-1170-prescale", "at(2026-12-04T18:00:00)", 8, 8),
+        ("one-piece-1170-restore", "at(2026-12-04T23:00:00)", 2, 8),  # what jp-evening-end holds
+    ]
+
+
+def test_a_recurring_change_fires_by_its_cron_and_a_one_off_once() -> None:
+    *_, friday, prescale, _ = bounds_changes(load_env("prod").scaling)
+    week = (datetime(2026, 11, 30, tzinfo=UTC), datetime(2026, 12, 14, tzinfo=UTC))
+    # 16:00 Tokyo on Fridays 4 and 11 Dec = 07:00 UTC.
+    assert [f.astimezone(UTC).day for f in friday.fires(*week)] == [4, 11]
+    assert [f.astimezone(UTC).hour for f in friday.fires(*week)] == [7, 7]
+    assert prescale.fires(*week) == [prescale.when]
+    assert prescale.fires(week[0], datetime(2026, 12, 4, 8, 59, tzinfo=UTC)) == []

@@ -32,15 +32,15 @@ RELEASE = {
     "max_capacity": 8,
 }
 
+#: 20:00 JST: 5 + 1 standby; 22:00 JST: back to 2.
+PEAK_THEN_END = [
+    sched("peak", "0 20 * * *", "Asia/Tokyo", 5, standby=1),
+    sched("end", "0 22 * * *", "Asia/Tokyo", 2),
+]
+
 
 def test_schedule_fires_in_local_time_with_standby_added_to_min() -> None:
-    cfg = make_cfg(
-        PRIMARY,
-        schedules=[
-            sched("peak", "0 20 * * *", "Asia/Tokyo", 5, standby=1),
-            sched("end", "0 22 * * *", "Asia/Tokyo", 2),
-        ],
-    )
+    cfg = make_cfg(PRIMARY, schedules=PEAK_THEN_END)
     res = run(cfg, flat_trace([(240, 0)], start=jst(2026, 12, 1, 19)))  # 19:00-23:00 JST
     # 20:00 JST = minute 60: min 5 + 1 standby = 6, serving 60 s later; 22:00 JST: min back to
     # 2, which only allows a scale-in (AAS does not scale in on a lower min by itself): with no
@@ -63,13 +63,7 @@ def test_same_cron_in_new_york_fires_at_new_york_time_including_dst() -> None:
 
 
 def test_trace_starting_mid_window_inherits_the_last_action() -> None:
-    cfg = make_cfg(
-        PRIMARY,
-        schedules=[
-            sched("peak", "0 20 * * *", "Asia/Tokyo", 5, standby=1),
-            sched("end", "0 22 * * *", "Asia/Tokyo", 2),
-        ],
-    )
+    cfg = make_cfg(PRIMARY, schedules=PEAK_THEN_END)
     res = run(cfg, flat_trace([(30, 0)], start=jst(2026, 12, 1, 21)))
     assert in_service_at_minute(res, 0) == 6
     res = run(cfg, flat_trace([(30, 0)], start=jst(2026, 12, 1, 23)))

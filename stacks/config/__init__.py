@@ -1,0 +1,103 @@
+"""One typed, validated DeploymentConfig from config/<env>.yaml: the only input of the stacks.
+
+The package by concern (each module imports only those above it):
+
+- ``base``: the strict base model, ``ConfigError``, ``VariantName`` / ``VARIANT_NAMES``;
+- ``model``: base model, architecture, adapters, vLLM engine, image;
+- ``deployment``: variants, the blue/green traffic shift and deployment policy;
+- ``operations``: canary rollout, smoke gate, notifications, monitoring thresholds;
+- ``timing``: local crons and time zones, scheduled actions, the release calendar and the
+  bound changes they make (``bounds_changes``);
+- ``scaling``: target tracking, step policies, per-variant bounds, ``ScalingConfig``;
+- ``loader``: ``DeploymentConfig`` and ``load_config`` / ``parse_config``.
+
+Import from here: ``from stacks.config import DeploymentConfig, load_config``.
+"""
+
+from stacks.config.base import VARIANT_NAMES, ConfigError, VariantName
+from stacks.config.deployment import (
+    DeploymentPolicy,
+    TrafficShift,
+    VariantConfig,
+    VariantProperty,
+    Variants,
+)
+from stacks.config.loader import (
+    DeploymentConfig,
+    config_path,
+    guardrail_step_errors,
+    load_config,
+    parse_config,
+)
+from stacks.config.model import (
+    _ADAPTER_NAME,
+    AdapterConfig,
+    BaseModelConfig,
+    ContextBudget,
+    EngineConfig,
+    ImageConfig,
+    LoraRank,
+    ModelArchitecture,
+)
+from stacks.config.operations import (
+    MonitoringConfig,
+    NotificationConfig,
+    RolloutConfig,
+    SmokeGateConfig,
+)
+from stacks.config.scaling import (
+    SCALABLE_METRICS,
+    ScalingConfig,
+    StepAdjustment,
+    StepCondition,
+    StepPolicy,
+    TargetTracking,
+    VariantScaling,
+)
+from stacks.config.timing import (
+    BoundsChange,
+    ReleaseEvent,
+    ScheduledAction,
+    aas_cron,
+    bounds_changes,
+)
+
+__all__ = [
+    "SCALABLE_METRICS",
+    "VARIANT_NAMES",
+    "_ADAPTER_NAME",
+    "AdapterConfig",
+    "BaseModelConfig",
+    "BoundsChange",
+    "ConfigError",
+    "ContextBudget",
+    "DeploymentConfig",
+    "DeploymentPolicy",
+    "EngineConfig",
+    "ImageConfig",
+    "LoraRank",
+    "ModelArchitecture",
+    "MonitoringConfig",
+    "NotificationConfig",
+    "ReleaseEvent",
+    "RolloutConfig",
+    "ScalingConfig",
+    "ScheduledAction",
+    "SmokeGateConfig",
+    "StepAdjustment",
+    "StepCondition",
+    "StepPolicy",
+    "TargetTracking",
+    "TrafficShift",
+    "VariantConfig",
+    "VariantName",
+    "VariantProperty",
+    "VariantScaling",
+    "Variants",
+    "aas_cron",
+    "bounds_changes",
+    "config_path",
+    "guardrail_step_errors",
+    "load_config",
+    "parse_config",
+]

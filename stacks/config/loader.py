@@ -1,0 +1,265 @@
+"""The whole deployment (:class:`DeploymentConfig`) and its loader: read the YAML, resolve the
+architecture file, validate, and report every error with its YAML path.
+
+Every model forbids unknown keys (a typo fails synth instead of passing silently). Errors are
+collected by pydantic and re-raised as one ``ConfigError`` whose lines each start with the YAML
+path of the offending value, e.g. ``scaling.variants.primary.max_capacity: ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidationInfo,
+    model_serializer,
+    model_validator,
+)
+
+from stacks.config.base import VARIANT_NAMES, ConfigError, Strict, VariantName
+from stacks.config.deployment import DeploymentPolicy, Variants
+from stacks.config.model import (
+    AdapterConfig,
+    BaseModelConfig,
+    EngineConfig,
+    ImageConfig,
+    ModelArchitecture,
+)
+from stacks.config.operations import (
+    MonitoringConfig,
+    NotificationConfig,
+    RolloutConfig,
+    SmokeGateConfig,
+)
+from stacks.config.scaling import ScalingConfig
+
+#: Validation-context key under which ``parse_config`` hands DeploymentConfig the architecture it
+#: read from ``model.architecture_file`` (pydantic: ``model_validate(data, context=...)``).
+ARCHITECTURE_CONTEXT = "architecture_from_file"
+
+
+class DeploymentConfig(Strict):
+    project: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{1,30}$")]
+    env: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{1,15}$")]
+    region: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")]
+    account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
+    #: Fixed endpoint name: autoscaling resource ids, alarms and operators address it by name.
+    endpoint_name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]
+    model: BaseModelConfig
+    adapters: Annotated[list[AdapterConfig], Field(max_length=64)] = []
+    default_adapter: str | None = None
+    engine: EngineConfig = EngineConfig()
+    image: ImageConfig = ImageConfig()
+    variants: Variants
+    deployment: DeploymentPolicy = DeploymentPolicy()
+    scaling: ScalingConfig
+    rollout: RolloutConfig = RolloutConfig()
+    smoke_gate: SmokeGateConfig = SmokeGateConfig()
+    notifications: NotificationConfig = NotificationConfig()
+    monitoring: MonitoringConfig = MonitoringConfig()
+    #: The architecture read from ``model.architecture_file``: handed over by the loader in the
+    #: validation context (``ARCHITECTURE_CONTEXT``), never a field, so no YAML file can set it
+    #: and the JSON schema (config/schema.json) does not offer it.
+    _file_architecture: ModelArchitecture | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _cross_field(self, info: ValidationInfo) -> DeploymentConfig:
+        if self.model.architecture_file is not None and info.context:
+            self._file_architecture = info.context.get(ARCHITECTURE_CONTEXT)
+        names = [a.name for a in self.adapters]
+        if len(set(names)) != len(names):
+            raise ValueError(f"adapters: names must be unique: {names}")
+        if self.default_adapter is not None and self.default_adapter not in names:
+            raise ValueError(
+                f"default_adapter: {self.default_adapter!r} is not one of the adapters {names}"
+            )
+        unknown = sorted(set(self.monitoring.adapter_latency_baseline_ms) - set(names))
+        if unknown:
+            raise ValueError(
+                f"monitoring.adapter_latency_baseline_ms: {unknown} are not adapters {names}"
+            )
+        ranks = {a.rank for a in self.adapters}
+        if len(ranks) > 1:
+            raise ValueError(
+                f"adapters: all adapters must share one rank (seeds 004 q11), got {sorted(ranks)}"
+            )
+        if ranks and max(ranks) > self.engine.max_lora_rank:
+            raise ValueError(
+                f"adapters: rank {max(ranks)} exceeds engine.max_lora_rank "
+                f"({self.engine.max_lora_rank})"
+            )
+        if len(self.adapters) > self.engine.max_loras:
+            raise ValueError(
+                f"adapters: {len(self.adapters)} adapters but engine.max_loras is "
+                f"{self.engine.max_loras}; every adapter must fit on the GPU at once"
+            )
+        arch = self._file_architecture or self.model.architecture
+        if arch and self.engine.max_model_len > arch.max_position_embeddings:
+            raise ValueError(
+                f"engine.max_model_len: {self.engine.max_model_len} exceeds the model's "
+                f"max_position_embeddings ({arch.max_position_embeddings})"
+            )
+        for vname in VARIANT_NAMES:
+            variant = self.variants[vname]
+            sc = self.scaling.variants[vname]
+            if not sc.min_capacity <= variant.initial_instance_count <= sc.max_capacity:
+                raise ValueError(
+                    f"variants.{vname}.initial_instance_count: {variant.initial_instance_count} "
+                    f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
+                    f"({sc.min_capacity}..{sc.max_capacity})"
+                )
+        errors = guardrail_step_errors(self)
+        if errors:
+            raise ValueError(errors[0])
+        dep, shift = self.deployment, self.deployment.traffic_shift
+        if shift.type == "linear" and shift.step_instances is not None:
+            largest = max(max(self.deploy_fleet_sizes(v)) for v in VARIANT_NAMES)
+            steps = -(-largest // shift.step_instances)
+            needed = steps * shift.wait_interval_seconds + dep.termination_wait_seconds
+            if needed > dep.max_execution_timeout_seconds:
+                raise ValueError(
+                    f"deployment.max_execution_timeout_seconds: {dep.max_execution_timeout_seconds}"
+                    f" is shorter than {steps} linear steps of {shift.step_instances} instance(s) "
+                    f"on a {largest}-instance fleet plus termination wait ({needed} s)"
+                )
+        return self
+
+    def deploy_fleet_sizes(self, variant: VariantName) -> list[int]:
+        """Instance counts ``variant``'s new (green) fleet can have at a deploy: the live
+        desired count anywhere in its scaling bounds when counts are retained, else the
+        initial count (stacks.update_semantics explains both)."""
+        initial = self.variants[variant].initial_instance_count
+        if "DesiredInstanceCount" in self.deployment.reset_on_update:
+            return [initial]
+        sc = self.scaling.variants[variant]
+        return sorted({initial, *range(sc.min_capacity, sc.max_capacity + 1)})
+
+    @property
+    def architecture(self) -> ModelArchitecture:
+        """The base model's architecture: inline, or read from ``model.architecture_file``."""
+        arch = self._file_architecture or self.model.architecture
+        assert arch is not None  # guaranteed by the loader
+        return arch
+
+    @model_serializer(mode="wrap")
+    def _architecture_inline(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A dump carries the architecture read from ``architecture_file`` inline, so
+        ``model_validate(cfg.model_dump())`` (deploy options, simulator variants) keeps it."""
+        data: dict[str, Any] = handler(self)
+        model = data.get("model")
+        if self._file_architecture is not None and isinstance(model, dict):
+            model.pop("architecture_file", None)
+            model["architecture"] = self._file_architecture.model_dump()
+        return data
+
+
+def guardrail_step_errors(cfg: DeploymentConfig) -> list[str]:
+    """Every (variant, fleet size) whose blue/green step SageMaker would refuse.
+
+    TrafficRoutingConfig (SageMaker API reference,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_TrafficRoutingConfig.html):
+    CanarySize "must be less than or equal to 50% of the variant's total instance count";
+    LinearStepSize "must be 10-50% of the variant's total instance count". Traffic moves by
+    whole instances, so a step must also turn on at least one whole instance: 10% of a
+    1-instance canary variant is 0.1 instance, a size no fleet of that variant can satisfy.
+    The rule applies to every variant (the update replaces every variant's fleet) at every
+    fleet size a deploy can meet (DeploymentConfig.deploy_fleet_sizes).
+    """
+    shift = cfg.deployment.traffic_shift
+    if shift.type == "all_at_once":
+        return []
+    field = f"deployment.traffic_shift.{shift.step_field}"
+    kind, value = shift.capacity_size
+    what = "CanarySize" if shift.type == "canary" else "LinearStepSize"
+    low = 0.0 if shift.type == "canary" else 0.1
+    errors = []
+    for variant in VARIANT_NAMES:
+        for fleet in cfg.deploy_fleet_sizes(variant):
+            step = shift.step_size_instances(fleet)
+            if step < 1 or step > fleet / 2 or step < low * fleet:
+                unit = " instance(s)" if kind == "INSTANCE_COUNT" else "%"
+                errors.append(
+                    f"{field}: {shift.type.upper()} step {value}{unit} is {step:g} instance(s) of "
+                    f"variant {variant}'s {fleet}-instance fleet; {what} must be at least one "
+                    f"whole instance and {'10-' if low else '<= '}50% of the variant's instance "
+                    f"count (a deploy can meet {variant} at "
+                    f"{', '.join(map(str, cfg.deploy_fleet_sizes(variant)))} instances: "
+                    "scaling bounds, or initial_instance_count when counts are reset)"
+                )
+                break
+    return errors
+
+
+_FIELD_PREFIX = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*): ")
+
+
+def _format_errors(path: Path, err: ValidationError) -> str:
+    """One line per error: the full YAML path, then why.
+
+    Cross-field validators start their message with the field they blame ("field: why"); that
+    field is appended to the location pydantic reports (the model holding both fields).
+    """
+    lines = [f"{path}: {err.error_count()} invalid value(s)"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        blamed = _FIELD_PREFIX.match(msg)
+        if blamed:
+            loc = f"{loc}.{blamed.group(1)}" if loc else blamed.group(1)
+            msg = msg[blamed.end() :]
+        loc = loc or "<top level>"
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; unknown keys are errors)"
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(raw: Any, *, env: str, source: Path, base_dir: Path) -> DeploymentConfig:
+    """Validate an already-parsed YAML document."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys to values")
+    data = dict(raw)
+    data.setdefault("env", env)
+    if data["env"] != env:
+        raise ConfigError(f"{source}: env: file says {data['env']!r} but {env!r} was selected")
+    context: dict[str, ModelArchitecture] = {}
+    arch_file = (data.get("model") or {}).get("architecture_file")
+    if isinstance(arch_file, str):
+        arch_path = (base_dir / arch_file).resolve()
+        try:
+            context[ARCHITECTURE_CONTEXT] = ModelArchitecture.from_hf_config(arch_path)
+        except (OSError, KeyError, json.JSONDecodeError, ValidationError) as exc:
+            raise ConfigError(
+                f"{source}: model.architecture_file: cannot read {arch_path}: {exc}"
+            ) from None
+    try:
+        return DeploymentConfig.model_validate(data, context=context)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(source, err)) from None
+
+
+def load_config(path: Path, *, env: str) -> DeploymentConfig:
+    """Read and validate ``config/<env>.yaml``."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(raw, env=env, source=path, base_dir=path.parent)
+
+
+def config_path(repo_root: Path, env: str) -> Path:
+    if not re.fullmatch(r"[a-z][a-z0-9]{1,15}", env):
+        raise ConfigError(f"env {env!r}: use lowercase letters and digits (e.g. dev, prod)")
+    return repo_root / "config" / f"{env}.yaml"

@@ -1,0 +1,163 @@
+"""The model section and what is built from it: base model, adapters, vLLM engine, image."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from container.model_prep.validate import VLLM_LORA_RANKS
+from stacks.config.base import Strict, require_at_least
+
+
+def _lora_rank(rank: int) -> int:
+    if rank not in VLLM_LORA_RANKS:
+        raise ValueError(f"rank {rank} is not one vLLM accepts {VLLM_LORA_RANKS}")
+    return rank
+
+
+#: A LoRA rank vLLM accepts for --max-lora-rank (the list lives with the image's adapter checks).
+LoraRank = Annotated[int, AfterValidator(_lora_rank)]
+
+#: Within ^[A-Za-z0-9_-]+$ (model_prep.sources.ADAPTER_NAME): an adapter name becomes a directory
+#: in the image, so no dot or slash can ever make it a path ("../base", "/etc").
+_ADAPTER_NAME = r"^[a-zA-Z][a-zA-Z0-9_-]{0,62}$"
+_SOURCE = r"^(hf://[\w.-]+/[\w.-]+|s3://[a-z0-9.-]{3,63}/.*|local://[\w./-]+)$"
+
+
+class ModelArchitecture(Strict):
+    """What the capacity model needs from the base model's config.json."""
+
+    num_hidden_layers: Annotated[int, Field(gt=0)]
+    num_attention_heads: Annotated[int, Field(gt=0)]
+    num_key_value_heads: Annotated[int, Field(gt=0)]
+    head_dim: Annotated[int, Field(gt=0)]
+    hidden_size: Annotated[int, Field(gt=0)]
+    intermediate_size: Annotated[int, Field(gt=0)]
+    vocab_size: Annotated[int, Field(gt=0)]
+    max_position_embeddings: Annotated[int, Field(gt=0)]
+    tie_word_embeddings: bool = False
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> ModelArchitecture:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"num_key_value_heads: ({self.num_key_value_heads}) must divide "
+                f"num_attention_heads ({self.num_attention_heads})"
+            )
+        return self
+
+    @classmethod
+    def from_hf_config(cls, path: Path) -> ModelArchitecture:
+        raw = json.loads(path.read_text())
+        heads = raw["num_attention_heads"]
+        return cls(
+            num_hidden_layers=raw["num_hidden_layers"],
+            num_attention_heads=heads,
+            num_key_value_heads=raw.get("num_key_value_heads", heads),
+            head_dim=raw.get("head_dim") or raw["hidden_size"] // heads,
+            hidden_size=raw["hidden_size"],
+            intermediate_size=raw["intermediate_size"],
+            vocab_size=raw["vocab_size"],
+            max_position_embeddings=raw["max_position_embeddings"],
+            tie_word_embeddings=raw.get("tie_word_embeddings", False),
+        )
+
+
+class BaseModelConfig(Strict):
+    """The base LLM: where it comes from, how it is quantized, its architecture."""
+
+    source: Annotated[str, Field(pattern=_SOURCE)]
+    revision: str = "main"
+    quantization: Literal["awq", "none"] = "awq"
+    #: Architecture inline, or ``architecture_file``: a config.json path relative to the YAML.
+    architecture: ModelArchitecture | None = None
+    architecture_file: str | None = None
+    quality_gate_min_agreement: Annotated[float, Field(gt=0, le=1)] = 0.9
+
+    @model_validator(mode="after")
+    def _one_architecture(self) -> BaseModelConfig:
+        if (self.architecture is None) == (self.architecture_file is None):
+            raise ValueError("architecture: give exactly one of architecture or architecture_file")
+        return self
+
+
+class AdapterConfig(Strict):
+    name: Annotated[str, Field(pattern=_ADAPTER_NAME)]
+    source: Annotated[str, Field(pattern=_SOURCE)]
+    rank: LoraRank
+
+
+class ContextBudget(Strict):
+    """Seeds 000 scenario 5: system 400, retrieval 1,400, reserve 600; turns get the rest."""
+
+    system_tokens: Annotated[int, Field(gt=0)] = 400
+    retrieval_tokens: Annotated[int, Field(ge=0)] = 1400
+    generation_reserve_tokens: Annotated[int, Field(gt=0)] = 600
+
+
+class EngineConfig(Strict):
+    """vLLM engine settings; defaults are the seeds' env var table (002 section 10)."""
+
+    gpu_memory_utilization: Annotated[float, Field(gt=0.1, le=0.98)] = 0.92
+    max_model_len: Annotated[int, Field(ge=256)] = 4096
+    max_num_seqs: Annotated[int, Field(ge=1, le=1024)] = 128
+    max_num_batched_tokens: Annotated[int, Field(ge=256)] = 8192
+    block_size: Literal[8, 16, 32, 64, 128] = 16
+    enable_prefix_caching: bool = True
+    max_loras: Annotated[int, Field(ge=1, le=64)] = 4
+    max_lora_rank: LoraRank = 16
+    #: --enforce-eager: no CUDA graphs (slower decode), so no graph memory taken from the KV cache.
+    enforce_eager: bool = False
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    warmup_num_requests: Annotated[int, Field(ge=0, le=100)] = 10
+    admission_max_inflight: Annotated[int, Field(ge=1)] = 256
+    #: Request limits answered 413 naming the limit (MAX_REQUEST_BYTES, MAX_MESSAGES).
+    max_request_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 2 * 1024 * 1024
+    max_messages: Annotated[int, Field(ge=1, le=100_000)] = 1024
+    shutdown_timeout_seconds: Annotated[int, Field(ge=0, le=3600)] = 30
+    metrics_interval_seconds: Annotated[int, Field(ge=1, le=300)] = 60
+    #: Typical request shape, for capacity estimates and the simulator.
+    typical_prompt_tokens: Annotated[int, Field(gt=0)] = 1200
+    typical_output_tokens: Annotated[int, Field(gt=0)] = 180
+    context_budget: ContextBudget = ContextBudget()
+
+    @model_validator(mode="after")
+    def _coherent(self) -> EngineConfig:
+        require_at_least(
+            ("max_num_batched_tokens", self.max_num_batched_tokens),
+            ("max_model_len", self.max_model_len),
+            "long prompts are never scheduled",
+        )
+        b = self.context_budget
+        fixed = b.system_tokens + b.retrieval_tokens + b.generation_reserve_tokens
+        if fixed >= self.max_model_len:
+            raise ValueError(
+                f"context_budget: system+retrieval+generation_reserve ({fixed}) leaves no room "
+                f"for conversation turns within max_model_len ({self.max_model_len})"
+            )
+        require_at_least(
+            ("admission_max_inflight", self.admission_max_inflight),
+            ("max_num_seqs", self.max_num_seqs),
+            "the engine can never fill its batch",
+        )
+        return self
+
+
+class ImageConfig(Strict):
+    """Build the image from container/ with CDK, or deploy an existing tag (CI builds once)."""
+
+    mode: Literal["build", "tag"] = "build"
+    repository_name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/-]{1,255}$")] | None = None
+    tag: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")] | None = None
+    keep_last_images: Annotated[int, Field(ge=1, le=1000)] = 20
+
+    @model_validator(mode="after")
+    def _tag_when_needed(self) -> ImageConfig:
+        if self.mode == "tag" and not self.tag:
+            raise ValueError("tag: mode 'tag' needs tag (the image tag CI pushed)")
+        if self.mode == "build" and self.tag:
+            raise ValueError("tag: only used with mode 'tag'")
+        return self

@@ -1,0 +1,69 @@
+"""Operating the endpoint: canary rollout, smoke gate, notifications, alarm and SLO thresholds."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from stacks.config.base import Strict
+
+
+class RolloutConfig(Strict):
+    """Progressive canary rollout driven by the canary controller Lambda."""
+
+    steps_percent: Annotated[list[int], Field(min_length=1)] = [5, 25, 50, 75, 100]
+    bake_minutes: Annotated[int, Field(ge=1, le=10080)] = 60
+    check_interval_minutes: Annotated[int, Field(ge=1, le=60)] = 5
+    extra_alarm_names: list[str] = []
+    #: Evidence per step: the canary must have served at least this many invocations since its
+    #: weight last moved (AWS/SageMaker Invocations) before it may take the next step.
+    min_canary_invocations_per_step: Annotated[int, Field(ge=1)] = 100
+    #: ...and its 5XX rate may exceed the primary's over the same window by at most this many
+    #: percentage points, or it rolls back.
+    max_error_rate_increase_percent: Annotated[float, Field(ge=0, le=100)] = 0.5
+    #: After a bake, how long to wait for that evidence before rolling back a silent canary.
+    evidence_timeout_minutes: Annotated[int, Field(ge=0, le=10080)] = 60
+
+    @field_validator("steps_percent")
+    @classmethod
+    def _increasing(cls, steps: list[int]) -> list[int]:
+        if any(not 0 < s <= 100 for s in steps) or steps != sorted(set(steps)):
+            raise ValueError(f"steps_percent must be strictly increasing within 1..100: {steps}")
+        return steps
+
+
+class SmokeGateConfig(Strict):
+    enabled: bool = True
+    prompt: str = "Recommend one action manga in one sentence."
+    max_tokens: Annotated[int, Field(ge=1, le=512)] = 16
+    timeout_seconds: Annotated[int, Field(ge=10, le=840)] = 300
+
+
+class NotificationConfig(Strict):
+    emails: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = []
+
+
+class MonitoringConfig(Strict):
+    """Alarm thresholds and SLO targets; defaults are the seeds' (000 section 8: alerting rules
+    and SLO definitions)."""
+
+    ttft_p95_ms: Annotated[float, Field(gt=0)] = 500
+    queue_depth_critical: Annotated[float, Field(gt=0)] = 80
+    kv_cache_usage_percent: Annotated[float, Field(gt=0, le=100)] = 95
+    prefix_cache_hit_rate_min_percent: Annotated[float, Field(ge=0, lt=100)] = 50
+    #: Adapter P95 baseline (ms) per adapter name; adapters not listed use the default.
+    adapter_latency_baseline_ms: dict[str, Annotated[float, Field(gt=0)]] = {}
+    default_adapter_latency_baseline_ms: Annotated[float, Field(gt=0)] = 1000
+    adapter_latency_regression_factor: Annotated[float, Field(gt=1)] = 2
+    slo_availability_percent: Annotated[float, Field(gt=90, lt=100)] = 99.9
+    slo_ttft_p50_ms: Annotated[float, Field(gt=0)] = 200
+    slo_latency_p99_ms: Annotated[float, Field(gt=0)] = 2000
+    slo_queue_wait_p95_ms: Annotated[float, Field(gt=0)] = 100
+    slo_error_rate_percent: Annotated[float, Field(gt=0, lt=10)] = 0.1
+
+    def adapter_threshold_ms(self, adapter: str) -> float:
+        base = self.adapter_latency_baseline_ms.get(
+            adapter, self.default_adapter_latency_baseline_ms
+        )
+        return base * self.adapter_latency_regression_factor

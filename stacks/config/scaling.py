@@ -1,0 +1,238 @@
+"""The scaling section: target tracking, step policies and bounds per variant, and the
+scaling config that holds them with the recurring schedules and the release calendar."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from container.serving import metrics_contract as mc
+from stacks.config.base import (
+    NAME_PATTERN,
+    VARIANT_NAMES,
+    Strict,
+    VariantName,
+    check_capacity_bounds,
+)
+from stacks.config.timing import Capacity, ReleaseEvent, ScheduledAction
+
+#: Metrics step scaling may watch: per-variant contract metrics and SageMaker's real-time metrics.
+SCALABLE_METRICS: frozenset[str] = (
+    frozenset(m.name for m in mc.ALL_METRICS if m.dimensions == mc.VARIANT_DIMENSIONS)
+    | mc.SAGEMAKER_INVOCATION_METRICS
+    | mc.SAGEMAKER_INSTANCE_METRICS
+)
+
+
+def _check_metric(name: str) -> str:
+    if name == "ApproximateBacklogSizePerInstance":
+        raise ValueError(
+            f"{name} is published for asynchronous endpoints only; a real-time endpoint "
+            "scaling on it never scales"
+        )
+    if name not in SCALABLE_METRICS:
+        raise ValueError(
+            f"metric {name!r} is neither a per-variant metric of the metrics contract nor one "
+            "SageMaker publishes for a real-time endpoint; known: "
+            + ", ".join(sorted(SCALABLE_METRICS))
+        )
+    return name
+
+
+class TargetTracking(Strict):
+    """Track concurrency per instance or invocations per instance.
+
+    Concurrency target = ``target_fraction_of_concurrency`` x what one instance really runs at
+    once: engine.max_num_seqs capped by the KV cache at the typical request length
+    (stacks.capacity.concurrency_target). Seeds: scale out at 85%.
+    """
+
+    metric: Literal["concurrency", "invocations"] = "concurrency"
+    #: For ``concurrency``: target = this fraction x engine.max_num_seqs.
+    target_fraction_of_concurrency: Annotated[float, Field(gt=0, le=1)] = 0.85
+    #: For ``invocations``: InvocationsPerInstance per minute.
+    invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
+    scale_out_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60
+    scale_in_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
+    #: False synthesizes ``DisableScaleIn``: the policy only scales out and a step policy with
+    #: ``direction: in`` owns scale-in (one scale-in authority per target, VariantScaling).
+    scale_in: bool = True
+
+    @model_validator(mode="after")
+    def _scale_in_slower(self) -> TargetTracking:
+        if self.scale_in_cooldown_seconds < self.scale_out_cooldown_seconds:
+            raise ValueError(
+                f"scale_in_cooldown_seconds ({self.scale_in_cooldown_seconds}) must be >= "
+                f"scale_out_cooldown_seconds ({self.scale_out_cooldown_seconds}): scale in slowly"
+            )
+        return self
+
+
+class StepAdjustment(Strict):
+    """Bounds are offsets from the alarm threshold, like Application Auto Scaling's."""
+
+    lower: float | None = None
+    upper: float | None = None
+    change: int
+
+
+class StepCondition(Strict):
+    metric: str
+    statistic: Literal["Average", "Maximum", "Minimum", "Sum"] = "Average"
+    comparison: Literal[">=", ">", "<=", "<"]
+    threshold: float
+
+    @field_validator("metric")
+    @classmethod
+    def _metric_known(cls, value: str) -> str:
+        return _check_metric(value)
+
+
+class StepPolicy(Strict):
+    """A step-scaling policy driven by one alarm on a contract or SageMaker metric."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    direction: Literal["out", "in"]
+    metric: str
+    statistic: Literal["Average", "Maximum", "Minimum", "Sum", "p50", "p90", "p95", "p99"] = (
+        "Average"
+    )
+    comparison: Literal[">=", ">", "<=", "<"]
+    threshold: float
+    period_seconds: Literal[10, 30, 60, 120, 300, 600] = 60
+    evaluation_periods: Annotated[int, Field(ge=1, le=60)] = 1
+    datapoints_to_alarm: Annotated[int, Field(ge=1, le=60)] | None = None
+    cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60
+    #: Extra condition that must also hold (AND), e.g. scale in only while GPU utilisation is low.
+    also_require: StepCondition | None = None
+    steps: Annotated[list[StepAdjustment], Field(min_length=1)]
+
+    @field_validator("metric")
+    @classmethod
+    def _metric_known(cls, value: str) -> str:
+        return _check_metric(value)
+
+    @model_validator(mode="after")
+    def _coherent(self) -> StepPolicy:
+        if self.direction == "out" and (
+            self.comparison.startswith("<") or any(s.change <= 0 for s in self.steps)
+        ):
+            raise ValueError("comparison: a scale-out policy needs > or >= and positive changes")
+        if self.direction == "in" and (
+            self.comparison.startswith(">") or any(s.change >= 0 for s in self.steps)
+        ):
+            raise ValueError("comparison: a scale-in policy needs < or <= and negative changes")
+        if self.datapoints_to_alarm and self.datapoints_to_alarm > self.evaluation_periods:
+            raise ValueError("datapoints_to_alarm: must be <= evaluation_periods")
+        _check_intervals(self.steps)
+        return self
+
+
+def _check_intervals(steps: list[StepAdjustment]) -> None:
+    """Steps must be sorted, contiguous and non-overlapping; one open end at most each side."""
+    lo = [float("-inf") if s.lower is None else s.lower for s in steps]
+    hi = [float("inf") if s.upper is None else s.upper for s in steps]
+    for i, (a, b) in enumerate(zip(lo, hi, strict=True)):
+        if a >= b:
+            raise ValueError(f"steps.{i}.lower: {a} must be below upper ({b})")
+        if i and a != hi[i - 1]:
+            kind = "overlap" if a < hi[i - 1] else "leave a gap"
+            raise ValueError(
+                f"steps.{i}.lower: steps {i - 1} and {i} {kind}: upper {hi[i - 1]} vs lower {a}"
+            )
+
+
+class VariantScaling(Strict):
+    min_capacity: Capacity
+    max_capacity: Capacity
+    target_tracking: TargetTracking | None = TargetTracking()
+    step_policies: list[StepPolicy] = []
+
+    @model_validator(mode="after")
+    def _bounds(self) -> VariantScaling:
+        check_capacity_bounds(self.min_capacity, self.max_capacity)
+        names = [p.name for p in self.step_policies]
+        if len(set(names)) != len(names):
+            raise ValueError(f"step_policies: names must be unique: {names}")
+        authorities = self.scale_in_authorities
+        if len(authorities) > 1:
+            field = (
+                "target_tracking.scale_in"
+                if self.target_tracking is not None and self.target_tracking.scale_in
+                else "step_policies"
+            )
+            raise ValueError(
+                f"{field}: {len(authorities)} scale-in authorities on one scalable target "
+                f"({', '.join(authorities)}). Application Auto Scaling runs every policy and a "
+                "step scale-in is not blocked by target tracking (PutScalingPolicy), so they "
+                "undo each other; keep one: target_tracking.scale_in: false lets the step "
+                "policy own scale-in, or remove the step scale-in policy"
+            )
+        return self
+
+    @property
+    def scale_in_authorities(self) -> list[str]:
+        """Every policy that can lower this target's desired capacity."""
+        tt = self.target_tracking
+        return (["target_tracking"] if tt is not None and tt.scale_in else []) + [
+            f"step policy {p.name}" for p in self.step_policies if p.direction == "in"
+        ]
+
+
+class ScalingConfig(Strict):
+    variants: dict[VariantName, VariantScaling]
+    schedules: list[ScheduledAction] = []
+    release_calendar: list[ReleaseEvent] = []
+
+    @model_validator(mode="after")
+    def _within_variant_bounds(self) -> ScalingConfig:
+        missing = set(VARIANT_NAMES) - set(self.variants)
+        if missing:
+            raise ValueError(f"variants: needs an entry for {sorted(missing)}")
+        names = [s.name for s in self.schedules] + [r.name for r in self.release_calendar]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"schedules: schedule/release names must be unique: {dupes}")
+        groups: tuple[tuple[str, list[ScheduledAction | ReleaseEvent]], ...] = (
+            ("schedules", [*self.schedules]),
+            ("release_calendar", [*self.release_calendar]),
+        )
+        for kind, items in groups:
+            for i, item in enumerate(items):
+                bound = self.variants[item.variant].max_capacity
+                if item.max_capacity > bound:
+                    raise ValueError(
+                        f"{kind}.{i}.max_capacity: {item.max_capacity} ({item.name}) exceeds "
+                        f"scaling.variants.{item.variant}.max_capacity ({bound}); raise that too"
+                    )
+                floor = self.variants[item.variant].min_capacity
+                if item.min_capacity < floor:
+                    raise ValueError(
+                        f"{kind}.{i}.min_capacity: {item.min_capacity} ({item.name}) is below "
+                        f"scaling.variants.{item.variant}.min_capacity ({floor}), the floor "
+                        "the endpoint must never go under"
+                    )
+        for i, event in enumerate(self.release_calendar):
+            start, end = event.window
+            for j, sched in enumerate(self.schedules):
+                fire = sched.first_fire_after(start)
+                if sched.variant == event.variant and fire < end:
+                    raise ValueError(
+                        f"release_calendar.{i}: {event.name}: schedules.{j} ({sched.name}) "
+                        f"fires at {fire.astimezone(start.tzinfo):%Y-%m-%d %H:%M} {event.timezone}"
+                        f" inside the pre-scale window {start:%Y-%m-%d %H:%M}.."
+                        f"{end:%Y-%m-%d %H:%M} and would undo it; end the window at or before it"
+                    )
+        return self
+
+    def recurring_bounds_at(self, variant: VariantName, when: datetime) -> tuple[int, int]:
+        """(min, max) the recurring schedules hold for ``variant`` at ``when``: the last one to
+        fire at or before it, or the variant's own bounds when it has no schedule."""
+        mine = [s for s in self.schedules if s.variant == variant]
+        if not mine:
+            base = self.variants[variant]
+            return base.min_capacity, base.max_capacity
+        last = max(mine, key=lambda s: s.last_fire(when))
+        return last.written_min_capacity, last.max_capacity

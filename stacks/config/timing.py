@@ -1,0 +1,225 @@
+"""Time in the config: 5-field local crons, IANA time zones, the recurring scheduled actions and
+the release calendar, and the bound changes they make (:func:`bounds_changes`).
+
+Application Auto Scaling semantics (PutScheduledAction, API reference:
+https://docs.aws.amazon.com/autoscaling/application/APIReference/API_PutScheduledAction.html):
+a scheduled action's ``Schedule`` is ``cron(...)`` (recurring) or ``at(...)`` (one-off),
+read in its ``Timezone``; when it fires it sets the scalable target's MinCapacity and
+MaxCapacity, which hold until another action changes them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from stacks.config.base import NAME_PATTERN, Strict, VariantName, check_capacity_bounds
+
+if TYPE_CHECKING:
+    from stacks.config.scaling import ScalingConfig
+
+
+def _check_timezone(value: str) -> str:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{value!r} is not an IANA time zone (e.g. Asia/Tokyo)") from None
+    return value
+
+
+#: An IANA time zone name (e.g. Asia/Tokyo), checked against the zone database.
+TimeZoneName = Annotated[str, AfterValidator(_check_timezone)]
+#: An instance count a scalable target's bounds may take.
+Capacity = Annotated[int, Field(ge=1, le=100)]
+
+
+def aas_cron(cron: str) -> str:
+    """A 5-field cron (minute hour dom month dow, 0/7 = Sunday) as Application Auto Scaling's
+    6-field ``cron(minute hour dom month dow year)``: one of dom/dow is ``?``, numeric
+    days of week are 1 = Sunday .. 7 = Saturday, and ``*/n`` steps start from the field's minimum.
+    """
+    minute, hour, dom, month, dow = cron.split()
+
+    def step_from(field: str, start: int) -> str:
+        return f"{start}/{field[2:]}" if field.startswith("*/") else field
+
+    def dow_number(match: re.Match[str]) -> str:
+        return str(int(match.group()) % 7 + 1)
+
+    dow = "?" if dow == "*" else re.sub(r"\d+", dow_number, dow)
+    dom = "?" if dom == "*" and dow != "?" else step_from(dom, 1)
+    return f"cron({step_from(minute, 0)} {step_from(hour, 0)} {dom} {step_from(month, 1)} {dow} *)"
+
+
+def cron_fires(cron: str, timezone: str, after: datetime, until: datetime) -> list[datetime]:
+    """Every firing of a 5-field local ``cron`` in (after, until], as aware local datetimes."""
+    it = croniter(cron, after.astimezone(ZoneInfo(timezone)))
+    out: list[datetime] = []
+    while (nxt := it.get_next(datetime)) <= until:
+        out.append(nxt)
+    return out
+
+
+class ScheduledAction(Strict):
+    """A recurring capacity change in local time: ``cron`` has 5 fields (m h dom mon dow)."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    variant: VariantName = "primary"
+    cron: str
+    timezone: TimeZoneName
+    min_capacity: Capacity
+    max_capacity: Capacity
+    #: Instances kept provisioned above min_capacity from this action until the next one.
+    standby_instances: Annotated[int, Field(ge=0, le=50)] = 0
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str) -> str:
+        if len(value.split()) != 5 or not croniter.is_valid(value):
+            raise ValueError(
+                f"{value!r} is not a 5-field cron expression (minute hour dom mon dow)"
+            )
+        _, _, dom, _, dow = value.split()
+        if dom != "*" and dow != "*":
+            raise ValueError(
+                f"{value!r} restricts both day-of-month and day-of-week; Application Auto "
+                "Scaling accepts only one of them (the other becomes '?')"
+            )
+        if "/" in dow or re.search(r"[LW#]", value):
+            raise ValueError(f"{value!r}: steps in day-of-week and L/W/# are not supported")
+        if re.search(r"(?<!\d)7(?!\d)", dow):
+            raise ValueError(f"{value!r}: write Sunday as 0 or SUN, not 7")
+        return value
+
+    @property
+    def written_min_capacity(self) -> int:
+        """MinCapacity written to AAS: the floor plus the standby instances kept provisioned."""
+        return self.min_capacity + self.standby_instances
+
+    def last_fire(self, when: datetime) -> datetime:
+        """The latest firing at or before ``when`` (aware), as an aware UTC datetime."""
+        local = (when + timedelta(seconds=1)).astimezone(ZoneInfo(self.timezone))
+        return croniter(self.cron, local).get_prev(datetime).astimezone(UTC)
+
+    def first_fire_after(self, when: datetime) -> datetime:
+        """The first firing at or after ``when`` (aware), as an aware UTC datetime."""
+        local = (when - timedelta(seconds=1)).astimezone(ZoneInfo(self.timezone))
+        return croniter(self.cron, local).get_next(datetime).astimezone(UTC)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScheduledAction:
+        floor = self.min_capacity + self.standby_instances
+        if floor > self.max_capacity:
+            raise ValueError(
+                f"standby_instances: min_capacity + standby_instances ({floor}) must be <= "
+                f"max_capacity ({self.max_capacity})"
+            )
+        return self
+
+
+class ReleaseEvent(Strict):
+    """A known release: pre-scale ``prescale_hours`` before, restore ``restore_after_hours``
+    after."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    variant: VariantName = "primary"
+    at: datetime
+    timezone: TimeZoneName
+    prescale_hours: Annotated[float, Field(gt=0, le=48)] = 2
+    restore_after_hours: Annotated[float, Field(gt=0, le=48)] = 4
+    min_capacity: Capacity
+    max_capacity: Capacity
+
+    @field_validator("at")
+    @classmethod
+    def _naive_local(cls, value: datetime) -> datetime:
+        if value.tzinfo is not None:
+            raise ValueError("write 'at' as local time without an offset; 'timezone' places it")
+        return value
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ReleaseEvent:
+        check_capacity_bounds(self.min_capacity, self.max_capacity)
+        return self
+
+    @property
+    def window(self) -> tuple[datetime, datetime]:
+        """(pre-scale, restore) as aware datetimes in ``timezone`` (elapsed hours, DST-safe)."""
+        tz = ZoneInfo(self.timezone)
+        at = self.at.replace(tzinfo=tz).astimezone(UTC)
+        return (
+            (at - timedelta(hours=self.prescale_hours)).astimezone(tz),
+            (at + timedelta(hours=self.restore_after_hours)).astimezone(tz),
+        )
+
+
+@dataclass(frozen=True)
+class BoundsChange:
+    """One scheduled action on ``variant``'s scalable target: each time ``when`` fires, the
+    target's bounds become (``min_capacity``, ``max_capacity``)."""
+
+    #: The schedule's or the release's name.
+    name: str
+    #: ``recurring`` (a schedule), or the release's ``prescale`` / ``restore``.
+    kind: Literal["recurring", "prescale", "restore"]
+    variant: VariantName
+    #: A 5-field local cron (recurring), or one aware local moment (one-off).
+    when: str | datetime
+    timezone: str
+    min_capacity: int
+    max_capacity: int
+
+    @property
+    def action_name(self) -> str:
+        """ScheduledActionName: the schedule's name, or ``<release>-prescale|restore``."""
+        return self.name if self.kind == "recurring" else f"{self.name}-{self.kind}"
+
+    @property
+    def expression(self) -> str:
+        """The ``Schedule`` written to Application Auto Scaling, local to ``timezone``."""
+        if isinstance(self.when, str):
+            return aas_cron(self.when)
+        return f"at({self.when:%Y-%m-%dT%H:%M:%S})"
+
+    def fires(self, after: datetime, until: datetime) -> list[datetime]:
+        """When it sets the bounds up to ``until``: a recurring action's firings in
+        (``after``, ``until``]; a one-off action's moment if at or before ``until``."""
+        if isinstance(self.when, str):
+            return cron_fires(self.when, self.timezone, after, until)
+        return [self.when] if self.when <= until else []
+
+
+def bounds_changes(scaling: ScalingConfig) -> list[BoundsChange]:
+    """Every scheduled action the schedules and the release calendar make, in the order written:
+    each recurring schedule (MinCapacity = floor + standby), then per release a pre-scale at
+    ``at - prescale_hours`` to the release's bounds and a restore at ``at +
+    restore_after_hours`` to what the recurring schedules hold then
+    (:meth:`ScalingConfig.recurring_bounds_at`)."""
+    changes = [
+        BoundsChange(
+            s.name,
+            "recurring",
+            s.variant,
+            s.cron,
+            s.timezone,
+            s.written_min_capacity,
+            s.max_capacity,
+        )
+        for s in scaling.schedules
+    ]
+    for r in scaling.release_calendar:
+        start, end = r.window
+        low, high = scaling.recurring_bounds_at(r.variant, end)
+        changes += [
+            BoundsChange(
+                r.name, "prescale", r.variant, start, r.timezone, r.min_capacity, r.max_capacity
+            ),
+            BoundsChange(r.name, "restore", r.variant, end, r.timezone, low, high),
+        ]
+    return changes
