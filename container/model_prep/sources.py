@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 #: An adapter name becomes a directory (lora/<name>) and a --lora-modules name: no separators,
-#: no dots, so "../base" or "/etc" can never name a path (stacks/config.py enforces the same).
+#: no dots, so "../base" or "/etc" can never name a path (stacks/config/ enforces the same).
 ADAPTER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 
 #: Files a serving model needs; everything else in a repository (README, original/, *.pth) is
