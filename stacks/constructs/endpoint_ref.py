@@ -10,14 +10,15 @@ names them), and the endpoint's name is fixed in config, so its ARN and metrics 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Unpack
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from stacks.config import VariantName
-from stacks.constructs.metrics import variant_metric
+from stacks.constructs.metrics import MetricOptions, variant_metric
 
 
 def endpoint_arn(scope: Construct, endpoint_name: str) -> str:
@@ -52,25 +53,10 @@ class EndpointRef:
         self.grant(grantee, "sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint")
 
     def metric(
-        self,
-        variant: VariantName,
-        name: str,
-        *,
-        statistic: str = "Average",
-        period: Duration | None = None,
-        adapter: str | None = None,
-        label: str | None = None,
+        self, variant: VariantName, name: str, **options: Unpack[MetricOptions]
     ) -> cloudwatch.Metric:
         """``name`` for one of this endpoint's variants (``metrics.variant_metric``)."""
-        return variant_metric(
-            self.endpoint_name,
-            variant,
-            name,
-            statistic=statistic,
-            period=period,
-            adapter=adapter,
-            label=label,
-        )
+        return variant_metric(self.endpoint_name, variant, name, **options)
 
     def metric_invocation_5xx_errors(self, variant: VariantName) -> cloudwatch.Metric:
         """5XX answers of ``variant`` per minute (SageMaker's Invocation5XXErrors, summed)."""
