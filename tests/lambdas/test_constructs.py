@@ -277,6 +277,16 @@ def test_smoke_gate_switched_off_creates_nothing(dev: Template) -> None:
     assert len(functions) == 1  # only the canary controller
 
 
+def test_every_lambda_and_state_machine_log_group_keeps_a_month_with_its_checkov_reason(
+    prod: Template,
+) -> None:
+    groups = prod.find_resources("AWS::Logs::LogGroup")
+    assert len(groups) == 4  # controller, state machine, smoke gate, provider framework
+    for group in groups.values():
+        assert (group["Properties"]["RetentionInDays"], group["DeletionPolicy"]) == (30, "Delete")
+        assert [s["id"] for s in group["Metadata"]["checkov"]["skip"]] == ["CKV_AWS_158"]
+
+
 @pytest.mark.parametrize("which", ["prod", "dev"])
 def test_cdk_nag_reports_nothing_unsuppressed(stacks: dict[str, cdk.Stack], which: str) -> None:
     annotations = Annotations.from_stack(stacks[which])
