@@ -12,14 +12,17 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from stacks.config import DeploymentConfig
+from stacks.config import VARIANT_NAMES, DeploymentConfig
 from stacks.constructs.canary_controller import CanaryController
-from stacks.constructs.endpoint import VARIANT_NAMES, ServingEndpoint
+from stacks.constructs.endpoint import ServingEndpoint, container_environment
+from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.image import ServingImage
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.rollback_alarms import RollbackAlarms
 from stacks.constructs.scaling import EndpointScaling, ScalingProps
 from stacks.constructs.smoke_gate import SmokeGate
+from stacks.rollout_plan import rollout_capacity_plan
+from stacks.update_semantics import reset_properties
 
 
 class EndpointStack(Stack):
@@ -41,15 +44,20 @@ class EndpointStack(Stack):
             description=f"{cfg.endpoint_name}: endpoint logs, notifications, volumes",
         )
         self.key.grant_encrypt_decrypt(iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com"))
+        # The endpoint by name: its ARN, grants and metrics for everything that watches or calls it.
+        self.endpoint_ref = endpoint = EndpointRef.of(self, cfg.endpoint_name)
         self.rollback_alarms = RollbackAlarms(
-            self, "RollbackAlarms", cfg=cfg, variant_names=VARIANT_NAMES
+            self, "RollbackAlarms", endpoint=endpoint, policy=cfg.deployment
         )
-        image_uris = {v: image.image_uri(cfg.variants[v].image_tag) for v in VARIANT_NAMES}
         self.serving = ServingEndpoint(
             self,
             "Serving",
-            cfg=cfg,
-            image_uris=image_uris,
+            endpoint_name=cfg.endpoint_name,
+            variants=cfg.variants,
+            deployment=cfg.deployment,
+            environments={v: container_environment(cfg, v) for v in VARIANT_NAMES},
+            image_uris={v: image.image_uri(cfg.variants[v].image_tag) for v in VARIANT_NAMES},
+            resets=reset_properties(cfg),
             rollback_alarms=self.rollback_alarms.all,
             volume_key=self.key,
         )
@@ -61,13 +69,22 @@ class EndpointStack(Stack):
             suspended=suspend_scaling,
         )
         self.monitoring = Monitoring(
-            self, "Monitoring", cfg=cfg, rollback_alarms=self.rollback_alarms, key=self.key
+            self,
+            "Monitoring",
+            endpoint=endpoint,
+            thresholds=cfg.monitoring,
+            adapter_names=[a.name for a in cfg.adapters],
+            metrics_interval_seconds=cfg.engine.metrics_interval_seconds,
+            emails=cfg.notifications.emails,
+            rollback_alarms=self.rollback_alarms,
+            key=self.key,
         )
         self.canary = CanaryController(
             self,
             "CanaryController",
-            cfg=cfg,
-            endpoint_name=cfg.endpoint_name,
+            endpoint=endpoint,
+            rollout=cfg.rollout,
+            capacity_plan=rollout_capacity_plan(cfg),
             alarms=[
                 self.rollback_alarms.errors["canary"],
                 self.rollback_alarms.latency["canary"],

@@ -8,7 +8,7 @@ from aws_cdk import Stack
 from constructs import Construct
 
 from stacks.config import DeploymentConfig
-from stacks.constructs.image import ServingImage
+from stacks.constructs.image import ServingImage, image_build_args
 
 
 class ImageStack(Stack):
@@ -16,4 +16,10 @@ class ImageStack(Stack):
         self, scope: Construct, construct_id: str, *, cfg: DeploymentConfig, **kwargs: Any
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.image = ServingImage(self, "ServingImage", cfg=cfg)
+        self.image = ServingImage(
+            self,
+            "ServingImage",
+            image=cfg.image,
+            build_args=image_build_args(cfg),
+            name_prefix=f"{cfg.project}-{cfg.env}",
+        )

@@ -1,17 +1,19 @@
 """The per-variant alarm rules of the monitoring construct, as data (seeds 000 section 8).
 
 Each rule names a metric of the metrics contract (or SageMaker's ModelLatency), its statistic,
-threshold and how long the condition must hold; thresholds come from ``cfg.monitoring``.
+threshold and how long the condition must hold; thresholds come from the config's ``monitoring``
+section, one adapter-latency rule per adapter name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from container.serving import metrics_contract as mc
-from stacks.config import DeploymentConfig
+from stacks.config import MonitoringConfig
 from stacks.constructs.metrics import MICROSECONDS_PER_MS
 
 
@@ -31,8 +33,7 @@ class Rule:
     missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING
 
 
-def variant_rules(cfg: DeploymentConfig) -> list[Rule]:
-    m = cfg.monitoring
+def variant_rules(m: MonitoringConfig, adapter_names: Sequence[str]) -> list[Rule]:
     rules = [
         Rule("high-ttft", mc.TTFT_P95.name, "Average", True, m.ttft_p95_ms, 300, False,
              "check the prefix cache hit rate"),
@@ -58,10 +59,10 @@ def variant_rules(cfg: DeploymentConfig) -> list[Rule]:
              3600, False, "SLO: P95 queue wait, 1-hour window"),
     ]  # fmt: skip
     rules += [
-        Rule(f"adapter-latency-{a.name}", mc.ADAPTER_LATENCY_P95.name, "Average", True,
-             m.adapter_threshold_ms(a.name), 600, False,
+        Rule(f"adapter-latency-{a}", mc.ADAPTER_LATENCY_P95.name, "Average", True,
+             m.adapter_threshold_ms(a), 600, False,
              f"{m.adapter_latency_regression_factor:g}x baseline: check the adapter version, "
-             "roll back if needed", adapter=a.name)
-        for a in cfg.adapters
+             "roll back if needed", adapter=a)
+        for a in adapter_names
     ]  # fmt: skip
     return rules

@@ -8,9 +8,10 @@ endpoint name (``<endpoint>-canary-rollout``) so the Lambda can start it without
 cycle (the state machine already references the Lambda); the function's name is derived from it
 too (``<endpoint>-canary-controller``) so ``tools/canary.py`` can invoke it by endpoint name.
 
-The canary's capacity per step is planned here, at synth, from what one instance serves
-(stacks/rollout_plan.py, from stacks.capacity) and handed to the Lambda as JSON data; the
-Lambda raises the canary's scalable-target bounds and desired count before each weight step.
+The canary's capacity per step is planned at synth, from what one instance serves
+(stacks/rollout_plan.py, from stacks.capacity; the stack passes it in as ``capacity_plan``), and
+handed to the Lambda as JSON data; the Lambda raises the canary's scalable-target bounds and
+desired count before each weight step.
 """
 
 from __future__ import annotations
@@ -28,33 +29,38 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
-from stacks.config import DeploymentConfig
+from lambdas.canary_controller.rules import CapacityPlan
+from stacks.config import RolloutConfig
+from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (
     checkov_skip,
-    endpoint_arn,
     lambda_role,
     python_function,
     tidy_function,
 )
 from stacks.constructs.rollout_state_machine import rollout_state_machine
-from stacks.rollout_plan import rollout_capacity_plan
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
 
 
 class CanaryController(Construct):
+    """``function``, ``state_machine``, ``table``, ``role``; ``rollout`` is the config's section
+    of that name, ``alarms`` the ones that stop the rollout (plus ``rollout.extra_alarm_names``).
+    """
+
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        cfg: DeploymentConfig,
-        endpoint_name: str,
+        endpoint: EndpointRef,
+        rollout: RolloutConfig,
+        capacity_plan: CapacityPlan,
         alarms: Sequence[cloudwatch.IAlarm],
         topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack, rollout = Stack.of(self), cfg.rollout
+        stack, endpoint_name = Stack.of(self), endpoint.endpoint_name
         self.alarm_names = [a.alarm_name for a in alarms] + list(rollout.extra_alarm_names)
         extra_arns = [
             stack.format_arn(
@@ -90,12 +96,14 @@ class CanaryController(Construct):
             self,
             description=f"Canary controller for {endpoint_name}: its endpoint, alarms, topic only",
         )
-        self.capacity_plan = rollout_capacity_plan(cfg)
+        self.capacity_plan = capacity_plan
+        endpoint.grant(
+            self.role,
+            "sagemaker:DescribeEndpoint",
+            "sagemaker:UpdateEndpointWeightsAndCapacities",
+            sid="Endpoint",
+        )
         statements = {
-            "Endpoint": (
-                ["sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities"],
-                [endpoint_arn(self, endpoint_name)],
-            ),
             # RegisterScalableTarget on the canary's existing target (raise/restore its bounds).
             # Scalable-target ARNs carry a generated id, so the account's targets in this region
             # are named; SageMaker's own permissions above scope what the call may touch

@@ -1,6 +1,7 @@
 """The serving dashboard: traffic, latency, TTFT, engine load, caches, GPUs, capacity, adapters.
 
-Every graph reads a metric of the metrics contract or one SageMaker publishes (``variant_metric``).
+Every graph reads a metric of the metrics contract or one SageMaker publishes
+(``EndpointRef.metric``, i.e. ``variant_metric``).
 SageMaker publishes no instance-count metric for a variant: the count shown is the number of
 instances reporting ``CPUUtilization`` each minute (its SampleCount).
 """
@@ -14,8 +15,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
-from stacks.constructs.metrics import variant_metric
+from stacks.config import VARIANT_NAMES, VariantName
+from stacks.constructs.endpoint_ref import EndpointRef
 
 # (title, metric, statistic, unit label); one line per variant.
 PER_VARIANT_GRAPHS: tuple[tuple[str, str, str, str], ...] = (
@@ -43,18 +44,18 @@ class ServingDashboard(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cfg: DeploymentConfig,
+        endpoint: EndpointRef,
+        adapter_names: Sequence[str],
         alarms: Sequence[cloudwatch.IAlarm],
     ) -> None:
         super().__init__(scope, construct_id)
-        name = cfg.endpoint_name
 
         def metric(
             variant: VariantName, metric_name: str, stat: str, adapter: str | None = None
         ) -> cloudwatch.Metric:
             label = " ".join(p for p in (variant, adapter, stat) if p)
-            return variant_metric(
-                name, variant, metric_name, statistic=stat, label=label, adapter=adapter
+            return endpoint.metric(
+                variant, metric_name, statistic=stat, label=label, adapter=adapter
             )
 
         self.widgets: list[cloudwatch.IWidget] = [
@@ -80,9 +81,9 @@ class ServingDashboard(Construct):
                 cloudwatch.GraphWidget(
                     title=f"Per adapter: {adapter_metric}",
                     left=[
-                        metric(v, adapter_metric, stat, adapter=a.name)
+                        metric(v, adapter_metric, stat, adapter=a)
                         for v in VARIANT_NAMES
-                        for a in cfg.adapters
+                        for a in adapter_names
                     ],
                     width=12,
                 )

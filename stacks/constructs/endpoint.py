@@ -20,8 +20,15 @@ from constructs import Construct
 
 from container.serving import metrics_contract as mc
 from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
-from stacks.update_semantics import reset_properties
+from stacks.config import (
+    VARIANT_NAMES,
+    DeploymentConfig,
+    DeploymentPolicy,
+    TrafficShift,
+    VariantName,
+    VariantProperty,
+    Variants,
+)
 
 
 def container_environment(cfg: DeploymentConfig, variant: VariantName) -> dict[str, str]:
@@ -59,9 +66,8 @@ def container_environment(cfg: DeploymentConfig, variant: VariantName) -> dict[s
     }
 
 
-def _traffic_routing(cfg: DeploymentConfig) -> sagemaker.CfnEndpoint.TrafficRoutingConfigProperty:
+def _traffic_routing(shift: TrafficShift) -> sagemaker.CfnEndpoint.TrafficRoutingConfigProperty:
     """Step sizes valid for every variant (stacks.config.guardrail_step_errors checks them)."""
-    shift = cfg.deployment.traffic_shift
     kind, value = shift.capacity_size
     size = sagemaker.CfnEndpoint.CapacitySizeProperty(type=kind, value=value)
     return sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
@@ -73,15 +79,24 @@ def _traffic_routing(cfg: DeploymentConfig) -> sagemaker.CfnEndpoint.TrafficRout
 
 
 class ServingEndpoint(Construct):
-    """Models, EndpointConfig and Endpoint; exposes ``endpoint``, ``role``, ``models``."""
+    """Models, EndpointConfig and Endpoint; exposes ``endpoint``, ``role``, ``models``.
+
+    ``variants`` and ``deployment`` are the config's sections of those names; ``environments``
+    and ``image_uris`` give each variant's container (:func:`container_environment`);
+    ``resets`` is what a deploy resets on purpose (``stacks.update_semantics.reset_properties``).
+    """
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        cfg: DeploymentConfig,
+        endpoint_name: str,
+        variants: Variants,
+        deployment: DeploymentPolicy,
+        environments: Mapping[VariantName, Mapping[str, str]],
         image_uris: Mapping[VariantName, str],
+        resets: Sequence[VariantProperty],
         rollback_alarms: Sequence[cloudwatch.IAlarm],
         volume_key: kms.IKey,
     ) -> None:
@@ -91,12 +106,12 @@ class ServingEndpoint(Construct):
             self,
             "ExecutionRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description=f"SageMaker execution role for {cfg.endpoint_name}",
+            description=f"SageMaker execution role for {endpoint_name}",
         )
         log_group_arn = stack.format_arn(
             service="logs",
             resource="log-group",
-            resource_name=f"/aws/sagemaker/Endpoints/{cfg.endpoint_name}",
+            resource_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
         self.role.add_to_policy(
@@ -110,7 +125,7 @@ class ServingEndpoint(Construct):
         self.log_group = logs.LogGroup(
             self,
             "LogGroup",
-            log_group_name=f"/aws/sagemaker/Endpoints/{cfg.endpoint_name}",
+            log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
             retention=logs.RetentionDays.ONE_MONTH,
             encryption_key=volume_key,
             removal_policy=RemovalPolicy.RETAIN,
@@ -135,7 +150,7 @@ class ServingEndpoint(Construct):
                         # any partition/region/account: this log group's streams only
                         RegexAppliesTo(
                             regex=rf"/^Resource::arn:[^:]+:logs:.+:log-group:"
-                            rf"\/aws\/sagemaker\/Endpoints\/{cfg.endpoint_name}"
+                            rf"\/aws\/sagemaker\/Endpoints\/{endpoint_name}"
                             rf":log-stream:\*$/g"
                         ),
                     ],
@@ -152,12 +167,12 @@ class ServingEndpoint(Construct):
                 enable_network_isolation=True,
                 primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
                     image=image_uris[variant],
-                    environment=container_environment(cfg, variant),
+                    environment=dict(environments[variant]),
                 ),
             )
             self.models[variant] = model
 
-        instance_types = {cfg.variants[v].instance_type for v in VARIANT_NAMES}
+        instance_types = {variants[v].instance_type for v in VARIANT_NAMES}
         # SageMaker refuses KmsKeyId when any variant has Nitro instance storage (hardware
         # encrypted); every GPU type in the catalog has it, so the key applies only otherwise.
         needs_kms = not any(INSTANCE_CATALOG[t].local_nvme for t in instance_types)
@@ -165,7 +180,7 @@ class ServingEndpoint(Construct):
             self,
             "EndpointConfig",
             kms_key_id=volume_key.key_arn if needs_kms else None,
-            production_variants=[self._variant(cfg, v) for v in VARIANT_NAMES],
+            production_variants=[self._variant(variants, deployment, v) for v in VARIANT_NAMES],
         )
         self.kms_on_volume = needs_kms
         if needs_kms:
@@ -185,11 +200,10 @@ class ServingEndpoint(Construct):
             )
         # A deploy keeps the live instance counts and weights (autoscaling's and the canary
         # controller's) unless the config resets one on purpose: stacks.update_semantics.
-        resets = reset_properties(cfg)
         self.endpoint = sagemaker.CfnEndpoint(
             self,
             "Endpoint",
-            endpoint_name=cfg.endpoint_name,
+            endpoint_name=endpoint_name,
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
             retain_all_variant_properties=True,
             exclude_retained_variant_properties=[
@@ -199,11 +213,9 @@ class ServingEndpoint(Construct):
             or None,
             deployment_config=sagemaker.CfnEndpoint.DeploymentConfigProperty(
                 blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
-                    traffic_routing_configuration=_traffic_routing(cfg),
-                    termination_wait_in_seconds=cfg.deployment.termination_wait_seconds,
-                    maximum_execution_timeout_in_seconds=(
-                        cfg.deployment.max_execution_timeout_seconds
-                    ),
+                    traffic_routing_configuration=_traffic_routing(deployment.traffic_shift),
+                    termination_wait_in_seconds=deployment.termination_wait_seconds,
+                    maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_seconds,
                 ),
                 auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
                     alarms=[
@@ -254,9 +266,9 @@ class ServingEndpoint(Construct):
         )
 
     def _variant(
-        self, cfg: DeploymentConfig, variant: VariantName
+        self, variants: Variants, deployment: DeploymentPolicy, variant: VariantName
     ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
-        v = cfg.variants[variant]
+        v = variants[variant]
         return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=variant,
             model_name=self.models[variant].attr_model_name,
@@ -264,7 +276,7 @@ class ServingEndpoint(Construct):
             initial_instance_count=v.initial_instance_count,
             initial_variant_weight=v.initial_weight,
             container_startup_health_check_timeout_in_seconds=(
-                cfg.deployment.startup_health_check_timeout_seconds
+                deployment.startup_health_check_timeout_seconds
             ),
             volume_size_in_gb=v.volume_size_gb,
         )

@@ -9,6 +9,7 @@ The repository scans on push, refuses tag overwrites and expires old images.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy
@@ -18,7 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from stacks.config import DeploymentConfig
+from stacks.config import DeploymentConfig, ImageConfig
 
 CONTAINER_DIR = Path(__file__).resolve().parents[2] / "container"
 
@@ -36,21 +37,33 @@ def image_build_args(cfg: DeploymentConfig) -> dict[str, str]:
 
 
 class ServingImage(Construct):
-    """The ECR repository plus a way to name the image URI for a variant."""
+    """The ECR repository plus a way to name the image URI for a variant.
 
-    def __init__(self, scope: Construct, construct_id: str, *, cfg: DeploymentConfig) -> None:
+    ``image`` is the config's section of that name; ``build_args`` (:func:`image_build_args`)
+    are used in ``build`` mode only; ``name_prefix`` (``<project>-<env>``) names the key.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        image: ImageConfig,
+        build_args: Mapping[str, str],
+        name_prefix: str,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.key = kms.Key(
             self,
             "RepositoryKey",
             enable_key_rotation=True,
-            description=f"{cfg.project}-{cfg.env} serving image repository encryption",
+            description=f"{name_prefix} serving image repository encryption",
             removal_policy=RemovalPolicy.RETAIN,
         )
         self.repository = ecr.Repository(
             self,
             "Repository",
-            repository_name=cfg.image.repository_name,
+            repository_name=image.repository_name,
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             encryption=ecr.RepositoryEncryption.KMS,
@@ -64,24 +77,24 @@ class ServingImage(Construct):
                     rule_priority=1,
                 ),
                 ecr.LifecycleRule(
-                    description=f"keep the last {cfg.image.keep_last_images} images",
+                    description=f"keep the last {image.keep_last_images} images",
                     tag_status=ecr.TagStatus.ANY,
-                    max_image_count=cfg.image.keep_last_images,
+                    max_image_count=image.keep_last_images,
                     rule_priority=2,
                 ),
             ],
         )
         self.asset: ecr_assets.DockerImageAsset | None = None
-        if cfg.image.mode == "build":
+        if image.mode == "build":
             self.asset = ecr_assets.DockerImageAsset(
                 self,
                 "Image",
                 directory=str(CONTAINER_DIR),
-                build_args=image_build_args(cfg),
+                build_args=dict(build_args),
                 build_secrets={"hf_token": "env=HF_TOKEN"},
                 platform=ecr_assets.Platform.LINUX_AMD64,
             )
-        self._default_tag = cfg.image.tag
+        self._default_tag = image.tag
 
     def image_uri(self, tag_override: str | None = None) -> str:
         """URI for a variant: its own tag if set, else the built asset or the configured tag."""

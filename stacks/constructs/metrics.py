@@ -7,6 +7,8 @@ a real-time endpoint; any other name raises ``KeyError`` at synth.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
@@ -15,6 +17,15 @@ from stacks.config import VariantName
 
 #: ModelLatency and OverheadLatency are published in microseconds.
 MICROSECONDS_PER_MS = 1000
+
+
+class MetricOptions(TypedDict, total=False):
+    """The keyword options of :func:`variant_metric`, for callers that pass them on."""
+
+    statistic: str
+    period: Duration | None
+    adapter: str | None
+    label: str | None
 
 
 def namespace_of(name: str) -> str:

@@ -1,13 +1,15 @@
 """Monitoring: an encrypted SNS topic, the seeds' alarms per variant, SLO alarms, the dashboard.
 
-Alarm thresholds come from ``cfg.monitoring`` (defaults: seeds 000 section 8). Every alarm is built
-through ``variant_metric`` so it watches a metric of the metrics contract or one SageMaker
-publishes. The rollback alarms (5XX, ModelLatency p99) are reused: they get the topic as action.
+Alarm thresholds come from the config's ``monitoring`` section (defaults: seeds 000 section 8).
+Every alarm is built through ``EndpointRef.metric`` (``variant_metric``) so it watches a metric of
+the metrics contract or one SageMaker publishes. The rollback alarms (5XX, ModelLatency p99)
+are reused: they get the topic as action.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -19,10 +21,10 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from stacks.config import VARIANT_NAMES, DeploymentConfig
+from stacks.config import VARIANT_NAMES, MonitoringConfig
 from stacks.constructs.alarm_rules import variant_rules
 from stacks.constructs.dashboard import ServingDashboard
-from stacks.constructs.metrics import variant_metric
+from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.rollback_alarms import RollbackAlarms
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
@@ -32,39 +34,46 @@ BURN_RATES = {"fast": (1, 14.4), "slow": (6, 6.0)}
 
 
 class Monitoring(Construct):
-    """``topic``, ``alarms`` (by ``<variant>/<rule>`` or ``slo/<name>``), ``dashboard``."""
+    """``topic``, ``alarms`` (by ``<variant>/<rule>`` or ``slo/<name>``), ``dashboard``.
+
+    ``metrics_interval_seconds`` is how often the container publishes (engine section): no alarm
+    period is shorter than that, rounded up to whole minutes.
+    """
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        cfg: DeploymentConfig,
+        endpoint: EndpointRef,
+        thresholds: MonitoringConfig,
+        adapter_names: Sequence[str],
+        metrics_interval_seconds: int,
+        emails: Sequence[str] = (),
         rollback_alarms: RollbackAlarms,
         key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
-        self._cfg = cfg
+        self._endpoint = endpoint
         self.topic = sns.Topic(
-            self, "Topic", master_key=key, enforce_ssl=True, display_name=f"{cfg.endpoint_name}"
+            self, "Topic", master_key=key, enforce_ssl=True, display_name=endpoint.endpoint_name
         )
         # CloudWatch publishes to the KMS-encrypted topic: it needs the key.
         key.grant(
             iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*"
         )
-        for email in cfg.notifications.emails:
+        for email in emails:
             self.topic.add_subscription(subs.EmailSubscription(email))
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         self.critical: list[cloudwatch.Alarm] = [*rollback_alarms.all]
-        interval = max(60, math.ceil(cfg.engine.metrics_interval_seconds / 60) * 60)
+        interval = max(60, math.ceil(metrics_interval_seconds / 60) * 60)
         for variant in VARIANT_NAMES:
-            for rule in variant_rules(cfg):
+            for rule in variant_rules(thresholds, adapter_names):
                 contract = rule.metric in mc.BY_NAME
                 period = min(rule.window_s, interval if contract else 60)
                 if rule.statistic == "Sum" or rule.window_s >= 3600:
                     period = rule.window_s  # counts "in the window", SLO windows: one datapoint
-                metric = variant_metric(
-                    cfg.endpoint_name,
+                metric = endpoint.metric(
                     variant,
                     rule.metric,
                     statistic=rule.statistic,
@@ -82,7 +91,7 @@ class Monitoring(Construct):
                     rule.missing,
                 )
         for name, (hours, rate) in BURN_RATES.items():
-            budget = round(100 - cfg.monitoring.slo_availability_percent, 6)
+            budget = round(100 - thresholds.slo_availability_percent, 6)
             self._alarm(
                 f"slo/availability-{name}-burn",
                 self._error_ratio(hours * 3600, True),
@@ -90,18 +99,18 @@ class Monitoring(Construct):
                 True,
                 1,
                 name == "fast",
-                f"SLO availability {cfg.monitoring.slo_availability_percent}%: "
+                f"SLO availability {thresholds.slo_availability_percent}%: "
                 f"error budget burning {rate}x over {hours} h",
                 None,
             )
         self._alarm(
             "slo/error-rate-24h",
             self._error_ratio(86400, False),
-            cfg.monitoring.slo_error_rate_percent,
+            thresholds.slo_error_rate_percent,
             True,
             1,
             True,
-            f"SLO: 5XX rate above {cfg.monitoring.slo_error_rate_percent}% over 24 h",
+            f"SLO: 5XX rate above {thresholds.slo_error_rate_percent}% over 24 h",
             None,
         )
         action = cw_actions.SnsAction(self.topic)
@@ -112,7 +121,11 @@ class Monitoring(Construct):
             if alarm not in self.critical:
                 alarm.add_alarm_action(action)
         self.dashboard = ServingDashboard(
-            self, "Dashboard", cfg=cfg, alarms=[*rollback_alarms.all, *self.alarms.values()]
+            self,
+            "Dashboard",
+            endpoint=endpoint,
+            adapter_names=adapter_names,
+            alarms=[*rollback_alarms.all, *self.alarms.values()],
         )
 
     def _alarm(
@@ -151,8 +164,8 @@ class Monitoring(Construct):
                 ("r", mc.ADMISSION_REJECTIONS.name),
             ):
                 if prefix != "r" or with_rejections:
-                    using[f"{prefix}{v}"] = variant_metric(
-                        self._cfg.endpoint_name, v, name, statistic="Sum", period=period
+                    using[f"{prefix}{v}"] = self._endpoint.metric(
+                        v, name, statistic="Sum", period=period
                     )
         total = "+".join(f"FILL({k},0)" for k in using if k.startswith("i"))
         bad = "+".join(f"FILL({k},0)" for k in using if not k.startswith("i"))

@@ -1,4 +1,4 @@
-"""What the product's Python Lambdas share: runtime, role and log group, checkov skips, ARNs.
+"""What the product's Python Lambdas share: runtime, role and log group, checkov skips.
 
 Used by the canary controller and the smoke gate (and the rollout state machine's log group).
 Children keep the ids ``Logs``, ``Role`` and ``Function`` under the calling construct.
@@ -13,6 +13,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
+
+# Re-exported for smoke_gate.py until it takes an EndpointRef (endpoint_ref.grant_invoke).
+from stacks.constructs.endpoint_ref import endpoint_arn as endpoint_arn
 
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
 
@@ -52,22 +55,22 @@ def tidy_function(function: IConstruct, role: IConstruct) -> None:
     fn_cfn.add_override("DependsOn", [Stack.of(function).get_logical_id(policy_cfn)])
 
 
-def endpoint_arn(scope: Construct, endpoint_name: str) -> str:
-    """SageMaker lowercases endpoint names in ARNs."""
-    return Stack.of(scope).format_arn(
-        service="sagemaker", resource="endpoint", resource_name=endpoint_name.lower()
-    )
-
-
-def lambda_role(scope: Construct, *, description: str) -> tuple[iam.Role, logs.LogGroup]:
-    """The function's own role and its log group (one month, checkov skip recorded)."""
+def decision_log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
+    """A log group of rollout decisions or smoke-gate reasons: kept one month, deleted with the
+    stack, its checkov skip recorded. Every log group of the Lambdas and the state machine."""
     log_group = logs.LogGroup(
         scope,
-        "Logs",
+        construct_id,
         retention=logs.RetentionDays.ONE_MONTH,
         removal_policy=RemovalPolicy.DESTROY,
     )
     checkov_skip(log_group, LOG_GROUP_CHECKOV_SKIP)
+    return log_group
+
+
+def lambda_role(scope: Construct, *, description: str) -> tuple[iam.Role, logs.LogGroup]:
+    """The function's own role and its log group (:func:`decision_log_group`)."""
+    log_group = decision_log_group(scope, "Logs")
     role = iam.Role(
         scope,
         "Role",

@@ -10,14 +10,15 @@ execution fail. Built as children of the CanaryController (same construct ids).
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from stacks.constructs.python_lambda import LOG_GROUP_CHECKOV_SKIP, checkov_skip
+from lambdas.canary_controller.rules import COMPLETED, ROLLED_BACK
+from lambdas.canary_controller.store import SUPERSEDED
+from stacks.constructs.python_lambda import decision_log_group
 
 
 def rollout_state_machine(
@@ -79,13 +80,13 @@ def rollout_state_machine(
     wait.next(tick)
     done = (
         sfn.Choice(scope, "Done?")
-        .when(sfn.Condition.string_equals("$.status", "COMPLETED"), sfn.Succeed(scope, "Completed"))
+        .when(sfn.Condition.string_equals("$.status", COMPLETED), sfn.Succeed(scope, "Completed"))
         .when(
-            sfn.Condition.string_equals("$.status", "SUPERSEDED"),
+            sfn.Condition.string_equals("$.status", SUPERSEDED),
             sfn.Succeed(scope, "Superseded", comment="a newer rollout owns the endpoint"),
         )
         .when(
-            sfn.Condition.string_equals("$.status", "ROLLED_BACK"),
+            sfn.Condition.string_equals("$.status", ROLLED_BACK),
             sfn.Fail(scope, "RolledBack", error="CanaryRolledBack", cause_path="$.last_reason"),
         )
         .when(
@@ -95,13 +96,7 @@ def rollout_state_machine(
         .otherwise(wait)
     )
     rollback.next(done)
-    rollout_logs = logs.LogGroup(
-        scope,
-        "RolloutLogs",
-        retention=logs.RetentionDays.ONE_MONTH,
-        removal_policy=RemovalPolicy.DESTROY,
-    )
-    checkov_skip(rollout_logs, LOG_GROUP_CHECKOV_SKIP)
+    rollout_logs = decision_log_group(scope, "RolloutLogs")
     return sfn.StateMachine(
         scope,
         "Rollout",

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
 from aws_cdk.assertions import Match, Template
 
 from container.serving import settings
-from stacks import catalog
 from stacks.constructs.endpoint import container_environment
-
-from .conftest import synth_templates
 
 
 @pytest.fixture(scope="module")
@@ -129,18 +125,6 @@ def test_no_volume_kms_key_on_instances_with_hardware_encrypted_nvme(endpoint: T
     # SageMaker rejects KmsKeyId when a variant runs on an instance with local NVMe (g5).
     for res in endpoint.find_resources("AWS::SageMaker::EndpointConfig").values():
         assert "KmsKeyId" not in res["Properties"]
-
-
-def test_volume_kms_key_is_set_when_instances_have_ebs_volumes(prod_cfg, monkeypatch) -> None:
-    g5 = catalog.INSTANCE_CATALOG["ml.g5.xlarge"]
-    monkeypatch.setitem(
-        catalog.INSTANCE_CATALOG, "ml.g5.xlarge", dataclasses.replace(g5, local_nvme=False)
-    )
-    tpl = synth_templates(prod_cfg)["endpoint"]
-    tpl.has_resource_properties(
-        "AWS::SageMaker::EndpointConfig",
-        {"KmsKeyId": {"Fn::GetAtt": [Match.string_like_regexp("EndpointKey"), "Arn"]}},
-    )
 
 
 def test_execution_role_pulls_only_from_the_serving_repositories(endpoint: Template) -> None:

@@ -1,33 +1,12 @@
-"""ImageStack: the ECR repository, and both image paths (built by CDK or an existing tag)."""
+"""ImageStack: both image paths (built by CDK or an existing tag) as the endpoint's models see
+them; the repository itself: tests/infra/test_construct_props.py."""
 
 from __future__ import annotations
-
-import pytest
-from aws_cdk.assertions import Match, Template
 
 from stacks.config import ImageConfig, VariantConfig, Variants
 from stacks.constructs.image import image_build_args
 
 from .conftest import synth_templates
-
-
-@pytest.fixture(scope="module")
-def image(prod_templates) -> Template:
-    return prod_templates["image"]
-
-
-def test_repository_scans_on_push_refuses_overwrites_and_is_kms_encrypted(image: Template) -> None:
-    image.has_resource_properties(
-        "AWS::ECR::Repository",
-        {
-            "ImageScanningConfiguration": {"ScanOnPush": True},
-            "ImageTagMutability": "IMMUTABLE",
-            "EncryptionConfiguration": {"EncryptionType": "KMS", "KmsKey": Match.any_value()},
-            "LifecyclePolicy": {
-                "LifecyclePolicyText": Match.string_like_regexp("imageCountMoreThan")
-            },
-        },
-    )
 
 
 def test_build_mode_builds_container_dir_with_the_model_build_args(prod_cfg) -> None:

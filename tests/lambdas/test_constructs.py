@@ -18,7 +18,9 @@ from cdk_nag import AwsSolutionsChecks
 
 from stacks.config import DeploymentConfig, RolloutConfig, SmokeGateConfig, load_config
 from stacks.constructs.canary_controller import CanaryController
+from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.smoke_gate import SmokeGate
+from stacks.rollout_plan import rollout_capacity_plan
 from tools.validate import run_cfn_lint, run_checkov, templates_in
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,19 +34,13 @@ def build(app: cdk.App, stack_id: str, cfg: DeploymentConfig) -> cdk.Stack:
     endpoint = sagemaker.CfnEndpoint(
         stack, "Endpoint", endpoint_config_name="cfg-placeholder", endpoint_name=cfg.endpoint_name
     )
+    ref = EndpointRef.of(stack, cfg.endpoint_name)
     alarms = [
-        cloudwatch.Alarm(
-            stack,
-            f"Canary{metric}",
-            metric=cloudwatch.Metric(
-                namespace="AWS/SageMaker",
-                metric_name=metric,
-                dimensions_map={"EndpointName": cfg.endpoint_name, "VariantName": "canary"},
-            ),
-            threshold=1,
-            evaluation_periods=1,
+        cloudwatch.Alarm(stack, f"Canary{name}", metric=metric, threshold=1, evaluation_periods=1)
+        for name, metric in (
+            ("Invocation5XXErrors", ref.metric_invocation_5xx_errors("canary")),
+            ("ModelLatency", ref.metric_model_latency("canary", "p99")),
         )
-        for metric in ("Invocation5XXErrors", "ModelLatency")
     ]
     topic = sns.Topic(
         stack,
@@ -53,7 +49,13 @@ def build(app: cdk.App, stack_id: str, cfg: DeploymentConfig) -> cdk.Stack:
         master_key=kms.Key(stack, "TopicKey", enable_key_rotation=True),
     )
     CanaryController(
-        stack, "Canary", cfg=cfg, endpoint_name=cfg.endpoint_name, alarms=alarms, topic=topic
+        stack,
+        "Canary",
+        endpoint=ref,
+        rollout=RolloutConfig(extra_alarm_names=[EXTRA_ALARM]),
+        capacity_plan=rollout_capacity_plan(cfg),
+        alarms=alarms,
+        topic=topic,
     )
     SmokeGate(stack, "Smoke", cfg=cfg, endpoint=endpoint, endpoint_name=cfg.endpoint_name)
     return stack
@@ -67,7 +69,6 @@ def outdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def stacks(outdir: Path) -> dict[str, cdk.Stack]:
     prod = load_config(REPO / "config" / "prod.yaml", env="prod")
-    prod = prod.model_copy(update={"rollout": RolloutConfig(extra_alarm_names=[EXTRA_ALARM])})
     dev = load_config(REPO / "config" / "dev.yaml", env="dev")
     dev = dev.model_copy(update={"smoke_gate": SmokeGateConfig(enabled=False)})
     app = cdk.App(outdir=str(outdir))
@@ -163,74 +164,74 @@ def test_no_policy_in_either_stack_grants_a_wildcard_action(prod: Template, dev:
                 assert not any("*" in a for a in _actions(statement)), statement
 
 
+def controller_env(template: Template) -> dict[str, Any]:
+    """The canary controller function's environment variables."""
+    [variables] = [
+        f["Properties"]["Environment"]["Variables"]
+        for f in template.find_resources("AWS::Lambda::Function").values()
+        if "STEPS_PERCENT" in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    return dict(variables)
+
+
+def rollout_states(template: Template) -> dict[str, Any]:
+    """The rollout state machine's states, ARNs replaced by "ARN"."""
+    definition = Capture()
+    template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine", {"DefinitionString": definition}
+    )
+    parts = definition.as_object()["Fn::Join"][1]
+    states: dict[str, Any] = json.loads("".join(p if isinstance(p, str) else "ARN" for p in parts))[
+        "States"
+    ]
+    return states
+
+
 def test_functions_run_the_handlers_on_a_current_python(prod: Template) -> None:
     functions = prod.find_resources(
         "AWS::Lambda::Function", {"Properties": {"Handler": "handler.handler"}}
     )
     assert len(functions) == 2
     assert {f["Properties"]["Runtime"] for f in functions.values()} == {"python3.14"}
-    env = Capture()
-    prod.has_resource_properties(
-        "AWS::Lambda::Function",
-        {"Environment": {"Variables": Match.object_like({"STEPS_PERCENT": env})}},
-    )
-    assert json.loads(env.as_string()) == [5, 25, 50, 75, 100]
-    prod.has_resource_properties(
-        "AWS::Lambda::Function",
-        {
-            "Environment": {
-                "Variables": Match.object_like(
-                    {
-                        "ENDPOINT_NAME": "mangaassist-vllm-prod",
-                        "BAKE_SECONDS": "3600",
-                        "CHECK_SECONDS": "300",
-                    }
-                )
-            }
-        },
-    )
+    env = controller_env(prod)
+    assert json.loads(env["STEPS_PERCENT"]) == [5, 25, 50, 75, 100]
+    assert (env["ENDPOINT_NAME"], env["BAKE_SECONDS"], env["CHECK_SECONDS"]) == (
+        "mangaassist-vllm-prod", "3600", "300"
+    )  # fmt: skip
 
 
 def test_capacity_plan_and_evidence_rules_reach_the_controller(prod: Template) -> None:
-    env = Capture()
-    prod.has_resource_properties(
-        "AWS::Lambda::Function",
-        {"Environment": {"Variables": Match.object_like({"CAPACITY_PLAN": env})}},
-    )
-    plan = json.loads(env.as_string())
+    env = controller_env(prod)
+    plan = json.loads(env["CAPACITY_PLAN"])
     # prod: primary 2..8 and canary 2..2 on the same instance type (same per-instance capacity)
     assert plan["canary_per_primary"] == 1.0 and (plan["canary_min"], plan["canary_max"]) == (2, 2)
     assert [(s["percent"], s["min_capacity"], s["max_capacity"]) for s in plan["steps"]] == [
         (5, 2, 2), (25, 2, 2), (50, 2, 4), (75, 2, 6), (100, 2, 8)
     ]  # fmt: skip
-    prod.has_resource_properties(
-        "AWS::Lambda::Function",
-        {
-            "Environment": {
-                "Variables": Match.object_like(
-                    {
-                        "MIN_CANARY_INVOCATIONS": "100",
-                        "MAX_ERROR_RATE_INCREASE_PERCENT": "0.5",
-                        "EVIDENCE_TIMEOUT_SECONDS": "3600",
-                    }
-                )
-            }
-        },
+    evidence = (
+        "MIN_CANARY_INVOCATIONS",
+        "MAX_ERROR_RATE_INCREASE_PERCENT",
+        "EVIDENCE_TIMEOUT_SECONDS",
     )
+    assert [env[k] for k in evidence] == ["100", "0.5", "3600"]
 
 
 def test_state_machine_rollback_names_its_rollout_and_keeps_looping(prod: Template) -> None:
-    definition = Capture()
-    prod.has_resource_properties(
-        "AWS::StepFunctions::StateMachine", {"DefinitionString": definition}
-    )
-    parts = definition.as_object()["Fn::Join"][1]
-    states = json.loads("".join(p if isinstance(p, str) else "ARN" for p in parts))["States"]
+    states = rollout_states(prod)
     rollback = states["RollbackOnError"]
     assert rollback["Parameters"]["rollout_id.$"] == "$.rollout_id"
     # After the rollback call the loop goes on (its ticks finish the rollback), not to Fail.
     assert rollback["Next"] == "Done?" and rollback["Catch"][0]["Next"] == "ControllerFailed"
     assert states["Tick"]["Catch"][0]["Next"] == "RollbackOnError"
+
+
+def test_state_machine_ends_on_the_statuses_the_controller_writes(prod: Template) -> None:
+    from lambdas.canary_controller.rules import COMPLETED, ROLLED_BACK
+    from lambdas.canary_controller.store import SUPERSEDED
+
+    choices = rollout_states(prod)["Done?"]["Choices"]
+    ends = {c["Next"]: c["StringEquals"] for c in choices if "StringEquals" in c}
+    assert ends == {"Completed": COMPLETED, "Superseded": SUPERSEDED, "RolledBack": ROLLED_BACK}
 
 
 def test_state_machine_loops_tick_and_bake_and_rolls_back_on_error(prod: Template) -> None:
@@ -274,6 +275,16 @@ def test_smoke_gate_switched_off_creates_nothing(dev: Template) -> None:
     assert dev.find_resources("Custom::EndpointSmokeGate") == {}
     functions = dev.find_resources("AWS::Lambda::Function")
     assert len(functions) == 1  # only the canary controller
+
+
+def test_every_lambda_and_state_machine_log_group_keeps_a_month_with_its_checkov_reason(
+    prod: Template,
+) -> None:
+    groups = prod.find_resources("AWS::Logs::LogGroup")
+    assert len(groups) == 4  # controller, state machine, smoke gate, provider framework
+    for group in groups.values():
+        assert (group["Properties"]["RetentionInDays"], group["DeletionPolicy"]) == (30, "Delete")
+        assert [s["id"] for s in group["Metadata"]["checkov"]["skip"]] == ["CKV_AWS_158"]
 
 
 @pytest.mark.parametrize("which", ["prod", "dev"])
