@@ -16,8 +16,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from lambdas.canary_controller.rules import COMPLETED, ROLLED_BACK
-from lambdas.canary_controller.store import SUPERSEDED
+from lambdas.canary_controller.names import COMPLETED, ROLLED_BACK, SUPERSEDED
 from stacks.constructs.python_lambda import decision_log_group
 
 
