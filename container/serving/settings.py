@@ -7,8 +7,8 @@ each variant's SageMaker Model; its tests check every name it sets against :data
 entrypoint turns them into current ``vllm serve`` flags (:func:`vllm_args`) and hook settings in
 one place, before the engine starts (the pattern of TGI's sagemaker-entrypoint).
 
-The README's table of variables is generated from this class:
-``python -m container.serving.settings --markdown`` (a test keeps the two equal).
+The README's table of variables is generated from :data:`REGISTRY` by ``python -m
+tools.settings_table --write`` (a test fails when the two differ).
 
 Needs only pydantic and pydantic-settings: the stacks import it as ``container.serving.settings``
 (:func:`engine_default` is where the deployment config takes its engine defaults from).
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -92,7 +91,6 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         case_sensitive=True,
         alias_generator=str.upper,
-        validate_by_name=True,
         frozen=True,
         extra="forbid",
         use_attribute_docstrings=True,
@@ -378,18 +376,3 @@ def block_size(settings: Settings) -> int:
 def as_env(settings: Settings) -> dict[str, str]:
     """The settings back as environment strings (handed to the hooks inside vLLM's process)."""
     return {name.upper(): _env_string(value) for name, value in settings.model_dump().items()}
-
-
-def markdown_table() -> str:
-    """The README's table of variables: name, default, meaning (one row per field)."""
-    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
-    for s in REGISTRY.values():
-        default = f"`{s.default}`" if s.default else "(empty)"
-        rows.append(f"| `{s.name}` | {default} | {s.doc.replace('|', '&#124;')} |")
-    return "\n".join(rows) + "\n"
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--markdown"]:
-        sys.exit("usage: python -m container.serving.settings --markdown")
-    sys.stdout.write(markdown_table())
