@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from .serving import settings as settings_mod
+from .serving import warmup
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "6"))
 REQUESTS = int(os.environ.get("BENCH_REQUESTS", "48"))
@@ -33,14 +34,7 @@ LARGE_SECONDS = float(os.environ.get("BENCH_LARGE_SECONDS", "20"))
 LARGE_SENDERS = int(os.environ.get("BENCH_LARGE_SENDERS", "2"))
 LARGE_BYTES = int(os.environ.get("BENCH_LARGE_BYTES", str(1_500_000)))
 REPO = Path(__file__).resolve().parents[1]
-BODY = {
-    "messages": [
-        {"role": "system", "content": "You are a manga shopping assistant."},
-        {"role": "user", "content": "Recommend a manga like Frieren for a new reader."},
-    ],
-    "max_tokens": 16,
-    "temperature": 0,
-}
+BODY = warmup.chat("Recommend a manga like Frieren for a new reader.", max_tokens=16)
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:

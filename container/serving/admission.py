@@ -26,12 +26,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-#: Paths that run the engine: admitted here, shaped by the shaping hook.
-GUARDED_PATHS = frozenset({"/invocations", "/v1/chat/completions", "/v1/completions"})
+#: Paths that run the engine: admitted here and shaped by the shaping hook (one set for both).
+ENGINE_PATHS = frozenset({"/invocations", "/v1/chat/completions", "/v1/completions"})
 #: Paths that never run the engine and are never throttled.
 OPEN_PATHS = frozenset({"/ping", "/health", "/metrics", "/v1/models", "/version"})
 #: Everything this endpoint serves; any other path is refused before it reaches vLLM.
-SERVED_PATHS = GUARDED_PATHS | OPEN_PATHS
+SERVED_PATHS = ENGINE_PATHS | OPEN_PATHS
 
 
 class Admission:
@@ -77,7 +77,7 @@ class AdmissionMiddleware:
             await self.app(scope, receive, send)
             return
         path = scope["path"]
-        if path not in GUARDED_PATHS:
+        if path not in ENGINE_PATHS:
             if path in OPEN_PATHS:
                 await self.app(scope, receive, send)
             else:

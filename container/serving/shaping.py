@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .admission import GUARDED_PATHS, ASGIApp, Message, Receive, Scope, Send, send_error
+from .admission import ENGINE_PATHS, ASGIApp, Message, Receive, Scope, Send, send_error
 from .budget import BudgetConfig, BudgetError, TokenCounter, apply_budget
 from .request_checks import (
     LimitExceeded,
@@ -48,7 +48,6 @@ from .request_checks import (
 log = logging.getLogger("serving.shaping")
 
 ADAPTER_HEADER = b"x-amzn-sagemaker-adapter-identifier"
-SHAPED_PATHS = GUARDED_PATHS
 #: Text of vLLM's answer when its engine died under a request (EngineDeadError).
 ENGINE_DEAD_MARKERS = ("enginecore encountered an issue", "enginedeaderror", "engine is dead")
 #: Bodies at least this large are shaped in a worker thread (small ones inline: a thread hop
@@ -210,7 +209,7 @@ class ShapingMiddleware:
         await send_error(send, 503, message, "ServiceUnavailable", headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] not in SHAPED_PATHS:
+        if scope["type"] != "http" or scope["path"] not in ENGINE_PATHS:
             await self.app(scope, receive, send)
             return
         if self.hooks.draining():

@@ -14,6 +14,15 @@ from dataclasses import dataclass
 SYSTEM = "You are a manga shopping assistant. Answer briefly and politely."
 
 
+def chat(user: str, max_tokens: int = 8) -> dict[str, object]:
+    """A one-turn chat body behind the shopping-assistant system prompt (warmup, bench, tests)."""
+    return {
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
+
+
 @dataclass(frozen=True)
 class WarmupRequest:
     adapter: str
@@ -32,15 +41,7 @@ def plan(adapters: list[str], total: int, long_prompt_bytes: int) -> list[Warmup
     out = []
     for i in range(count):
         adapter, shape = pairs[i % len(pairs)]
-        body = {
-            "messages": [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": shapes[shape]},
-            ],
-            "max_tokens": 8,
-            "temperature": 0,
-        }
-        out.append(WarmupRequest(adapter, shape, body))
+        out.append(WarmupRequest(adapter, shape, chat(shapes[shape])))
     return out
 
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -90,6 +91,21 @@ def server_env(model: Path, port: int, state_file: Path, **extra: str) -> dict[s
     )
     env.update(extra)
     return env
+
+
+def shaping_config(retrieval_tokens: int = 64, **limits: int) -> Any:
+    """The hooks' settings of the in-process tests (fake engine): adapters a and b, a 512-token
+    window with 64 system and 64 reserve tokens; ``limits`` are ShapingConfig's other fields."""
+    from container.serving.budget import BudgetConfig
+    from container.serving.shaping import ShapingConfig
+
+    budget = BudgetConfig(
+        max_model_len=512, system_tokens=64, retrieval_tokens=retrieval_tokens, reserve_tokens=64
+    )
+    return ShapingConfig(
+        base_model="base", adapters=frozenset({"a", "b"}), default_adapter="", budget=budget,
+        **limits,
+    )  # fmt: skip
 
 
 @dataclass

@@ -8,18 +8,12 @@ import asyncio
 import json
 from typing import Any
 
-from container.serving.admission import Admission, AdmissionMiddleware
-from container.serving.budget import BudgetConfig
-from container.serving.shaping import Hooks, ShapingConfig, ShapingMiddleware
+from _serving_support import shaping_config
 
-CONFIG = ShapingConfig(
-    base_model="base",
-    adapters=frozenset({"a", "b"}),
-    default_adapter="",
-    budget=BudgetConfig(
-        max_model_len=512, system_tokens=64, retrieval_tokens=64, reserve_tokens=64
-    ),
-)
+from container.serving.admission import ENGINE_PATHS, Admission, AdmissionMiddleware
+from container.serving.shaping import Hooks, ShapingMiddleware
+
+CONFIG = shaping_config()
 
 
 def test_admission_counter() -> None:
@@ -177,7 +171,7 @@ def test_routes_other_than_the_served_ones_are_refused_before_the_engine() -> No
 
 
 def test_body_over_max_request_bytes_is_413_naming_the_limit_without_reading_it_all() -> None:
-    small = ShapingConfig(**{**CONFIG.__dict__, "max_request_bytes": 1000})
+    small = shaping_config(max_request_bytes=1000)
     mw = ShapingMiddleware(_ok, config=small, counter=lambda: None)
     body = json.dumps({"messages": [{"role": "user", "content": "x" * 5000}]}).encode()
     sent = asyncio.run(call(mw, "/invocations", body))
@@ -189,8 +183,17 @@ def test_body_over_max_request_bytes_is_413_naming_the_limit_without_reading_it_
     assert declared[0]["status"] == 413
 
 
+def test_shaping_acts_on_exactly_the_paths_admission_counts() -> None:
+    mw = ShapingMiddleware(_ok, config=shaping_config(max_messages=1), counter=lambda: None)
+    body = json.dumps({"messages": [{"role": "user", "content": "x"}] * 2}).encode()
+    for path in ENGINE_PATHS:
+        assert asyncio.run(call(mw, path, body))[0]["status"] == 413, path
+    for path in ("/ping", "/health", "/metrics", "/v1/models"):
+        assert asyncio.run(call(mw, path, body))[0]["status"] == 200, path
+
+
 def test_too_many_messages_is_413_naming_the_limit() -> None:
-    small = ShapingConfig(**{**CONFIG.__dict__, "max_messages": 3})
+    small = shaping_config(max_messages=3)
     mw = ShapingMiddleware(_ok, config=small, counter=lambda: None)
     body = json.dumps({"messages": [{"role": "user", "content": "x"}] * 4}).encode()
     sent = asyncio.run(call(mw, "/invocations", body))

@@ -16,9 +16,9 @@ import httpx
 import pytest
 from _serving_support import MAX_MODEL_LEN, Server
 
-CHAT = {"messages": [{"role": "system", "content": "You are a manga shopping assistant."},
-                     {"role": "user", "content": "Recommend a manga like Frieren."}],
-        "max_tokens": 4, "temperature": 0}  # fmt: skip
+from container.serving.warmup import chat
+
+CHAT = chat("Recommend a manga like Frieren.", max_tokens=4)
 COMPLETION = {"prompt": "Recommend a manga", "max_tokens": 4}
 WRONG = [None, True, False, 0, -1, 2**70, 1.5, -1e308, "", "x", "\ud800", [], {}, [None],
          [{"a": 1}], {"text": 3}, ["x", 1], "y" * 5000]  # fmt: skip

@@ -19,16 +19,11 @@ from _serving_support import (
     stream_in_thread,
 )
 
+from container.serving.warmup import chat
+
 HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 BASE = "base"
-CHAT = {
-    "messages": [
-        {"role": "system", "content": "You are a manga shopping assistant."},
-        {"role": "user", "content": "Recommend a manga like Frieren."},
-    ],
-    "max_tokens": 12,
-    "temperature": 0,
-}
+CHAT = chat("Recommend a manga like Frieren.", max_tokens=12)
 
 
 def invoke(server: Server, body: object, headers: dict[str, str] | None = None) -> httpx.Response:

@@ -13,23 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _serving_support import shaping_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from container.serving.admission import AdmissionMiddleware
-from container.serving.budget import BudgetConfig, counter_from_tokenizer
-from container.serving.shaping import ShapingConfig, ShapingMiddleware
+from container.serving.budget import counter_from_tokenizer
+from container.serving.shaping import ShapingMiddleware
 
-CONFIG = ShapingConfig(
-    base_model="base",
-    adapters=frozenset({"a", "b"}),
-    default_adapter="",
-    budget=BudgetConfig(
-        max_model_len=512, system_tokens=64, retrieval_tokens=96, reserve_tokens=64
-    ),
-    max_request_bytes=256 * 1024,
-    max_messages=64,
-)
+CONFIG = shaping_config(retrieval_tokens=96, max_request_bytes=256 * 1024, max_messages=64)
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,14 @@
-"""The settings registry and its translation into vLLM 0.32 flags."""
+"""The settings class, its table in the README, and its translation into vLLM 0.32 flags."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from pydantic_settings import BaseSettings
 
 from container.serving import settings
+from tools import settings_table
 
 STACK_ENV = {
     "MODEL_PATH", "LORA_PATH", "VLLM_PORT", "VLLM_GPU_MEMORY_UTILIZATION", "VLLM_MAX_MODEL_LEN",
@@ -31,6 +33,60 @@ def flag(args: list[str], name: str) -> str:
 def test_every_variable_the_endpoint_stack_sets_is_registered() -> None:
     assert settings.REGISTRY.keys() >= STACK_ENV
     assert all(s.doc for s in settings.REGISTRY.values())
+
+
+def test_one_pydantic_settings_class_documents_every_variable() -> None:
+    fields = settings.Settings.model_fields
+    assert issubclass(settings.Settings, BaseSettings)
+    assert list(settings.REGISTRY) == [name.upper() for name in fields]
+    assert all(len(info.description or "") > 10 for info in fields.values())
+    assert settings.REGISTRY["VLLM_MAX_NUM_SEQS"] == settings.Setting(
+        "VLLM_MAX_NUM_SEQS", "128", "--max-num-seqs: concurrent sequences in the running batch."
+    )
+    assert settings.REGISTRY["VLLM_ENABLE_PREFIX_CACHING"].default == "true"
+
+
+def test_readme_table_is_the_generated_one() -> None:
+    readme = settings_table.README.read_text()
+    assert settings_table.table_in(readme) == settings_table.markdown_table(), (
+        f"README.md's settings table is out of date; regenerate: {settings_table.REGENERATE}"
+    )
+
+
+def test_readme_table_check_fails_on_a_drifted_table(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    drifted = settings_table.README.read_text().replace(
+        "| `VLLM_MAX_NUM_SEQS` | `128` |", "| `VLLM_MAX_NUM_SEQS` | `64` |"
+    )
+    monkeypatch.setattr(settings_table, "README", tmp_path / "README.md")
+    settings_table.README.write_text(drifted)
+    assert settings_table.main(["--check"]) == 1
+    assert settings_table.main(["--write"]) == 0 and settings_table.main(["--check"]) == 0
+
+
+def test_reads_the_process_environment_by_default(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("VLLM_MAX_NUM_SEQS", "12")
+    monkeypatch.setenv("vllm_max_loras", "9")  # names are exact: lower case is another variable
+    assert settings.load().vllm_max_num_seqs == 12 and settings.load().vllm_max_loras == 4
+    assert settings.load({}).vllm_max_num_seqs == 128  # a given mapping replaces the environment
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [("1", True), ("TRUE", True), (" yes ", True), ("on", True), ("0", False), ("False", False),
+     ("no", False), ("off", False), ("", False)],
+)  # fmt: skip
+def test_booleans_accept_exactly_the_documented_words(raw: str, value: bool) -> None:
+    assert settings.load({"VLLM_ENFORCE_EAGER": raw}).vllm_enforce_eager is value
+
+
+def test_every_bad_variable_is_named_at_once() -> None:
+    bad = {"VLLM_MAX_NUM_SEQS": "0", "VLLM_ENFORCE_EAGER": "y", "WARMUP_NUM_REQUESTS": "-1",
+           "VLLM_LOG_LEVEL": "loud", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "2",
+           "SAGEMAKER_BIND_TO_PORT": "http", "VLLM_GPU_MEMORY_UTILIZATION": "0"}  # fmt: skip
+    with pytest.raises(settings.SettingsError) as err:
+        settings.load(bad)
+    for name, raw in bad.items():
+        assert f"{name}={raw!r}: " in str(err.value)
 
 
 def test_defaults_are_the_seed_values() -> None:
