@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from container.model_prep.validate import VLLM_LORA_RANKS
+from container.serving.settings import engine_default
 from stacks.config.base import Strict, require_at_least
 
 
@@ -91,34 +92,48 @@ class AdapterConfig(Strict):
 
 
 class ContextBudget(Strict):
-    """Seeds 000 scenario 5: system 400, retrieval 1,400, reserve 600; turns get the rest."""
+    """Token budget of one prompt: system 400, retrieval 1,400, answer reserve 600 by default;
+    the conversation turns get the rest of max_model_len."""
 
-    system_tokens: Annotated[int, Field(gt=0)] = 400
-    retrieval_tokens: Annotated[int, Field(ge=0)] = 1400
-    generation_reserve_tokens: Annotated[int, Field(gt=0)] = 600
+    system_tokens: Annotated[int, Field(gt=0)] = engine_default("context_budget.system_tokens")
+    retrieval_tokens: Annotated[int, Field(ge=0)] = engine_default(
+        "context_budget.retrieval_tokens"
+    )
+    generation_reserve_tokens: Annotated[int, Field(gt=0)] = engine_default(
+        "context_budget.generation_reserve_tokens"
+    )
 
 
 class EngineConfig(Strict):
-    """vLLM engine settings; defaults are the seeds' env var table (002 section 10)."""
+    """vLLM engine settings. An omitted field takes the serving container's own default
+    (container.serving.settings), so the config and the image agree on what it means."""
 
-    gpu_memory_utilization: Annotated[float, Field(gt=0.1, le=0.98)] = 0.92
-    max_model_len: Annotated[int, Field(ge=256)] = 4096
-    max_num_seqs: Annotated[int, Field(ge=1, le=1024)] = 128
-    max_num_batched_tokens: Annotated[int, Field(ge=256)] = 8192
-    block_size: Literal[8, 16, 32, 64, 128] = 16
-    enable_prefix_caching: bool = True
-    max_loras: Annotated[int, Field(ge=1, le=64)] = 4
-    max_lora_rank: LoraRank = 16
+    gpu_memory_utilization: Annotated[float, Field(gt=0.1, le=0.98)] = engine_default(
+        "gpu_memory_utilization"
+    )
+    max_model_len: Annotated[int, Field(ge=256)] = engine_default("max_model_len")
+    max_num_seqs: Annotated[int, Field(ge=1, le=1024)] = engine_default("max_num_seqs")
+    max_num_batched_tokens: Annotated[int, Field(ge=256)] = engine_default("max_num_batched_tokens")
+    block_size: Literal[8, 16, 32, 64, 128] = engine_default("block_size")
+    enable_prefix_caching: bool = engine_default("enable_prefix_caching")
+    max_loras: Annotated[int, Field(ge=1, le=64)] = engine_default("max_loras")
+    max_lora_rank: LoraRank = engine_default("max_lora_rank")
     #: --enforce-eager: no CUDA graphs (slower decode), so no graph memory taken from the KV cache.
-    enforce_eager: bool = False
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    warmup_num_requests: Annotated[int, Field(ge=0, le=100)] = 10
-    admission_max_inflight: Annotated[int, Field(ge=1)] = 256
+    enforce_eager: bool = engine_default("enforce_eager")
+    log_level: Literal["debug", "info", "warning", "error"] = engine_default("log_level")
+    warmup_num_requests: Annotated[int, Field(ge=0, le=100)] = engine_default("warmup_num_requests")
+    admission_max_inflight: Annotated[int, Field(ge=1)] = engine_default("admission_max_inflight")
     #: Request limits answered 413 naming the limit (MAX_REQUEST_BYTES, MAX_MESSAGES).
-    max_request_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 2 * 1024 * 1024
-    max_messages: Annotated[int, Field(ge=1, le=100_000)] = 1024
-    shutdown_timeout_seconds: Annotated[int, Field(ge=0, le=3600)] = 30
-    metrics_interval_seconds: Annotated[int, Field(ge=1, le=300)] = 60
+    max_request_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = engine_default(
+        "max_request_bytes"
+    )
+    max_messages: Annotated[int, Field(ge=1, le=100_000)] = engine_default("max_messages")
+    shutdown_timeout_seconds: Annotated[int, Field(ge=0, le=3600)] = engine_default(
+        "shutdown_timeout_seconds"
+    )
+    metrics_interval_seconds: Annotated[int, Field(ge=1, le=300)] = engine_default(
+        "metrics_interval_seconds"
+    )
     #: Typical request shape, for capacity estimates and the simulator.
     typical_prompt_tokens: Annotated[int, Field(gt=0)] = 1200
     typical_output_tokens: Annotated[int, Field(gt=0)] = 180

@@ -19,11 +19,13 @@ from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
+from container.serving.settings import ENGINE_FIELDS
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import (
     VARIANT_NAMES,
     DeploymentConfig,
     DeploymentPolicy,
+    EngineConfig,
     TrafficShift,
     VariantName,
     VariantProperty,
@@ -32,38 +34,31 @@ from stacks.config import (
 
 
 def container_environment(cfg: DeploymentConfig, variant: VariantName) -> dict[str, str]:
-    """Engine settings as the container's documented env vars (container/serving/settings.py)."""
-    eng, budget = cfg.engine, cfg.engine.context_budget
+    """The Model's environment: every engine field as the container variable that reads it
+    (``container.serving.settings.ENGINE_FIELDS``, one mapping), plus paths and identity."""
     return {
         "MODEL_PATH": "/opt/ml/model/base",
         "LORA_PATH": "/opt/ml/model/lora",
-        "VLLM_GPU_MEMORY_UTILIZATION": str(eng.gpu_memory_utilization),
-        "VLLM_MAX_MODEL_LEN": str(eng.max_model_len),
-        "VLLM_MAX_NUM_SEQS": str(eng.max_num_seqs),
-        "VLLM_MAX_NUM_BATCHED_TOKENS": str(eng.max_num_batched_tokens),
-        "VLLM_BLOCK_SIZE": str(eng.block_size),
-        "VLLM_ENABLE_PREFIX_CACHING": str(eng.enable_prefix_caching).lower(),
-        "VLLM_MAX_LORAS": str(eng.max_loras),
-        "VLLM_MAX_LORA_RANK": str(eng.max_lora_rank),
-        "VLLM_ENFORCE_EAGER": str(eng.enforce_eager).lower(),
-        "VLLM_LOG_LEVEL": eng.log_level,
-        "WARMUP_NUM_REQUESTS": str(eng.warmup_num_requests),
+        **engine_environment(cfg.engine),
         "DEFAULT_ADAPTER": cfg.default_adapter or "",
-        "ADMISSION_MAX_INFLIGHT": str(eng.admission_max_inflight),
-        "MAX_REQUEST_BYTES": str(eng.max_request_bytes),
-        "MAX_MESSAGES": str(eng.max_messages),
-        "SHUTDOWN_TIMEOUT_SECONDS": str(eng.shutdown_timeout_seconds),
         # The container gives up (and logs which phase hung) when SageMaker would: the variant's
         # ContainerStartupHealthCheckTimeoutInSeconds, from the same config field.
         "STARTUP_TIMEOUT_SECONDS": str(cfg.deployment.startup_health_check_timeout_seconds),
-        "BUDGET_SYSTEM_TOKENS": str(budget.system_tokens),
-        "BUDGET_RETRIEVAL_TOKENS": str(budget.retrieval_tokens),
-        "BUDGET_GENERATION_RESERVE_TOKENS": str(budget.generation_reserve_tokens),
-        "METRICS_INTERVAL_SECONDS": str(eng.metrics_interval_seconds),
         "ENDPOINT_NAME": cfg.endpoint_name,
         "VARIANT_NAME": variant,
         "SERVING_DEVICE": "gpu",
     }
+
+
+def engine_environment(engine: EngineConfig) -> dict[str, str]:
+    """``VLLM_MAX_NUM_SEQS=128``, ...: each engine field under the variable the container reads."""
+    out: dict[str, str] = {}
+    for path, setting in ENGINE_FIELDS.items():
+        value: object = engine
+        for part in path.split("."):
+            value = getattr(value, part)
+        out[setting.upper()] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
 
 
 def _traffic_routing(shift: TrafficShift) -> sagemaker.CfnEndpoint.TrafficRoutingConfigProperty:
