@@ -55,7 +55,7 @@ from datetime import timedelta
 import numpy as np
 
 from simulator.assumptions import Assumptions
-from simulator.capacity import InstanceModel
+from simulator.capacity import InstanceModel, RequestShape
 from simulator.deploys import ActiveUpdate, begin_update, deploy_config, prescale_target
 from simulator.events import Deploy, OperatorEvent
 from simulator.schedule import timeline
@@ -307,6 +307,15 @@ class VariantSimulation:
             return desired + extra if extra > 0 else None
         return desired + change if end >= st.cooldown_until else None
 
+    def _shape(self, minute: int) -> tuple[RequestShape, float]:
+        """This minute's request shape and KV tokens per running sequence (half-way through its
+        output): the trace's own mean tokens, else the config's typical request."""
+        tr, inst = self.trace, self.inst
+        if tr.prompt_tokens is None or tr.output_tokens is None:
+            return inst.typical, inst.prompt_tokens + inst.output_tokens / 2
+        p, o = float(tr.prompt_tokens[minute]), float(tr.output_tokens[minute])
+        return inst.at(p, o), p + o / 2
+
     # ------------------------------------------------------------ run
     def run(self) -> VariantRun:
         a, dt, tr, inst = self.a, self.dt, self.trace, self.inst
@@ -321,7 +330,7 @@ class VariantSimulation:
         tt_in: deque[float | None] = deque(maxlen=a.tt_in_datapoints)
         tt_in_cooldown_until = -math.inf
         backlog = 0.0
-        shapes: dict[int, tuple[int, float, float, float]] = {}
+        shapes: dict[int, tuple[RequestShape, float]] = {}
         total_ticks = tr.minutes * 60 // dt
         s = self.s
         deploys: deque[Deploy] = deque(self.deploys)
@@ -389,20 +398,9 @@ class VariantSimulation:
             # traffic and queue
             minute = t // 60
             if minute not in shapes:
-                p = (
-                    float(tr.prompt_tokens[minute])
-                    if tr.prompt_tokens is not None
-                    else float(inst.prompt_tokens)
-                )
-                o = (
-                    float(tr.output_tokens[minute])
-                    if tr.output_tokens is not None
-                    else float(inst.output_tokens)
-                )
-                conc, svc = inst.at(p, o)
-                prefill = svc - o / a.decode_tokens_per_second
-                shapes[minute] = (conc, svc, prefill, p + o / 2)
-            conc, svc, prefill, kv_seq = shapes[minute]
+                shapes[minute] = self._shape(minute)
+            shape, kv_seq = shapes[minute]
+            conc, svc, prefill = shape.concurrency, shape.service_seconds, shape.prefill_seconds
             arrivals = float(tr.rpm[minute]) * self.share * dt / 60
             rate = n * conc / svc  # requests/s the in-service fleet completes when full
             before = backlog

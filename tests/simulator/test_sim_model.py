@@ -29,8 +29,24 @@ def test_capacity_comes_from_the_kv_model_and_the_decode_rate() -> None:
     faster = instance_model(CFG, "ml.g5.xlarge", Assumptions(decode_tokens_per_second=90))
     assert faster.requests_per_minute > 1.9 * m.requests_per_minute
     # longer requests: fewer fit in the KV cache and each takes longer
-    conc, svc = m.at(3000, 400)
-    assert conc < m.concurrency and svc > m.service_seconds
+    longer = m.at(3000, 400)
+    assert longer.concurrency < m.concurrency and longer.service_seconds > m.service_seconds
+
+
+def test_the_instance_model_takes_concurrency_from_the_estimate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One derivation: the simulator serves at the figure stacks.capacity.estimate returns."""
+    real = estimate(CFG, "ml.g5.xlarge")
+    odd = replace(real, concurrency_at_typical_length=real.concurrency_at_typical_length - 7)
+    monkeypatch.setattr("simulator.capacity.estimate", lambda cfg, instance_type: odd)
+    m = instance_model(CFG, "ml.g5.xlarge", FAST)
+    assert m.concurrency == odd.concurrency_at_typical_length
+    assert m.kv_capacity_tokens == real.kv_capacity_tokens
+    # the engine's in-service fleet serves n x C / S with the estimate's C
+    res = run(make_cfg({"min_capacity": 2, "max_capacity": 2}), flat_trace([(3, 100)]))
+    rpm = res.runs["primary"].series["capacity_rpm"][-1]
+    assert rpm == pytest.approx(2 * 60 * odd.concurrency_at_typical_length / m.service_seconds)
 
 
 def test_every_request_is_served_rejected_or_still_queued() -> None:
