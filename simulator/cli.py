@@ -22,8 +22,8 @@ import yaml
 
 from simulator.assumptions import Assumptions
 from simulator.capacity import BANDWIDTH_EFFICIENCY
-from simulator.engine import SimulationError
 from simulator.run import Result, instance_models, simulate
+from simulator.scaling_policies import SimulationError
 from simulator.traces import BUILTIN, TraceError, resolve
 from stacks.capacity import CapacityError
 from stacks.config import ConfigError, DeploymentConfig, config_path, load_config

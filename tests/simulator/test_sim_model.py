@@ -13,7 +13,8 @@ from sim_helpers import FAST, PROD, flat_trace, make_cfg, run
 from simulator.assumptions import Assumptions
 from simulator.capacity import instance_model
 from simulator.cli import main
-from simulator.engine import SimulationError, VariantSimulation
+from simulator.engine import VariantSimulation
+from simulator.scaling_policies import SimulationError
 from simulator.validation import one_piece
 from stacks.capacity import estimate
 from stacks.config import load_config
