@@ -157,17 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _activities(res: Result) -> list[dict[str, object]]:
-    return [
-        {
-            "variant": v,
-            "minute": round(x.seconds / 60, 2),
-            "source": x.source,
-            "from": x.desired_from,
-            "to": x.desired_to,
-        }
-        for v, r in res.runs.items()
-        for x in r.activities
-    ]
+    return [{"variant": v, **x.as_dict()} for v, r in res.runs.items() for x in r.activities]
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
@@ -206,11 +196,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     cfg, a = _config(args), _assumptions(args)
     report = one_piece(cfg, a)
-    results: list[Result] = report.pop("_results")  # type: ignore[assignment]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "one-piece-validation.json").write_text(json.dumps(report, indent=2, default=str))
-    for res in results:
+    (out / "one-piece-validation.json").write_text(
+        json.dumps(report.as_dict(), indent=2, default=str)
+    )
+    for run in report.runs:
+        res = run.result
         s = res.summary
         deg = s.get("degraded") or {}
         spike = s.get("spike_window") or {}
@@ -224,8 +216,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if not args.no_charts:
             from simulator.report import chart
 
-            name = res.label.split(",")[1].strip().split()[0]
-            chart(res, out / f"one-piece-old-policy-{name}min.png")
+            chart(res, out / f"one-piece-old-policy-{run.minutes_to_capacity}min.png")
     print("seeds: ~20% failed with 429 for ~13 minutes, 8-13 minutes trigger to capacity")
     return 0
 

@@ -10,14 +10,17 @@ import numpy as np
 import pytest
 from sim_helpers import FAST, PROD, flat_trace, make_cfg, run
 
+from simulator import validation
 from simulator.assumptions import Assumptions
 from simulator.capacity import instance_model
 from simulator.cli import main
 from simulator.engine import VariantSimulation
+from simulator.run import Result
 from simulator.scaling_policies import SimulationError
+from simulator.traces import Trace
 from simulator.validation import one_piece
 from stacks.capacity import estimate
-from stacks.config import load_config
+from stacks.config import DeploymentConfig, load_config
 
 CFG = load_config(PROD, env="prod")
 
@@ -82,7 +85,8 @@ def test_unknown_disabled_policy_is_an_error() -> None:
 
 def test_one_piece_old_policy_reproduces_the_seeds_order_of_magnitude() -> None:
     report = one_piece(CFG, Assumptions())
-    runs = report["runs"]
+    assert [r.minutes_to_capacity for r in report.runs] == [8, 13]
+    runs = report.as_dict()["runs"]
     assert isinstance(runs, dict)
     for key in ("8_min_to_capacity", "13_min_to_capacity"):
         deg = runs[key]["summary"]["degraded"]
@@ -91,6 +95,23 @@ def test_one_piece_old_policy_reproduces_the_seeds_order_of_magnitude() -> None:
         runs["13_min_to_capacity"]["summary"]["rejected_429"]
         > runs["8_min_to_capacity"]["summary"]["rejected_429"]
     )
+
+
+def test_validate_names_each_chart_by_its_minutes_to_capacity_not_its_label(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The minutes travel as a field: relabelling a run does not move its chart."""
+    real = validation.simulate
+
+    def relabelled(cfg: DeploymentConfig, trace: Trace, a: Assumptions, label: str) -> Result:
+        return replace(real(cfg, trace, a, label), label="the seeds' policy")
+
+    monkeypatch.setattr(validation, "simulate", relabelled)
+    assert main(["validate", "--out", str(tmp_path)]) == 0
+    charts = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert charts == ["one-piece-old-policy-13min.png", "one-piece-old-policy-8min.png"]
+    data = json.loads((tmp_path / "one-piece-validation.json").read_text())
+    assert set(data["runs"]) == {"8_min_to_capacity", "13_min_to_capacity"}
 
 
 def test_cli_runs_a_csv_trace_against_a_baseline(
