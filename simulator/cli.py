@@ -41,43 +41,31 @@ def _load(path: Path) -> DeploymentConfig:
     return load_config(path, env=env if isinstance(env, str) else path.stem)
 
 
+#: Float assumptions as options: (flag, Assumptions field, help); defaults from Assumptions.
+FLOAT_OPTIONS = (
+    (
+        "--provision-seconds",
+        "provision_seconds",
+        "scaling decision to instance running (seeds: 300-480)",
+    ),
+    ("--startup-seconds", "startup_seconds", "container start to /ping 200 (seeds: ~75)"),
+    ("--decode-tps", "decode_tokens_per_second", "decode tokens/s one sequence sees at full batch"),
+    ("--prefill-tps", "prefill_tokens_per_second", "prefill tokens/s"),
+    ("--prefix-cache-hit-rate", "prefix_cache_hit_rate", "share of prompt tokens cached"),
+    ("--slo-queue-wait-ms", "slo_queue_wait_ms", "a minute is over SLO above this queue wait"),
+    ("--slo-error-rate", "slo_error_rate", "...or above this share of rejected requests"),
+)
+
+
 def _assumption_args(p: argparse.ArgumentParser) -> None:
     d = Assumptions()
     g = p.add_argument_group(
         "assumptions (beyond the config; defaults in simulator/assumptions.py)"
     )
-    g.add_argument(
-        "--provision-seconds",
-        type=float,
-        default=d.provision_seconds,
-        help="scaling decision to instance running (seeds: 300-480) [%(default)s]",
-    )
-    g.add_argument(
-        "--startup-seconds",
-        type=float,
-        default=d.startup_seconds,
-        help="container start to /ping 200 (seeds: ~75) [%(default)s]",
-    )
-    g.add_argument(
-        "--decode-tps",
-        dest="decode_tokens_per_second",
-        type=float,
-        default=d.decode_tokens_per_second,
-        help="decode tokens/s one sequence sees at full batch [%(default)s]",
-    )
-    g.add_argument(
-        "--prefill-tps",
-        dest="prefill_tokens_per_second",
-        type=float,
-        default=d.prefill_tokens_per_second,
-        help="prefill tokens/s [%(default)s]",
-    )
-    g.add_argument(
-        "--prefix-cache-hit-rate",
-        type=float,
-        default=d.prefix_cache_hit_rate,
-        help="share of prompt tokens cached [%(default)s]",
-    )
+    for flag, name, text in FLOAT_OPTIONS:
+        g.add_argument(
+            flag, dest=name, type=float, default=getattr(d, name), help=f"{text} [%(default)s]"
+        )
     g.add_argument("--tick-seconds", type=int, default=d.tick_seconds, choices=(5, 10, 30, 60))
     g.add_argument(
         "--no-serialize-updates",
@@ -92,8 +80,6 @@ def _assumption_args(p: argparse.ArgumentParser) -> None:
         help="target tracking scale-out datapoint length (default 10 s for "
         "concurrency, 60 s for invocations)",
     )
-    g.add_argument("--slo-queue-wait-ms", type=float, default=d.slo_queue_wait_ms)
-    g.add_argument("--slo-error-rate", type=float, default=d.slo_error_rate)
     g.add_argument(
         "--disable-policy",
         dest="disabled_policies",
