@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.assumptions import Assumptions
-from stacks.capacity import estimate, weight_bytes
+from stacks.capacity import Capacity, estimate, weight_bytes
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
 
@@ -61,6 +61,32 @@ def service_times(prompt: float, output: float, a: Assumptions) -> tuple[float, 
 
 
 @dataclass(frozen=True)
+class Roofline:
+    """What memory bandwidth allows at full batch: per-sequence decode speed and throughput."""
+
+    decode_tokens_per_second: float
+    requests_per_minute: float
+
+
+def roofline(
+    cfg: DeploymentConfig, gpu: str, cap: Capacity, typical: RequestShape
+) -> Roofline | None:
+    """One decode step reads every weight once plus the KV cache of every running sequence (on
+    average half-way through its output), at ``BANDWIDTH_EFFICIENCY`` of the GPU's peak."""
+    bw = GPU_BANDWIDTH_GBPS.get(gpu)
+    if not bw:
+        return None
+    prompt, output = cfg.engine.typical_prompt_tokens, cfg.engine.typical_output_tokens
+    conc = typical.concurrency
+    step_bytes = (
+        weight_bytes(cfg.architecture, cfg.model.quantization)
+        + conc * (prompt + output / 2) * cap.kv_bytes_per_token
+    )
+    tps = bw * 1e9 * BANDWIDTH_EFFICIENCY / step_bytes
+    return Roofline(tps, 60 * conc / (typical.prefill_seconds + output / tps))
+
+
+@dataclass(frozen=True)
 class InstanceModel:
     instance_type: str
     price_per_hour: float
@@ -72,9 +98,8 @@ class InstanceModel:
     output_tokens: int
     #: The configured typical request: its concurrency is ``stacks.capacity.estimate``'s.
     typical: RequestShape
-    #: Memory-bandwidth bound on per-sequence decode speed at full batch (None: GPU not in table).
-    roofline_decode_tokens_per_second: float | None
-    roofline_requests_per_minute: float | None
+    #: Memory-bandwidth bound at full batch (None: GPU not in GPU_BANDWIDTH_GBPS).
+    roofline: Roofline | None
     assumptions: Assumptions
 
     @property
@@ -110,19 +135,7 @@ def instance_model(cfg: DeploymentConfig, instance_type: str, a: Assumptions) ->
     typical = RequestShape(
         max(1, cap.concurrency_at_typical_length), *service_times(prompt, output, a)
     )
-    conc = typical.concurrency
     inst = INSTANCE_CATALOG[instance_type]
-    roof_tps = roof_rpm = None
-    bw = GPU_BANDWIDTH_GBPS.get(inst.gpu)
-    if bw:
-        # One decode step reads every weight once plus the KV cache of every running sequence
-        # (on average half-way through its output).
-        step_bytes = (
-            weight_bytes(cfg.architecture, cfg.model.quantization)
-            + conc * (prompt + output / 2) * cap.kv_bytes_per_token
-        )
-        roof_tps = bw * 1e9 * BANDWIDTH_EFFICIENCY / step_bytes
-        roof_rpm = 60 * conc / (typical.prefill_seconds + output / roof_tps)
     return InstanceModel(
         instance_type=instance_type,
         price_per_hour=inst.price_per_hour,
@@ -133,7 +146,6 @@ def instance_model(cfg: DeploymentConfig, instance_type: str, a: Assumptions) ->
         prompt_tokens=prompt,
         output_tokens=output,
         typical=typical,
-        roofline_decode_tokens_per_second=roof_tps,
-        roofline_requests_per_minute=roof_rpm,
+        roofline=roofline(cfg, inst.gpu, cap, typical),
         assumptions=a,
     )

@@ -164,11 +164,11 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             f"  throughput = {m.concurrency} / {m.service_seconds:.2f} s = "
             f"{m.requests_per_minute:,.0f} requests/minute (seeds: ~1,200)"
         )
-        if m.roofline_decode_tokens_per_second:
+        if m.roofline is not None:
             print(
                 f"  memory-bandwidth bound ({BANDWIDTH_EFFICIENCY:.0%} of peak): "
-                f"{m.roofline_decode_tokens_per_second:.1f} tok/s per sequence -> "
-                f"{m.roofline_requests_per_minute:,.0f} requests/minute"
+                f"{m.roofline.decode_tokens_per_second:.1f} tok/s per sequence -> "
+                f"{m.roofline.requests_per_minute:,.0f} requests/minute"
             )
         print(
             f"  admission limit {m.admission_limit} in flight; GPUMemoryUtilization "
