@@ -128,6 +128,21 @@ class InstanceModel:
         )
 
 
+def admit(
+    backlog: float, arrivals: float, can_serve: float, room: float
+) -> tuple[float, float, float]:
+    """One step of the pooled FIFO queue inside vLLM: (served, rejected with 429, new backlog).
+
+    Up to ``can_serve`` requests complete; the rest wait, and what exceeds ``room`` waiting places
+    (``n x (admission_max_inflight - running sequences)``) is rejected.
+    """
+    total = backlog + arrivals
+    served = min(total, can_serve)
+    left = total - served
+    rejected = max(0.0, left - room)
+    return served, rejected, left - rejected
+
+
 def instance_model(cfg: DeploymentConfig, instance_type: str, a: Assumptions) -> InstanceModel:
     cap = estimate(cfg, instance_type)
     eng = cfg.engine

@@ -29,7 +29,7 @@ from datetime import timedelta
 import numpy as np
 
 from simulator.assumptions import Assumptions
-from simulator.capacity import InstanceModel, RequestShape
+from simulator.capacity import InstanceModel, RequestShape, admit
 from simulator.deploys import ActiveUpdate, begin_update, deploy_config, prescale_target
 from simulator.events import Deploy, OperatorEvent
 from simulator.fleet_metrics import FleetMetrics, Series
@@ -194,12 +194,10 @@ class VariantSimulation:
             arrivals = float(tr.rpm[minute]) * self.share * dt / 60
             rate = n * conc / svc  # requests/s the in-service fleet completes when full
             before = backlog
-            total = backlog + arrivals
-            served = min(total, rate * dt)
-            left = total - served
             # in flight (running + waiting) stays within n x admission_max_inflight
-            rejected = max(0.0, left - n * (inst.admission_limit - conc))
-            backlog = left - rejected
+            served, rejected, backlog = admit(
+                backlog, arrivals, rate * dt, n * (inst.admission_limit - conc)
+            )
             running = min(n * conc, served / dt * svc)
             wait = (before + backlog) / 2 / rate if rate else 0.0
             s.in_service.append(n)
