@@ -3,8 +3,9 @@
 Every METRICS_INTERVAL_SECONDS the entrypoint scrapes /metrics once, turns counters and
 histograms into per-interval deltas, and prints one embedded-metric-format JSON line for the
 variant and one per adapter. SageMaker ships the container's stdout to CloudWatch Logs, which
-extracts the metrics: no agent, no PutMetricData permission. Names, units, dimensions and the
-namespace come from :mod:`metrics_contract`, the module the stacks' alarms read too.
+extracts the metrics: no agent, no PutMetricData permission. Names, units, dimensions, the
+namespace and the series each metric is derived from come from :mod:`metrics_contract`, the
+module the stacks' alarms read too: :func:`derive` interprets a metric's ``Source``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The one metrics contract shared by the serving container and the CDK stacks.
 
 The container's metrics task writes these metrics as CloudWatch embedded-metric-format
-(EMF) log lines; the stacks' alarms, step-scaling policies and dashboard read them. Both sides
-import this module, so an alarm can never watch a metric nobody emits.
+(EMF) log lines; the stacks' alarms, step-scaling policies and dashboard read them, and the
+simulator models them under the same names. All import this module, so an alarm can never watch
+a metric nobody emits. Each metric also names the Prometheus series it is derived from and how
+(:class:`Source`): the metrics task derives every metric from that and nothing else.
 
 Standard library only: it is imported by the stacks (``container.serving.metrics_contract``)
 and inside the image (``serving.metrics_contract``).
@@ -28,7 +30,8 @@ ADAPTER_DIMENSIONS: tuple[str, ...] = (DIM_ENDPOINT, DIM_VARIANT, DIM_ADAPTER)
 
 
 # --- Prometheus series the metrics task reads from vLLM's /metrics (one scrape) ---------------
-#: vLLM V1 engine series (labels model_name, engine; the task sums over them).
+#: vLLM V1 engine series (labels model_name, engine; the task sums over them), as vLLM's metrics
+#: design lists them (docs/design/metrics.md in vllm-project/vllm, "v1 Metrics").
 VLLM_REQUESTS_WAITING = "vllm:num_requests_waiting"
 VLLM_REQUESTS_RUNNING = "vllm:num_requests_running"
 VLLM_KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"  # 0..1
