@@ -13,10 +13,10 @@ same arithmetic for that shape (longer requests: fewer fit in the KV cache and e
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from simulator.assumptions import Assumptions
-from stacks.capacity import estimate, weight_bytes
+from stacks.capacity import Capacity, estimate, weight_bytes
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
 
@@ -34,6 +34,59 @@ BANDWIDTH_EFFICIENCY = 0.8
 
 
 @dataclass(frozen=True)
+class RequestShape:
+    """What one instance does with requests of one mean shape."""
+
+    #: Sequences of this length running at once (the KV cache's share, capped at max_num_seqs).
+    concurrency: int
+    #: Prefill of the uncached part of the prompt.
+    prefill_seconds: float
+    #: Decode of the output at the assumed per-sequence speed.
+    decode_seconds: float
+
+    @property
+    def service_seconds(self) -> float:
+        return self.prefill_seconds + self.decode_seconds
+
+    @property
+    def requests_per_minute(self) -> float:
+        """Throughput while the batch is full (Little's law)."""
+        return 60 * self.concurrency / self.service_seconds
+
+
+def service_times(prompt: float, output: float, a: Assumptions) -> tuple[float, float]:
+    """(prefill, decode) seconds of one request: the one place the simulator times a request."""
+    prefill = prompt * (1 - a.prefix_cache_hit_rate) / a.prefill_tokens_per_second
+    return prefill, output / a.decode_tokens_per_second
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """What memory bandwidth allows at full batch: per-sequence decode speed and throughput."""
+
+    decode_tokens_per_second: float
+    requests_per_minute: float
+
+
+def roofline(
+    cfg: DeploymentConfig, gpu: str, cap: Capacity, typical: RequestShape
+) -> Roofline | None:
+    """One decode step reads every weight once plus the KV cache of every running sequence (on
+    average half-way through its output), at ``BANDWIDTH_EFFICIENCY`` of the GPU's peak."""
+    bw = GPU_BANDWIDTH_GBPS.get(gpu)
+    if not bw:
+        return None
+    prompt, output = cfg.engine.typical_prompt_tokens, cfg.engine.typical_output_tokens
+    conc = typical.concurrency
+    step_bytes = (
+        weight_bytes(cfg.architecture, cfg.model.quantization)
+        + conc * (prompt + output / 2) * cap.kv_bytes_per_token
+    )
+    tps = bw * 1e9 * BANDWIDTH_EFFICIENCY / step_bytes
+    return Roofline(tps, 60 * conc / (typical.prefill_seconds + output / tps))
+
+
+@dataclass(frozen=True)
 class InstanceModel:
     instance_type: str
     price_per_hour: float
@@ -43,60 +96,61 @@ class InstanceModel:
     gpu_memory_percent: float
     prompt_tokens: int
     output_tokens: int
-    concurrency: int
-    prefill_seconds: float
-    decode_seconds: float
-    service_seconds: float
-    requests_per_minute: float
-    #: Memory-bandwidth bound on per-sequence decode speed at full batch (None: GPU not in table).
-    roofline_decode_tokens_per_second: float | None
-    roofline_requests_per_minute: float | None
+    #: The configured typical request: its concurrency is ``stacks.capacity.estimate``'s.
+    typical: RequestShape
+    #: Memory-bandwidth bound at full batch (None: GPU not in GPU_BANDWIDTH_GBPS).
+    roofline: Roofline | None
     assumptions: Assumptions
 
-    def at(self, prompt_tokens: float, output_tokens: float) -> tuple[int, float]:
-        """(concurrency, service seconds) for requests of this mean shape."""
-        return _shape(
-            self.kv_capacity_tokens,
-            self.max_num_seqs,
-            prompt_tokens,
-            output_tokens,
-            self.assumptions,
+    @property
+    def concurrency(self) -> int:
+        return self.typical.concurrency
+
+    @property
+    def service_seconds(self) -> float:
+        return self.typical.service_seconds
+
+    @property
+    def requests_per_minute(self) -> float:
+        return self.typical.requests_per_minute
+
+    def at(self, prompt_tokens: float, output_tokens: float) -> RequestShape:
+        """A trace minute's mean shape: longer requests, fewer fit in the KV cache.
+
+        The same rule as ``estimate``'s ``concurrency_at_typical_length`` (KV tokens over the
+        sequence length, capped at ``engine.max_num_seqs``), for a length the config does not
+        name; stacks.capacity has no function for an arbitrary length to call instead.
+        """
+        length = prompt_tokens + output_tokens
+        concurrency = max(1, min(int(self.kv_capacity_tokens // length), self.max_num_seqs))
+        return RequestShape(
+            concurrency, *service_times(prompt_tokens, output_tokens, self.assumptions)
         )
 
-    def as_dict(self) -> dict[str, object]:
-        data = asdict(self)
-        data.pop("assumptions")
-        return data
 
+def admit(
+    backlog: float, arrivals: float, can_serve: float, room: float
+) -> tuple[float, float, float]:
+    """One step of the pooled FIFO queue inside vLLM: (served, rejected with 429, new backlog).
 
-def _shape(
-    kv_tokens: int, max_seqs: int, prompt: float, output: float, a: Assumptions
-) -> tuple[int, float]:
-    conc = max(1, min(int(kv_tokens // (prompt + output)), max_seqs))
-    prefill = prompt * (1 - a.prefix_cache_hit_rate) / a.prefill_tokens_per_second
-    return conc, prefill + output / a.decode_tokens_per_second
+    Up to ``can_serve`` requests complete; the rest wait, and what exceeds ``room`` waiting places
+    (``n x (admission_max_inflight - running sequences)``) is rejected.
+    """
+    total = backlog + arrivals
+    served = min(total, can_serve)
+    left = total - served
+    rejected = max(0.0, left - room)
+    return served, rejected, left - rejected
 
 
 def instance_model(cfg: DeploymentConfig, instance_type: str, a: Assumptions) -> InstanceModel:
     cap = estimate(cfg, instance_type)
     eng = cfg.engine
     prompt, output = eng.typical_prompt_tokens, eng.typical_output_tokens
-    conc, service = _shape(cap.kv_capacity_tokens, eng.max_num_seqs, prompt, output, a)
-    # estimate() computes the same concurrency; keep them in lockstep.
-    assert conc == max(1, cap.concurrency_at_typical_length)
-    prefill = prompt * (1 - a.prefix_cache_hit_rate) / a.prefill_tokens_per_second
+    typical = RequestShape(
+        max(1, cap.concurrency_at_typical_length), *service_times(prompt, output, a)
+    )
     inst = INSTANCE_CATALOG[instance_type]
-    roof_tps = roof_rpm = None
-    bw = GPU_BANDWIDTH_GBPS.get(inst.gpu)
-    if bw:
-        # One decode step reads every weight once plus the KV cache of every running sequence
-        # (on average half-way through its output).
-        step_bytes = (
-            weight_bytes(cfg.architecture, cfg.model.quantization)
-            + conc * (prompt + output / 2) * cap.kv_bytes_per_token
-        )
-        roof_tps = bw * 1e9 * BANDWIDTH_EFFICIENCY / step_bytes
-        roof_rpm = 60 * conc / (prefill + output / roof_tps)
     return InstanceModel(
         instance_type=instance_type,
         price_per_hour=inst.price_per_hour,
@@ -106,12 +160,7 @@ def instance_model(cfg: DeploymentConfig, instance_type: str, a: Assumptions) ->
         gpu_memory_percent=100 * eng.gpu_memory_utilization,
         prompt_tokens=prompt,
         output_tokens=output,
-        concurrency=conc,
-        prefill_seconds=prefill,
-        decode_seconds=output / a.decode_tokens_per_second,
-        service_seconds=service,
-        requests_per_minute=60 * conc / service,
-        roofline_decode_tokens_per_second=roof_tps,
-        roofline_requests_per_minute=roof_rpm,
+        typical=typical,
+        roofline=roofline(cfg, inst.gpu, cap, typical),
         assumptions=a,
     )

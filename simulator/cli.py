@@ -22,8 +22,8 @@ import yaml
 
 from simulator.assumptions import Assumptions
 from simulator.capacity import BANDWIDTH_EFFICIENCY
-from simulator.engine import SimulationError
 from simulator.run import Result, instance_models, simulate
+from simulator.scaling_policies import SimulationError
 from simulator.traces import BUILTIN, TraceError, resolve
 from stacks.capacity import CapacityError
 from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
@@ -41,43 +41,31 @@ def _load(path: Path) -> DeploymentConfig:
     return load_config(path, env=env if isinstance(env, str) else path.stem)
 
 
+#: Float assumptions as options: (flag, Assumptions field, help); defaults from Assumptions.
+FLOAT_OPTIONS = (
+    (
+        "--provision-seconds",
+        "provision_seconds",
+        "scaling decision to instance running (seeds: 300-480)",
+    ),
+    ("--startup-seconds", "startup_seconds", "container start to /ping 200 (seeds: ~75)"),
+    ("--decode-tps", "decode_tokens_per_second", "decode tokens/s one sequence sees at full batch"),
+    ("--prefill-tps", "prefill_tokens_per_second", "prefill tokens/s"),
+    ("--prefix-cache-hit-rate", "prefix_cache_hit_rate", "share of prompt tokens cached"),
+    ("--slo-queue-wait-ms", "slo_queue_wait_ms", "a minute is over SLO above this queue wait"),
+    ("--slo-error-rate", "slo_error_rate", "...or above this share of rejected requests"),
+)
+
+
 def _assumption_args(p: argparse.ArgumentParser) -> None:
     d = Assumptions()
     g = p.add_argument_group(
         "assumptions (beyond the config; defaults in simulator/assumptions.py)"
     )
-    g.add_argument(
-        "--provision-seconds",
-        type=float,
-        default=d.provision_seconds,
-        help="scaling decision to instance running (seeds: 300-480) [%(default)s]",
-    )
-    g.add_argument(
-        "--startup-seconds",
-        type=float,
-        default=d.startup_seconds,
-        help="container start to /ping 200 (seeds: ~75) [%(default)s]",
-    )
-    g.add_argument(
-        "--decode-tps",
-        dest="decode_tokens_per_second",
-        type=float,
-        default=d.decode_tokens_per_second,
-        help="decode tokens/s one sequence sees at full batch [%(default)s]",
-    )
-    g.add_argument(
-        "--prefill-tps",
-        dest="prefill_tokens_per_second",
-        type=float,
-        default=d.prefill_tokens_per_second,
-        help="prefill tokens/s [%(default)s]",
-    )
-    g.add_argument(
-        "--prefix-cache-hit-rate",
-        type=float,
-        default=d.prefix_cache_hit_rate,
-        help="share of prompt tokens cached [%(default)s]",
-    )
+    for flag, name, text in FLOAT_OPTIONS:
+        g.add_argument(
+            flag, dest=name, type=float, default=getattr(d, name), help=f"{text} [%(default)s]"
+        )
     g.add_argument("--tick-seconds", type=int, default=d.tick_seconds, choices=(5, 10, 30, 60))
     g.add_argument(
         "--no-serialize-updates",
@@ -92,8 +80,6 @@ def _assumption_args(p: argparse.ArgumentParser) -> None:
         help="target tracking scale-out datapoint length (default 10 s for "
         "concurrency, 60 s for invocations)",
     )
-    g.add_argument("--slo-queue-wait-ms", type=float, default=d.slo_queue_wait_ms)
-    g.add_argument("--slo-error-rate", type=float, default=d.slo_error_rate)
     g.add_argument(
         "--disable-policy",
         dest="disabled_policies",
@@ -157,17 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _activities(res: Result) -> list[dict[str, object]]:
-    return [
-        {
-            "variant": v,
-            "minute": round(x.seconds / 60, 2),
-            "source": x.source,
-            "from": x.desired_from,
-            "to": x.desired_to,
-        }
-        for v, r in res.runs.items()
-        for x in r.activities
-    ]
+    return [{"variant": v, **x.as_dict()} for v, r in res.runs.items() for x in r.activities]
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
@@ -188,11 +164,11 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             f"  throughput = {m.concurrency} / {m.service_seconds:.2f} s = "
             f"{m.requests_per_minute:,.0f} requests/minute (seeds: ~1,200)"
         )
-        if m.roofline_decode_tokens_per_second:
+        if m.roofline is not None:
             print(
                 f"  memory-bandwidth bound ({BANDWIDTH_EFFICIENCY:.0%} of peak): "
-                f"{m.roofline_decode_tokens_per_second:.1f} tok/s per sequence -> "
-                f"{m.roofline_requests_per_minute:,.0f} requests/minute"
+                f"{m.roofline.decode_tokens_per_second:.1f} tok/s per sequence -> "
+                f"{m.roofline.requests_per_minute:,.0f} requests/minute"
             )
         print(
             f"  admission limit {m.admission_limit} in flight; GPUMemoryUtilization "
@@ -206,11 +182,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     cfg, a = _config(args), _assumptions(args)
     report = one_piece(cfg, a)
-    results: list[Result] = report.pop("_results")  # type: ignore[assignment]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "one-piece-validation.json").write_text(json.dumps(report, indent=2, default=str))
-    for res in results:
+    (out / "one-piece-validation.json").write_text(
+        json.dumps(report.as_dict(), indent=2, default=str)
+    )
+    for run in report.runs:
+        res = run.result
         s = res.summary
         deg = s.get("degraded") or {}
         spike = s.get("spike_window") or {}
@@ -224,8 +202,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if not args.no_charts:
             from simulator.report import chart
 
-            name = res.label.split(",")[1].strip().split()[0]
-            chart(res, out / f"one-piece-old-policy-{name}min.png")
+            chart(res, out / f"one-piece-old-policy-{run.minutes_to_capacity}min.png")
     print("seeds: ~20% failed with 429 for ~13 minutes, 8-13 minutes trigger to capacity")
     return 0
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from lambdas.canary_controller import rules as r
 from simulator.assumptions import Assumptions
-from simulator.capacity import InstanceModel, instance_model
+from simulator.capacity import InstanceModel, admit, instance_model
 from simulator.schedule import timeline
 from simulator.traces import JST, Trace, normal_day
 from stacks.capacity import concurrency_target
@@ -100,11 +100,8 @@ class _Fleet:
         """(capacity rpm, served, rejected) for one minute."""
         n = self.in_service(t)
         cap = n * self.model.requests_per_minute
-        total = self.backlog + arrivals
-        served = min(total, cap)
-        left = total - served
-        rejected = max(0.0, left - n * (self.model.admission_limit - self.model.concurrency))
-        self.backlog = left - rejected
+        room = n * (self.model.admission_limit - self.model.concurrency)
+        served, rejected, self.backlog = admit(self.backlog, arrivals, cap, room)
         return cap, served, rejected
 
     def autoscale(self, t: float, arrivals: float) -> None:

@@ -6,24 +6,26 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.dates as mdates
-import matplotlib.pyplot as plt
-
+from simulator.charts import Line, Style, figure, merged_legend, save, step_lines
 from simulator.rollout import NAME
 from simulator.traces import JST
 
+#: Per-minute rollout rows on the instances panel: (row key, label, style).
+INSTANCE_LINES = (
+    ("canary_in_service", "canary in service", {"color": "tab:blue"}),
+    ("canary_min", "canary min (controller)", {"color": "tab:green", "ls": ":"}),
+    ("canary_max", "canary max (controller)", {"color": "tab:red", "ls": ":"}),
+    ("primary_in_service", "primary in service", {"color": "tab:purple", "lw": 0.8}),
+)
+WEIGHTS_ONLY = {"color": "tab:gray", "ls": "--"}
 
-def chart(result: dict[str, Any], path: Path, before: dict[str, Any] | None = None) -> None:
-    """Canary traffic against canary capacity, instances and bounds, weight and 429s."""
-    tr, s = result["trace"], result["summary"]
-    first = min(st["minute"] for st in result["steps"]) - 30 if result["steps"] else 0
-    last = min(len(result["rows"]), max(st["minute"] for st in result["steps"]) + 150)
-    rows = result["rows"][max(0, first) : last]
-    times = [tr.start + timedelta(minutes=x["minute"]) for x in rows]
-    fig, (ax_t, ax_i, ax_w) = plt.subplots(3, 1, figsize=(11, 8), sharex=True, layout="constrained")
+
+def _column(rows: list[dict[str, Any]], key: str) -> list[float]:
+    return [x[key] for x in rows]
+
+
+def _title(result: dict[str, Any], before: dict[str, Any] | None) -> str:
+    s = result["summary"]
     title = (
         f"{NAME}: {' -> '.join(str(p['percent']) for p in s['steps'])} % from {s['start']} | "
         f"canary over capacity {s['canary_minutes_over_capacity']} min, "
@@ -35,30 +37,35 @@ def chart(result: dict[str, Any], path: Path, before: dict[str, Any] | None = No
             f"\nweights only (before): over capacity {b['canary_minutes_over_capacity']} min, "
             f"{b['canary_rejected']:,} rejected"
         )
-    fig.suptitle(title, fontsize=10)
-    ax_t.plot(
-        times, [x["canary_arrivals"] for x in rows], color="black", lw=1, label="canary traffic"
-    )
-    ax_t.step(
-        times,
-        [x["canary_capacity"] for x in rows],
-        where="post",
-        color="tab:blue",
-        label="canary capacity (capacity first)",
-    )
-    if before is not None:
-        brows = before["rows"][max(0, first) : last]
-        ax_t.step(
-            times,
-            [x["canary_capacity"] for x in brows],
-            where="post",
-            color="tab:gray",
-            ls="--",
-            label="canary capacity (weights only)",
+    return title
+
+
+def chart(result: dict[str, Any], path: Path, before: dict[str, Any] | None = None) -> None:
+    """Canary traffic against canary capacity, instances and bounds, weight and 429s."""
+    tr = result["trace"]
+    first = min(st["minute"] for st in result["steps"]) - 30 if result["steps"] else 0
+    last = min(len(result["rows"]), max(st["minute"] for st in result["steps"]) + 150)
+    rows = result["rows"][max(0, first) : last]
+    brows = before["rows"][max(0, first) : last] if before is not None else []
+    times = [tr.start + timedelta(minutes=x["minute"]) for x in rows]
+    fig, (ax_t, ax_i, ax_w) = figure(8)
+    fig.suptitle(_title(result, before), fontsize=10)
+    ax_t.plot(times, _column(rows, "canary_arrivals"), color="black", lw=1, label="canary traffic")
+    capacity: list[Line] = [
+        (
+            _column(rows, "canary_capacity"),
+            "canary capacity (capacity first)",
+            {"color": "tab:blue"},
         )
+    ]
+    if before is not None:
+        label = "canary capacity (weights only)"
+        capacity.append((_column(brows, "canary_capacity"), label, WEIGHTS_ONLY))
+    step_lines(ax_t, times, capacity)
+    if before is not None:
         ax_t.plot(
             times,
-            [x["canary_arrivals"] for x in brows],
+            _column(brows, "canary_arrivals"),
             color="tab:gray",
             lw=0.8,
             ls=":",
@@ -66,73 +73,28 @@ def chart(result: dict[str, Any], path: Path, before: dict[str, Any] | None = No
         )
     ax_t.set_ylabel("requests / min")
     ax_t.legend(loc="upper left", fontsize=8)
-    ax_i.step(
-        times,
-        [x["canary_in_service"] for x in rows],
-        where="post",
-        color="tab:blue",
-        label="canary in service",
-    )
-    ax_i.step(
-        times,
-        [x["canary_min"] for x in rows],
-        where="post",
-        color="tab:green",
-        ls=":",
-        label="canary min (controller)",
-    )
-    ax_i.step(
-        times,
-        [x["canary_max"] for x in rows],
-        where="post",
-        color="tab:red",
-        ls=":",
-        label="canary max (controller)",
-    )
-    ax_i.step(
-        times,
-        [x["primary_in_service"] for x in rows],
-        where="post",
-        color="tab:purple",
-        lw=0.8,
-        label="primary in service",
-    )
+    step_lines(ax_i, times, [(_column(rows, k), label, st) for k, label, st in INSTANCE_LINES])
     ax_i.set_ylabel("instances")
     ax_i.set_ylim(bottom=0)
     ax_i.legend(loc="upper left", fontsize=8, ncol=2)
-    ax_w.step(
-        times,
-        [x["canary_weight"] for x in rows],
-        where="post",
-        color="tab:orange",
-        label="canary weight %",
-    )
+    weight: Style = {"color": "tab:orange"}
+    step_lines(ax_w, times, [(_column(rows, "canary_weight"), "canary weight %", weight)])
     ax_w.set_ylabel("canary weight %")
     ax_r = ax_w.twinx()
     ax_r.fill_between(
         times,
-        [x["canary_rejected"] for x in rows],
+        _column(rows, "canary_rejected"),
         step="post",
         color="tab:red",
         alpha=0.5,
         label="canary 429 / min",
     )
     if before is not None:
-        ax_r.step(
-            times,
-            [x["canary_rejected"] for x in before["rows"][max(0, first) : last]],
-            where="post",
-            color="tab:gray",
-            ls="--",
-            label="canary 429 / min (weights only)",
-        )
+        label = "canary 429 / min (weights only)"
+        step_lines(ax_r, times, [(_column(brows, "canary_rejected"), label, WEIGHTS_ONLY)])
     ax_r.set_ylabel("rejected / min")
-    lines, more = ax_w.get_legend_handles_labels(), ax_r.get_legend_handles_labels()
-    ax_w.legend(lines[0] + more[0], lines[1] + more[1], loc="upper left", fontsize=8)
-    ax_w.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz=JST))
-    ax_w.set_xlabel("time (Asia/Tokyo)")
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    merged_legend(ax_w, ax_r)
+    save(fig, ax_w, path, JST, "Asia/Tokyo", "%H:%M")
 
 
 def table(result: dict[str, Any], before: dict[str, Any] | None = None) -> str:

@@ -29,6 +29,11 @@ class Result:
         total = np.sum([r.series[key] for r in self.runs.values()], axis=0).reshape(-1, per_min)
         return {"sum": total.sum, "min": total.min, "max": total.max}[how](axis=1)
 
+    def sampled(self, key: str, variant: VariantName = "primary") -> np.ndarray:
+        """Series ``key`` of one variant at the first tick of every minute."""
+        run = self.runs[variant]
+        return run.series[key][:: 60 // run.tick_seconds]
+
 
 def instance_models(cfg: DeploymentConfig, a: Assumptions) -> dict[str, InstanceModel]:
     return {v: instance_model(cfg, cfg.variants[v].instance_type, a) for v in VARIANT_NAMES}

@@ -6,14 +6,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.dates as mdates
-import matplotlib.pyplot as plt
 import numpy as np
 
-from simulator.report import mark_event
+from simulator.charts import figure, mark_event, save, step_lines
 from simulator.run import Result
 
 STYLES = {
@@ -26,9 +21,8 @@ STYLES = {
 def deploy_chart(results: dict[str, Result], at: datetime, label: str, path: Path) -> None:
     any_res = next(iter(results.values()))
     tr = any_res.trace
-    tz = ZoneInfo(tr.display_tz)
     times = [tr.start + timedelta(minutes=m) for m in range(tr.minutes)]
-    fig, (ax_c, ax_i, ax_r) = plt.subplots(3, 1, figsize=(11, 8), sharex=True, layout="constrained")
+    fig, (ax_c, ax_i, ax_r) = figure(8)
     head = ", ".join(
         f"{k}: {r.summary['rejected_429']:,} rejected, ${r.summary['cost_usd']:,}"
         for k, r in results.items()
@@ -37,34 +31,20 @@ def deploy_chart(results: dict[str, Result], at: datetime, label: str, path: Pat
     ax_c.plot(times, any_res.per_minute("arrivals"), color="black", lw=1, label="demand")
     for key, res in results.items():
         st = STYLES.get(key, {})
-        ax_c.step(
-            times,
-            res.per_minute("capacity_rpm", "min"),
-            where="post",
-            label=f"capacity ({res.label})",
-            **st,
-        )
+        capacity = (res.per_minute("capacity_rpm", "min"), f"capacity ({res.label})", st)
+        step_lines(ax_c, times, [capacity])
         per_min = 60 // res.runs["primary"].tick_seconds
-        prim = res.runs["primary"].series
-        ax_i.step(
-            times,
-            prim["in_service"][::per_min],
-            where="post",
-            label=f"primary serving ({key})",
-            **st,
-        )
         billed = np.sum([r.series["launched"] for r in res.runs.values()], axis=0)[::per_min]
-        ax_i.step(
+        billed_style = {"lw": 0.7, "alpha": 0.6, "color": st.get("color"), "ls": ":"}
+        step_lines(
+            ax_i,
             times,
-            billed,
-            where="post",
-            lw=0.7,
-            alpha=0.6,
-            color=st.get("color"),
-            ls=":",
-            label=f"billed, both variants ({key})",
+            [
+                (res.sampled("in_service"), f"primary serving ({key})", st),
+                (billed, f"billed, both variants ({key})", billed_style),
+            ],
         )
-        ax_r.step(times, res.per_minute("rejected"), where="post", label=f"429 / min ({key})", **st)
+        step_lines(ax_r, times, [(res.per_minute("rejected"), f"429 / min ({key})", st)])
     ax_c.set_ylabel("requests / min")
     ax_i.set_ylabel("instances")
     ax_i.set_ylim(bottom=0)
@@ -80,7 +60,4 @@ def deploy_chart(results: dict[str, Result], at: datetime, label: str, path: Pat
         ]
     for seconds, what in marks:
         mark_event((ax_c, ax_i, ax_r), ax_c, at + timedelta(seconds=seconds), what)
-    ax_r.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M", tz=tz))
-    ax_r.set_xlabel(f"time ({tr.display_tz})")
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save(fig, ax_r, path, ZoneInfo(tr.display_tz), tr.display_tz, "%H:%M")

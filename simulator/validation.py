@@ -17,7 +17,7 @@ prices unchanged; only ``scaling`` replaced, so nothing of the current policy is
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from simulator.assumptions import Assumptions
@@ -57,31 +57,39 @@ def old_policy_config(cfg: DeploymentConfig) -> DeploymentConfig:
     return DeploymentConfig.model_validate(data)
 
 
-def one_piece(cfg: DeploymentConfig, a: Assumptions) -> dict[str, object]:
+@dataclass(frozen=True)
+class OnePieceRun:
+    """The One Piece trace replayed with new capacity ``minutes_to_capacity`` after a decision."""
+
+    minutes_to_capacity: int
+    result: Result
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "summary": self.result.summary,
+            "scaling_activities": [x.as_dict() for x in self.result.runs["primary"].activities],
+        }
+
+
+@dataclass(frozen=True)
+class OnePieceReport:
+    runs: tuple[OnePieceRun, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        """The report as ``one-piece-validation.json`` holds it."""
+        return {
+            "seeds": SEEDS,
+            "policy": "old reactive target tracking (see simulator/validation.py)",
+            "runs": {f"{r.minutes_to_capacity}_min_to_capacity": r.as_dict() for r in self.runs},
+        }
+
+
+def one_piece(cfg: DeploymentConfig, a: Assumptions) -> OnePieceReport:
     """Replay the One Piece trace with the seeds' old policy at 8 and 13 minutes to capacity."""
     old = old_policy_config(cfg)
-    runs: dict[str, object] = {}
-    results: list[Result] = []
+    runs = []
     for minutes in CAPACITY_MINUTES:
         assumed = replace(a, provision_seconds=minutes * 60 - a.startup_seconds)
         res = simulate(old, spike_3x(), assumed, label=f"old policy, {minutes} min to capacity")
-        results.append(res)
-        acts = res.runs["primary"].activities
-        runs[f"{minutes}_min_to_capacity"] = {
-            "summary": res.summary,
-            "scaling_activities": [
-                {
-                    "minute": round(x.seconds / 60, 2),
-                    "source": x.source,
-                    "from": x.desired_from,
-                    "to": x.desired_to,
-                }
-                for x in acts
-            ],
-        }
-    return {
-        "seeds": SEEDS,
-        "policy": "old reactive target tracking (see simulator/validation.py)",
-        "runs": runs,
-        "_results": results,
-    }
+        runs.append(OnePieceRun(minutes, res))
+    return OnePieceReport(tuple(runs))

@@ -3,8 +3,9 @@
 Every METRICS_INTERVAL_SECONDS the entrypoint scrapes /metrics once, turns counters and
 histograms into per-interval deltas, and prints one embedded-metric-format JSON line for the
 variant and one per adapter. SageMaker ships the container's stdout to CloudWatch Logs, which
-extracts the metrics: no agent, no PutMetricData permission. Names, units, dimensions and the
-namespace come from :mod:`metrics_contract`, the module the stacks' alarms read too.
+extracts the metrics: no agent, no PutMetricData permission. Names, units, dimensions, the
+namespace and the series each metric is derived from come from :mod:`metrics_contract`, the
+module the stacks' alarms read too: :func:`derive` interprets a metric's ``Source``.
 """
 
 from __future__ import annotations
@@ -103,56 +104,57 @@ def percentile(buckets: list[tuple[float, float]], q: float) -> float | None:
     return lower_le
 
 
+def derive(
+    metric: mc.Metric, now: Snapshot, before: Snapshot | None, label: str | None = None
+) -> dict[str, float]:
+    """``metric``'s value for the interval, by ``label`` value ("" when ``label`` is None), as
+    its contract :class:`~metrics_contract.Source` says. A group with no value is left out."""
+    src = metric.source
+
+    def values(snap: Snapshot | None, series: str) -> dict[str, float]:
+        if snap is None:
+            return {}
+        return snap.by_label(series, label) if label else {"": snap.total(series)}
+
+    def increase(series: str) -> dict[str, float]:
+        prev = values(before, series)
+        return {g: max(v - prev.get(g, 0.0), 0.0) for g, v in values(now, series).items()}
+
+    if src.kind == "gauge":
+        return {g: v * src.scale for g, v in values(now, src.series).items()}
+    if src.kind == "delta":
+        return {g: v * src.scale for g, v in increase(src.series).items()}
+    if src.kind == "ratio":
+        per = increase(src.per)
+        return {
+            g: src.scale * v / per[g]
+            for g, v in increase(src.series).items()
+            if per.get(g, 0.0) > 0
+        }
+    if src.kind == "quantile":
+        prev_hist = before.histogram(src.series, label) if before else {}
+        out: dict[str, float] = {}
+        for g, buckets in now.histogram(src.series, label).items():
+            q = percentile(delta_buckets(buckets, prev_hist.get(g)), src.quantile)
+            if q is not None:
+                out[g] = q * src.scale
+        return out
+    return {}  # "entrypoint": counted by the entrypoint, not scraped
+
+
 def compute(
     now: Snapshot, before: Snapshot | None
 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Variant-level values and per-adapter values, by contract metric name."""
-
-    def counter_delta(name: str) -> float:
-        return max(now.total(name) - (before.total(name) if before else 0.0), 0.0)
-
-    def pct_ms(name: str, q: float) -> float | None:
-        cur = now.histogram(name).get("")
-        if cur is None:
-            return None
-        prev = before.histogram(name).get("") if before else None
-        p = percentile(delta_buckets(cur, prev), q)
-        return None if p is None else p * 1000.0
-
-    variant: dict[str, float] = {
-        mc.QUEUE_DEPTH.name: now.total("vllm:num_requests_waiting"),
-        mc.RUNNING_REQUESTS.name: now.total("vllm:num_requests_running"),
-        mc.KV_CACHE_USAGE.name: now.total("vllm:kv_cache_usage_perc") * 100.0,
-        mc.PREEMPTIONS.name: counter_delta("vllm:num_preemptions_total"),
-        mc.ADMISSION_REJECTIONS.name: counter_delta("serving_admission_rejections_total"),
-        mc.BUDGET_TRIMS.name: counter_delta("serving_budget_trims_total"),
-    }
-    queries = counter_delta("vllm:prefix_cache_queries_total")
-    if queries > 0:
-        hits = counter_delta("vllm:prefix_cache_hits_total")
-        variant[mc.PREFIX_CACHE_HIT_RATE.name] = 100.0 * hits / queries
-    for metric, source, q in (
-        (mc.TTFT_P50, "vllm:time_to_first_token_seconds", 0.5),
-        (mc.TTFT_P95, "vllm:time_to_first_token_seconds", 0.95),
-        (mc.QUEUE_TIME_P50, "vllm:request_queue_time_seconds", 0.5),
-        (mc.QUEUE_TIME_P95, "vllm:request_queue_time_seconds", 0.95),
-    ):
-        value = pct_ms(source, q)
-        if value is not None:
-            variant[metric.name] = value
-
-    adapters: dict[str, dict[str, float]] = {}
-    req_now = now.by_label("serving_adapter_requests_total", "adapter")
-    req_before = before.by_label("serving_adapter_requests_total", "adapter") if before else {}
-    lat_now = now.histogram("serving_adapter_latency_seconds", "adapter")
-    lat_before = before.histogram("serving_adapter_latency_seconds", "adapter") if before else {}
-    for adapter, count in req_now.items():
-        values = {mc.ADAPTER_REQUESTS.name: max(count - req_before.get(adapter, 0.0), 0.0)}
-        p95 = percentile(delta_buckets(lat_now.get(adapter, []), lat_before.get(adapter)), 0.95)
-        if p95 is not None:
-            values[mc.ADAPTER_LATENCY_P95.name] = p95 * 1000.0
-        adapters[adapter] = values
-    return variant, adapters
+    variant: dict[str, float] = {}
+    adapters: dict[str, dict[str, float]] = defaultdict(dict)
+    for metric in mc.ALL_METRICS:
+        if mc.DIM_ADAPTER in metric.dimensions:
+            for adapter, value in derive(metric, now, before, mc.ADAPTER_LABEL).items():
+                adapters[adapter][metric.name] = value
+        elif "" in (value_by_group := derive(metric, now, before)):
+            variant[metric.name] = value_by_group[""]
+    return variant, dict(adapters)
 
 
 def emf_line(

@@ -1,8 +1,10 @@
 """The one metrics contract shared by the serving container and the CDK stacks.
 
 The container's metrics task writes these metrics as CloudWatch embedded-metric-format
-(EMF) log lines; the stacks' alarms, step-scaling policies and dashboard read them. Both sides
-import this module, so an alarm can never watch a metric nobody emits.
+(EMF) log lines; the stacks' alarms, step-scaling policies and dashboard read them, and the
+simulator models them under the same names. All import this module, so an alarm can never watch
+a metric nobody emits. Each metric also names the Prometheus series it is derived from and how
+(:class:`Source`): the metrics task derives every metric from that and nothing else.
 
 Standard library only: it is imported by the stacks (``container.serving.metrics_contract``)
 and inside the image (``serving.metrics_contract``).
@@ -11,6 +13,7 @@ and inside the image (``serving.metrics_contract``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 #: CloudWatch namespace of every metric the container publishes.
 NAMESPACE = "VllmServing"
@@ -26,6 +29,50 @@ VARIANT_DIMENSIONS: tuple[str, ...] = (DIM_ENDPOINT, DIM_VARIANT)
 ADAPTER_DIMENSIONS: tuple[str, ...] = (DIM_ENDPOINT, DIM_VARIANT, DIM_ADAPTER)
 
 
+# --- Prometheus series the metrics task reads from vLLM's /metrics (one scrape) ---------------
+#: vLLM V1 engine series (labels model_name, engine; the task sums over them), as vLLM's metrics
+#: design lists them (docs/design/metrics.md in vllm-project/vllm, "v1 Metrics").
+VLLM_REQUESTS_WAITING = "vllm:num_requests_waiting"
+VLLM_REQUESTS_RUNNING = "vllm:num_requests_running"
+VLLM_KV_CACHE_USAGE = "vllm:kv_cache_usage_perc"  # 0..1
+VLLM_PREFIX_CACHE_QUERIES = "vllm:prefix_cache_queries_total"
+VLLM_PREFIX_CACHE_HITS = "vllm:prefix_cache_hits_total"
+VLLM_PREEMPTIONS = "vllm:num_preemptions_total"
+VLLM_TIME_TO_FIRST_TOKEN = "vllm:time_to_first_token_seconds"  # histogram
+VLLM_QUEUE_TIME = "vllm:request_queue_time_seconds"  # histogram
+#: The hooks' own series, registered in the same process (container/serving/counters.py;
+#: prometheus_client adds ``_total`` to a counter's name).
+HOOKS_ADMISSION_REJECTIONS = "serving_admission_rejections_total"
+HOOKS_BUDGET_TRIMS = "serving_budget_trims_total"
+HOOKS_ADAPTER_REQUESTS = "serving_adapter_requests_total"  # label adapter
+HOOKS_ADAPTER_LATENCY = "serving_adapter_latency_seconds"  # histogram, label adapter
+#: The label per-adapter series carry.
+ADAPTER_LABEL = "adapter"
+
+SECONDS_TO_MS = 1000.0
+FRACTION_TO_PERCENT = 100.0
+
+
+@dataclass(frozen=True)
+class Source:
+    """How the metrics task derives a metric from this interval's scrape and the previous one.
+
+    - ``gauge``: the series' current value x ``scale``.
+    - ``delta``: the counter's increase over the interval x ``scale``.
+    - ``ratio``: the increase of ``series`` over the increase of ``per`` x ``scale`` (nothing
+      when ``per`` did not move).
+    - ``quantile``: the ``quantile`` of the observations the histogram gained over the
+      interval x ``scale`` (nothing when it gained none).
+    - ``entrypoint``: not scraped; the entrypoint counts it itself.
+    """
+
+    kind: Literal["gauge", "delta", "ratio", "quantile", "entrypoint"]
+    series: str = ""
+    scale: float = 1.0
+    per: str = ""
+    quantile: float = 0.0
+
+
 @dataclass(frozen=True)
 class Metric:
     """One published metric: its name, CloudWatch unit, dimension set and where it comes from."""
@@ -33,67 +80,56 @@ class Metric:
     name: str
     unit: str  # a CloudWatch StandardUnit string ("Count", "Percent", "Milliseconds")
     dimensions: tuple[str, ...]
-    source: str
+    source: Source
 
 
-QUEUE_DEPTH = Metric("QueueDepth", "Count", VARIANT_DIMENSIONS, "gauge vllm:num_requests_waiting")
-RUNNING_REQUESTS = Metric(
-    "RunningRequests", "Count", VARIANT_DIMENSIONS, "gauge vllm:num_requests_running"
-)
+def _count(name: str, source: Source, dimensions: tuple[str, ...] = VARIANT_DIMENSIONS) -> Metric:
+    return Metric(name, "Count", dimensions, source)
+
+
+def _percentile_ms(
+    name: str, series: str, quantile: float, dimensions: tuple[str, ...] = VARIANT_DIMENSIONS
+) -> Metric:
+    return Metric(
+        name,
+        "Milliseconds",
+        dimensions,
+        Source("quantile", series, SECONDS_TO_MS, quantile=quantile),
+    )
+
+
+QUEUE_DEPTH = _count("QueueDepth", Source("gauge", VLLM_REQUESTS_WAITING))
+RUNNING_REQUESTS = _count("RunningRequests", Source("gauge", VLLM_REQUESTS_RUNNING))
 KV_CACHE_USAGE = Metric(
-    "KVCacheUsage", "Percent", VARIANT_DIMENSIONS, "gauge vllm:kv_cache_usage_perc x 100"
+    "KVCacheUsage",
+    "Percent",
+    VARIANT_DIMENSIONS,
+    Source("gauge", VLLM_KV_CACHE_USAGE, FRACTION_TO_PERCENT),
 )
 PREFIX_CACHE_HIT_RATE = Metric(
     "PrefixCacheHitRate",
     "Percent",
     VARIANT_DIMENSIONS,
-    "delta vllm:prefix_cache_hits_total / delta vllm:prefix_cache_queries_total x 100",
+    Source("ratio", VLLM_PREFIX_CACHE_HITS, FRACTION_TO_PERCENT, per=VLLM_PREFIX_CACHE_QUERIES),
 )
-TTFT_P50 = Metric(
-    "TimeToFirstTokenP50",
-    "Milliseconds",
-    VARIANT_DIMENSIONS,
-    "p50 of the interval's vllm:time_to_first_token_seconds histogram delta",
+TTFT_P50 = _percentile_ms("TimeToFirstTokenP50", VLLM_TIME_TO_FIRST_TOKEN, 0.5)
+TTFT_P95 = _percentile_ms("TimeToFirstTokenP95", VLLM_TIME_TO_FIRST_TOKEN, 0.95)
+QUEUE_TIME_P50 = _percentile_ms("QueueTimeP50", VLLM_QUEUE_TIME, 0.5)
+QUEUE_TIME_P95 = _percentile_ms("QueueTimeP95", VLLM_QUEUE_TIME, 0.95)
+PREEMPTIONS = _count("Preemptions", Source("delta", VLLM_PREEMPTIONS))
+#: Requests answered 429 by the admission hook.
+ADMISSION_REJECTIONS = _count("AdmissionRejections", Source("delta", HOOKS_ADMISSION_REJECTIONS))
+#: Conversations the shaping hook trimmed to the context budget.
+BUDGET_TRIMS = _count("BudgetTrims", Source("delta", HOOKS_BUDGET_TRIMS))
+#: Engine deaths (e.g. a CUDA OOM killing EngineCore) the entrypoint restarted in-container.
+ENGINE_RESTARTS = _count("EngineRestarts", Source("entrypoint"))
+#: Requests served per adapter.
+ADAPTER_REQUESTS = _count(
+    "AdapterRequests", Source("delta", HOOKS_ADAPTER_REQUESTS), ADAPTER_DIMENSIONS
 )
-TTFT_P95 = Metric(
-    "TimeToFirstTokenP95",
-    "Milliseconds",
-    VARIANT_DIMENSIONS,
-    "p95 of the interval's vllm:time_to_first_token_seconds histogram delta",
-)
-QUEUE_TIME_P50 = Metric(
-    "QueueTimeP50",
-    "Milliseconds",
-    VARIANT_DIMENSIONS,
-    "p50 of the interval's vllm:request_queue_time_seconds histogram delta",
-)
-QUEUE_TIME_P95 = Metric(
-    "QueueTimeP95",
-    "Milliseconds",
-    VARIANT_DIMENSIONS,
-    "p95 of the interval's vllm:request_queue_time_seconds histogram delta",
-)
-PREEMPTIONS = Metric("Preemptions", "Count", VARIANT_DIMENSIONS, "delta vllm:num_preemptions_total")
-ADMISSION_REJECTIONS = Metric(
-    "AdmissionRejections", "Count", VARIANT_DIMENSIONS, "hooks: requests answered 429"
-)
-BUDGET_TRIMS = Metric(
-    "BudgetTrims", "Count", VARIANT_DIMENSIONS, "hooks: conversations trimmed to the context budget"
-)
-ENGINE_RESTARTS = Metric(
-    "EngineRestarts",
-    "Count",
-    VARIANT_DIMENSIONS,
-    "entrypoint: engine deaths (e.g. a CUDA OOM killing EngineCore) restarted in-container",
-)
-ADAPTER_REQUESTS = Metric(
-    "AdapterRequests", "Count", ADAPTER_DIMENSIONS, "hooks: requests served per adapter"
-)
-ADAPTER_LATENCY_P95 = Metric(
-    "AdapterLatencyP95",
-    "Milliseconds",
-    ADAPTER_DIMENSIONS,
-    "hooks: p95 end-to-end latency per adapter over the interval",
+#: p95 end-to-end latency per adapter over the interval, measured in the shaping hook.
+ADAPTER_LATENCY_P95 = _percentile_ms(
+    "AdapterLatencyP95", HOOKS_ADAPTER_LATENCY, 0.95, ADAPTER_DIMENSIONS
 )
 
 ALL_METRICS: tuple[Metric, ...] = (
@@ -115,29 +151,38 @@ ALL_METRICS: tuple[Metric, ...] = (
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL_METRICS}
 
-# Metrics SageMaker itself publishes for a real-time endpoint (FACTS.md). Alarms may watch these
-# or the contract above, nothing else. ApproximateBacklogSizePerInstance is deliberately absent:
-# it is published for asynchronous endpoints only.
+# Metrics SageMaker itself publishes for a real-time endpoint ("Amazon SageMaker AI metrics in
+# Amazon CloudWatch", https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html).
+# Alarms may watch these or the contract above, nothing else. ApproximateBacklogSizePerInstance is
+# deliberately absent: it is published for asynchronous endpoints only.
 SAGEMAKER_INVOCATION_NAMESPACE = "AWS/SageMaker"
+INVOCATIONS = "Invocations"
+INVOCATIONS_PER_INSTANCE = "InvocationsPerInstance"
+INVOCATION_4XX_ERRORS = "Invocation4XXErrors"
+INVOCATION_5XX_ERRORS = "Invocation5XXErrors"
+#: Published at 10-second resolution (the high-resolution metric target tracking can use).
+CONCURRENT_REQUESTS_PER_MODEL = "ConcurrentRequestsPerModel"
 SAGEMAKER_INVOCATION_METRICS: frozenset[str] = frozenset(
     {
-        "Invocations",
-        "InvocationsPerInstance",
+        INVOCATIONS,
+        INVOCATIONS_PER_INSTANCE,
         "ModelLatency",
         "OverheadLatency",
-        "Invocation4XXErrors",
-        "Invocation5XXErrors",
-        "ConcurrentRequestsPerModel",
+        INVOCATION_4XX_ERRORS,
+        INVOCATION_5XX_ERRORS,
+        CONCURRENT_REQUESTS_PER_MODEL,
         "ModelSetupTime",
     }
 )
 SAGEMAKER_INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
+GPU_UTILIZATION = "GPUUtilization"
+GPU_MEMORY_UTILIZATION = "GPUMemoryUtilization"
 SAGEMAKER_INSTANCE_METRICS: frozenset[str] = frozenset(
     {
         "CPUUtilization",
         "MemoryUtilization",
-        "GPUUtilization",
-        "GPUMemoryUtilization",
+        GPU_UTILIZATION,
+        GPU_MEMORY_UTILIZATION,
         "DiskUtilization",
     }
 )

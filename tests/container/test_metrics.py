@@ -5,32 +5,41 @@ from __future__ import annotations
 import pytest
 
 from container.serving import metrics_contract as mc
-from container.serving.metrics import emf_documents, parse, percentile
+from container.serving.metrics import compute, emf_documents, parse, percentile
 
-SCRAPE_1 = """\
-vllm:num_requests_waiting{engine="0",model_name="base"} 3.0
-vllm:num_requests_running{engine="0",model_name="base"} 5.0
-vllm:kv_cache_usage_perc{engine="0",model_name="base"} 0.25
-vllm:prefix_cache_queries_total{engine="0",model_name="base"} 100.0
-vllm:prefix_cache_hits_total{engine="0",model_name="base"} 50.0
-vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="base"} 10.0
-vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="base"} 10.0
-vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="base"} 10.0
-serving_admission_rejections_total 2.0
-serving_adapter_requests_total{adapter="a"} 4.0
-"""
-SCRAPE_2 = """\
-vllm:num_requests_waiting{engine="0",model_name="base"} 1.0
-vllm:num_requests_running{engine="0",model_name="base"} 2.0
-vllm:kv_cache_usage_perc{engine="0",model_name="base"} 0.5
-vllm:prefix_cache_queries_total{engine="0",model_name="base"} 200.0
-vllm:prefix_cache_hits_total{engine="0",model_name="base"} 130.0
-vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="base"} 10.0
-vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="base"} 20.0
-vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="base"} 20.0
-serving_admission_rejections_total 7.0
-serving_adapter_requests_total{adapter="a"} 10.0
-"""
+ENGINE = '{engine="0",model_name="base"}'
+
+
+def scrape(
+    waiting: float,
+    running: float,
+    kv: float,
+    queries: float,
+    hits: float,
+    ttft_in_half_second: float,
+    rejections: float,
+    adapter_a: float,
+) -> str:
+    """One /metrics page, written with the series names the contract gives."""
+    ttft = f"{mc.VLLM_TIME_TO_FIRST_TOKEN}_bucket"
+    return "\n".join(
+        [
+            f"{mc.VLLM_REQUESTS_WAITING}{ENGINE} {waiting}",
+            f"{mc.VLLM_REQUESTS_RUNNING}{ENGINE} {running}",
+            f"{mc.VLLM_KV_CACHE_USAGE}{ENGINE} {kv}",
+            f"{mc.VLLM_PREFIX_CACHE_QUERIES}{ENGINE} {queries}",
+            f"{mc.VLLM_PREFIX_CACHE_HITS}{ENGINE} {hits}",
+            f'{ttft}{{engine="0",le="0.1",model_name="base"}} 10.0',
+            f'{ttft}{{engine="0",le="0.5",model_name="base"}} {ttft_in_half_second}',
+            f'{ttft}{{engine="0",le="+Inf",model_name="base"}} {ttft_in_half_second}',
+            f"{mc.HOOKS_ADMISSION_REJECTIONS} {rejections}",
+            f'{mc.HOOKS_ADAPTER_REQUESTS}{{{mc.ADAPTER_LABEL}="a"}} {adapter_a}',
+        ]
+    )
+
+
+SCRAPE_1 = scrape(3.0, 5.0, 0.25, 100.0, 50.0, 10.0, 2.0, 4.0)
+SCRAPE_2 = scrape(1.0, 2.0, 0.5, 200.0, 130.0, 20.0, 7.0, 10.0)
 
 
 def test_percentile_interpolates_inside_the_bucket() -> None:
@@ -45,15 +54,35 @@ def test_interval_deltas_and_emf_shape() -> None:
     assert variant[mc.KV_CACHE_USAGE.name] == 50.0
     assert variant[mc.PREFIX_CACHE_HIT_RATE.name] == 80.0  # (130-50)/(200-100)
     assert variant[mc.ADMISSION_REJECTIONS.name] == 5.0
-    assert variant[mc.TTFT_P50.name] == pytest.approx(
-        300.0
-    )  # the 10 new observations all fell in (0.1, 0.5]
+    # the 10 new observations all fell in (0.1, 0.5]
+    assert variant[mc.TTFT_P50.name] == pytest.approx(300.0)
     meta = variant["_aws"]["CloudWatchMetrics"][0]
-    assert meta["Namespace"] == mc.NAMESPACE and meta["Dimensions"] == [
-        ["EndpointName", "VariantName"]
-    ]
+    assert meta["Namespace"] == mc.NAMESPACE
+    assert meta["Dimensions"] == [["EndpointName", "VariantName"]]
     units = {m["Name"]: m["Unit"] for m in meta["Metrics"]}
     assert units[mc.KV_CACHE_USAGE.name] == "Percent" and units[mc.TTFT_P50.name] == "Milliseconds"
     assert set(units) <= set(mc.BY_NAME)
     assert adapter[mc.DIM_ADAPTER] == "a" and adapter[mc.ADAPTER_REQUESTS.name] == 6.0
     assert adapter["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [list(mc.ADAPTER_DIMENSIONS)]
+
+
+def test_every_scraped_metric_comes_from_the_series_its_contract_names() -> None:
+    """One definition: a page carrying exactly the contract's series yields every metric."""
+    before, now = [], []
+    for m in mc.ALL_METRICS:
+        src = m.source
+        labels = f'{mc.ADAPTER_LABEL}="a"' if mc.DIM_ADAPTER in m.dimensions else 'engine="0"'
+        if src.kind == "quantile":
+            for page, count in ((before, 0), (now, 4)):
+                page += [f'{src.series}_bucket{{{labels},le="{le}"}} {count}' for le in (1, "+Inf")]
+        else:
+            for page, value in ((before, 1.0), (now, 3.0)):
+                page += [f"{s}{{{labels}}} {value}" for s in (src.series, src.per) if s]
+    pages = [parse("\n".join(dict.fromkeys(page))) for page in (now, before)]  # p50/p95 share one
+    variant, adapters = compute(*pages)
+    scraped = {m.name for m in mc.ALL_METRICS if m.source.kind != "entrypoint"}
+    assert set(variant) | set(adapters["a"]) == scraped
+    assert variant[mc.QUEUE_DEPTH.name] == 3.0 and variant[mc.PREEMPTIONS.name] == 2.0
+    assert variant[mc.KV_CACHE_USAGE.name] == 300.0  # gauge x 100
+    assert variant[mc.PREFIX_CACHE_HIT_RATE.name] == 100.0
+    assert adapters["a"][mc.ADAPTER_LATENCY_P95.name] == pytest.approx(950.0)

@@ -15,9 +15,9 @@ import pytest
 from sim_helpers import FAST, flat_trace, make_cfg
 
 from simulator.assumptions import Assumptions
-from simulator.engine import SimulationError
 from simulator.events import CanaryStart, Deploy
 from simulator.run import simulate
+from simulator.scaling_policies import SimulationError
 from simulator.scenario_deploy import hour_figures, jp_evening, todays_config, write
 from simulator.traces import BUILTIN
 from stacks.config import load_config

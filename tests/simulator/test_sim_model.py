@@ -10,13 +10,17 @@ import numpy as np
 import pytest
 from sim_helpers import FAST, PROD, flat_trace, make_cfg, run
 
+from simulator import validation
 from simulator.assumptions import Assumptions
 from simulator.capacity import instance_model
 from simulator.cli import main
-from simulator.engine import SimulationError, VariantSimulation
+from simulator.engine import VariantSimulation
+from simulator.run import Result
+from simulator.scaling_policies import SimulationError
+from simulator.traces import Trace
 from simulator.validation import one_piece
 from stacks.capacity import estimate
-from stacks.config import load_config
+from stacks.config import DeploymentConfig, load_config
 
 CFG = load_config(PROD, env="prod")
 
@@ -29,8 +33,24 @@ def test_capacity_comes_from_the_kv_model_and_the_decode_rate() -> None:
     faster = instance_model(CFG, "ml.g5.xlarge", Assumptions(decode_tokens_per_second=90))
     assert faster.requests_per_minute > 1.9 * m.requests_per_minute
     # longer requests: fewer fit in the KV cache and each takes longer
-    conc, svc = m.at(3000, 400)
-    assert conc < m.concurrency and svc > m.service_seconds
+    longer = m.at(3000, 400)
+    assert longer.concurrency < m.concurrency and longer.service_seconds > m.service_seconds
+
+
+def test_the_instance_model_takes_concurrency_from_the_estimate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One derivation: the simulator serves at the figure stacks.capacity.estimate returns."""
+    real = estimate(CFG, "ml.g5.xlarge")
+    odd = replace(real, concurrency_at_typical_length=real.concurrency_at_typical_length - 7)
+    monkeypatch.setattr("simulator.capacity.estimate", lambda cfg, instance_type: odd)
+    m = instance_model(CFG, "ml.g5.xlarge", FAST)
+    assert m.concurrency == odd.concurrency_at_typical_length
+    assert m.kv_capacity_tokens == real.kv_capacity_tokens
+    # the engine's in-service fleet serves n x C / S with the estimate's C
+    res = run(make_cfg({"min_capacity": 2, "max_capacity": 2}), flat_trace([(3, 100)]))
+    rpm = res.runs["primary"].series["capacity_rpm"][-1]
+    assert rpm == pytest.approx(2 * 60 * odd.concurrency_at_typical_length / m.service_seconds)
 
 
 def test_every_request_is_served_rejected_or_still_queued() -> None:
@@ -65,7 +85,8 @@ def test_unknown_disabled_policy_is_an_error() -> None:
 
 def test_one_piece_old_policy_reproduces_the_seeds_order_of_magnitude() -> None:
     report = one_piece(CFG, Assumptions())
-    runs = report["runs"]
+    assert [r.minutes_to_capacity for r in report.runs] == [8, 13]
+    runs = report.as_dict()["runs"]
     assert isinstance(runs, dict)
     for key in ("8_min_to_capacity", "13_min_to_capacity"):
         deg = runs[key]["summary"]["degraded"]
@@ -74,6 +95,23 @@ def test_one_piece_old_policy_reproduces_the_seeds_order_of_magnitude() -> None:
         runs["13_min_to_capacity"]["summary"]["rejected_429"]
         > runs["8_min_to_capacity"]["summary"]["rejected_429"]
     )
+
+
+def test_validate_names_each_chart_by_its_minutes_to_capacity_not_its_label(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The minutes travel as a field: relabelling a run does not move its chart."""
+    real = validation.simulate
+
+    def relabelled(cfg: DeploymentConfig, trace: Trace, a: Assumptions, label: str) -> Result:
+        return replace(real(cfg, trace, a, label), label="the seeds' policy")
+
+    monkeypatch.setattr(validation, "simulate", relabelled)
+    assert main(["validate", "--out", str(tmp_path)]) == 0
+    charts = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert charts == ["one-piece-old-policy-13min.png", "one-piece-old-policy-8min.png"]
+    data = json.loads((tmp_path / "one-piece-validation.json").read_text())
+    assert set(data["runs"]) == {"8_min_to_capacity", "13_min_to_capacity"}
 
 
 def test_cli_runs_a_csv_trace_against_a_baseline(

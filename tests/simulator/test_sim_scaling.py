@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from sim_helpers import IDLE_IN, desired_at_minute, flat_trace, in_service_at_minute, make_cfg, run
 
+from container.serving import metrics_contract as mc
 from simulator.assumptions import Assumptions
+from simulator.fleet_metrics import SUPPORTED_METRICS
 
 SLOW = Assumptions(provision_seconds=3600, startup_seconds=0)  # nothing arrives during a test
 
@@ -136,3 +138,10 @@ def test_serialized_updates_wait_for_starting_instances() -> None:
     free = Assumptions(provision_seconds=240, startup_seconds=0, serialize_updates=False)
     res2 = run(cfg, flat_trace([(12, 1500)]), free)
     assert int(res2.runs["primary"].series["launched"][2 * 6]) == 4
+
+
+def test_the_simulator_models_metrics_under_the_names_the_stacks_alarm_on() -> None:
+    """Every metric a simulated policy can watch is one the contract or SageMaker publishes."""
+    published = set(mc.BY_NAME) | mc.SAGEMAKER_INVOCATION_METRICS | mc.SAGEMAKER_INSTANCE_METRICS
+    assert published >= SUPPORTED_METRICS
+    assert mc.QUEUE_DEPTH.name in SUPPORTED_METRICS and mc.TTFT_P95.name in SUPPORTED_METRICS

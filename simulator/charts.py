@@ -1,0 +1,66 @@
+"""What the simulator's charts share: the figure, lines from a table, event marks, the time axis.
+
+matplotlib with the Agg backend (no display): charts are written as PNG files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+from numpy.typing import ArrayLike
+
+#: Line style keyword arguments for matplotlib (color, ls, lw, alpha).
+Style = dict[str, Any]
+#: One line of a chart: its values, legend label and style.
+Line = tuple[ArrayLike, str, Style]
+
+
+def figure(height: float) -> tuple[Any, tuple[Any, Any, Any]]:
+    """Three stacked panels sharing the time axis."""
+    fig, (top, middle, bottom) = plt.subplots(
+        3, 1, figsize=(11, height), sharex=True, layout="constrained"
+    )
+    return fig, (top, middle, bottom)
+
+
+def step_lines(ax: Any, times: Sequence[datetime], lines: Iterable[Line]) -> None:
+    """Each line as a step plot (a value holds until the next one)."""
+    for values, label, style in lines:
+        ax.step(times, values, where="post", label=label, **style)
+
+
+def mark_event(axes: Sequence[Any], label_ax: Any, x: datetime, label: str) -> None:
+    """A dashed vertical line at ``x`` on every axis, labelled at the top of ``label_ax``."""
+    for ax in axes:
+        ax.axvline(x, color="gray", lw=0.6, ls="-.")
+    label_ax.annotate(
+        label,
+        (mdates.date2num(x), label_ax.get_ylim()[1]),
+        fontsize=7,
+        va="top",
+        rotation=90,
+        xytext=(2, -2),
+        textcoords="offset points",
+    )
+
+
+def merged_legend(ax: Any, twin: Any) -> None:
+    """One legend on ``ax`` for its lines and those of its twin axis."""
+    lines, more = ax.get_legend_handles_labels(), twin.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], loc="upper left", fontsize=8)
+
+
+def save(fig: Any, bottom: Any, path: Path, tz: tzinfo, tz_name: str, time_format: str) -> None:
+    """Label the shared time axis on the ``bottom`` panel, write the PNG, free the figure."""
+    bottom.xaxis.set_major_formatter(mdates.DateFormatter(time_format, tz=tz))
+    bottom.set_xlabel(f"time ({tz_name})")
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
