@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.assumptions import Assumptions
-from stacks.capacity import Capacity, estimate, weight_bytes
+from stacks.capacity import Capacity, estimate, sequences_that_fit, weight_bytes
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
 
@@ -115,14 +115,10 @@ class InstanceModel:
         return self.typical.requests_per_minute
 
     def at(self, prompt_tokens: float, output_tokens: float) -> RequestShape:
-        """A trace minute's mean shape: longer requests, fewer fit in the KV cache.
-
-        The same rule as ``estimate``'s ``concurrency_at_typical_length`` (KV tokens over the
-        sequence length, capped at ``engine.max_num_seqs``), for a length the config does not
-        name; stacks.capacity has no function for an arbitrary length to call instead.
-        """
+        """A trace minute's mean shape: longer requests, fewer fit in the KV cache (the rule
+        ``estimate`` applies at the typical length, at this minute's length)."""
         length = prompt_tokens + output_tokens
-        concurrency = max(1, min(int(self.kv_capacity_tokens // length), self.max_num_seqs))
+        concurrency = max(1, sequences_that_fit(self.kv_capacity_tokens, length, self.max_num_seqs))
         return RequestShape(
             concurrency, *service_times(prompt_tokens, output_tokens, self.assumptions)
         )

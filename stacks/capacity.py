@@ -234,6 +234,12 @@ def kv_cache_tokens(
     return max(0, int(budget // kv_per_token) // block_size * block_size)
 
 
+def sequences_that_fit(kv_tokens: int, tokens_per_sequence: float, max_num_seqs: int) -> int:
+    """Sequences of this length running at once: the KV cache's tokens over the length, capped
+    at ``max_num_seqs`` (vLLM schedules no more; beyond the cache it preempts)."""
+    return min(int(kv_tokens // tokens_per_sequence), max_num_seqs)
+
+
 def estimate(cfg: DeploymentConfig, instance_type: str) -> Capacity:
     """Capacity of one engine (tensor parallel 1: one GPU) on ``instance_type``."""
     inst = INSTANCE_CATALOG[instance_type]
@@ -277,8 +283,8 @@ def estimate(cfg: DeploymentConfig, instance_type: str) -> Capacity:
         kv_bytes_per_token=kv_per_tok,
         kv_capacity_tokens=tokens,
         worst_case_kv_gib=round(eng.max_num_seqs * eng.max_model_len * kv_per_tok / GIB, 1),
-        concurrency_at_full_context=min(full, eng.max_num_seqs),
-        concurrency_at_typical_length=min(tokens // typical, eng.max_num_seqs),
+        concurrency_at_full_context=sequences_that_fit(tokens, eng.max_model_len, eng.max_num_seqs),
+        concurrency_at_typical_length=sequences_that_fit(tokens, typical, eng.max_num_seqs),
         max_num_seqs=eng.max_num_seqs,
         preempts_at_full_context=full < eng.max_num_seqs,
         assumed_engine=assumed_engine(cfg),
