@@ -1,21 +1,9 @@
-"""Deploy smoke gate: a CloudFormation custom resource (CDK Provider ``on_event`` handler).
+"""The smoke gate's calls: one round of ``/invocations`` per variant and the checks on each answer.
 
-On Create and Update it proves the endpoint answers before ``cdk deploy`` reports success: for
-every variant it calls ``/invocations`` once per adapter with a short chat prompt, and once with
-response streaming; any error, empty answer, or answer from the wrong model fails the resource
-with one reason listing every failed call, so CloudFormation rolls the deployment back.
-On Delete it does nothing (there is nothing to undo, and a gate must never block a teardown).
-
-It fails unless DescribeEndpoint shows the deployed ``EndpointConfigName`` in service: after a
-blue/green auto-rollback the endpoint returns to InService on the *previous* EndpointConfig
-(SageMaker developer guide, "Auto-Rollback Configuration and Monitoring"; DescribeEndpoint's
-EndpointConfigName tells which config is live; terraform-provider-aws #48997 has the same blind
-spot), so InService alone would report a failed deploy as green.
-
-One deadline for everything it does: ``TimeoutSeconds`` from the start, and never later than the
-Lambda's own remaining time minus :data:`CALL_OVERRUN_SECONDS` (the longest one call may run past
-it), so the function always answers the Provider framework before its Lambda timeout. Calls not
-made before the deadline are reported as failures, never skipped silently.
+For every variant the round calls ``/invocations`` once per adapter with a short chat prompt, and
+once with response streaming; any error, empty answer, or answer from the wrong model is a
+failure, and the round returns one line per failed call (handler.py turns them into the
+deployment's failure reason).
 
 How the adapter is chosen: SageMaker runtime forwards only its own headers to the container
 (Content-Type, Accept, ``X-Amzn-SageMaker-Custom-Attributes``, target variant/model ...); it sets
@@ -30,67 +18,19 @@ gate checks it, which catches a silent fallback to the base model (vLLM 0.32's
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Callable
 from typing import Any
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-REQUIRED = (
-    "EndpointName",
-    "EndpointConfigName",
-    "Variants",
-    "Prompt",
-    "MaxTokens",
-    "TimeoutSeconds",
-)
-POLL_SECONDS = 15
 #: One call's connect + read timeout, without retries: how far one call can outlive the deadline.
 CONNECT_SECONDS, READ_SECONDS = 5, 60
-CALL_OVERRUN_SECONDS = CONNECT_SECONDS + READ_SECONDS + 20
-
-
-class SmokeGateError(RuntimeError):
-    """The endpoint failed the smoke test; the message is CloudFormation's failure reason."""
-
-
-def parse_properties(event: Any) -> dict[str, Any]:
-    """Validate the custom resource event; CloudFormation passes every scalar as a string."""
-    if not isinstance(event, dict) or event.get("RequestType") not in (
-        "Create",
-        "Update",
-        "Delete",
-    ):
-        raise ValueError("not a CloudFormation custom resource event (RequestType missing)")
-    props = event.get("ResourceProperties")
-    if not isinstance(props, dict):
-        raise ValueError("ResourceProperties missing")
-    missing = [k for k in REQUIRED if k not in props]
-    if missing:
-        raise ValueError(f"ResourceProperties missing {', '.join(missing)}")
-    variants, adapters = props["Variants"], props.get("Adapters", [])
-    if (
-        not isinstance(variants, list)
-        or not variants
-        or not all(isinstance(v, str) for v in variants)
-    ):
-        raise ValueError(f"Variants must be a non-empty list of names; got {variants!r}")
-    if not isinstance(adapters, list) or not all(isinstance(a, str) for a in adapters):
-        raise ValueError(f"Adapters must be a list of names; got {adapters!r}")
-    try:
-        max_tokens, timeout = int(props["MaxTokens"]), int(props["TimeoutSeconds"])
-    except (TypeError, ValueError):
-        raise ValueError("MaxTokens and TimeoutSeconds must be integers") from None
-    return {
-        "endpoint": str(props["EndpointName"]),
-        "config": str(props["EndpointConfigName"]),
-        "variants": variants,
-        "adapters": adapters,
-        "prompt": str(props["Prompt"]),
-        "max_tokens": max_tokens,
-        "timeout": timeout,
-    }
+#: The longest one call can take (no retries: ``total_max_attempts`` 1, see :data:`RUNTIME_CONFIG`).
+CALL_SECONDS = CONNECT_SECONDS + READ_SECONDS
+RUNTIME_CONFIG = Config(
+    read_timeout=READ_SECONDS, connect_timeout=CONNECT_SECONDS, retries={"total_max_attempts": 1}
+)
 
 
 def _body(prompt: str, adapter: str | None, max_tokens: int, stream: bool) -> bytes:
@@ -159,29 +99,6 @@ def check_stream(events: Any) -> str | None:
     return None
 
 
-def wait_in_service(sm: Any, props: dict[str, Any], deadline: float, clock: Any) -> None:
-    """Until the endpoint is InService on the deployed config; fail on anything else."""
-    endpoint, wanted = props["endpoint"], props["config"]
-    while True:
-        desc = sm.describe_endpoint(EndpointName=endpoint)
-        status = desc["EndpointStatus"]
-        live = desc.get("EndpointConfigName")
-        if status == "InService" and live != wanted:
-            raise SmokeGateError(
-                f"endpoint {endpoint} is InService on {live}, not on the deployed {wanted}: "
-                "SageMaker rolled the deployment back (an auto-rollback alarm fired during the "
-                "blue/green update); see the endpoint's events and the rollback alarms"
-            )
-        if status == "InService":
-            return
-        if status in ("Failed", "OutOfService", "Deleting") or clock() + POLL_SECONDS > deadline:
-            reason = desc.get("FailureReason", "")
-            raise SmokeGateError(
-                f"endpoint {endpoint} is {status}, not InService on {wanted}. {reason}".strip()
-            )
-        time.sleep(POLL_SECONDS)
-
-
 def call_once(
     runtime: Any, props: dict[str, Any], variant: str, adapter: str | None, stream: bool
 ) -> str | None:
@@ -200,66 +117,30 @@ def call_once(
         return _describe(exc)
 
 
-def run_gate(
-    props: dict[str, Any], sm: Any, runtime: Any, *, deadline: float, clock: Any = time.monotonic
+def call_count(variants: int, adapters: int) -> int:
+    """Calls in one round: one per adapter (or one to the base model) plus one streaming, per
+    variant."""
+    return variants * (max(1, adapters) + 1)
+
+
+def run_round(
+    props: dict[str, Any], runtime: Any, *, deadline: float, clock: Callable[[], float]
 ) -> list[str]:
-    """Every call the gate makes, all before ``deadline``; returns the failures (empty: pass)."""
-    wait_in_service(sm, props, deadline, clock)
+    """Every call of one round, each started before ``deadline``; returns the failures (empty:
+    pass). A call not started in time is a failure too, never skipped silently."""
     failures: list[str] = []
     targets: list[str | None] = list(props["adapters"]) or [None]
     for variant in props["variants"]:
         calls = [(adapter, False) for adapter in targets] + [(targets[0], True)]
         for adapter, stream in calls:
             mode = "streaming, " if stream else ""
+            what = f"variant {variant}, {mode}adapter {adapter or 'base model'}"
             if clock() >= deadline:
                 failures.append(
-                    f"variant {variant}, {mode}adapter {adapter or 'base model'}: not run, the "
-                    f"gate's deadline ({props['timeout']} s) was reached"
+                    f"{what}: not run, the gate's deadline ({props['timeout']} s) was reached"
                 )
                 continue
             problem = call_once(runtime, props, variant, adapter, stream)
             if problem:
-                failures.append(
-                    f"variant {variant}, {mode}adapter {adapter or 'base model'}: {problem}"
-                )
+                failures.append(f"{what}: {problem}")
     return failures
-
-
-def deadline_for(props: dict[str, Any], context: Any, now: float) -> float:
-    """TimeoutSeconds from now, but never past the Lambda's remaining time minus one call."""
-    deadline = now + props["timeout"]
-    if context is not None and hasattr(context, "get_remaining_time_in_millis"):
-        remaining = context.get_remaining_time_in_millis() / 1000
-        deadline = min(deadline, now + remaining - CALL_OVERRUN_SECONDS)
-    return deadline
-
-
-def handler(
-    event: Any, context: Any = None, clients: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    props = parse_properties(event)
-    physical_id = event.get("PhysicalResourceId") or f"smoke-gate-{props['endpoint']}"
-    if event["RequestType"] == "Delete":
-        print(f"Delete: nothing to do for {physical_id}")
-        return {"PhysicalResourceId": physical_id}
-    clients = clients or {}
-    clock = clients.get("clock") or time.monotonic
-    deadline = deadline_for(props, context, clock())
-    cfg = Config(
-        read_timeout=READ_SECONDS,
-        connect_timeout=CONNECT_SECONDS,
-        retries={"total_max_attempts": 1},
-    )
-    sm = clients.get("sagemaker") or boto3.client("sagemaker")
-    runtime = clients.get("sagemaker-runtime") or boto3.client("sagemaker-runtime", config=cfg)
-    failures = run_gate(props, sm, runtime, deadline=deadline, clock=clock)
-    calls = len(props["variants"]) * (max(1, len(props["adapters"])) + 1)
-    if failures:
-        reason = (
-            f"smoke gate failed {len(failures)} of {calls} calls on {props['endpoint']}: "
-            + " | ".join(failures)
-        )
-        print(reason)
-        raise SmokeGateError(reason[:3500])
-    print(f"smoke gate passed: {calls} calls on {props['endpoint']}")
-    return {"PhysicalResourceId": physical_id, "Data": {"Calls": str(calls)}}
