@@ -227,8 +227,9 @@ def test_a_round_never_outlives_its_lambda() -> None:
 @pytest.mark.parametrize("calls", [2, 8, 13, 40])
 def test_round_timeout_covers_every_call_up_to_the_lambda_maximum(calls: int) -> None:
     timeout = gate.round_timeout_seconds(calls)
-    assert timeout <= gate.LAMBDA_MAX_TIMEOUT_SECONDS
-    assert timeout >= min(calls * CALL_SECONDS, gate.LAMBDA_MAX_TIMEOUT_SECONDS - CALL_SECONDS)
+    # Below the Provider framework's own 900 s, which waits for this function synchronously.
+    assert timeout <= gate.HANDLER_MAX_TIMEOUT_SECONDS < 900
+    assert timeout == gate.HANDLER_MAX_TIMEOUT_SECONDS or timeout > calls * CALL_SECONDS
 
 
 @pytest.mark.parametrize(

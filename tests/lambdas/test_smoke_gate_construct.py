@@ -7,6 +7,10 @@ Built from the construct's narrow props alone (a SmokeGateConfig, names), no Dep
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -15,9 +19,9 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.assertions import Template
 
 from lambdas.smoke_gate.checks import CALL_SECONDS
-from lambdas.smoke_gate.handler import LAMBDA_MAX_TIMEOUT_SECONDS
+from lambdas.smoke_gate.handler import HANDLER_MAX_TIMEOUT_SECONDS
 from stacks.config import SmokeGateConfig
-from stacks.constructs.smoke_gate import SmokeGate
+from stacks.constructs.smoke_gate import LAMBDA_DIR, SmokeGate
 
 ADAPTERS = ["manga_domain_v3", "general_support_v2", "jp_style_v1"]
 
@@ -73,7 +77,7 @@ def test_is_complete_runs_its_own_handler_with_a_timeout_for_one_round() -> None
     assert fns["handler.handler"]["Timeout"] <= 60
     round_timeout = fns["handler.is_complete"]["Timeout"]
     # Two variants x (three adapters + one streaming) = 8 calls, each at its longest.
-    assert 8 * CALL_SECONDS < round_timeout < LAMBDA_MAX_TIMEOUT_SECONDS
+    assert 8 * CALL_SECONDS < round_timeout < HANDLER_MAX_TIMEOUT_SECONDS
     # Both are given to the Provider: its framework functions invoke exactly these two.
     framework_env = [
         f["Environment"]["Variables"] for h, f in fns.items() if h.startswith("framework.")
@@ -95,5 +99,24 @@ def test_is_complete_runs_its_own_handler_with_a_timeout_for_one_round() -> None
 def test_a_round_too_long_for_one_lambda_is_capped_at_the_lambda_maximum() -> None:
     _, template = synth(300, adapters=[f"adapter_{i}" for i in range(12)])
     assert functions_by_handler(template)["handler.is_complete"]["Timeout"] == (
-        LAMBDA_MAX_TIMEOUT_SECONDS
+        HANDLER_MAX_TIMEOUT_SECONDS
     )
+
+
+def test_both_entry_points_import_with_only_the_asset_directory_on_the_path(
+    tmp_path: Path,
+) -> None:
+    code = (
+        "import sys; sys.path[:] = [p for p in sys.path "
+        "if p.startswith(sys.base_prefix) or 'site-packages' in p]; "
+        f"sys.path.insert(0, {str(LAMBDA_DIR)!r}); "
+        "import handler; "
+        "assert handler.handler is handler.on_event; "
+        "print(handler.run_round.__module__, handler.is_complete.__name__)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["checks", "is_complete"]
