@@ -47,6 +47,8 @@ ON_EVENT_TIMEOUT = Duration.seconds(30)
 #: The Provider framework's functions, by their construct ids under the Provider.
 FRAMEWORK_FUNCTIONS = ("framework-onEvent", "framework-isComplete", "framework-onTimeout")
 #: The Provider's waiter state machine is one Task that calls is_complete until it answers.
+#: It is a Standard workflow (no StateMachineType), whose execution history Step Functions
+#: keeps for 90 days (Step Functions developer guide, "Execution guarantees").
 WAITER_WHY = (
     "The Provider framework's waiter is one Task that calls the gate's is_complete function "
     "until it answers; "
