@@ -6,11 +6,9 @@ Built from the construct's narrow props alone (a SmokeGateConfig, names), no Dep
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -104,19 +102,20 @@ def test_a_round_too_long_for_one_lambda_is_capped_at_the_lambda_maximum() -> No
 
 
 def test_both_entry_points_import_with_only_the_asset_directory_on_the_path(
-    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    code = (
-        "import sys; sys.path[:] = [p for p in sys.path "
-        "if p.startswith(sys.base_prefix) or 'site-packages' in p]; "
-        f"sys.path.insert(0, {str(LAMBDA_DIR)!r}); "
-        "import handler; "
-        "assert handler.handler is handler.on_event; "
-        "print(handler.run_round.__module__, handler.is_complete.__name__)"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["checks", "is_complete"]
+    """As Lambda loads the asset: its directory is the only root, no ``lambdas`` package."""
+    installed = [p for p in sys.path if p.startswith(sys.base_prefix) or "site-packages" in p]
+    monkeypatch.setattr(sys, "path", [str(LAMBDA_DIR), *installed])
+    for name in [m for m in sys.modules if m == "lambdas" or m.startswith("lambdas.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delitem(sys.modules, "checks", raising=False)
+    spec = importlib.util.spec_from_file_location("asset_handler", LAMBDA_DIR / "handler.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop("checks", None)
+    assert module.handler is module.on_event and callable(module.is_complete)
+    assert module.run_round.__module__ == "checks"
