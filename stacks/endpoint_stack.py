@@ -98,9 +98,11 @@ class EndpointStack(Stack):
         self.smoke_gate = SmokeGate(
             self,
             "SmokeGate",
-            cfg=cfg,
+            gate=cfg.smoke_gate,
             endpoint=self.serving.endpoint,
             endpoint_name=cfg.endpoint_name,
+            variant_names=VARIANT_NAMES,
+            adapter_names=[adapter.name for adapter in cfg.adapters],
         )
         image.grant_pull(self.serving.role)
         # SageMaker checks image access at CreateModel: create the models after the role's policy.

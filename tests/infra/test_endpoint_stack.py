@@ -172,7 +172,8 @@ def test_prod_wires_the_canary_controller_and_the_smoke_gate(endpoint: Template)
     functions = endpoint.find_resources("AWS::Lambda::Function")
     ours = [f for f in functions.values() if f["Properties"].get("Handler") == "handler.handler"]
     assert len(ours) == 2, "expected the canary controller and the smoke gate functions"
-    endpoint.resource_count_is("AWS::StepFunctions::StateMachine", 1)
+    # The canary rollout and the smoke gate's Provider waiter (it polls is_complete).
+    endpoint.resource_count_is("AWS::StepFunctions::StateMachine", 2)
     gates = endpoint.find_resources("Custom::EndpointSmokeGate")
     assert len(gates) == 1, "the post-deploy smoke gate custom resource is missing"
     for gate in gates.values():
