@@ -15,7 +15,6 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct, IConstruct
 
 # Re-exported for smoke_gate.py until it takes an EndpointRef (endpoint_ref.grant_invoke).
-from stacks.constructs.endpoint_ref import endpoint_arn as endpoint_arn
 
 LAMBDA_RUNTIME = lambda_.Runtime.PYTHON_3_14
 
@@ -90,15 +89,16 @@ def python_function(
     description: str,
     function_name: str | None = None,
     environment: dict[str, str] | None = None,
+    handler: str = "handler.handler",
 ) -> lambda_.Function:
-    """``handler.handler`` from ``lambda_dir``, writing to ``log_group`` as ``role``."""
+    """``handler`` (module.function) from ``lambda_dir``, writing to ``log_group`` as ``role``."""
     log_group.grant_write(role)
     return lambda_.Function(
         scope,
         "Function",
         function_name=function_name,
         runtime=LAMBDA_RUNTIME,
-        handler="handler.handler",
+        handler=handler,
         code=lambda_.Code.from_asset(str(lambda_dir), exclude=["__pycache__", "*.pyc"]),
         role=role,
         log_group=log_group,

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from aws_cdk import CfnResource, CustomResource, Duration, Stack
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import custom_resources as cr
@@ -34,8 +33,8 @@ from constructs import Construct
 from lambdas.smoke_gate.checks import call_count
 from lambdas.smoke_gate.handler import query_interval_seconds, round_timeout_seconds
 from stacks.config import SmokeGateConfig
+from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (
-    endpoint_arn,
     lambda_role,
     python_function,
     tidy_function,
@@ -92,12 +91,7 @@ class SmokeGate(Construct):
             self,
             description=f"Smoke gate for {endpoint_name}: describe and invoke this endpoint only",
         )
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"],
-                resources=[endpoint_arn(self, endpoint_name)],
-            )
-        )
+        EndpointRef.of(self, endpoint_name).grant_invoke(self.role)
         self.function = python_function(
             self,
             lambda_dir=LAMBDA_DIR,
@@ -115,10 +109,8 @@ class SmokeGate(Construct):
             timeout=Duration.seconds(round_timeout_seconds(calls)),
             description=f"Deploy smoke gate for {endpoint_name}: one round (every adapter + "
             "streaming)",
+            handler="handler.is_complete",
         )
-        is_complete_cfn = self.is_complete_function.node.default_child
-        assert isinstance(is_complete_cfn, lambda_.CfnFunction)
-        is_complete_cfn.handler = "handler.is_complete"
         self.provider = cr.Provider(
             self,
             "Provider",
