@@ -295,7 +295,7 @@ def test_every_lambda_and_state_machine_log_group_keeps_a_month_with_its_checkov
     prod: Template,
 ) -> None:
     groups = prod.find_resources("AWS::Logs::LogGroup")
-    assert len(groups) == 3  # controller, state machine, smoke gate (its Provider framework logs there too)
+    assert len(groups) == 3  # controller, state machine, smoke gate (its Provider logs there)
     for group in groups.values():
         assert (group["Properties"]["RetentionInDays"], group["DeletionPolicy"]) == (30, "Delete")
         assert [s["id"] for s in group["Metadata"]["checkov"]["skip"]] == ["CKV_AWS_158"]
