@@ -37,7 +37,21 @@ class SmokeGateConfig(Strict):
     enabled: bool = True
     prompt: str = "Recommend one action manga in one sentence."
     max_tokens: Annotated[int, Field(ge=1, le=512)] = 16
-    timeout_seconds: Annotated[int, Field(ge=10, le=840)] = 300
+    #: One deadline for the whole gate, and the CDK Provider's total timeout: at most 1 hour
+    #: (custom_resources ProviderProps.totalTimeout; CloudFormation waits 1 hour for a custom
+    #: resource by default), so 3000 s leaves room for the start and the last round.
+    timeout_seconds: Annotated[int, Field(ge=10, le=3000)] = 300
+
+    @field_validator("timeout_seconds")
+    @classmethod
+    def _polled_every_15_s(cls, value: int) -> int:
+        if value > 60 and value % 15:
+            raise ValueError(
+                f"{value} must be a multiple of 15 above 60 s: the Provider polls at an interval "
+                f"that divides the timeout, and 15 s keeps it from polling every second "
+                f"(try {value - value % 15} or {value - value % 15 + 15})"
+            )
+        return value
 
 
 class NotificationConfig(Strict):

@@ -60,6 +60,8 @@ INVALID = [
         where="notifications.emails.0",
     ),
     invalid("scaling.variants.primary.step_policies.0.steps.1.lower", 20, "overlap"),
+    invalid("smoke_gate.timeout_seconds", 3001, "less than or equal to 3000"),
+    invalid("smoke_gate.timeout_seconds", 2999, "must be a multiple of 15 above 60 s"),
     invalid(
         "scaling.variants.primary.step_policies.2.steps.0.change",
         1,

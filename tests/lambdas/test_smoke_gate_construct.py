@@ -56,7 +56,7 @@ def waiter_task(template: Template) -> dict[str, Any]:
     return task
 
 
-@pytest.mark.parametrize("timeout", [10, 37, 300, 840])
+@pytest.mark.parametrize("timeout", [10, 37, 300, 840, 3000])
 def test_the_waiter_polls_is_complete_for_the_configured_timeout(timeout: int) -> None:
     gate, template = synth(timeout)
     assert gate.provider is not None
