@@ -24,9 +24,9 @@ PROGRESS := $(PYTHON) tools/progress.py
 # $(call venv-recipe,DIR,REQUIREMENTS): the recipe of a venv stamp, one progress line per phase
 # and pip's output condensed to a line per 10 packages and per large download.
 define venv-recipe
-$(PROGRESS) --phase "$(1): python -m venv" -- $(PYTHON) -m venv $(1)
-$(PROGRESS) --phase "$(1): upgrade pip" --pip -- $(1)/bin/pip install --upgrade pip
-$(PROGRESS) --phase "$(1): pip install -r $(2)" --pip -- $(1)/bin/pip install -r $(2)
+@$(PROGRESS) --phase "$(1): python -m venv" -- $(PYTHON) -m venv $(1)
+@$(PROGRESS) --phase "$(1): upgrade pip" --pip -- $(1)/bin/pip install --upgrade pip
+@$(PROGRESS) --phase "$(1): pip install -r $(2)" --pip -- $(1)/bin/pip install -r $(2)
 endef
 
 TEST_TARGETS := test-infra
@@ -54,7 +54,7 @@ $(VENV)/.stamp: requirements.txt
 venv: $(VENV)/.stamp ## development | the .venv for CDK, lambdas, simulator and their tests
 
 node_modules/.stamp: package.json
-	$(PROGRESS) --phase "node_modules: npm install (the pinned CDK CLI)" -- \
+	@$(PROGRESS) --phase "node_modules: npm install (the pinned CDK CLI)" -- \
 		npm install --no-audit --no-fund --silent
 	touch $@
 

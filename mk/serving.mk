@@ -40,14 +40,14 @@ quant-venv: $(QUANT_VENV)/.stamp ## development | the .venv-quant (llmcompressor
 
 # PYTHONHASHSEED: peft writes target_modules from a set; a fixed seed makes the files identical.
 $(TINY_SRC)/.stamp: $(SERVING_VENV)/.stamp container/model_prep/build_tiny_model.py
-	PYTHONHASHSEED=0 $(PROGRESS) --phase "tiny model: a random tiny Llama, its tokenizer, 3 LoRA adapters" \
+	@PYTHONHASHSEED=0 $(PROGRESS) --phase "tiny model: a random tiny Llama, its tokenizer, 3 LoRA adapters" \
 		-- $(SPY) -m container.model_prep.build_tiny_model --out $(TINY_SRC) --bad-rank-adapter
 	touch $@
 
 # The model-prep stage of the Dockerfile, run as a plain script on the tiny model (AWQ included).
 $(TINY_MODEL)/manifest.json: $(TINY_SRC)/.stamp $(QUANT_VENV)/.stamp $(wildcard container/model_prep/*.py)
 	rm -rf $(TINY_MODEL) build/model-prep-work
-	$(PROGRESS) --phase "model prep on the tiny model (the Dockerfile's model-prep stage)" -- \
+	@$(PROGRESS) --phase "model prep on the tiny model (the Dockerfile's model-prep stage)" -- \
 	$(SPY) -m container.model_prep.prepare --base-model $(TINY_SRC)/base --adapters $(TINY_ADAPTERS) \
 		--quantization awq --min-agreement $(TINY_MIN_AGREEMENT) --max-lora-rank 16 \
 		--calibration $(TINY_SRC)/calibration.jsonl --heldout $(TINY_SRC)/heldout.jsonl \

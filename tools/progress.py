@@ -3,9 +3,11 @@
 The first `make demo` or `make test` on a fresh machine spends minutes building virtualenvs,
 installing the CDK CLI and preparing the tiny model. Each such step runs through this wrapper:
 
-    [+0:00] .venv-serving: pip install -r requirements-serving.txt ...
-    [+0:41]   .venv-serving: 37 packages resolved (torch-2.13.0+cpu, 201.4 MB)
-    [+2:07] .venv-serving: pip install -r requirements-serving.txt done in 2:07
+    [+0:04] .venv: pip install -r requirements.txt ...
+    [+0:05]   .venv: pip install -r requirements.txt: downloading aws_cdk_lib-...whl (59.8 MB)
+    [+0:06]   .venv: pip install -r requirements.txt: 10 packages resolved (last: moto==5.2.5)
+    [+0:12]   .venv: pip install -r requirements.txt: installing 76 packages
+    [+0:51] .venv: pip install -r requirements.txt done in 0:46
 
 ``+M:SS`` counts from the start of the outermost ``make`` (``PROGRESS_T0``, exported by the
 Makefile), so nested makes share one clock. With ``--pip`` the command is pip: its own output
@@ -65,7 +67,7 @@ def condense_pip(lines: Iterable[str], *, every: int = 10) -> Iterator[str]:
                 yield f"downloading {m.group(1).rsplit('/', 1)[-1]} ({size_mb:.1f} MB)"
         elif m := _INSTALLING.match(line):
             count = len([p for p in m.group(1).split(",") if p.strip()])
-            yield f"installing {count} packages (the slowest part for torch/vllm)"
+            yield f"installing {count} package{'' if count == 1 else 's'}"
 
 
 def run(phase: str, command: list[str], *, pip: bool, every: int, out: TextIO) -> int:
