@@ -6,9 +6,11 @@ The package by concern (each module imports only those above it):
 - ``model``: base model, architecture, adapters, vLLM engine, image;
 - ``deployment``: variants, the blue/green traffic shift and deployment policy;
 - ``operations``: canary rollout, smoke gate, notifications, monitoring thresholds;
-- ``timing``: local crons and time zones, scheduled actions, the release calendar and the
-  bound changes they make (``bounds_changes``);
-- ``scaling``: target tracking, step policies, per-variant bounds, ``ScalingConfig``;
+- ``timing``: local crons and time zones, scheduled actions, the release calendar, the
+  ``BoundsChange`` one scheduled action makes;
+- ``scaling``: target tracking, step policies, per-variant bounds, ``ScalingConfig`` and
+  ``bounds_changes`` (every scheduled action of a scaling config, for the stack and the
+  simulator alike);
 - ``loader``: ``DeploymentConfig`` and ``load_config`` / ``parse_config``.
 
 Import from here: ``from stacks.config import DeploymentConfig, load_config``.
@@ -53,13 +55,13 @@ from stacks.config.scaling import (
     StepPolicy,
     TargetTracking,
     VariantScaling,
+    bounds_changes,
 )
 from stacks.config.timing import (
     BoundsChange,
     ReleaseEvent,
     ScheduledAction,
     aas_cron,
-    bounds_changes,
 )
 
 __all__ = [

@@ -16,7 +16,7 @@ from stacks.config.base import (
     VariantName,
     check_capacity_bounds,
 )
-from stacks.config.timing import Capacity, ReleaseEvent, ScheduledAction
+from stacks.config.timing import BoundsChange, Capacity, ReleaseEvent, ScheduledAction
 
 #: Metrics step scaling may watch: per-variant contract metrics and SageMaker's real-time metrics.
 SCALABLE_METRICS: frozenset[str] = (
@@ -236,3 +236,33 @@ class ScalingConfig(Strict):
             return base.min_capacity, base.max_capacity
         last = max(mine, key=lambda s: s.last_fire(when))
         return last.written_min_capacity, last.max_capacity
+
+
+def bounds_changes(scaling: ScalingConfig) -> list[BoundsChange]:
+    """Every scheduled action the schedules and the release calendar make, in the order written:
+    each recurring schedule (MinCapacity = floor + standby), then per release a pre-scale at
+    ``at - prescale_hours`` to the release's bounds and a restore at ``at +
+    restore_after_hours`` to what the recurring schedules hold then
+    (:meth:`ScalingConfig.recurring_bounds_at`)."""
+    changes = [
+        BoundsChange(
+            s.name,
+            "recurring",
+            s.variant,
+            s.cron,
+            s.timezone,
+            s.written_min_capacity,
+            s.max_capacity,
+        )
+        for s in scaling.schedules
+    ]
+    for r in scaling.release_calendar:
+        start, end = r.window
+        low, high = scaling.recurring_bounds_at(r.variant, end)
+        changes += [
+            BoundsChange(
+                r.name, "prescale", r.variant, start, r.timezone, r.min_capacity, r.max_capacity
+            ),
+            BoundsChange(r.name, "restore", r.variant, end, r.timezone, low, high),
+        ]
+    return changes

@@ -13,16 +13,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from stacks.config.base import NAME_PATTERN, Strict, VariantName, check_capacity_bounds
-
-if TYPE_CHECKING:
-    from stacks.config.scaling import ScalingConfig
 
 
 def _check_timezone(value: str) -> str:
@@ -193,33 +190,3 @@ class BoundsChange:
         if isinstance(self.when, str):
             return cron_fires(self.when, self.timezone, after, until)
         return [self.when] if self.when <= until else []
-
-
-def bounds_changes(scaling: ScalingConfig) -> list[BoundsChange]:
-    """Every scheduled action the schedules and the release calendar make, in the order written:
-    each recurring schedule (MinCapacity = floor + standby), then per release a pre-scale at
-    ``at - prescale_hours`` to the release's bounds and a restore at ``at +
-    restore_after_hours`` to what the recurring schedules hold then
-    (:meth:`ScalingConfig.recurring_bounds_at`)."""
-    changes = [
-        BoundsChange(
-            s.name,
-            "recurring",
-            s.variant,
-            s.cron,
-            s.timezone,
-            s.written_min_capacity,
-            s.max_capacity,
-        )
-        for s in scaling.schedules
-    ]
-    for r in scaling.release_calendar:
-        start, end = r.window
-        low, high = scaling.recurring_bounds_at(r.variant, end)
-        changes += [
-            BoundsChange(
-                r.name, "prescale", r.variant, start, r.timezone, r.min_capacity, r.max_capacity
-            ),
-            BoundsChange(r.name, "restore", r.variant, end, r.timezone, low, high),
-        ]
-    return changes
