@@ -4,23 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stacks.update_semantics import ASSUMED_PROVISION_SECONDS, ASSUMED_STARTUP_SECONDS
+
 
 @dataclass(frozen=True)
 class Assumptions:
     #: Simulation step. 10 s is the resolution of SageMaker's high-resolution concurrency metric.
     tick_seconds: int = 10
-    #: From the scaling decision to the instance running the container (seeds: 5 to 8 minutes).
-    provision_seconds: float = 390.0
-    #: Container start to /ping 200 (seeds 000 scenario 7: ~75 s on ml.g5.xlarge).
-    startup_seconds: float = 75.0
+    #: From the scaling decision to the instance running the container (the plan assumes the same).
+    provision_seconds: float = ASSUMED_PROVISION_SECONDS
+    #: Container start to /ping 200 (model load, adapters, warmup).
+    startup_seconds: float = ASSUMED_STARTUP_SECONDS
     #: Decode speed one sequence sees while the batch is full (tokens/s). 45 tok/s x ~85 running
-    #: sequences is ~3,800 tok/s per A10G: the optimistic end, chosen so the seeds' "one instance
-    #: handles ~1,200 requests/minute" is reproduced; the memory-bandwidth bound is lower
+    #: sequences is ~3,800 tok/s per A10G: the optimistic end, chosen so the original team's "one
+    #: instance handles ~1,200 requests/minute" is reproduced; the memory-bandwidth bound is lower
     #: (``python -m simulator capacity`` prints both).
     decode_tokens_per_second: float = 45.0
     #: Prefill speed one request sees (tokens/s of the uncached part of its prompt).
     prefill_tokens_per_second: float = 10_000.0
-    #: Share of prompt tokens served from vLLM's prefix cache (seeds 001: ~72% hit rate).
+    #: Share of prompt tokens served from vLLM's prefix cache (the original team measured ~72%).
     prefix_cache_hit_rate: float = 0.72
     #: SageMaker applies one capacity change at a time: while instances are being added the
     #: endpoint is Updating and a further change waits for it to finish.
@@ -33,9 +35,9 @@ class Assumptions:
     #: Target tracking scale-in alarm: this many 1-minute datapoints below tt_in_fraction x target.
     tt_in_datapoints: int = 15
     tt_in_fraction: float = 0.9
-    #: A minute is over SLO when the p95 queue wait exceeds this (seeds: TTFT P95 alarm 500 ms)...
+    #: A minute is over SLO when the p95 queue wait exceeds this (the TTFT P95 alarm's 500 ms)...
     slo_queue_wait_ms: float = 500.0
-    #: ...or when more than this share of its requests are rejected (seeds: error rate < 0.1%).
+    #: ...or when more than this share of its requests are rejected (the error-rate SLO, < 0.1%).
     slo_error_rate: float = 0.001
     #: Step policies (by name) to leave out: "what if I delete this policy" without a second config.
     disabled_policies: tuple[str, ...] = field(default_factory=tuple)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from simulator.assumptions import Assumptions
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
 from stacks.rollout_plan import rollout_capacity_plan
 from stacks.update_semantics import (
+    ASSUMED_READY_SECONDS,
     VARIANT_NAMES,
     deploy_footprint,
     reset_properties,
@@ -36,8 +36,7 @@ def _guardrail_floor(cfg: DeploymentConfig) -> int:
 
 
 def deploy_section(cfg: DeploymentConfig) -> dict[str, Any]:
-    a = Assumptions()
-    ready = a.ready_delay_seconds
+    ready = ASSUMED_READY_SECONDS
     initial = {v: cfg.variants[v].initial_instance_count for v in VARIANT_NAMES}
     at_max = {v: cfg.scaling.variants[v].max_capacity for v in VARIANT_NAMES}
     typical = deploy_footprint(cfg, live=initial, ready_seconds=ready)

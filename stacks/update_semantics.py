@@ -39,6 +39,14 @@ from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName, VariantP
 
 ALL_PROPERTIES: tuple[VariantProperty, ...] = ("DesiredInstanceCount", "DesiredWeight")
 
+#: Assumed, not a SageMaker rule: from a capacity decision to the instance running the container.
+#: The original team saw 5 to 8 minutes for ml.g5.xlarge; 390 s is inside that range.
+ASSUMED_PROVISION_SECONDS = 390.0
+#: Assumed: container start to /ping 200 (model load, adapters, warmup), ~75 s on ml.g5.xlarge.
+ASSUMED_STARTUP_SECONDS = 75.0
+#: When a new instance serves, counted from the decision that asked for it (plan and simulator).
+ASSUMED_READY_SECONDS = ASSUMED_PROVISION_SECONDS + ASSUMED_STARTUP_SECONDS
+
 
 def reset_properties(cfg: DeploymentConfig) -> tuple[VariantProperty, ...]:
     """ExcludeRetainedVariantProperties: what a deploy resets to the config's initial values."""
