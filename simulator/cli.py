@@ -3,7 +3,7 @@
 Commands:
   run        every built-in trace (or --trace ...) -> <out>/<trace>.png, <trace>.json, summary.json
   capacity   how per-instance capacity is derived for each variant
-  validate   the One Piece incident with the seeds' old policy (simulator/validation.py)
+  validate   the One Piece incident with the original team's policy (simulator/validation.py)
   scenarios  operator events on a timeline (simulator/scenarios.py), e.g. deploy-at-peak
   rollout    canary rollout 5 -> 100 on a normal day with the controller's own rules
              (simulator/rollout.py) -> <out>/canary-rollout.png, canary-rollout.json
@@ -46,9 +46,9 @@ FLOAT_OPTIONS = (
     (
         "--provision-seconds",
         "provision_seconds",
-        "scaling decision to instance running (seeds: 300-480)",
+        "scaling decision to instance running (observed: 300-480)",
     ),
-    ("--startup-seconds", "startup_seconds", "container start to /ping 200 (seeds: ~75)"),
+    ("--startup-seconds", "startup_seconds", "container start to /ping 200 (observed: ~75)"),
     ("--decode-tps", "decode_tokens_per_second", "decode tokens/s one sequence sees at full batch"),
     ("--prefill-tps", "prefill_tokens_per_second", "prefill tokens/s"),
     ("--prefix-cache-hit-rate", "prefix_cache_hit_rate", "share of prompt tokens cached"),
@@ -162,7 +162,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         )
         print(
             f"  throughput = {m.concurrency} / {m.service_seconds:.2f} s = "
-            f"{m.requests_per_minute:,.0f} requests/minute (seeds: ~1,200)"
+            f"{m.requests_per_minute:,.0f} requests/minute (the original team: ~1,200)"
         )
         if m.roofline is not None:
             print(
@@ -203,7 +203,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             from simulator.report import chart
 
             chart(res, out / f"one-piece-old-policy-{run.minutes_to_capacity}min.png")
-    print("seeds: ~20% failed with 429 for ~13 minutes, 8-13 minutes trigger to capacity")
+    print("reported: ~20% failed with 429 for ~13 minutes, 8-13 minutes trigger to capacity")
     return 0
 
 

@@ -153,12 +153,12 @@ def write_csv(trace: Trace, path: Path) -> None:
 
 # ---------------------------------------------------------------- built-in traces
 #
-# Levels from the seeds: ~500 requests/minute at 3 AM JST (003 US 4); a JP evening peak of
-# ~3,600 requests/minute (002 section 10: "observed peak concurrency ~60" per engine on the
-# 4-instance fleet, at ~4 s per request); JP and US evening peaks 18:00-22:00 local (002 section 9);
-# the One Piece release: 3x in 15 minutes from 20:00 JST (003 US 7). The pre-release level of
-# 2,000 requests/minute is what the seeds' own figures imply: 20% of a 3x spike failing on
-# 4 instances of ~1,200 requests/minute means 3 x base x 0.8 = 4,800.
+# Levels the original team reported: ~500 requests/minute at 3 AM JST; a JP evening peak of
+# ~3,600 requests/minute ("observed peak concurrency ~60" per engine on the 4-instance fleet, at
+# ~4 s per request); JP and US evening peaks 18:00-22:00 local; the One Piece release: 3x in 15
+# minutes from 20:00 JST. The pre-release level of 2,000 requests/minute is what their own
+# figures imply: 20% of a 3x spike failing on 4 instances of ~1,200 requests/minute means
+# 3 x base x 0.8 = 4,800.
 
 
 def _bump(hours: np.ndarray, centre: float, width: float) -> np.ndarray:
@@ -267,7 +267,7 @@ def off_peak_night() -> Trace:
         "off-peak-night",
         start,
         rpm,
-        "22:00-08:00 JST: ~500 rpm from 02:00 to 06:00 (seeds 003 US 4)",
+        "22:00-08:00 JST: ~500 rpm from 02:00 to 06:00 (as reported)",
         marks=((4 * 60, "02:00"), (8 * 60, "06:00")),
     )
 

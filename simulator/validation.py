@@ -1,17 +1,17 @@
-"""Validate the model against the seeds' One Piece incident (seeds 003 user story 7).
+"""Validate the model against the One Piece incident as the original team reported it.
 
 The incident's policy, rebuilt on top of the configured deployment (engine, instance types and
 prices unchanged; only ``scaling`` replaced, so nothing of the current policy is copied):
 
-- 4 instances running (003 US 4: "kept 4 instances running"), max 8 (002 section 9), all traffic
-  on one variant (the seeds have a single ``AllTraffic`` variant: canary weight 0).
-- Reactive target tracking on InvocationsPerInstance, cooldowns 60 s out / 300 s in (002 section
-  9). Target 800/minute: the seeds' timeline has the trigger fire at 8:07 PM; with the trace's ramp
+- 4 instances running ("kept 4 instances running"), max 8, all traffic on one variant (they ran
+  a single ``AllTraffic`` variant: canary weight 0).
+- Reactive target tracking on InvocationsPerInstance, cooldowns 60 s out / 300 s in. Target
+  800/minute: their timeline has the trigger fire at 8:07 PM; with the trace's ramp
   (2,000 -> 6,000 rpm over 15 minutes) 3 consecutive 1-minute datapoints first exceed a target
-  between 767 and 833 at 8:07. The seeds' literal "InvocationsPerInstance > 300" cannot be right
+  between 767 and 833 at 8:07. Their literal "InvocationsPerInstance > 300" cannot be right
   at that traffic (it would have been in alarm all evening).
 - No step policies, schedules or release calendar.
-- New capacity 8 and 13 minutes after the decision (the seeds' "trigger to capacity available:
+- New capacity 8 and 13 minutes after the decision (their "trigger to capacity available:
   8-13 minutes"), container start included.
 """
 
@@ -27,7 +27,7 @@ from stacks.config import DeploymentConfig
 
 OLD_TARGET_INVOCATIONS = 800
 CAPACITY_MINUTES = (8, 13)
-SEEDS: dict[str, object] = {
+REPORTED: dict[str, object] = {
     "failed_pct_during_spike": 20.0,
     "trigger_to_capacity_minutes": list(CAPACITY_MINUTES),
     "degraded_minutes": 13,
@@ -78,14 +78,14 @@ class OnePieceReport:
     def as_dict(self) -> dict[str, object]:
         """The report as ``one-piece-validation.json`` holds it."""
         return {
-            "seeds": SEEDS,
+            "reported": REPORTED,
             "policy": "old reactive target tracking (see simulator/validation.py)",
             "runs": {f"{r.minutes_to_capacity}_min_to_capacity": r.as_dict() for r in self.runs},
         }
 
 
 def one_piece(cfg: DeploymentConfig, a: Assumptions) -> OnePieceReport:
-    """Replay the One Piece trace with the seeds' old policy at 8 and 13 minutes to capacity."""
+    """Replay the One Piece trace with the original policy at 8 and 13 minutes to capacity."""
     old = old_policy_config(cfg)
     runs = []
     for minutes in CAPACITY_MINUTES:

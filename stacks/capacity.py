@@ -16,7 +16,7 @@ logs in ``tests/infra/vllm_startup_logs.py`` (each predicted within 5 %), with t
 and no per-log fitting.
 
 For Llama-3-8B a token of KV cache is 2 (K,V) x 32 layers x 8 KV heads x 128 dims x 2 bytes =
-128 KiB, so the seeds' "128 sequences x 4096 tokens in ~14 GB" is really 64 GiB.
+128 KiB, so the often-quoted "128 sequences x 4096 tokens in ~14 GB" is really 64 GiB.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """SageMaker GPU instance catalog: hardware and on-demand price, with where each figure came from.
 
 Prices are SageMaker real-time inference on-demand, us-east-1, USD per hour. No AWS call is made
-at synth (DESIGN.md), so the figures are static: each row says its source and date. Verify them
+at synth (synth runs offline and gives the same template every time), so the figures are static:
+each row says its source and date. Verify them
 against https://aws.amazon.com/sagemaker/pricing/ before a budget decision; other regions differ.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 PRICE_REGION = "us-east-1"
 HOURS_PER_MONTH = 730  # AWS's own monthly convention (8,760 h / 12)
 
-_SEEDS = "seeds/002 section 3 (MangaAssist, validated 2026-03-25)"
+_SEEDS = "the MangaAssist team's production figures (validated 2026-03-25)"
 _PUBLIC = "public SageMaker pricing as quoted in 2025-10..2026-03 articles; not re-checked offline"
 
 # Memory CUDA reports per GPU (torch.cuda.mem_get_info()[1], what vLLM multiplies by

@@ -1,4 +1,4 @@
-"""Context budgeting (seed 000 scenario 5, seed 003 user story 5).
+"""Context budgeting: long conversations keep their newest turns and the stable system prefix.
 
 A chat request is cut into: the leading system messages (the stable prefix, budget
 BUDGET_SYSTEM_TOKENS), retrieved documents (body field ``retrieval``, budget

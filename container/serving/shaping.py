@@ -10,8 +10,8 @@ budget, engine-death answers.
 - Adapter: the ``X-Amzn-SageMaker-Adapter-Identifier`` header, else the body's ``model``, else
   DEFAULT_ADAPTER (empty: the base model). An unknown name is a 400 listing the known ones.
   vLLM's /invocations copies the header into the body's ``model`` and, with no header, replaces
-  the body's model by the base model (FACTS.md); so the resolved name is written to the header
-  for /invocations and to the body for /v1/*.
+  the body's model by the base model (seen on vLLM 0.32); so the resolved name is written to the
+  header for /invocations and to the body for /v1/*.
 - Budget: chat requests go through :func:`budget.apply_budget`; over-long conversations lose their
   oldest turns with a marker and ``max_tokens`` is capped so prompt + answer fit max_model_len.
   Bodies over SHAPING_OFFLOAD_BYTES are parsed, counted and re-serialized in a worker thread so

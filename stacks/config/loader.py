@@ -89,7 +89,8 @@ class DeploymentConfig(Strict):
         ranks = {a.rank for a in self.adapters}
         if len(ranks) > 1:
             raise ValueError(
-                f"adapters: all adapters must share one rank (seeds 004 q11), got {sorted(ranks)}"
+                "adapters: all adapters must share one rank (vLLM sizes every LoRA slot by the "
+                f"largest), got {sorted(ranks)}"
             )
         if ranks and max(ranks) > self.engine.max_lora_rank:
             raise ValueError(

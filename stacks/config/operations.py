@@ -59,8 +59,8 @@ class NotificationConfig(Strict):
 
 
 class MonitoringConfig(Strict):
-    """Alarm thresholds and SLO targets; defaults are the seeds' (000 section 8: alerting rules
-    and SLO definitions)."""
+    """Alarm thresholds and SLO targets; defaults are the alerting rules and SLOs the original
+    team ran in production."""
 
     ttft_p95_ms: Annotated[float, Field(gt=0)] = 500
     queue_depth_critical: Annotated[float, Field(gt=0)] = 80

@@ -1,4 +1,5 @@
-"""The per-variant alarm rules of the monitoring construct, as data (seeds 000 section 8).
+"""The per-variant alarm rules of the monitoring construct, as data (the original team's
+alerting rules, plus the engine's own failure signals).
 
 Each rule names a metric of the metrics contract (or SageMaker's ModelLatency), its statistic,
 threshold and how long the condition must hold; thresholds come from the config's ``monitoring``

@@ -1,6 +1,6 @@
-"""Monitoring: an encrypted SNS topic, the seeds' alarms per variant, SLO alarms, the dashboard.
+"""Monitoring: an encrypted SNS topic, the alarms per variant, SLO alarms, the dashboard.
 
-Alarm thresholds come from the config's ``monitoring`` section (defaults: seeds 000 section 8).
+Alarm thresholds come from the config's ``monitoring`` section.
 Every alarm is built through ``EndpointRef.metric`` (``variant_metric``) so it watches a metric of
 the metrics contract or one SageMaker publishes. The rollback alarms (5XX, ModelLatency p99)
 are reused: they get the topic as action.

@@ -133,7 +133,7 @@ def test_prod_carries_the_seed_numbers() -> None:
         4,
         95,
     )
-    # 2 canary instances, not the seeds' 1: the blue/green canary step (one whole instance)
+    # 2 canary instances, not the original team's 1: the blue/green canary step (one whole instance)
     # must be <= 50% of every variant's fleet (TrafficRoutingConfig; issue 10 item 4).
     assert (cfg.variants.canary.initial_instance_count, cfg.variants.canary.initial_weight) == (
         2,

@@ -104,7 +104,7 @@ def test_validate_names_each_chart_by_its_minutes_to_capacity_not_its_label(
     real = validation.simulate
 
     def relabelled(cfg: DeploymentConfig, trace: Trace, a: Assumptions, label: str) -> Result:
-        return replace(real(cfg, trace, a, label), label="the seeds' policy")
+        return replace(real(cfg, trace, a, label), label="the original policy")
 
     monkeypatch.setattr(validation, "simulate", relabelled)
     assert main(["validate", "--out", str(tmp_path)]) == 0
