@@ -45,7 +45,7 @@ def echo_startup(log: Path, stop: threading.Event) -> None:
         text = log.read_text(errors="replace") if log.exists() else ""
         done = [ln for ln in text[: text.rfind("\n") + 1].splitlines() if "phase=" in ln]
         for line in done[shown:]:
-            print(f"demo:   startup {line.split('phase=', 1)[1]}", flush=True)
+            print(f"demo:   startup {line.split('phase=', 1)[1].rstrip()}", flush=True)
         shown = len(done)
         elapsed = time.monotonic() - started
         if elapsed >= next_beat:
