@@ -112,7 +112,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     label = args.label or f"{cfg.env}" + (" (candidate)" if baseline else "")
-    summary: dict[str, object] = {"config": cfg.env, "assumptions": a.__dict__, "traces": {}}
+    per_trace: dict[str, object] = {}
+    summary: dict[str, object] = {"config": cfg.env, "assumptions": a.__dict__, "traces": per_trace}
     for tr in traces:
         res: Result = simulate(cfg, tr, a, label=label)
         base = (
@@ -132,7 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             from simulator.report import chart
 
             chart(res, out / f"{tr.name}.png", base)
-        summary["traces"][tr.name] = entry  # type: ignore[index]
+        per_trace[tr.name] = entry
         from simulator.report import table
 
         print(table(res, base), end="\n\n")

@@ -100,6 +100,13 @@ def run(cfg: DeploymentConfig, a: Assumptions, factor: float = BUSY_FACTOR) -> l
     return cases
 
 
+def _num(value: object) -> float:
+    """A figure of :func:`hour_figures` (each is an int or a float)."""
+    if not isinstance(value, int | float):
+        raise TypeError(f"not a number: {value!r}")
+    return float(value)
+
+
 def report(cases: list[Case]) -> dict[str, object]:
     out: dict[str, object] = {}
     for case in cases:
@@ -119,10 +126,11 @@ def report(cases: list[Case]) -> dict[str, object]:
                 for t, what in ops
             ],
             "target_met": (
-                after["rejected_in_hour"] <= base["rejected_in_hour"]  # type: ignore[operator]
-                and after["capacity_rpm_min_in_hour"] >= base["capacity_rpm_min_in_hour"]  # type: ignore[operator]
+                _num(after["rejected_in_hour"]) <= _num(base["rejected_in_hour"])
+                and _num(after["capacity_rpm_min_in_hour"])
+                >= _num(base["capacity_rpm_min_in_hour"])
             ),
-            "deploy_cost_usd": round(after["cost_usd"] - base["cost_usd"], 2),  # type: ignore[operator]
+            "deploy_cost_usd": round(_num(after["cost_usd"]) - _num(base["cost_usd"]), 2),
         }
     return out
 

@@ -81,10 +81,11 @@ def run(phase: str, command: list[str], *, pip: bool, every: int, out: TextIO) -
         proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         )
-        assert proc.stdout is not None
+        stdout = proc.stdout
+        assert stdout is not None  # stdout=PIPE
 
         def tee() -> Iterator[str]:
-            for line in proc.stdout:  # type: ignore[union-attr]
+            for line in stdout:
                 captured.append(line)
                 yield line
 
