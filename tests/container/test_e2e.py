@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -133,46 +134,57 @@ def test_overlong_conversation_is_trimmed_and_answered(server: Server) -> None:
     assert metric(server, "serving_budget_trims_total") == before + 1
 
 
+def hold_slot(server: Server, body: bytes, adapter: str) -> socket.socket:
+    """A streamed request that takes an admission slot and keeps it for as long as the test wants:
+    admission counts a request from its headers, and this one's body lacks its last byte."""
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=120)
+    head = (
+        "POST /invocations HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"{HEADER}: {adapter}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    sock.sendall(head.encode() + body[:-1])
+    return sock
+
+
+def finish(sock: socket.socket, body: bytes) -> bytes:
+    """Send the held request's last byte and read its whole response."""
+    sock.sendall(body[-1:])
+    parts = []
+    while chunk := sock.recv(65536):
+        parts.append(chunk)
+    sock.close()
+    return b"".join(parts)
+
+
 def test_burst_past_admission_limit_gets_429_and_no_5xx(server: Server) -> None:
-    # Deterministic saturation: ADMISSION_MAX_INFLIGHT streams that must generate hundreds of
-    # tokens hold every slot (a stream keeps its slot until its last byte), then a burst arrives.
-    # One shared client and pre-started threads: per-request clients (an SSL context each) are
-    # slow enough on a busy 2-core machine to let the holders finish before the burst is sent.
-    hold = {**CHAT, "stream": True, "max_tokens": MAX_MODEL_LEN - 112, "ignore_eos": True}
-    limits = httpx.Limits(max_connections=8 * ADMISSION_MAX_INFLIGHT)
-    url = f"{server.url}/invocations"
-    with (
-        httpx.Client(timeout=120, limits=limits) as client,
-        ThreadPoolExecutor(max_workers=4 * ADMISSION_MAX_INFLIGHT) as pool,
-    ):
-        list(pool.map(lambda _: None, range(4 * ADMISSION_MAX_INFLIGHT)))  # start the threads
-        holders = [
-            stream_in_thread(url, hold, {HEADER: ADAPTERS[i % len(ADAPTERS)]}, client=client)
-            for i in range(ADMISSION_MAX_INFLIGHT)
-        ]
-        for h in holders:
-            assert h["first"].wait(120)  # type: ignore[attr-defined]
-            assert "error" not in h and h["status"] == 200, h
-
-        def one(i: int) -> httpx.Response:
-            return client.post(
-                url,
-                content=json.dumps(CHAT).encode(),
-                headers={"Content-Type": "application/json", HEADER: ADAPTERS[i % len(ADAPTERS)]},
+    # Deterministic saturation, whatever the machine's speed: ADMISSION_MAX_INFLIGHT requests
+    # take every slot and keep it (their bodies are not finished), then a burst arrives.
+    body = json.dumps({**CHAT, "stream": True}).encode()
+    holders = [
+        hold_slot(server, body, ADAPTERS[i % len(ADAPTERS)]) for i in range(ADMISSION_MAX_INFLIGHT)
+    ]
+    try:
+        deadline = time.monotonic() + 60  # the holders' headers reach the server (a relay in
+        while invoke(server, CHAT, {HEADER: ADAPTERS[0]}).status_code != 429:  # the image run)
+            assert time.monotonic() < deadline, "the held requests never took every slot"
+            time.sleep(0.2)
+        with ThreadPoolExecutor(max_workers=4 * ADMISSION_MAX_INFLIGHT) as pool:
+            responses = list(
+                pool.map(
+                    lambda i: invoke(server, CHAT, {HEADER: ADAPTERS[i % len(ADAPTERS)]}),
+                    range(4 * ADMISSION_MAX_INFLIGHT),
+                )
             )
-
-        responses = list(pool.map(one, range(4 * ADMISSION_MAX_INFLIGHT)))
         codes = [r.status_code for r in responses]
-        assert all(c < 500 for c in codes), codes
-        rejected = [r for r in responses if r.status_code == 429]
-        assert rejected, codes
-        assert all(r.headers["retry-after"] == "1" for r in rejected)
-        assert all("admission limit" in r.json()["error"]["message"] for r in rejected)
-        for h in holders:  # the admitted requests are served in full
-            h["thread"].join(120)  # type: ignore[attr-defined]
-            assert "error" not in h, h.get("error")
-            assert h["chunks"][-1] == "[DONE]"  # type: ignore[index]
-    assert metric(server, "serving_admission_rejections_total") >= len(rejected)
+        assert codes == [429] * len(codes), codes
+        assert all(r.headers["retry-after"] == "1" for r in responses)
+        assert all("admission limit" in r.json()["error"]["message"] for r in responses)
+    finally:
+        answers = [finish(sock, body) for sock in holders]
+    for raw in answers:  # the admitted requests are served in full, streamed
+        assert raw.startswith(b"HTTP/1.1 200"), raw[:200]
+        assert b"data: [DONE]" in raw
+    assert metric(server, "serving_admission_rejections_total") >= len(responses) + 1
     # and once the slots are free, requests are admitted again
     assert invoke(server, CHAT, {HEADER: ADAPTERS[0]}).status_code == 200
 
