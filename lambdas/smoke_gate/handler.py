@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 try:  # tests and stacks import the package; in Lambda this directory is the root
     from lambdas.smoke_gate.checks import CALL_SECONDS, RUNTIME_CONFIG, call_count, run_round
@@ -76,6 +77,18 @@ HANDLER_MAX_TIMEOUT_SECONDS = 840
 #: DescribeEndpoint ``EndpointStatus`` values from which the endpoint will not reach InService on
 #: its own (DescribeEndpoint API reference, EndpointStatus).
 DEAD_STATUSES = ("Failed", "OutOfService", "Deleting", "UpdateRollbackFailed")
+#: DescribeEndpoint errors worth another poll: throttling and service-side faults, which the SDK
+#: already retried (boto3's retry modes treat these codes as transient). Anything else (e.g. a
+#: ValidationException for an endpoint that does not exist) fails the gate at once.
+TRANSIENT_ERRORS = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "RequestLimitExceeded",
+        "InternalFailure",
+        "ServiceUnavailable",
+    }
+)
 
 
 class SmokeGateError(RuntimeError):
@@ -165,7 +178,18 @@ def endpoint_in_service(sm: Any, props: dict[str, Any], waited: float) -> bool:
     get there within the timeout; raises when it cannot (another config live, a dead status,
     or the timeout reached)."""
     endpoint, wanted = props["endpoint"], props["config"]
-    desc = sm.describe_endpoint(EndpointName=endpoint)
+    last_poll = waited + query_interval_seconds(props["timeout"]) > props["timeout"]
+    try:
+        desc = sm.describe_endpoint(EndpointName=endpoint)
+    except (ClientError, BotoCoreError) as exc:
+        code = exc.response["Error"]["Code"] if isinstance(exc, ClientError) else ""
+        if code in TRANSIENT_ERRORS and not last_poll:
+            print(f"DescribeEndpoint {endpoint}: {exc}; polling again")
+            return False
+        raise SmokeGateError(
+            f"DescribeEndpoint {endpoint} failed after {int(waited)} s of the gate's "
+            f"{props['timeout']} s: {exc}"
+        ) from None
     status, live = desc["EndpointStatus"], desc.get("EndpointConfigName")
     if status == "InService" and live != wanted:
         raise SmokeGateError(
@@ -175,10 +199,7 @@ def endpoint_in_service(sm: Any, props: dict[str, Any], waited: float) -> bool:
         )
     if status == "InService":
         return True
-    if (
-        status in DEAD_STATUSES
-        or waited + query_interval_seconds(props["timeout"]) > props["timeout"]
-    ):
+    if status in DEAD_STATUSES or last_poll:
         reason = desc.get("FailureReason", "")
         raise SmokeGateError(
             f"endpoint {endpoint} is {status}, not InService on {wanted}, after {int(waited)} s "

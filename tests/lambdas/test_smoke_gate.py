@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 
 from lambdas.smoke_gate import handler as gate
 from lambdas.smoke_gate.checks import CALL_SECONDS
@@ -72,6 +74,34 @@ def test_still_updating_when_the_next_poll_would_pass_the_timeout_fails(runtime:
     assert runtime.run(event(TimeoutSeconds="60"), clock=lambda: STARTED + 45) == {
         "IsComplete": False
     }
+
+
+def describe_failing(code: str, times: int = 1) -> Any:
+    """A SageMaker client whose DescribeEndpoint answers ``code`` (the error injected into the
+    AWS call itself), ``times`` times."""
+    sm = boto3.client("sagemaker", region_name="us-east-1")
+    stub = Stubber(sm)
+    for _ in range(times):
+        stub.add_client_error("describe_endpoint", service_error_code=code, http_status_code=400)
+    stub.activate()
+    return sm
+
+
+def test_throttled_describe_endpoint_polls_again_until_the_last_poll(runtime: Runtime) -> None:
+    sm = describe_failing("ThrottlingException", times=2)
+    assert runtime.run(event(TimeoutSeconds="60"), sagemaker=sm, clock=lambda: STARTED + 30) == {
+        "IsComplete": False
+    }
+    with pytest.raises(gate.SmokeGateError, match=r"DescribeEndpoint .* failed after 46 s"):
+        runtime.run(event(TimeoutSeconds="60"), sagemaker=sm, clock=lambda: STARTED + 46)
+
+
+def test_describe_endpoint_refused_fails_the_gate_at_once_naming_the_error(
+    runtime: Runtime,
+) -> None:
+    sm = describe_failing("ValidationException")
+    with pytest.raises(gate.SmokeGateError, match="ValidationException"):
+        runtime.run(event(), sagemaker=sm, clock=lambda: STARTED + 5)
 
 
 @pytest.mark.parametrize("status", ["Failed", "OutOfService", "UpdateRollbackFailed"])
