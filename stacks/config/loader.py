@@ -102,7 +102,7 @@ class DeploymentConfig(Strict):
                 f"adapters: {len(self.adapters)} adapters but engine.max_loras is "
                 f"{self.engine.max_loras}; every adapter must fit on the GPU at once"
             )
-        arch = self._file_architecture or self.model.architecture
+        arch = self._known_architecture
         if arch and self.engine.max_model_len > arch.max_position_embeddings:
             raise ValueError(
                 f"engine.max_model_len: {self.engine.max_model_len} exceeds the model's "
@@ -144,9 +144,14 @@ class DeploymentConfig(Strict):
         return sorted({initial, *range(sc.min_capacity, sc.max_capacity + 1)})
 
     @property
+    def _known_architecture(self) -> ModelArchitecture | None:
+        """Inline, or read from ``model.architecture_file`` by the loader (None without it)."""
+        return self._file_architecture or self.model.architecture
+
+    @property
     def architecture(self) -> ModelArchitecture:
         """The base model's architecture: inline, or read from ``model.architecture_file``."""
-        arch = self._file_architecture or self.model.architecture
+        arch = self._known_architecture
         assert arch is not None  # guaranteed by the loader
         return arch
 
