@@ -39,17 +39,23 @@ def echo_startup(log: Path, stop: threading.Event) -> None:
     warmup) as it ends, and a line every :data:`HEARTBEAT_SECONDS` saying what is still running,
     so the demo is never silent while vLLM loads."""
     started = time.monotonic()
-    shown = 0
+    ended: list[str] = []
+    read, pending = 0, ""
     next_beat = HEARTBEAT_SECONDS
     while not stop.wait(0.5):
-        text = log.read_text(errors="replace") if log.exists() else ""
-        done = [ln for ln in text[: text.rfind("\n") + 1].splitlines() if "phase=" in ln]
-        for line in done[shown:]:
-            print(f"demo:   startup {line.split('phase=', 1)[1].rstrip()}", flush=True)
-        shown = len(done)
+        if log.exists():  # only what was appended since the last look
+            with log.open(errors="replace") as f:
+                f.seek(read)
+                pending += f.read()
+                read = f.tell()
+        *lines, pending = pending.split("\n")
+        for line in lines:
+            if "phase=" in line:
+                phase = line.split("phase=", 1)[1].rstrip()
+                ended.append(phase.split()[0])
+                print(f"demo:   startup {phase}", flush=True)
         elapsed = time.monotonic() - started
         if elapsed >= next_beat:
-            ended = {ln.split("phase=", 1)[1].split()[0] for ln in done}
             doing = "vLLM loading the engine" if "engine_load" not in ended else "warmup requests"
             print(f"demo:   still starting ({doing}), {elapsed:.0f}s", flush=True)
             next_beat += HEARTBEAT_SECONDS
