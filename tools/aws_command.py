@@ -19,8 +19,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
 
 def client(clients: Mapping[str, Any], service: str, region: str) -> Any:
     """The test's stand-in for ``service`` when given, else a boto3 client in ``region``."""

@@ -24,7 +24,8 @@ from lambdas.canary_controller.names import (
     controller_function_name,
 )
 from stacks.config import DeploymentConfig
-from tools.aws_command import REPO_ROOT, client, run_on_config
+from tools import REPO_ROOT
+from tools.aws_command import client, run_on_config
 
 
 class ControllerError(RuntimeError):

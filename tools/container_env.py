@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from stacks.config import ConfigError, config_path, load_config
 from stacks.constructs.endpoint import VARIANT_NAMES, container_environment
 from stacks.constructs.image import image_build_args
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tools import REPO_ROOT
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:

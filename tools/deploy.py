@@ -40,7 +40,8 @@ from stacks.config import DeploymentConfig, VariantName, VariantProperty
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from stacks.deploy_options import DeployOptions
 from stacks.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
-from tools.aws_command import REPO_ROOT, client, run_on_config
+from tools import REPO_ROOT
+from tools.aws_command import client, run_on_config
 
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
 #: a deploy acting): wait for InService and try again this many times.

@@ -19,15 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from stacks.config import ConfigError, config_path, load_config
+from tools import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 #: The CDK's default bootstrap qualifier (cdk.json sets no other).
 BOOTSTRAP_QUALIFIER = "hnb659fds"
 OFFLINE_HINT = "make synth ENV={env} and make demo run offline, with no AWS account."

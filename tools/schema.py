@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from stacks.config import DeploymentConfig
+from tools import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 REGENERATE = "python -m tools.schema"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from container.serving.settings import REGISTRY
+from tools import REPO_ROOT
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = REPO_ROOT / "README.md"
 START, END = "<!-- settings-table:start -->", "<!-- settings-table:end -->"
 REGENERATE = "python -m tools.settings_table --write"
 

@@ -17,8 +17,7 @@ from stacks.app_builder import build_app, cdk_json_context
 from stacks.capacity import CapacityError
 from stacks.config import ConfigError
 from stacks.plan import build_plan, render_plan
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tools import REPO_ROOT
 
 
 def synth(env: str, out: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
