@@ -75,8 +75,12 @@ async def ping(raw_request: Request) -> Response:
 
         if (await health(raw_request)).status_code != 200:
             status = State.UNHEALTHY.value
-    code = 200 if status == State.READY.value else 503
-    return JSONResponse({"status": status}, status_code=code)
+    if status == State.READY.value:
+        return JSONResponse({"status": status}, status_code=200)
+    # Not ready (starting, restarting, draining): no keep-alive. A connection kept to this server
+    # would be reset when the entrypoint stops it after an engine restart, at whatever moment the
+    # next ping is in flight; a new connection per ping reaches whichever server is listening.
+    return JSONResponse({"status": status}, status_code=503, headers={"Connection": "close"})
 
 
 class _DrainFlag:

@@ -64,11 +64,14 @@ def test_engine_killed_mid_traffic_503s_then_restarted_then_budget_exit(
         core.kill()
 
         pings: list[tuple[int, str]] = []
+        kept_alive: list[tuple[int, str]] = []  # non-200 pings that let the client keep the socket
         deadline = time.monotonic() + 300
         with httpx.Client(timeout=2) as client:
             while time.monotonic() < deadline:
                 r = client.get(f"{server.url}/ping")  # a TransportError fails the test
                 pings.append((r.status_code, r.text))
+                if r.status_code != 200 and r.headers.get("connection") != "close":
+                    kept_alive.append((r.status_code, r.text))
                 after = [s for s in seen if s[0] > killed_at]
                 if (
                     r.status_code == 200
@@ -86,6 +89,9 @@ def test_engine_killed_mid_traffic_503s_then_restarted_then_budget_exit(
         statuses = [s[1] for s in after]
         assert pings[0][0] == 503 and pings[-1][0] == 200, pings[:3] + pings[-3:]
         assert "inference engine dead" in pings[0][1] or "restarting" in pings[0][1]
+        # No keep-alive while not ready: a connection held to the old server would be reset
+        # when the entrypoint stops it.
+        assert kept_alive == [], kept_alive[:3]
         assert 503 in statuses and statuses[-1] == 200, statuses
         timeline = [(round(s[0] - killed_at, 2), s[1], s[3][:80]) for s in after if s[1] != 503]
         assert set(statuses) <= {200, 503}, timeline[:5]
