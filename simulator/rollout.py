@@ -33,6 +33,7 @@ from datetime import timedelta
 from typing import Any
 
 from lambdas.canary_controller import rules as r
+from lambdas.canary_controller import store
 from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model
 from simulator.schedule import timeline
@@ -162,12 +163,15 @@ def simulate_rollout(
         "primary": cfg.variants.primary.initial_weight,
         "canary": cfg.variants.canary.initial_weight,
     }
-    state: dict[str, Any] = {
-        "status": r.RUNNING,
-        "phase": r.BAKING,
-        "step_index": -1,
-        "step_started_at": start_minute * 60,
-    }
+    state = store.new_state(
+        endpoint="simulated",
+        rollout_id="simulated",
+        status=r.RUNNING,
+        by="simulator",
+        rules=rules,
+        alarms=[],
+        now=start_minute * 60,
+    )
     next_tick = float(start_minute * 60)
     rows: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
