@@ -93,9 +93,11 @@ diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff th
 
 # Reads the live endpoint first (tools/deploy.py): raises counts before autoscaling is blocked,
 # deregisters a variant's scaling before its instance type changes. RESET=DesiredWeight for the
-# deploy that promotes a canary; DRY_RUN=1 prints the steps only.
+# deploy that promotes a canary; DRY_RUN=1 prints the steps only. Refused while a canary rollout
+# holds the endpoint; SKIP_ROLLOUT_CHECK=1 deploys anyway.
 deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live endpoint, raise counts, cdk deploy (RESET=, DRY_RUN=1)
-	$(PY) -m tools.deploy --env $(ENV) $(if $(RESET),--reset $(RESET)) $(if $(DRY_RUN),--dry-run)
+	$(PY) -m tools.deploy --env $(ENV) $(if $(RESET),--reset $(RESET)) $(if $(DRY_RUN),--dry-run) \
+		$(if $(SKIP_ROLLOUT_CHECK),--skip-rollout-check)
 
 clean: ## development | remove cdk.out and tool caches
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -16,9 +16,11 @@ import time
 from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 
 from lambdas.canary_controller.names import (
     COMPLETED,
+    LOCKED,
     ROLLING_BACK,
     RUNNING,
     controller_function_name,
@@ -44,6 +46,19 @@ def invoke(lambda_client: Any, cfg: DeploymentConfig, event: dict[str, Any]) -> 
         msg = payload.get("errorMessage", payload) if isinstance(payload, dict) else payload
         raise ControllerError(f"{kind}: {msg}")
     return dict(payload)
+
+
+def active_rollout(lambda_client: Any, cfg: DeploymentConfig) -> dict[str, Any] | None:
+    """The controller's record when a rollout holds the endpoint's lock (RUNNING or
+    ROLLING_BACK), else None. No controller function yet (a stack deployed before it existed,
+    Lambda's ResourceNotFoundException) means no rollout; any other failure raises."""
+    try:
+        state = invoke(lambda_client, cfg, {"action": "status"})
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            return None
+        raise
+    return state if state.get("status") in LOCKED else None
 
 
 def _when(epoch: Any) -> str:

@@ -18,6 +18,11 @@ counts with UpdateEndpointWeightsAndCapacities before updating. This tool does t
    registers scaling again. If that second deploy fails, deploy the live type with scaling on,
    so no path ends with a variant that cannot scale.
 4. Otherwise one `cdk deploy`.
+
+Before any of it, the canary controller is asked for its record: while a rollout holds the
+endpoint (RUNNING or ROLLING_BACK) a deploy would replace the variants under the controller's
+weights and bounds, so the deploy is refused, naming the rollout and how to end it.
+``--skip-rollout-check`` deploys anyway (e.g. when the controller itself cannot be read).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from stacks.deploy_options import DeployOptions
 from stacks.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
 from tools import REPO_ROOT
 from tools.aws_command import client, run_on_config
+from tools.canary import ControllerError, active_rollout
 
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
 #: a deploy acting): wait for InService and try again this many times.
@@ -193,6 +199,26 @@ def plan_deploy(
     return steps
 
 
+def refuse_during_rollout(lambda_client: Any, cfg: DeploymentConfig) -> None:
+    """Raise DeployRefused while a canary rollout holds the endpoint (module docstring)."""
+    try:
+        state = active_rollout(lambda_client, cfg)
+    except ControllerError as exc:
+        raise DeployRefused(
+            f"could not read the canary rollout's state ({exc}); fix the controller, or deploy "
+            "with --skip-rollout-check (SKIP_ROLLOUT_CHECK=1) if no rollout is running"
+        ) from exc
+    if state is None:
+        return
+    env = f"ENV={cfg.env}"
+    raise DeployRefused(
+        f"canary rollout {state.get('rollout_id')!r} is {state.get('status')} on "
+        f"{cfg.endpoint_name} (last: {state.get('last_decision')}, {state.get('last_reason')}); "
+        "a deploy now would replace the variants under it. Wait for it to end "
+        f"(make canary-status {env}) or end it (make canary-rollback {env}), then deploy"
+    )
+
+
 def wait_in_service(
     sm: Any,
     name: str,
@@ -288,6 +314,11 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
         help="reset these variant properties in this deploy only, e.g. DesiredWeight to promote",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the steps, change nothing")
+    parser.add_argument(
+        "--skip-rollout-check",
+        action="store_true",
+        help="deploy even while the canary controller records a rollout (or cannot be read)",
+    )
     args = parser.parse_args(argv)
     given = clients or {}
 
@@ -305,6 +336,8 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
         )
         live = read_live(sm, aas, cfg)
         steps = plan_deploy(cfg, live, now=datetime.now(UTC), reset=reset)
+        if live is not None and not args.skip_rollout_check:
+            refuse_during_rollout(client(given, "lambda", cfg.region), cfg)
         for i, step in enumerate(steps, 1):
             detail = step.counts if step.action == "raise" else step.options.as_context()
             print(f"step {i}: {step.action} {detail or ''} - {step.why}")

@@ -8,6 +8,7 @@ templates were deployed in which order and that every stubbed call was made.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -241,6 +242,14 @@ def test_first_deploy_when_the_endpoint_does_not_exist() -> None:
     assert deploy.calls == [{}]
 
 
+class NoRollout:
+    """The canary controller's status answer when no rollout was ever started (Lambda's Invoke
+    response format); the rollout refusal itself is tested in tests/lambdas."""
+
+    def invoke(self, **_: Any) -> dict[str, Any]:
+        return {"StatusCode": 200, "Payload": io.BytesIO(b'{"status": null}')}
+
+
 def main(*argv: str, stub: Callable[[Stubber, Stubber], None]) -> tuple[int, Recorder]:
     """``make deploy ENV=prod`` (tools.deploy.main) on stubbed clients: its exit code and what
     it deployed; every stubbed call was made."""
@@ -250,7 +259,12 @@ def main(*argv: str, stub: Callable[[Stubber, Stubber], None]) -> tuple[int, Rec
     with sms, aass:
         rc = tool.main(
             ["--env", "prod", *argv],
-            clients={"sagemaker": sm, "application-autoscaling": aas, "deploy": deploy},
+            clients={
+                "sagemaker": sm,
+                "application-autoscaling": aas,
+                "lambda": NoRollout(),
+                "deploy": deploy,
+            },
         )
     return rc, deploy
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
@@ -19,7 +21,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from lambdas.canary_controller import handler as ctl  # noqa: E402 - after the path setup
-from lambdas.canary_controller import rules  # noqa: E402
+from lambdas.canary_controller import names, rules  # noqa: E402
 
 REGION = "us-east-1"
 ENDPOINT = "mangaassist-vllm-test"
@@ -334,3 +336,34 @@ def race(world: World, on_call: int, action: Any) -> None:
         return real(**kw)
 
     table.put_item = put_item
+
+
+def write_test_config(root: Path) -> Path:
+    """``root/config/test.yaml``: prod.yaml with env ``test`` and the world's endpoint name."""
+    raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
+    raw.update(env="test", endpoint_name=ENDPOINT)
+    (root / "config").mkdir(exist_ok=True)
+    path = root / "config" / "test.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+class FakeLambda:
+    """Lambda's Invoke on the real controller handler, in its real response format: an
+    unhandled error comes back as FunctionError with errorType/errorMessage."""
+
+    def __init__(self, w: World) -> None:
+        self.world, self.calls = w, []  # type: ignore[var-annotated]
+
+    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
+        assert FunctionName == names.controller_function_name(ENDPOINT)
+        assert InvocationType == "RequestResponse"
+        event = json.loads(Payload)
+        self.calls.append(event)
+        try:
+            body: Any = ctl.handler(event, None, controller=self.world.controller)
+            extra = {}
+        except Exception as exc:  # what the Lambda runtime reports for an unhandled error
+            body = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
+            extra = {"FunctionError": "Unhandled"}
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(body).encode()), **extra}

@@ -3,8 +3,6 @@ with its real response format, including FunctionError for a refusal."""
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,37 +11,20 @@ import yaml
 from botocore.exceptions import ClientError
 
 import tools.canary as cli
-from lambdas.canary_controller import handler as ctl
-from lambdas.canary_controller.names import controller_function_name
-from tests.lambdas.conftest import ENDPOINT, World, set_endpoint_status
+from tests.lambdas.conftest import (
+    ENDPOINT,
+    FakeLambda,
+    World,
+    set_endpoint_status,
+    write_test_config,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-class FakeLambda:
-    def __init__(self, w: World) -> None:
-        self.world, self.calls = w, []  # type: ignore[var-annotated]
-
-    def invoke(self, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
-        assert FunctionName == controller_function_name(ENDPOINT)
-        assert InvocationType == "RequestResponse"
-        event = json.loads(Payload)
-        self.calls.append(event)
-        try:
-            body: Any = ctl.handler(event, None, controller=self.world.controller)
-            extra = {}
-        except Exception as exc:  # what the Lambda runtime reports for an unhandled error
-            body = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
-            extra = {"FunctionError": "Unhandled"}
-        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(body).encode()), **extra}
-
-
 @pytest.fixture
 def run(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
-    raw.update(env="test", endpoint_name=ENDPOINT)
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "test.yaml").write_text(yaml.safe_dump(raw))
+    write_test_config(tmp_path)
     monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
     import boto3
 

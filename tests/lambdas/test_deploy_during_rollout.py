@@ -1,0 +1,122 @@
+"""`make deploy` (tools.deploy) while a canary rollout holds the endpoint: the real controller on
+the moto world answers the deploy tool's status call; the deploy is refused until the rollout
+ends, and `cdk deploy` is never started while it is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+import tools.deploy as tool
+from stacks.deploy_options import DeployOptions
+from tests.lambdas.conftest import ENDPOINT, REGION, FakeLambda, World, write_test_config
+
+
+class Deploys:
+    """Stands in for `cdk deploy`: records each deploy's options."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, str]] = []
+
+    def __call__(self, options: DeployOptions) -> int:
+        self.calls.append(options.as_context())
+        return 0
+
+
+@pytest.fixture
+def deploy(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    write_test_config(tmp_path)
+    monkeypatch.setattr(tool, "REPO_ROOT", tmp_path)
+    fake = FakeLambda(world)
+    recorder = Deploys()
+    clients = {
+        "lambda": fake,
+        "sagemaker": boto3.client("sagemaker", region_name=REGION),
+        "application-autoscaling": boto3.client("application-autoscaling", region_name=REGION),
+        "deploy": recorder,
+    }
+
+    def _run(*argv: str) -> int:
+        return tool.main(["--env", "test", *argv], clients=clients)
+
+    _run.fake, _run.recorder = fake, recorder  # type: ignore[attr-defined]
+    return _run
+
+
+def test_no_rollout_recorded_lets_the_deploy_plan(deploy: Any, capsys: Any) -> None:
+    assert deploy("--dry-run") == 0
+    assert deploy.fake.calls == [{"endpoint_name": ENDPOINT, "action": "status"}]
+    assert "step 1:" in capsys.readouterr().out
+
+
+def test_a_running_rollout_refuses_the_deploy_naming_it_and_the_way_out(
+    deploy: Any, world: World, capsys: Any
+) -> None:
+    world.start("r7")
+    assert deploy() == 1
+    assert deploy("--dry-run") == 1
+    err = capsys.readouterr().err
+    assert f"refused: canary rollout 'r7' is RUNNING on {ENDPOINT}" in err
+    assert "make canary-rollback ENV=test" in err and "make canary-status ENV=test" in err
+    assert deploy.recorder.calls == []
+
+
+def test_the_deploy_goes_ahead_once_the_rollout_is_rolled_back(
+    deploy: Any, world: World, capsys: Any
+) -> None:
+    world.start("r7")
+    assert deploy("--dry-run") == 1
+    world.run({"action": "rollback", "endpoint_name": ENDPOINT, "reason": "bad answers"})
+    assert world.run({"action": "status", "endpoint_name": ENDPOINT})["status"] == "ROLLED_BACK"
+    capsys.readouterr()
+    assert deploy("--dry-run") == 0
+    assert "refused" not in capsys.readouterr().err
+
+
+def test_skip_rollout_check_deploys_without_asking_the_controller(
+    deploy: Any, world: World
+) -> None:
+    world.start("r7")
+    assert deploy("--dry-run", "--skip-rollout-check") == 0
+    assert deploy.fake.calls == []
+
+
+def test_a_stack_without_the_controller_function_has_no_rollout(deploy: Any) -> None:
+    def missing(**_: Any) -> dict[str, Any]:
+        error = {"Code": "ResourceNotFoundException", "Message": "Function not found"}
+        raise ClientError({"Error": error}, "Invoke")
+
+    deploy.fake.invoke = missing
+    assert deploy("--dry-run") == 0
+
+
+def test_a_controller_that_fails_refuses_naming_its_error_and_the_override(
+    deploy: Any, world: World, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("table mangaassist-vllm-test-rollouts is gone")
+
+    monkeypatch.setattr(world.controller, "status", broken)
+    assert deploy() == 1
+    err = capsys.readouterr().err
+    assert "could not read the canary rollout's state (RuntimeError: table" in err
+    assert "--skip-rollout-check" in err
+    assert deploy.recorder.calls == []
+
+
+def test_access_denied_on_the_status_call_exits_1_naming_the_region(
+    deploy: Any, capsys: Any
+) -> None:
+    def denied(**_: Any) -> dict[str, Any]:
+        error = {"Code": "AccessDeniedException", "Message": "denied: lambda:InvokeFunction"}
+        raise ClientError({"Error": error}, "Invoke")
+
+    deploy.fake.invoke = denied
+    assert deploy() == 1
+    err = capsys.readouterr().err
+    assert "AWS call failed (us-east-1)" in err and "lambda:InvokeFunction" in err
+    assert deploy.recorder.calls == []
