@@ -45,7 +45,9 @@ def invoke(lambda_client: Any, cfg: DeploymentConfig, event: dict[str, Any]) -> 
         kind = payload.get("errorType", "Error") if isinstance(payload, dict) else "Error"
         msg = payload.get("errorMessage", payload) if isinstance(payload, dict) else payload
         raise ControllerError(f"{kind}: {msg}")
-    return dict(payload)
+    if not isinstance(payload, dict):
+        raise ControllerError(f"the controller answered {payload!r}, not a rollout record")
+    return payload
 
 
 def active_rollout(lambda_client: Any, cfg: DeploymentConfig) -> dict[str, Any] | None:

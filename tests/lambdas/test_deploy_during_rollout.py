@@ -4,6 +4,7 @@ ends, and `cdk deploy` is never started while it is refused."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -119,4 +120,16 @@ def test_access_denied_on_the_status_call_exits_1_naming_the_region(
     assert deploy() == 1
     err = capsys.readouterr().err
     assert "AWS call failed (us-east-1)" in err and "lambda:InvokeFunction" in err
+    assert deploy.recorder.calls == []
+
+
+def test_a_controller_answer_that_is_not_a_record_refuses_naming_it(
+    deploy: Any, capsys: Any
+) -> None:
+    def odd(**_: Any) -> dict[str, Any]:
+        return {"StatusCode": 200, "Payload": io.BytesIO(b"null")}
+
+    deploy.fake.invoke = odd
+    assert deploy() == 1
+    assert "the controller answered None, not a rollout record" in capsys.readouterr().err
     assert deploy.recorder.calls == []
