@@ -52,8 +52,10 @@ def invoke(lambda_client: Any, cfg: DeploymentConfig, event: dict[str, Any]) -> 
 
 def active_rollout(lambda_client: Any, cfg: DeploymentConfig) -> dict[str, Any] | None:
     """The controller's record when a rollout holds the endpoint's lock (RUNNING or
-    ROLLING_BACK), else None. No controller function yet (a stack deployed before it existed,
-    Lambda's ResourceNotFoundException) means no rollout; any other failure raises."""
+    ROLLING_BACK), else None. No controller function yet (a stack deployed before it existed)
+    means no rollout: Invoke then fails with ResourceNotFoundException, "the resource specified
+    in the request does not exist" (Lambda API reference, Invoke, Errors:
+    https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html). Any other failure raises."""
     try:
         state = invoke(lambda_client, cfg, {"action": "status"})
     except ClientError as exc:

@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 
 import tools.deploy as tool
 from stacks.deploy_options import DeployOptions
@@ -44,7 +44,7 @@ def deploy(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any
     def _run(*argv: str) -> int:
         return tool.main(["--env", "test", *argv], clients=clients)
 
-    _run.fake, _run.recorder = fake, recorder  # type: ignore[attr-defined]
+    _run.fake, _run.recorder, _run.clients = fake, recorder, clients  # type: ignore[attr-defined]
     return _run
 
 
@@ -86,13 +86,20 @@ def test_skip_rollout_check_deploys_without_asking_the_controller(
     assert deploy.fake.calls == []
 
 
-def test_a_stack_without_the_controller_function_has_no_rollout(deploy: Any) -> None:
-    def missing(**_: Any) -> dict[str, Any]:
-        error = {"Code": "ResourceNotFoundException", "Message": "Function not found"}
-        raise ClientError({"Error": error}, "Invoke")
+def _lambda_failing(code: str, message: str, status: int) -> tuple[Any, Stubber]:
+    """A real Lambda client whose Invoke fails with ``code`` (botocore Stubber)."""
+    lam = boto3.client("lambda", region_name=REGION)
+    stub = Stubber(lam)
+    stub.add_client_error("invoke", code, message, http_status_code=status)
+    stub.activate()
+    return lam, stub
 
-    deploy.fake.invoke = missing
+
+def test_a_stack_without_the_controller_function_has_no_rollout(deploy: Any) -> None:
+    lam, stub = _lambda_failing("ResourceNotFoundException", "Function not found", 404)
+    deploy.clients["lambda"] = lam
     assert deploy("--dry-run") == 0
+    stub.assert_no_pending_responses()
 
 
 def test_a_controller_that_fails_refuses_naming_its_error_and_the_override(
@@ -112,12 +119,10 @@ def test_a_controller_that_fails_refuses_naming_its_error_and_the_override(
 def test_access_denied_on_the_status_call_exits_1_naming_the_region(
     deploy: Any, capsys: Any
 ) -> None:
-    def denied(**_: Any) -> dict[str, Any]:
-        error = {"Code": "AccessDeniedException", "Message": "denied: lambda:InvokeFunction"}
-        raise ClientError({"Error": error}, "Invoke")
-
-    deploy.fake.invoke = denied
+    lam, stub = _lambda_failing("AccessDeniedException", "denied: lambda:InvokeFunction", 403)
+    deploy.clients["lambda"] = lam
     assert deploy() == 1
+    stub.assert_no_pending_responses()
     err = capsys.readouterr().err
     assert "AWS call failed (us-east-1)" in err and "lambda:InvokeFunction" in err
     assert deploy.recorder.calls == []
