@@ -20,6 +20,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
 
 
+def error_code(exc: ClientError) -> str:
+    """The AWS error code of a failed call ("" when the response carries none)."""
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
 def client(clients: Mapping[str, Any], service: str, region: str) -> Any:
     """The test's stand-in for ``service`` when given, else a boto3 client in ``region``."""
     return clients.get(service) or boto3.client(service, region_name=region)

@@ -27,7 +27,7 @@ from lambdas.canary_controller.names import (
 )
 from stacks.config import DeploymentConfig
 from tools import REPO_ROOT
-from tools.aws_command import client, run_on_config
+from tools.aws_command import client, error_code, run_on_config
 
 
 class ControllerError(RuntimeError):
@@ -59,7 +59,7 @@ def active_rollout(lambda_client: Any, cfg: DeploymentConfig) -> dict[str, Any] 
     try:
         state = invoke(lambda_client, cfg, {"action": "status"})
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+        if error_code(exc) == "ResourceNotFoundException":
             return None
         raise
     return state if state.get("status") in LOCKED else None

@@ -46,7 +46,7 @@ from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from stacks.deploy_options import DeployOptions
 from stacks.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
 from tools import REPO_ROOT
-from tools.aws_command import client, run_on_config
+from tools.aws_command import client, error_code, run_on_config
 from tools.canary import ControllerError, active_rollout
 
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
@@ -82,8 +82,8 @@ def read_live(sm: Any, aas: Any, cfg: DeploymentConfig) -> LiveEndpoint | None:
     try:
         desc = sm.describe_endpoint(EndpointName=cfg.endpoint_name)
     except ClientError as err:
-        e = err.response.get("Error", {})
-        if e.get("Code") == "ValidationException" and "Could not find" in e.get("Message", ""):
+        message = err.response.get("Error", {}).get("Message", "")
+        if error_code(err) == "ValidationException" and "Could not find" in message:
             return None
         raise
     econf = sm.describe_endpoint_config(EndpointConfigName=desc["EndpointConfigName"])
@@ -250,7 +250,7 @@ def raise_counts(
             )
             break
         except ClientError as err:
-            if err.response.get("Error", {}).get("Code") != "ValidationException":
+            if error_code(err) != "ValidationException":
                 raise
             if attempt == RAISE_ATTEMPTS:
                 raise DeployRefused(

@@ -26,6 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from stacks.config import ConfigError, config_path, load_config
 from tools import REPO_ROOT
+from tools.aws_command import error_code
 
 #: The CDK's default bootstrap qualifier (cdk.json sets no other).
 BOOTSTRAP_QUALIFIER = "hnb659fds"
@@ -59,7 +60,7 @@ def check(
     try:
         client("ssm").get_parameter(Name=name)
     except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
+        code = error_code(exc)
         if code == "ParameterNotFound":
             problems.append(
                 f"account {identity.get('Account')} is not CDK-bootstrapped in {region} "
