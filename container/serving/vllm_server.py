@@ -62,15 +62,18 @@ def _use_inherited_socket(fd: int) -> None:
 def _make_retirable() -> None:
     from vllm.entrypoints.launchers import launcher
 
-    base: Any = launcher.NoSignalServer
-
-    class RetirableServer(base):  # type: ignore[misc, valid-type]
+    class RetirableServer(launcher.NoSignalServer):
         """vLLM's uvicorn server with a retire signal (see the module docstring)."""
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             loop = asyncio.get_running_loop()
-            loop.add_signal_handler(RETIRE_SIGNAL, lambda: loop.create_task(self.retire()))
+            loop.add_signal_handler(RETIRE_SIGNAL, self.on_retire_signal)
+
+        def on_retire_signal(self) -> None:
+            """Once; the task is kept (the loop holds tasks weakly)."""
+            if getattr(self, "retiring", None) is None:
+                self.retiring = asyncio.get_running_loop().create_task(self.retire())
 
         async def retire(self) -> None:
             loop = asyncio.get_running_loop()
@@ -81,7 +84,7 @@ def _make_retirable() -> None:
                 await asyncio.sleep(0.05)
             os.kill(os.getpid(), signal.SIGTERM)  # vLLM's own shutdown from here
 
-    launcher.NoSignalServer = RetirableServer
+    launcher.NoSignalServer = RetirableServer  # type: ignore[misc]  # serve_http builds it
 
 
 def main(argv: Any = None) -> None:
