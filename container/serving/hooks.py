@@ -77,9 +77,10 @@ async def ping(raw_request: Request) -> Response:
             status = State.UNHEALTHY.value
     if status == State.READY.value:
         return JSONResponse({"status": status}, status_code=200)
-    # Not ready (starting, restarting, draining): no keep-alive. A connection kept to this server
-    # would be reset when the entrypoint stops it after an engine restart, at whatever moment the
-    # next ping is in flight; a new connection per ping reaches whichever server is listening.
+    # Not ready (starting, restarting, draining): no keep-alive. After an engine restart the old
+    # server retires once it holds no connection; one kept alive to it would hold that up until
+    # the keep-alive timeout and then close under whatever ping is in flight. A new connection
+    # per ping reaches whichever server is accepting.
     return JSONResponse({"status": status}, status_code=503, headers={"Connection": "close"})
 
 

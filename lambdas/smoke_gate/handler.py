@@ -78,8 +78,11 @@ HANDLER_MAX_TIMEOUT_SECONDS = 840
 #: its own (DescribeEndpoint API reference, EndpointStatus).
 DEAD_STATUSES = ("Failed", "OutOfService", "Deleting", "UpdateRollbackFailed")
 #: DescribeEndpoint errors worth another poll: throttling and service-side faults, which the SDK
-#: already retried (boto3's retry modes treat these codes as transient). Anything else (e.g. a
-#: ValidationException for an endpoint that does not exist) fails the gate at once.
+#: already retried. The boto3 guide "Retries" (docs.aws.amazon.com/boto3/latest/guide/retries.html)
+#: lists Throttling, ThrottlingException and RequestLimitExceeded among the throttling errors its
+#: standard mode retries, and HTTP 500/502/503/504 as transient (InternalFailure and
+#: ServiceUnavailable are the 500 and 503 codes). Anything else (e.g. a ValidationException for an
+#: endpoint that does not exist) fails the gate at once.
 TRANSIENT_ERRORS = frozenset(
     {
         "ThrottlingException",
