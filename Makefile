@@ -30,6 +30,9 @@ define venv-recipe
 endef
 
 TEST_TARGETS := test-infra
+# Checks that run before any test target (in order, serial make): a missing tool stops `make test`
+# in its first second, not after minutes of venvs.
+TEST_FIRST :=
 LINT_TARGETS := lint-infra
 DEMO_TARGETS :=
 
@@ -77,7 +80,7 @@ lint: $(LINT_TARGETS) ## development | ruff, mypy, cfn-lint, cdk-nag, checkov, h
 test-infra: venv checkov-venv ## development | tests/infra: config, capacity, stacks, snapshots, validators
 	$(VENV)/bin/pytest -q tests/infra
 
-test: $(TEST_TARGETS) ## get started | every test suite, as CI runs it (infra, lambdas, serving, image, simulator)
+test: $(TEST_FIRST) $(TEST_TARGETS) ## get started | every test suite, as CI runs it (infra, lambdas, serving, image, simulator)
 
 demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the plan, serve the tiny model
 	@$(PROGRESS) --phase "demo: synth + cfn-lint + checkov on prod, the plan" -- \

@@ -47,10 +47,16 @@ TINY_RUN_OVERRIDES = $(filter-out MODEL_PATH=% LORA_PATH=% MANIFEST_PATH=% SERVI
 	DEFAULT_ADAPTER=
 
 TEST_TARGETS += test-image
+TEST_FIRST += container-engine
 
-.PHONY: image-engine debian-image base-cpu-image build-image tiny-image run-image test-image
+.PHONY: container-engine image-engine debian-image base-cpu-image build-image tiny-image run-image test-image
 
-image-engine: ## serving | which container engine the image targets use
+# docker if an engine answers; else podman, runc and debootstrap, installed when root can (apt-get),
+# or a stop naming the exact command (tools/container_engine.sh).
+container-engine: ## serving | check for a container engine; install podman, runc, debootstrap if root can
+	@bash tools/container_engine.sh
+
+image-engine: container-engine ## serving | which container engine the image targets use
 	@echo "image engine: $(IMAGE_ENGINE)"
 	@$(ENGINE_CMD) --version
 

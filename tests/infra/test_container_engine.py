@@ -1,0 +1,119 @@
+"""`tools/container_engine.sh`, the first thing `make test` runs: without a Docker engine it needs
+podman, runc and debootstrap, installs them when it runs as root on a machine with apt-get, and
+otherwise stops at once with the exact command (a fresh machine once failed minutes into
+`make test` with "podman: command not found", while CI, which installed podman, was green).
+
+Each case runs the real script with a PATH of its own: fake `id`, `apt-get`, `sudo` and `docker`
+that record their calls, and links to the few real tools the script uses."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "tools" / "container_engine.sh"
+REAL_TOOLS = ("mktemp", "rm", "cat", "chmod", "touch")
+
+
+def _fake(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text(f"#!/bin/bash\necho \"{name} $*\" >> \"$CALLS\"\n{body}\n")
+    path.chmod(0o755)
+
+
+@pytest.fixture()
+def host(tmp_path: Path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in REAL_TOOLS:
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    calls = tmp_path / "calls"
+    calls.touch()
+
+    def run(*, uid: int) -> subprocess.CompletedProcess[str]:
+        _fake(bin_dir, "id", f"echo {uid}")
+        env = {"PATH": str(bin_dir), "CALLS": str(calls), "HOME": str(tmp_path)}
+        return subprocess.run(
+            [shutil.which("bash") or "/bin/bash", str(SCRIPT)], env=env, capture_output=True,
+            text=True, timeout=30,
+        )  # fmt: skip
+
+    run.bin = bin_dir  # type: ignore[attr-defined]
+    run.calls = calls  # type: ignore[attr-defined]
+    return run
+
+
+def test_without_root_it_stops_with_the_exact_install_command_and_installs_nothing(host) -> None:
+    _fake(host.bin, "apt-get", "exit 0")
+    done = host(uid=1000)
+    assert done.returncode == 1
+    assert "missing: podman runc debootstrap" in done.stderr
+    assert "sudo apt-get update && sudo apt-get install -y podman runc debootstrap" in done.stderr
+    assert "apt-get" not in host.calls.read_text()
+
+
+def test_only_the_missing_tools_are_named(host) -> None:
+    _fake(host.bin, "apt-get", "exit 0")
+    _fake(host.bin, "runc", "exit 0")
+    done = host(uid=1000)
+    assert done.returncode == 1
+    assert "sudo apt-get install -y podman debootstrap" in done.stderr
+
+
+def test_as_root_it_installs_the_missing_tools_with_apt_get(host) -> None:
+    # The fake apt-get "installs" by creating the tools it was asked for.
+    _fake(
+        host.bin, "apt-get",
+        'if [[ "$1" == install ]]; then for t in "${@:4}"; do\n'
+        f'  printf "#!/bin/bash\\necho %s 4.3.1\\n" "$t" > {host.bin}/"$t"; chmod +x {host.bin}/"$t"\n'
+        "done; fi",
+    )  # fmt: skip
+    done = host(uid=0)
+    assert done.returncode == 0, done.stderr
+    assert host.calls.read_text().splitlines() == [
+        "id -u", "apt-get update -qq", "apt-get install -y -qq podman runc debootstrap",
+    ]  # fmt: skip
+    assert (host.bin / "podman").exists()
+    assert "installed: podman 4.3.1" in done.stdout
+
+
+def test_passwordless_sudo_is_used_when_not_root(host) -> None:
+    _fake(host.bin, "apt-get", "exit 0")
+    _fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
+    done = host(uid=1000)
+    # apt-get "succeeded" but installed nothing: named, not reported as installed.
+    assert done.returncode == 1
+    assert "still not on PATH: podman runc debootstrap" in done.stderr
+    assert "sudo -n apt-get install -y -qq podman runc debootstrap" in host.calls.read_text()
+
+
+def test_a_failing_apt_get_shows_its_output_and_the_command(host) -> None:
+    _fake(host.bin, "apt-get", 'echo "E: Unable to locate package podman" >&2; exit 100')
+    done = host(uid=0)
+    assert done.returncode == 1
+    assert "E: Unable to locate package podman" in done.stderr
+    assert "sudo apt-get update && sudo apt-get install -y podman runc debootstrap" in done.stderr
+
+
+def test_a_docker_engine_that_answers_needs_nothing_else(host) -> None:
+    _fake(host.bin, "docker", "exit 0")
+    done = host(uid=1000)
+    assert done.returncode == 0
+    assert host.calls.read_text().splitlines() == ["docker info"]
+
+
+def test_make_test_runs_the_check_before_any_test_target() -> None:
+    """Serial make builds prerequisites left to right: the check is the first of `test`'s."""
+    out = subprocess.run(
+        ["make", "-pn", "--no-print-directory", "help"], cwd=REPO, capture_output=True,
+        text=True, env={**os.environ, "MAKEFLAGS": ""},
+    ).stdout  # fmt: skip
+    test_rule = next(line for line in out.splitlines() if line.startswith("test: "))
+    prereqs = test_rule.split(":", 1)[1].split()
+    assert prereqs[0] == "container-engine"
+    assert {"test-infra", "test-serving", "test-image"} <= set(prereqs[1:])
