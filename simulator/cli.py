@@ -18,8 +18,6 @@ import time
 from dataclasses import fields, replace
 from pathlib import Path
 
-import yaml
-
 from simulator.assumptions import Assumptions
 from simulator.capacity import BANDWIDTH_EFFICIENCY
 from simulator.run import Result, instance_models, simulate
@@ -27,16 +25,14 @@ from simulator.scaling_policies import SimulationError
 from simulator.traces import BUILTIN, TraceError, resolve
 from stacks.capacity import CapacityError
 from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+from stacks.config.yaml_source import read_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _load(path: Path) -> DeploymentConfig:
     """Load any config file; its env comes from the file itself (or its name)."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    raw = read_yaml(path)
     env = raw.get("env") if isinstance(raw, dict) else None
     return load_config(path, env=env if isinstance(env, str) else path.stem)
 

@@ -11,6 +11,7 @@ The package by concern (each module imports only those above it):
 - ``scaling``: target tracking, step policies, per-variant bounds, ``ScalingConfig`` and
   ``bounds_changes`` (every scheduled action of a scaling config, for the stack and the
   simulator alike);
+- ``yaml_source``: the strict YAML reader (duplicate keys refused, errors name file and line);
 - ``loader``: ``DeploymentConfig`` and ``load_config`` / ``parse_config``.
 
 Import from here: ``from stacks.config import DeploymentConfig, load_config``.

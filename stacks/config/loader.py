@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import (
     Field,
     PrivateAttr,
@@ -40,6 +39,7 @@ from stacks.config.operations import (
     SmokeGateConfig,
 )
 from stacks.config.scaling import ScalingConfig
+from stacks.config.yaml_source import read_yaml
 
 #: Validation-context key under which ``parse_config`` hands DeploymentConfig the architecture it
 #: read from ``model.architecture_file`` (pydantic: ``model_validate(data, context=...)``).
@@ -253,15 +253,8 @@ def parse_config(raw: Any, *, env: str, source: Path, base_dir: Path) -> Deploym
 
 
 def load_config(path: Path, *, env: str) -> DeploymentConfig:
-    """Read and validate ``config/<env>.yaml``."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    """Read and validate ``config/<env>.yaml`` (duplicate keys refused: ``yaml_source``)."""
+    raw = read_yaml(path)
     return parse_config(raw, env=env, source=path, base_dir=path.parent)
 
 

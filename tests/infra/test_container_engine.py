@@ -22,7 +22,7 @@ REAL_TOOLS = ("mktemp", "rm", "cat", "chmod", "touch")
 
 def _fake(bin_dir: Path, name: str, body: str) -> None:
     path = bin_dir / name
-    path.write_text(f"#!/bin/bash\necho \"{name} $*\" >> \"$CALLS\"\n{body}\n")
+    path.write_text(f'#!/bin/bash\necho "{name} $*" >> "$CALLS"\n{body}\n')
     path.chmod(0o755)
 
 
@@ -70,7 +70,8 @@ def test_as_root_it_installs_the_missing_tools_with_apt_get(host) -> None:
     _fake(
         host.bin, "apt-get",
         'if [[ "$1" == install ]]; then for t in "${@:4}"; do\n'
-        f'  printf "#!/bin/bash\\necho %s 4.3.1\\n" "$t" > {host.bin}/"$t"; chmod +x {host.bin}/"$t"\n'
+        f'  printf "#!/bin/bash\\necho %s 4.3.1\\n" "$t" > {host.bin}/"$t"\n'
+        f'  chmod +x {host.bin}/"$t"\n'
         "done; fi",
     )  # fmt: skip
     done = host(uid=0)

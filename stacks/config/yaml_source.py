@@ -1,0 +1,81 @@
+"""Reading a config file's YAML strictly: a duplicate key is an error naming both lines, and a
+syntax error names the file and the line.
+
+PyYAML's ``safe_load`` keeps the last of two equal keys without a word: a second ``smoke_gate:``
+block at the end of a config silently replaced the first (and with it switched the smoke gate
+off). YAML 1.2 says keys of a mapping are unique; this loader holds it. Merge keys (``<<: *x``)
+stay allowed: a key written beside a merge overrides the merged value, which is what they are for.
+
+``yaml.safe_load(text)`` also names every error's source ``"<unicode string>"``; here the loader
+carries the file's path, so the message says where to look.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from stacks.config.base import ConfigError
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping holding one key twice."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: SafeLoader reports it itself below
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None,
+                    f"duplicate key {key!r}: first on line {first.start_mark.line + 1}, again on "
+                    f"line {key_node.start_mark.line + 1} (YAML keeps only the last one; remove "
+                    "or merge one of them)",
+                    key_node.start_mark,
+                )  # fmt: skip
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def _where(mark: Any, source: Path) -> str:
+    return f"{source}, line {mark.line + 1}, column {mark.column + 1}"
+
+
+def parse_yaml(text: str, *, source: Path) -> Any:
+    """Parse one YAML document from ``text`` read from ``source``; errors are ``ConfigError``s
+    that start with the file, line and column."""
+    loader = _UniqueKeyLoader(text)
+    loader.name = str(source)  # the marks (and so any message PyYAML writes) name the file
+    try:
+        return loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = _where(mark, source) if mark is not None else str(source)
+        what = exc.problem or "not valid YAML"
+        context = ""
+        if exc.context and exc.context_mark is not None and exc.context_mark is not mark:
+            context = f" ({exc.context} at line {exc.context_mark.line + 1})"
+        raise ConfigError(f"{where}: not valid YAML: {what}{context}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: Path) -> Any:
+    """Read and parse a config file (see :func:`parse_yaml`)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+    return parse_yaml(text, source=path)

@@ -1,0 +1,75 @@
+"""A config file's YAML is read strictly (stacks/config/yaml_source.py): a key written twice is an
+error naming both lines (PyYAML keeps the last one silently: a second `smoke_gate:` block turned
+the smoke gate off), and a syntax error names the file and the line, not "<unicode string>"."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stacks.config import ConfigError, load_config
+from stacks.config.yaml_source import parse_yaml
+
+from .conftest import REPO_ROOT
+
+
+def _dev_with(tmp_path: Path, extra: str) -> tuple[Path, int]:
+    text = (REPO_ROOT / "config" / "dev.yaml").read_text()
+    path = tmp_path / "dev.yaml"
+    path.write_text(text.rstrip("\n") + "\n" + extra)
+    return path, len(text.rstrip("\n").splitlines()) + 1
+
+
+def _first_line_of(path: Path, key: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line == f"{key}:")
+
+
+def test_a_second_smoke_gate_block_is_refused_naming_both_lines(tmp_path) -> None:
+    path, added = _dev_with(tmp_path, "smoke_gate:\n  enabled: false\n")
+    first = _first_line_of(path, "smoke_gate")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env="dev")
+    message = str(err.value)
+    assert message.startswith(f"{path}, line {added}")
+    assert f"duplicate key 'smoke_gate': first on line {first}, again on line {added}" in message
+
+
+def test_a_duplicate_key_inside_a_section_is_refused(tmp_path) -> None:
+    path = tmp_path / "dev.yaml"
+    path.write_text(
+        (REPO_ROOT / "config" / "dev.yaml").read_text().replace(
+            "smoke_gate:\n  enabled: true\n", "smoke_gate:\n  enabled: true\n  enabled: false\n"
+        )
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"duplicate key 'enabled': first on line (\d+), again"):
+        load_config(path, env="dev")
+
+
+def test_a_merge_key_override_is_not_a_duplicate() -> None:
+    """A key written beside a merge (`<<: *x`) overrides the merged one: what merges are for."""
+    text = "base: &b {enabled: true, timeout: 5}\nsmoke_gate:\n  <<: *b\n  enabled: false\n"
+    assert parse_yaml(text, source=Path("c.yaml"))["smoke_gate"] == {"enabled": False, "timeout": 5}
+
+
+def test_a_syntax_error_names_the_file_and_line(tmp_path) -> None:
+    path, added = _dev_with(tmp_path, "scaling:\n  variants: [primary\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env="dev")
+    message = str(err.value)
+    assert "<unicode string>" not in message
+    assert message.startswith(f"{path}, line {added + 2}")
+    assert "not valid YAML" in message
+
+
+def test_the_simulator_refuses_the_duplicate_too(tmp_path) -> None:
+    path, added = _dev_with(tmp_path, "smoke_gate:\n  enabled: false\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "simulator", "capacity", "--config", str(path)], cwd=REPO_ROOT,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "duplicate key 'smoke_gate': first on line" in done.stderr
+    assert f"again on line {added}" in done.stderr
