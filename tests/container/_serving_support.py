@@ -31,6 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 ADAPTERS = ("manga_domain", "general_support", "jp_style")
 PORT = int(os.environ.get("SERVING_TEST_PORT", "18080"))
 ENGINE_DEATH_PORT = PORT + 1
+WARMUP_FAILURE_PORT = PORT + 2
 MAX_MODEL_LEN = 512
 ADMISSION_MAX_INFLIGHT = 4
 IMAGE = os.environ.get("SERVING_TEST_IMAGE", "")

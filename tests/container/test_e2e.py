@@ -189,6 +189,73 @@ def test_burst_past_admission_limit_gets_429_and_no_5xx(server: Server) -> None:
     assert invoke(server, CHAT, {HEADER: ADAPTERS[0]}).status_code == 200
 
 
+#: Request options a client may send that take engine paths of their own; vLLM compiles some on
+#: first use (logprobs: torch inductor, which needs a C++ compiler the image once lacked, and the
+#: EngineCore died on every such request). (name, body, what the answer must show)
+OPTIONS = [
+    pytest.param({**CHAT, "logprobs": True}, "content", id="logprobs"),
+    pytest.param({**CHAT, "logprobs": True, "top_logprobs": 5}, "content", id="top_logprobs"),
+    pytest.param(
+        {"prompt": "Recommend a manga:", "max_tokens": 3, "logprobs": 3}, "token_logprobs",
+        id="completion-logprobs",
+    ),
+    pytest.param(
+        {"prompt": "Recommend a manga:", "max_tokens": 1, "prompt_logprobs": 2},
+        "prompt_logprobs", id="prompt_logprobs",
+    ),
+    pytest.param(
+        {**CHAT, "response_format": {"type": "json_schema", "json_schema": {
+            "name": "pick", "schema": {"type": "object", "properties": {
+                "title": {"type": "string"}}, "required": ["title"]}}}},
+        None, id="json_schema",
+    ),
+    pytest.param({**CHAT, "response_format": {"type": "json_object"}}, None, id="json_object"),
+    pytest.param(
+        {**CHAT, "presence_penalty": 1.0, "frequency_penalty": 1.0, "repetition_penalty": 1.2},
+        None, id="penalties",
+    ),
+    pytest.param(
+        {**CHAT, "temperature": 0.9, "top_p": 0.8, "top_k": 10, "min_p": 0.1, "seed": 3},
+        None, id="sampling",
+    ),
+    pytest.param(
+        {**CHAT, "logit_bias": {"7": 5.0}, "stop": ["."], "min_tokens": 2}, None,
+        id="logit_bias-stop-min_tokens",
+    ),
+]  # fmt: skip
+
+
+def _restarts(server: Server) -> int:
+    return server.log().count("restarting the engine")
+
+
+@pytest.mark.parametrize(("body", "shows"), OPTIONS)
+def test_request_options_are_answered_without_killing_the_engine(
+    server: Server, body: dict[str, object], shows: str | None
+) -> None:
+    before = _restarts(server)
+    r = invoke(server, body, {HEADER: ADAPTERS[0]})
+    assert r.status_code == 200, r.text
+    choice = r.json()["choices"][0]
+    if shows == "prompt_logprobs":
+        assert any(choice["prompt_logprobs"]), choice
+    elif shows is not None:
+        assert choice["logprobs"][shows], choice
+    # the engine is still the one that answered: no death, no restart, ready
+    assert _restarts(server) == before
+    assert httpx.get(f"{server.url}/ping", timeout=5).status_code == 200
+
+
+def test_warmup_took_every_lazily_compiled_option(server: Server) -> None:
+    """The options warmup sends (warmup.OPTION_PROBES) were answered before /ping turned 200."""
+    from container.serving.warmup import OPTION_PROBES
+
+    log = server.log()
+    assert "phase=warmup duration=" in log
+    warmed = int(log.split("phase=warmup duration=", 1)[1].split("requests=", 1)[1].split()[0])
+    assert warmed >= len(OPTION_PROBES) + 2 * (1 + len(ADAPTERS))
+
+
 def test_metrics_task_writes_emf_lines_with_the_contract(server: Server) -> None:
     from container.serving import metrics_contract as mc
 
