@@ -41,12 +41,24 @@ FOUR_BIT_GROUP_128 = frozenset({"awq", "gptq"})
 QUANTIZED_WEIGHTS_MARGIN = 0.01
 #: The activation peak of the profile run is computed per batched token (see
 #: :func:`activation_bytes`): 112 KiB/token for Llama-3-8B, where vLLM measured 108.5 KiB/token
-#: (2.07 GiB at 20,000 and 2.99 GiB at 29,000 batched tokens, vllm-project/vllm#10517), so the
-#: count itself is ~3 % high; no further margin (logs with smaller KV caches leave no room for it).
+#: (2.07 GiB at 20,000 and 2.99 GiB at 29,000 batched tokens, vllm-project/vllm#10517), and
+#: 0.88 GiB at 8,192 tokens eager on an H100 (vLLM 0.26, FACTS.md): the forward pass alone.
 ACTIVATION_MARGIN = 0.0
-#: Memory outside torch's allocator (CUDA context, cuBLAS workspaces, NCCL): 0.05-0.35 GiB on one
-#: GPU in published logs (one H100 log shows 1.79 GiB: that is beyond this margin).
-NON_TORCH_GIB, NON_TORCH_MARGIN_GIB = 0.20, 0.15
+#: The sampler's share of the profile run's peak. vLLM 0.32's ``profile_run``
+#: (vllm/v1/worker/gpu_model_runner.py) runs ``_dummy_run(max_num_tokens)`` and then
+#: ``_dummy_sampler_run``: logits for ``max_num_seqs`` rows over the whole vocabulary, sampled
+#: with temperature, top-k and top-p (a full sort: fp32 values and int64 indices) and then a
+#: second time through ``forward_native``. The forward pass alone leaves the V1 logs short:
+#: at 8,192 batched tokens the forward is 0.88 GiB where vLLM reported 1.23 GiB (A10G, 256 seqs)
+#: and 1.10 GiB (H100, vLLM 0.26 compiled, 128 seqs). Counted as this many fp32 copies of the
+#: ``max_num_seqs x vocab`` logits, fitted to those logs (2.9 and 3.7 copies) and held under the
+#: Qwen3-8B log at 2,048 tokens, where it is most of the peak (see tests/infra/
+#: test_vllm_startup_logs.py: each term against its own evidence).
+SAMPLER_FP32_COPIES = 2.75
+#: Memory outside torch's allocator (CUDA context, cuBLAS workspaces, NCCL). vLLM V1 logs report
+#: it on its own line: 0.06 GiB (A10G, Anyscale) and 0.22 GiB (H100, vLLM 0.26, FACTS.md);
+#: V0 logs 0.35 GiB (RTX 3090, vllm#10517) and 1.79 GiB (one H100, vllm PR #10511), beyond it.
+NON_TORCH_GIB, NON_TORCH_MARGIN_GIB = 0.15, 0.07
 #: CUDA-graph memory vLLM estimates and subtracts from the KV budget (VLLM_MEMORY_PROFILER_
 #: ESTIMATE_CUDAGRAPHS, on by default since vLLM 0.21 and in 0.32's envs.py; the image sets it
 #: explicitly): 8B-class logs show 0.52 GiB estimated (Qwen3-8B, LMCache#3430) and 0.55-0.77 GiB
@@ -153,6 +165,12 @@ def activation_bytes(arch: ModelArchitecture, batched_tokens: int) -> int:
     return batched_tokens * per_token
 
 
+def sampler_bytes(arch: ModelArchitecture, max_num_seqs: int) -> int:
+    """The profile run's sampler on ``max_num_seqs`` rows of logits (:data:`SAMPLER_FP32_COPIES`
+    fp32 copies of ``max_num_seqs x vocab``): vLLM 0.32 ``_dummy_sampler_run``."""
+    return int(max_num_seqs * arch.vocab_size * 4 * SAMPLER_FP32_COPIES)
+
+
 def _gib(value: float) -> int:
     return int(value * GIB)
 
@@ -164,17 +182,23 @@ def memory_terms(
     lora_rank: int,
     max_loras: int,
     max_num_batched_tokens: int,
+    max_num_seqs: int,
     enforce_eager: bool,
     cuda_graphs_in_kv_budget: bool = CUDA_GRAPH_MEMORY_IN_KV_BUDGET,
+    sampler_in_profile: bool = True,
 ) -> tuple[MemoryTerm, ...]:
     """What vLLM takes from ``CUDA memory x gpu_memory_utilization`` before the KV cache.
 
     ``lora_rank`` 0 means LoRA is off. ``cuda_graphs_in_kv_budget`` is False for vLLM versions
     (before 0.21) or settings that do not subtract the CUDA-graph estimate.
+    ``sampler_in_profile`` is False for the V0 engine, whose profile peak was the forward pass
+    alone (vllm#10517: 108.5 KiB/token at 20,000 and 29,000 tokens, nothing on top).
     """
     weights = weight_bytes(arch, quantization)
     w_margin = int(weights * QUANTIZED_WEIGHTS_MARGIN) if quantization != "none" else 0
-    act = activation_bytes(arch, max_num_batched_tokens)
+    forward = activation_bytes(arch, max_num_batched_tokens)
+    sampler = sampler_bytes(arch, max_num_seqs) if sampler_in_profile else 0
+    act = forward + sampler
     act_margin = int(act * ACTIVATION_MARGIN)
     graphs = not enforce_eager and cuda_graphs_in_kv_budget
     return (
@@ -201,14 +225,20 @@ def memory_terms(
             act_margin,
             estimate=True,
             basis=f"{max_num_batched_tokens} batched tokens x "
-            f"{activation_bytes(arch, 1) // 1024} KiB/token (an upper bound of measured peaks)",
+            f"{activation_bytes(arch, 1) // 1024} KiB/token"
+            + (
+                f" + sampler {max_num_seqs} seqs x {arch.vocab_size} vocab x "
+                f"{SAMPLER_FP32_COPIES} fp32 copies ({sampler / GIB:.2f} GiB)"
+                if sampler
+                else ""
+            ),
         ),
         MemoryTerm(
             "non-torch",
             _gib(NON_TORCH_GIB + NON_TORCH_MARGIN_GIB),
             _gib(NON_TORCH_MARGIN_GIB),
             estimate=True,
-            basis="CUDA context, cuBLAS, NCCL: published logs 0.05-0.35 GiB",
+            basis="CUDA context, cuBLAS, NCCL: vLLM V1 logs 0.06-0.22 GiB",
         ),
         MemoryTerm(
             "CUDA graphs",
@@ -252,6 +282,7 @@ def estimate(cfg: DeploymentConfig, instance_type: str) -> Capacity:
         lora_rank=eng.max_lora_rank if lora_on else 0,
         max_loras=eng.max_loras,
         max_num_batched_tokens=eng.max_num_batched_tokens,
+        max_num_seqs=eng.max_num_seqs,
         enforce_eager=eng.enforce_eager,
     )
     fixed = sum(t.bytes for t in terms)

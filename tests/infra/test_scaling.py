@@ -134,7 +134,7 @@ def test_target_tracking_follows_high_resolution_concurrency_at_85_percent_of_ma
         "PredefinedMetricSpecification": {
             "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"
         },
-        "TargetValue": 62.9,  # 0.85 x 74 sequences (KV capacity at typical length < 128)
+        "TargetValue": 62.05,  # 0.85 x 73 sequences (KV capacity at typical length < 128)
         "ScaleOutCooldown": 60,
         "ScaleInCooldown": 600,
         **disable,

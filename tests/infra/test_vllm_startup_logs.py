@@ -69,6 +69,12 @@ class StartupLog:
     #: The exact line(s) of the log with what vLLM reported.
     quote: str
     reported_kv_gib: float | None = None
+    #: vLLM's defaults where the log does not say (256 sequences; V1's profile runs the sampler).
+    max_num_seqs: int = 256
+    sampler_in_profile: bool = True
+    #: Terms the log reports on lines of their own (each term's own evidence), in GiB.
+    reported_activation_gib: float | None = None
+    reported_non_torch_gib: float | None = None
     reported_kv_tokens: int | None = None
 
     def reported_gib(self) -> float:
@@ -85,8 +91,10 @@ class StartupLog:
             lora_rank=0,
             max_loras=1,
             max_num_batched_tokens=self.max_num_batched_tokens,
+            max_num_seqs=self.max_num_seqs,
             enforce_eager=self.enforce_eager,
             cuda_graphs_in_kv_budget=self.graphs_in_kv_budget,
+            sampler_in_profile=self.sampler_in_profile,
         )
 
     def predicted_gib(self) -> float:
@@ -146,3 +154,53 @@ def test_the_old_model_missed_the_a10g_log_by_more_than_5_percent() -> None:
     old = 24 * 0.9 - 14.96 - old_act - 1.5
     assert old / 3.53 - 1 > TOLERANCE
     assert abs(LOGS[1].predicted_gib() / 3.53 - 1) <= TOLERANCE
+
+
+#: Rows whose per-term figures are not held (their KV cache still is, above): why, each.
+TERM_OUTLIERS = {
+    "h100-llama3-8b-bf16": "V0 on one H100 reporting 1.79 GiB non-torch and a 1.26 GiB peak, both "
+    "beyond every other log of either engine; the two together still leave its KV within 5 %",
+}
+
+
+def _term(log: StartupLog, name: str) -> float:
+    return next(t.bytes for t in log.terms() if t.name == name) / GIB
+
+
+@pytest.mark.parametrize(
+    "log",
+    [log for log in LOGS if log.reported_activation_gib and log.id not in TERM_OUTLIERS],
+    ids=lambda log: log.id,
+)
+def test_activation_term_within_10_percent_of_each_peak_vllm_reported(log: StartupLog) -> None:
+    """Each term against its own evidence: the activation peak where the log prints it. The
+    forward pass alone (112 KiB/token) fell 29 % short of the V1 logs at 8,192 tokens; V1's
+    profile run samples max_num_seqs rows of logits after the forward (the sampler term)."""
+    assert log.reported_activation_gib is not None
+    modelled = _term(log, "activation peak")
+    error = modelled / log.reported_activation_gib - 1
+    assert abs(error) <= 0.10, (
+        f"{log.id}: activation {modelled:.2f} GiB vs {log.reported_activation_gib} ({error:+.1%})"
+    )
+
+
+def test_non_torch_term_covers_every_v1_log_and_not_much_more() -> None:
+    v1 = [log for log in LOGS if log.sampler_in_profile and log.reported_non_torch_gib]
+    assert len(v1) >= 2
+    modelled = _term(v1[0], "non-torch")
+    highest = max(log.reported_non_torch_gib or 0.0 for log in v1)
+    assert highest - 0.005 <= modelled <= highest + 0.05, (
+        modelled,
+        [(row.id, row.reported_non_torch_gib) for row in v1],
+    )
+
+
+def test_the_sampler_term_scales_with_sequences_and_vocabulary() -> None:
+    from stacks.capacity import sampler_bytes
+
+    assert sampler_bytes(QWEN3_8B, 256) / sampler_bytes(LLAMA_3_8B, 256) == pytest.approx(
+        151936 / 128256, rel=1e-6
+    )
+    assert sampler_bytes(LLAMA_3_8B, 128) * 2 == pytest.approx(
+        sampler_bytes(LLAMA_3_8B, 256), abs=2
+    )

@@ -125,10 +125,10 @@ def test_deploy_at_the_jp_peak_loses_nothing_after_and_thousands_before() -> Non
     before = hour_figures(
         simulate(todays_config(PROD), trace, a, events=[Deploy(at, prescale=False)]), at
     )
-    assert base["primary_in_service_min_in_hour"] == 7
+    assert base["primary_in_service_min_in_hour"] == 8
     assert after["rejected_in_hour"] == base["rejected_in_hour"] == 0
     assert after["capacity_rpm_min_in_hour"] == base["capacity_rpm_min_in_hour"]
-    assert after["billed_instances_max"] == 18  # (7 + 2) blue + (7 + 2) green: the quota needed
+    assert after["billed_instances_max"] == 20  # (8 + 2) blue + (8 + 2) green: the quota needed
     assert before["primary_in_service_min_in_hour"] == 4
     assert before["rejected_in_hour"] > 5_000
 
