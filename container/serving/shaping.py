@@ -44,6 +44,7 @@ from .request_checks import (
     check_sequences,
     check_tools,
 )
+from .request_schema import check_fields
 
 log = logging.getLogger("serving.shaping")
 
@@ -114,11 +115,13 @@ def shape_body(
         if "prompt" not in body:
             raise RequestError("request needs 'messages' (chat) or 'prompt' (completion)")
         check_max_tokens(body)
+        check_fields(body)
         return body, adapter, False
     messages = check_messages(messages, config.max_messages)
     tools = check_tools(body)
     retrieval = check_retrieval(body.pop("retrieval", None))
     key, requested = check_max_tokens(body)
+    check_fields(body)
     if counter is None:
         return body, adapter, False
     try:

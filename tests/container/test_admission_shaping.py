@@ -238,3 +238,30 @@ def test_large_bodies_are_shaped_off_the_event_loop() -> None:
     small = json.dumps({"messages": [{"role": "user", "content": "x" * 900}]})  # over the bound
     asyncio.run(call(mw, "/invocations", small.encode()))
     assert threads == {threading.main_thread().name}  # small bodies: inline, no thread hop
+
+
+def test_a_bad_field_value_is_a_400_naming_the_field_on_every_route() -> None:
+    """vLLM's /invocations answered `{"messages":[...],"temperature":"hot"}` with the completion
+    model's "Either prompt or prompt_embeds must be provided": the shaping hook validates the
+    body against vLLM's own model for its shape and names the field (request_schema.py)."""
+    mw = ShapingMiddleware(_ok, config=CONFIG, counter=lambda: None)
+    chat = {"messages": [{"role": "user", "content": "x"}]}
+    cases = (
+        ({**chat, "temperature": "hot"}, "body.temperature: Input should be a valid number"),
+        ({**chat, "top_p": "a"}, "body.top_p: Input should be a valid number"),
+        ({"prompt": "x", "temperature": [1]}, "body.temperature"),
+        ({**chat, **{k: "x" for k in ("seed", "top_k", "min_p", "presence_penalty", "top_p")}},
+         "; and 2 more"),
+        ({**chat, "logprobs": True, "top_logprobs": "x"}, "top_logprobs"),
+    )  # fmt: skip
+    for path in ("/invocations", "/v1/chat/completions"):
+        for body, reason in cases:
+            if path != "/invocations" and "prompt" in body:
+                continue
+            sent = asyncio.run(call(mw, path, json.dumps(body).encode()))
+            assert sent[0]["status"] == 400, (path, body)
+            message = json.loads(sent[1]["body"])["error"]["message"]
+            assert reason in message, message
+            assert "prompt_embeds" not in message
+    ok = asyncio.run(call(mw, "/invocations", json.dumps({**chat, "temperature": 0.5}).encode()))
+    assert ok[0]["status"] == 200

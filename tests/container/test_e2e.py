@@ -108,6 +108,11 @@ def test_streaming_through_invocations(server: Server) -> None:
         (CHAT, {HEADER: "no_such_adapter"}, "unknown adapter 'no_such_adapter'"),
         ({**CHAT, "model": "no_such_adapter"}, {}, "known adapters: base, general_support"),
         ({**CHAT, "max_tokens": -3}, {}, "'max_tokens' must be a positive integer"),
+        # vLLM's /invocations named the completion model's missing prompt for these
+        ({**CHAT, "temperature": "hot"}, {}, "body.temperature: Input should be a valid number"),
+        ({**CHAT, "top_p": "a"}, {}, "body.top_p: Input should be a valid number"),
+        ({"prompt": "x", "logprobs": "many"}, {}, "body.logprobs: Input should be a valid"),
+        ({**CHAT, "stop": 5, "seed": "x"}, {}, "body.seed"),
     ],
 )
 def test_bad_requests_get_4xx_with_a_reason(
