@@ -63,6 +63,29 @@ def cron_fires(cron: str, timezone: str, after: datetime, until: datetime) -> li
     return out
 
 
+#: A cron's five fields: name, accepted range (croniter's, which is what the schedules replay).
+CRON_FIELDS = (
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or JAN-DEC"),
+    ("day-of-week", "0-7 or SUN-SAT"),
+)
+
+
+def _cron_field_errors(cron: str) -> str:
+    """Which of a 5-field cron's fields croniter refuses, each named with its range: each field
+    is tried alone in an otherwise valid expression ("0 25 * * MON-FRI": the hour)."""
+    fields = cron.split()
+    bad = []
+    for i, (name, accepted) in enumerate(CRON_FIELDS):
+        probe = ["0", "0", "*", "*", "*"]
+        probe[i] = fields[i]
+        if not croniter.is_valid(" ".join(probe)):
+            bad.append(f"{name} {fields[i]!r} is not valid (accepted: {accepted})")
+    return f"{cron!r}: " + ("; ".join(bad) or "not a valid cron expression")
+
+
 class ScheduledAction(Strict):
     """A recurring capacity change in local time: ``cron`` has 5 fields (m h dom mon dow)."""
 
@@ -78,10 +101,13 @@ class ScheduledAction(Strict):
     @field_validator("cron")
     @classmethod
     def _valid_cron(cls, value: str) -> str:
-        if len(value.split()) != 5 or not croniter.is_valid(value):
+        if len(value.split()) != 5:
             raise ValueError(
-                f"{value!r} is not a 5-field cron expression (minute hour dom mon dow)"
+                f"{value!r} has {len(value.split())} fields; a cron here has 5 "
+                "(minute hour day-of-month month day-of-week)"
             )
+        if not croniter.is_valid(value):
+            raise ValueError(_cron_field_errors(value))
         _, _, dom, _, dow = value.split()
         if dom != "*" and dow != "*":
             raise ValueError(

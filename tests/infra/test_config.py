@@ -40,7 +40,7 @@ INVALID = [
     invalid("variants.canary.initial_instance_count", 0, "greater than or equal"),
     invalid("scaling.variants.primary.min_capacity", 9, "9 must be <= max_capacity (8)"),
     invalid("scaling.schedules.0.timezone", "Asia/Tokio", "not an IANA time zone"),
-    invalid("scaling.schedules.0.cron", "45 17 * *", "5-field cron"),
+    invalid("scaling.schedules.0.cron", "45 17 * *", "has 4 fields; a cron here has 5"),
     invalid(
         "scaling.schedules.0.max_capacity", 12, "exceeds scaling.variants.primary.max_capacity"
     ),

@@ -34,7 +34,15 @@ INVALID = [
     invalid("scaling.schedules.0.cron", "0 18 1 * FRI", "only one of them"),
     invalid("scaling.schedules.0.cron", "0 18 * * 7", "Sunday as 0 or SUN"),
     invalid("scaling.schedules.0.cron", "0 18 L * *", "not supported"),
-    invalid("scaling.schedules.0.cron", "61 18 * * *", "5-field cron"),
+    invalid("scaling.schedules.0.cron", "61 18 * * *", "minute '61' is not valid (accepted: 0-59)"),
+    invalid(
+        "scaling.schedules.0.cron", "0 25 * * MON-FRI", "hour '25' is not valid (accepted: 0-23)"
+    ),
+    invalid(
+        "scaling.schedules.0.cron",
+        "0 9 * 13 FOO",
+        "month '13' is not valid (accepted: 1-12 or JAN-DEC); day-of-week 'FOO'",
+    ),
     invalid(
         "scaling.schedules.2.min_capacity", 1, "below scaling.variants.primary.min_capacity (2)"
     ),
