@@ -6,6 +6,7 @@ The same code `make lint` runs (tools.synth, tools.validate); checkov from its o
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,12 @@ def test_checkov_reports_no_failed_checks(synthesized) -> None:
     passed, failed = run_checkov(CHECKOV, templates_in(out))
     assert failed == []
     assert passed > 10
+    if json.loads((out / "plan.json").read_text())["env"] == "prod":
+        # the figure README quotes for `make validate ENV=prod` is the one checkov prints
+        readme = re.sub(r"\s+", " ", (REPO_ROOT / "README.md").read_text())
+        quoted = re.search(r"`make validate ENV=prod`[^.]*?checkov (\d+) passed, 0 failed", readme)
+        assert quoted, "README no longer quotes `make validate ENV=prod`'s checkov figure"
+        assert int(quoted.group(1)) == passed
 
 
 def test_cfn_lint_catches_a_broken_template(tmp_path) -> None:
