@@ -75,6 +75,7 @@ class EndpointStack(Stack):
             thresholds=cfg.monitoring,
             adapter_names=[a.name for a in cfg.adapters],
             metrics_interval_seconds=cfg.engine.metrics_interval_seconds,
+            queue_step_variants=cfg.scaling.queue_step_variants(),
             emails=cfg.notifications.emails,
             rollback_alarms=self.rollback_alarms,
             key=self.key,

@@ -186,6 +186,16 @@ class ScalingConfig(Strict):
     schedules: list[ScheduledAction] = []
     release_calendar: list[ReleaseEvent] = []
 
+    def queue_step_variants(self) -> set[str]:
+        """Variants with a step scale-out policy on the queue depth (QueueDepth)."""
+        return {
+            name
+            for name, v in self.variants.items()
+            if any(
+                p.direction == "out" and p.metric == mc.QUEUE_DEPTH.name for p in v.step_policies
+            )
+        }
+
     @model_validator(mode="after")
     def _within_variant_bounds(self) -> ScalingConfig:
         missing = set(VARIANT_NAMES) - set(self.variants)

@@ -34,12 +34,25 @@ class Rule:
     missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING
 
 
-def variant_rules(m: MonitoringConfig, adapter_names: Sequence[str]) -> list[Rule]:
+#: What the queue-buildup alarm tells the on-call, by whether the variant has a step scale-out
+#: policy on the queue depth (a variant without one scales on target tracking alone).
+QUEUE_BUILDUP_WHY = {
+    True: "scale-out is not keeping up (queue-depth step scaling already fired)",
+    False: "scale-out is not keeping up (this variant has no queue-depth step policy: target "
+    "tracking alone has not absorbed the queue; check max_capacity and the scaling activities)",
+}
+
+
+def variant_rules(
+    m: MonitoringConfig, adapter_names: Sequence[str], *, queue_step_scaling: bool
+) -> list[Rule]:
+    """The rules of one variant; ``queue_step_scaling``: whether it has a step scale-out policy
+    on the queue depth (the queue-buildup alarm's text says what has already been tried)."""
     rules = [
         Rule("high-ttft", mc.TTFT_P95.name, "Average", True, m.ttft_p95_ms, 300, False,
              "check the prefix cache hit rate"),
         Rule("queue-buildup", mc.QUEUE_DEPTH.name, "Average", True, m.queue_depth_critical, 120,
-             True, "scale-out is not keeping up (queue-depth step scaling already fired)"),
+             True, QUEUE_BUILDUP_WHY[queue_step_scaling]),
         Rule("kv-cache-pressure", mc.KV_CACHE_USAGE.name, "Average", True,
              m.kv_cache_usage_percent, 300, False, "check for context budget drift"),
         Rule("engine-restarts", mc.ENGINE_RESTARTS.name, "Sum", True, 0, 300, True,

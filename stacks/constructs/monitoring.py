@@ -9,7 +9,7 @@ are reused: they get the topic as action.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -37,7 +37,8 @@ class Monitoring(Construct):
     """``topic``, ``alarms`` (by ``<variant>/<rule>`` or ``slo/<name>``), ``dashboard``.
 
     ``metrics_interval_seconds`` is how often the container publishes (engine section): no alarm
-    period is shorter than that, rounded up to whole minutes.
+    period is shorter than that, rounded up to whole minutes. ``queue_step_variants``: the
+    variants with a step scale-out policy on the queue depth (the queue-buildup alarm's text).
     """
 
     def __init__(
@@ -49,6 +50,7 @@ class Monitoring(Construct):
         thresholds: MonitoringConfig,
         adapter_names: Sequence[str],
         metrics_interval_seconds: int,
+        queue_step_variants: Collection[str] = (),
         emails: Sequence[str] = (),
         rollback_alarms: RollbackAlarms,
         key: kms.IKey,
@@ -68,7 +70,10 @@ class Monitoring(Construct):
         self.critical: list[cloudwatch.Alarm] = [*rollback_alarms.all]
         interval = max(60, math.ceil(metrics_interval_seconds / 60) * 60)
         for variant in VARIANT_NAMES:
-            for rule in variant_rules(thresholds, adapter_names):
+            rules = variant_rules(
+                thresholds, adapter_names, queue_step_scaling=variant in queue_step_variants
+            )
+            for rule in rules:
                 contract = rule.metric in mc.BY_NAME
                 period = min(rule.window_s, interval if contract else 60)
                 if rule.statistic == "Sum" or rule.window_s >= 3600:

@@ -86,6 +86,19 @@ def test_seed_alarm_watches_its_metric_with_the_seed_threshold_and_window(
     assert alarm["AlarmDescription"].startswith("[CRITICAL]" if critical else "[WARNING]")
 
 
+def test_queue_buildup_says_step_scaling_fired_only_where_a_queue_step_policy_exists(
+    alarms, prod_cfg
+) -> None:
+    """prod's primary has the queue-depth-out step policy, its canary has none: the canary's
+    alarm once told the on-call a step policy had already fired."""
+    assert prod_cfg.scaling.queue_step_variants() == {"primary"}
+    primary = find_alarm(alarms, "primary/queue-buildup")["AlarmDescription"]
+    canary = find_alarm(alarms, "canary/queue-buildup")["AlarmDescription"]
+    assert "queue-depth step scaling already fired" in primary
+    assert "already fired" not in canary
+    assert "no queue-depth step policy" in canary
+
+
 def test_no_healthy_capacity_fires_when_engines_stop_publishing(alarms) -> None:
     assert find_alarm(alarms, "primary/no-healthy-capacity")["TreatMissingData"] == "breaching"
 
