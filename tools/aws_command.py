@@ -15,9 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+
+#: What to do when no credentials are found (the preflight says the same before diff and deploy).
+NO_CREDENTIALS = (
+    "no AWS credentials found: export AWS_PROFILE=<profile> (or AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY), or run `aws sso login --profile <profile>`"
+)
+OFFLINE_HINT = "make synth ENV={env} and make demo run offline, with no AWS account."
 
 
 def error_code(exc: ClientError) -> str:
@@ -47,6 +54,9 @@ def run_on_config(
         return 2
     except refused as exc:
         print(f"refused: {exc}", file=sys.stderr)
+        return 1
+    except NoCredentialsError:
+        print(f"{NO_CREDENTIALS} ({OFFLINE_HINT.format(env=env)})", file=sys.stderr)
         return 1
     except (BotoCoreError, ClientError) as exc:
         print(f"AWS call failed ({cfg.region}): {exc}", file=sys.stderr)

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from lambdas.canary_controller.names import (
     COMPLETED,
@@ -27,7 +27,7 @@ from lambdas.canary_controller.names import (
 )
 from stacks.config import DeploymentConfig
 from tools import REPO_ROOT
-from tools.aws_command import client, error_code, run_on_config
+from tools.aws_command import NO_CREDENTIALS, client, error_code, run_on_config
 
 
 class ControllerError(RuntimeError):
@@ -102,14 +102,19 @@ def live_weights(sm: Any, endpoint: str) -> dict[str, float]:
     return {v["VariantName"]: v.get("CurrentWeight", 0.0) for v in desc["ProductionVariants"]}
 
 
-def promote_info(cfg: DeploymentConfig, state: dict[str, Any]) -> str:
+def promote_info(cfg: DeploymentConfig, state: dict[str, Any] | None, unread: str = "") -> str:
+    """The promotion steps for ``cfg`` (they need no AWS account), headed by what the rollout
+    record says; ``state`` None: the record could not be read, ``unread`` says why."""
     canary, primary = cfg.variants.canary, cfg.variants.primary
-    ready = state.get("status") == COMPLETED
-    head = (
-        "The canary completed its rollout and now carries 100% of traffic."
-        if ready
-        else f"Not ready to promote: rollout status is {state.get('status')!r}, not {COMPLETED}."
-    )
+    if state is None:
+        head = (
+            f"Rollout status not read ({unread}); promote only once make canary-status "
+            f"ENV={cfg.env} shows {COMPLETED}."
+        )
+    elif state.get("status") == COMPLETED:
+        head = "The canary completed its rollout and now carries 100% of traffic."
+    else:
+        head = f"Not ready to promote: rollout status is {state.get('status')!r}, not {COMPLETED}."
     return "\n".join(
         [
             head,
@@ -140,6 +145,14 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
 
     def command(cfg: DeploymentConfig) -> int:
         lam = client(given, "lambda", cfg.region)
+        if args.command == "promote-info":
+            try:
+                print(promote_info(cfg, invoke(lam, cfg, {"action": "status"})))
+            except NoCredentialsError:
+                print(promote_info(cfg, None, NO_CREDENTIALS))
+            except (BotoCoreError, ClientError, ControllerError) as exc:
+                print(promote_info(cfg, None, f"{type(exc).__name__}: {exc}"))
+            return 0
         who = given.get("caller") or _caller(cfg.region)
         if args.command == "start":
             rollout_id = args.rollout_id or time.strftime("rollout-%Y%m%dT%H%M%SZ", time.gmtime())
@@ -168,9 +181,6 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
                 print(f"rolled back {cfg.endpoint_name}: canary weight 0, primary 100")
         else:
             state = invoke(lam, cfg, {"action": "status"})
-            if args.command == "promote-info":
-                print(promote_info(cfg, state))
-                return 0
         sm = client(given, "sagemaker", cfg.region)
         print(render(state, live_weights(sm, cfg.endpoint_name)))
         return 0

@@ -26,11 +26,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from stacks.config import ConfigError, config_path, load_config
 from tools import REPO_ROOT
-from tools.aws_command import error_code
+from tools.aws_command import NO_CREDENTIALS, OFFLINE_HINT, error_code
 
 #: The CDK's default bootstrap qualifier (cdk.json sets no other).
 BOOTSTRAP_QUALIFIER = "hnb659fds"
-OFFLINE_HINT = "make synth ENV={env} and make demo run offline, with no AWS account."
 
 
 def check(
@@ -42,10 +41,7 @@ def check(
 ) -> list[str]:
     """The problems found, each one line naming what is missing and how to fix it."""
     if session.get_credentials() is None:
-        return [
-            "no AWS credentials found: export AWS_PROFILE=<profile> (or AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY), or run `aws sso login --profile <profile>`"
-        ]
+        return [NO_CREDENTIALS]
     try:
         identity = client("sts").get_caller_identity()
     except (ClientError, BotoCoreError) as exc:

@@ -121,3 +121,43 @@ def test_a_failed_lambda_call_exits_1_naming_the_region(
     assert run("status") == 1
     err = capsys.readouterr().err
     assert "AWS call failed (us-east-1)" in err and "lambda:InvokeFunction" in err
+
+
+@pytest.fixture
+def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A real boto3 Lambda client on a machine with no AWS credentials at all: its Invoke raises
+    botocore's NoCredentialsError, as on a new user's laptop."""
+    import boto3
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                "AWS_DEFAULT_PROFILE"):  # fmt: skip
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    write_test_config(tmp_path)
+    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
+    session = boto3.Session(region_name="us-east-1")
+    return {"lambda": session.client("lambda"), "sagemaker": session.client("sagemaker"),
+            "caller": "alice"}  # fmt: skip
+
+
+def test_promote_info_prints_the_steps_without_an_account(
+    no_credentials: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README: promote-info prints step 4 for your config; that needs no account."""
+    assert cli.main(["promote-info", "--env", "test"], clients=no_credentials) == 0
+    out = capsys.readouterr().out
+    assert "Rollout status not read (no AWS credentials found: export AWS_PROFILE" in out
+    assert "variants.primary.image_tag" in out and "make deploy ENV=test RESET=DesiredWeight" in out
+
+
+@pytest.mark.parametrize("command", ["status", "start", "rollback"])
+def test_without_credentials_a_command_says_how_to_provide_them(
+    no_credentials: dict[str, Any], capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    assert cli.main([command, "--env", "test"], clients=no_credentials) == 1
+    err = capsys.readouterr().err
+    assert "no AWS credentials found: export AWS_PROFILE=<profile>" in err
+    assert "make synth ENV=test and make demo run offline" in err
+    assert "Unable to locate credentials" not in err
