@@ -49,6 +49,7 @@ from types import FrameType
 
 from . import settings as settings_mod
 from . import warmup
+from .log_relay import relay
 from .state import State, write_state
 from .vllm_server import LISTEN_FD_ENV, RETIRE_SIGNAL, RETIRE_WAIT_SECONDS, bind_socket
 
@@ -209,7 +210,15 @@ class Supervisor:
         cmd = [sys.executable, "-m", f"{PACKAGE}.vllm_server", *args]
         fd = self.sock.fileno()
         env = {**vllm_env(self.s), LISTEN_FD_ENV: str(fd)}
-        return subprocess.Popen(cmd, env=env, pass_fds=(fd,), start_new_session=True)
+        # vLLM's output goes through log_relay: a drain's EngineDeadError and the exit noise
+        # are said for what they are, and every line ends with a newline.
+        proc = subprocess.Popen(
+            cmd, env=env, pass_fds=(fd,), start_new_session=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        relay(proc.stdout, write_stdout, self.stopping.is_set)
+        return proc
 
     def run(self) -> int:
         t_all = time.monotonic()
@@ -400,6 +409,16 @@ class Supervisor:
         if self.proc is not None:
             _kill_group(self.proc)
         return 1
+
+
+_STDOUT_LOCK = threading.Lock()
+
+
+def write_stdout(text: str) -> None:
+    """One whole line to stdout, beside the entrypoint's own log lines (same stream)."""
+    with _STDOUT_LOCK:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
