@@ -6,8 +6,34 @@ from typing import Any
 
 from stacks.capacity import concurrency_target, estimate
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
-from stacks.config import VARIANT_NAMES, DeploymentConfig
+from stacks.config import (
+    VARIANT_NAMES,
+    DeploymentConfig,
+    ScalingConfig,
+    VariantName,
+    bounds_changes,
+)
 from stacks.plan_deploy import deploy_section, render_deploy
+
+
+def unreachable_ceiling(scaling: ScalingConfig, variant: VariantName) -> str | None:
+    """A warning when ``variant``'s max_capacity is never reached once a recurring schedule has
+    fired: every scheduled action (schedules and the release calendar alike) writes a lower
+    MaxCapacity, so the plan's max cost and quota count instances autoscaling can never add."""
+    ceiling = scaling.variants[variant].max_capacity
+    changes = [c for c in bounds_changes(scaling) if c.variant == variant]
+    if not any(c.kind == "recurring" for c in changes):
+        return None
+    highest = max(c.max_capacity for c in changes)
+    if highest >= ceiling:
+        return None
+    written = ", ".join(f"{c.name} {c.max_capacity}" for c in changes if c.kind != "restore")
+    return (
+        f"scaling.variants.{variant}.max_capacity {ceiling} is never reached once a schedule has "
+        f"fired: the scheduled actions allow at most {highest} ({written}); the max cost and "
+        f"the instance quota count {ceiling}. Lower max_capacity to {highest}, or raise a "
+        "schedule's max_capacity"
+    )
 
 
 def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -43,6 +69,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
                     "step_policies": [p.name for p in sc.step_policies],
                     "schedules": [x.name for x in cfg.scaling.schedules if x.variant == name],
                     "releases": [x.name for x in cfg.scaling.release_calendar if x.variant == name],
+                    "unreachable_ceiling": unreachable_ceiling(cfg.scaling, name),
                 },
                 "capacity": cap.as_dict(),
             }
@@ -143,6 +170,8 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"{', '.join(sc['step_policies']) or 'none'}; {len(sc['schedules'])} schedules, "
             f"{len(sc['releases'])} releases"
         )
+        if sc.get("unreachable_ceiling"):
+            lines.append(f"          WARNING: {sc['unreachable_ceiling']}")
         if c["preempts_at_full_context"]:
             lines.append(
                 f"          WARNING: max_num_seqs x max_model_len needs "

@@ -30,6 +30,12 @@ class RolloutConfig(Strict):
     def _increasing(cls, steps: list[int]) -> list[int]:
         if any(not 0 < s <= 100 for s in steps) or steps != sorted(set(steps)):
             raise ValueError(f"steps_percent must be strictly increasing within 1..100: {steps}")
+        if steps[-1] != 100:
+            raise ValueError(
+                f"steps_percent {steps} ends at {steps[-1]}: a rollout completes with the canary "
+                "on 100 % of traffic (the promotion and the plan's 100 % step bounds assume it); "
+                "end the list with 100"
+            )
         return steps
 
 

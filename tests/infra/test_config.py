@@ -50,6 +50,9 @@ INVALID = [
     invalid("deployment.startup_health_check_timeout_seconds", 30, "greater than or equal to 60"),
     invalid("deployment.max_execution_timeout_seconds", 600, "shorter than the traffic shift"),
     invalid("rollout.steps_percent", [5, 50, 25], "strictly increasing"),
+    invalid(
+        "rollout.steps_percent", [10, 50, 90], "ends at 90: a rollout completes with the canary"
+    ),
     invalid("image.mode", "tag", "needs tag", where="image.tag"),
     invalid("endpoint_name", "bad_name!", "should match pattern"),
     invalid("region", "tokyo", "should match pattern"),
