@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from stacks.catalog import INSTANCE_CATALOG
-from stacks.config.base import Strict, VariantName
+from stacks.config.base import Strict, VariantName, section_rule
 
 
 class VariantConfig(Strict):
@@ -36,7 +36,7 @@ class Variants(Strict):
         """``cfg.variants[name]``: the variant's config by its name."""
         return self.primary if name == "primary" else self.canary
 
-    @model_validator(mode="after")
+    @section_rule
     def _canary_below_primary(self) -> Variants:
         if self.primary.initial_weight + self.canary.initial_weight <= 0:
             raise ValueError("primary.initial_weight: primary and canary weights cannot both be 0")
@@ -71,7 +71,7 @@ class TrafficShift(Strict):
     step_instances: Annotated[int, Field(ge=1, le=100)] | None = None
     wait_interval_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
 
-    @model_validator(mode="after")
+    @section_rule
     def _one_size(self) -> TrafficShift:
         if self.step_instances is not None and self.step_percent is not None:
             raise ValueError("step_instances: give step_percent or step_instances, not both")
@@ -130,7 +130,7 @@ class DeploymentPolicy(Strict):
             raise ValueError(f"lists a property twice: {value}")
         return value
 
-    @model_validator(mode="after")
+    @section_rule
     def _timeouts(self) -> DeploymentPolicy:
         shift = self.traffic_shift
         if shift.type == "linear" and shift.step_instances is not None:

@@ -8,6 +8,7 @@ path of the offending value, e.g. ``scaling.variants.primary.max_capacity: ...``
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -22,8 +23,15 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
-from stacks.config.base import VARIANT_NAMES, ConfigError, Strict, VariantName
+from stacks.config.base import (
+    SECTION_RULES_OFF,
+    VARIANT_NAMES,
+    ConfigError,
+    Strict,
+    VariantName,
+)
 from stacks.config.deployment import DeploymentPolicy, Variants
 from stacks.config.model import (
     AdapterConfig,
@@ -72,39 +80,48 @@ class DeploymentConfig(Strict):
 
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> DeploymentConfig:
+        """The rules across sections, every broken one reported (one line each)."""
         if self.model.architecture_file is not None and info.context:
             self._file_architecture = info.context.get(ARCHITECTURE_CONTEXT)
+        errors = self.cross_section_errors()
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+    def cross_section_errors(self) -> list[str]:
+        """Each rule across sections this config breaks, as ``field: why``."""
+        errors: list[str] = []
         names = [a.name for a in self.adapters]
         if len(set(names)) != len(names):
-            raise ValueError(f"adapters: names must be unique: {names}")
+            errors.append(f"adapters: names must be unique: {names}")
         if self.default_adapter is not None and self.default_adapter not in names:
-            raise ValueError(
+            errors.append(
                 f"default_adapter: {self.default_adapter!r} is not one of the adapters {names}"
             )
         unknown = sorted(set(self.monitoring.adapter_latency_baseline_ms) - set(names))
         if unknown:
-            raise ValueError(
+            errors.append(
                 f"monitoring.adapter_latency_baseline_ms: {unknown} are not adapters {names}"
             )
         ranks = {a.rank for a in self.adapters}
         if len(ranks) > 1:
-            raise ValueError(
+            errors.append(
                 "adapters: all adapters must share one rank (vLLM sizes every LoRA slot by the "
                 f"largest), got {sorted(ranks)}"
             )
         if ranks and max(ranks) > self.engine.max_lora_rank:
-            raise ValueError(
+            errors.append(
                 f"adapters: rank {max(ranks)} exceeds engine.max_lora_rank "
                 f"({self.engine.max_lora_rank})"
             )
         if len(self.adapters) > self.engine.max_loras:
-            raise ValueError(
+            errors.append(
                 f"adapters: {len(self.adapters)} adapters but engine.max_loras is "
                 f"{self.engine.max_loras}; every adapter must fit on the GPU at once"
             )
         arch = self._known_architecture
         if arch and self.engine.max_model_len > arch.max_position_embeddings:
-            raise ValueError(
+            errors.append(
                 f"engine.max_model_len: {self.engine.max_model_len} exceeds the model's "
                 f"max_position_embeddings ({arch.max_position_embeddings})"
             )
@@ -112,26 +129,25 @@ class DeploymentConfig(Strict):
             variant = self.variants[vname]
             sc = self.scaling.variants[vname]
             if not sc.min_capacity <= variant.initial_instance_count <= sc.max_capacity:
-                raise ValueError(
+                errors.append(
                     f"variants.{vname}.initial_instance_count: {variant.initial_instance_count} "
                     f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
                     f"({sc.min_capacity}..{sc.max_capacity})"
                 )
-        errors = guardrail_step_errors(self)
-        if errors:
-            raise ValueError(errors[0])
+        if not errors:  # the step sizes and timeouts below assume bounds that hold
+            errors += guardrail_step_errors(self)[:1]
         dep, shift = self.deployment, self.deployment.traffic_shift
-        if shift.type == "linear" and shift.step_instances is not None:
+        if not errors and shift.type == "linear" and shift.step_instances is not None:
             largest = max(max(self.deploy_fleet_sizes(v)) for v in VARIANT_NAMES)
             steps = -(-largest // shift.step_instances)
             needed = steps * shift.wait_interval_seconds + dep.termination_wait_seconds
             if needed > dep.max_execution_timeout_seconds:
-                raise ValueError(
+                errors.append(
                     f"deployment.max_execution_timeout_seconds: {dep.max_execution_timeout_seconds}"
                     f" is shorter than {steps} linear steps of {shift.step_instances} instance(s) "
                     f"on a {largest}-instance fleet plus termination wait ({needed} s)"
                 )
-        return self
+        return errors
 
     def deploy_fleet_sizes(self, variant: VariantName) -> list[int]:
         """Instance counts ``variant``'s new (green) fleet can have at a deploy: the live
@@ -207,25 +223,34 @@ def guardrail_step_errors(cfg: DeploymentConfig) -> list[str]:
 _FIELD_PREFIX = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*): ")
 
 
-def _format_errors(path: Path, err: ValidationError) -> str:
+def _format_errors(path: Path, errors: list[ErrorDetails]) -> str:
     """One line per error: the full YAML path, then why.
 
     Cross-field validators start their message with the field they blame ("field: why"); that
     field is appended to the location pydantic reports (the model holding both fields).
     """
-    lines = [f"{path}: {err.error_count()} invalid value(s)"]
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        blamed = _FIELD_PREFIX.match(msg)
-        if blamed:
-            loc = f"{loc}.{blamed.group(1)}" if loc else blamed.group(1)
-            msg = msg[blamed.end() :]
-        loc = loc or "<top level>"
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; unknown keys are errors)"
-        lines.append(f"  {loc}: {msg}")
+    found = _error_lines(errors)
+    lines = [f"{path}: {len(found)} invalid value(s)", *(f"  {line}" for line in found)]
     return "\n".join(lines)
+
+
+def _error_lines(errors: list[ErrorDetails]) -> list[str]:
+    """``loc: why`` per error; a validator that found several reports them one per line."""
+    out: list[str] = []
+    for e in errors:
+        base = ".".join(str(p) for p in e["loc"])
+        for msg in e["msg"].removeprefix("Value error, ").split("\n"):
+            loc = base
+            blamed = _FIELD_PREFIX.match(msg)
+            if blamed:
+                loc = f"{loc}.{blamed.group(1)}" if loc else blamed.group(1)
+                msg = msg[blamed.end() :]
+            if e["type"] == "extra_forbidden":
+                msg = "unknown key (check the spelling; unknown keys are errors)"
+            line = f"{loc or '<top level>'}: {msg}"
+            if line not in out:
+                out.append(line)
+    return out
 
 
 def parse_config(raw: Any, *, env: str, source: Path, base_dir: Path) -> DeploymentConfig:
@@ -249,7 +274,33 @@ def parse_config(raw: Any, *, env: str, source: Path, base_dir: Path) -> Deploym
     try:
         return DeploymentConfig.model_validate(data, context=context)
     except ValidationError as err:
-        raise ConfigError(_format_errors(source, err)) from None
+        errors = err.errors()
+    raise ConfigError(_format_errors(source, errors + _cross_section_pass(data, context, errors)))
+
+
+def _cross_section_pass(
+    data: dict[str, Any], context: dict[str, Any], first: list[ErrorDetails]
+) -> list[ErrorDetails]:
+    """The second pass: when the first failed, validate again without the unknown keys and with
+    the rules within sections off (``SECTION_RULES_OFF``), and keep what the rules across
+    sections (``DeploymentConfig.cross_section_errors``) add. A section that broke its own rule,
+    or a typo, no longer hides them. Field errors (a wrong type, a value out of range) still do:
+    the rules across sections need the values they compare."""
+    if any(e["type"] not in ("value_error", "extra_forbidden") for e in first):
+        return []
+    stripped = copy.deepcopy(data)
+    for e in first:
+        if e["type"] == "extra_forbidden":
+            *parents, key = e["loc"]
+            holder: Any = stripped
+            for part in parents:
+                holder = holder[part]
+            holder.pop(key, None)
+    try:
+        DeploymentConfig.model_validate(stripped, context={**context, SECTION_RULES_OFF: True})
+    except ValidationError as err:
+        return [e for e in err.errors() if e["loc"] == () and e["type"] == "value_error"]
+    return []
 
 
 def load_config(path: Path, *, env: str) -> DeploymentConfig:

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
 
 from container.model_prep.validate import VLLM_LORA_RANKS
 from container.serving.settings import engine_default
-from stacks.config.base import Strict, require_at_least
+from stacks.config.base import Strict, report_all, require_at_least, section_rule
 
 
 def _lora_rank(rank: int) -> int:
@@ -41,7 +41,7 @@ class ModelArchitecture(Strict):
     max_position_embeddings: Annotated[int, Field(gt=0)]
     tie_word_embeddings: bool = False
 
-    @model_validator(mode="after")
+    @section_rule
     def _heads_divide(self) -> ModelArchitecture:
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(
@@ -78,7 +78,7 @@ class BaseModelConfig(Strict):
     architecture_file: str | None = None
     quality_gate_min_agreement: Annotated[float, Field(gt=0, le=1)] = 0.9
 
-    @model_validator(mode="after")
+    @section_rule
     def _one_architecture(self) -> BaseModelConfig:
         if (self.architecture is None) == (self.architecture_file is None):
             raise ValueError("architecture: give exactly one of architecture or architecture_file")
@@ -139,13 +139,24 @@ class EngineConfig(Strict):
     typical_output_tokens: Annotated[int, Field(gt=0)] = 180
     context_budget: ContextBudget = ContextBudget()
 
-    @model_validator(mode="after")
+    @section_rule
     def _coherent(self) -> EngineConfig:
-        require_at_least(
-            ("max_num_batched_tokens", self.max_num_batched_tokens),
-            ("max_model_len", self.max_model_len),
-            "long prompts are never scheduled",
+        report_all(
+            lambda: require_at_least(
+                ("max_num_batched_tokens", self.max_num_batched_tokens),
+                ("max_model_len", self.max_model_len),
+                "long prompts are never scheduled",
+            ),
+            self._budget_leaves_room,
+            lambda: require_at_least(
+                ("admission_max_inflight", self.admission_max_inflight),
+                ("max_num_seqs", self.max_num_seqs),
+                "the engine can never fill its batch",
+            ),
         )
+        return self
+
+    def _budget_leaves_room(self) -> None:
         b = self.context_budget
         fixed = b.system_tokens + b.retrieval_tokens + b.generation_reserve_tokens
         if fixed >= self.max_model_len:
@@ -153,12 +164,6 @@ class EngineConfig(Strict):
                 f"context_budget: system+retrieval+generation_reserve ({fixed}) leaves no room "
                 f"for conversation turns within max_model_len ({self.max_model_len})"
             )
-        require_at_least(
-            ("admission_max_inflight", self.admission_max_inflight),
-            ("max_num_seqs", self.max_num_seqs),
-            "the engine can never fill its batch",
-        )
-        return self
 
 
 class ImageConfig(Strict):
@@ -169,7 +174,7 @@ class ImageConfig(Strict):
     tag: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")] | None = None
     keep_last_images: Annotated[int, Field(ge=1, le=1000)] = 20
 
-    @model_validator(mode="after")
+    @section_rule
     def _tag_when_needed(self) -> ImageConfig:
         if self.mode == "tag" and not self.tag:
             raise ValueError("tag: mode 'tag' needs tag (the image tag CI pushed)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from container.serving import metrics_contract as mc
 from stacks.config.base import (
@@ -15,6 +15,7 @@ from stacks.config.base import (
     Strict,
     VariantName,
     check_capacity_bounds,
+    section_rule,
 )
 from stacks.config.timing import BoundsChange, Capacity, ReleaseEvent, ScheduledAction
 
@@ -60,7 +61,7 @@ class TargetTracking(Strict):
     #: ``direction: in`` owns scale-in (one scale-in authority per target, VariantScaling).
     scale_in: bool = True
 
-    @model_validator(mode="after")
+    @section_rule
     def _scale_in_slower(self) -> TargetTracking:
         if self.scale_in_cooldown_seconds < self.scale_out_cooldown_seconds:
             raise ValueError(
@@ -114,7 +115,7 @@ class StepPolicy(Strict):
     def _metric_known(cls, value: str) -> str:
         return _check_metric(value)
 
-    @model_validator(mode="after")
+    @section_rule
     def _coherent(self) -> StepPolicy:
         if self.direction == "out" and (
             self.comparison.startswith("<") or any(s.change <= 0 for s in self.steps)
@@ -150,7 +151,7 @@ class VariantScaling(Strict):
     target_tracking: TargetTracking | None = TargetTracking()
     step_policies: list[StepPolicy] = []
 
-    @model_validator(mode="after")
+    @section_rule
     def _bounds(self) -> VariantScaling:
         check_capacity_bounds(self.min_capacity, self.max_capacity)
         names = [p.name for p in self.step_policies]
@@ -196,15 +197,16 @@ class ScalingConfig(Strict):
             )
         }
 
-    @model_validator(mode="after")
+    @section_rule
     def _within_variant_bounds(self) -> ScalingConfig:
         missing = set(VARIANT_NAMES) - set(self.variants)
         if missing:
             raise ValueError(f"variants: needs an entry for {sorted(missing)}")
+        errors = []
         names = [s.name for s in self.schedules] + [r.name for r in self.release_calendar]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"schedules: schedule/release names must be unique: {dupes}")
+            errors.append(f"schedules: schedule/release names must be unique: {dupes}")
         groups: tuple[tuple[str, list[ScheduledAction | ReleaseEvent]], ...] = (
             ("schedules", [*self.schedules]),
             ("release_calendar", [*self.release_calendar]),
@@ -213,13 +215,13 @@ class ScalingConfig(Strict):
             for i, item in enumerate(items):
                 bound = self.variants[item.variant].max_capacity
                 if item.max_capacity > bound:
-                    raise ValueError(
+                    errors.append(
                         f"{kind}.{i}.max_capacity: {item.max_capacity} ({item.name}) exceeds "
                         f"scaling.variants.{item.variant}.max_capacity ({bound}); raise that too"
                     )
                 floor = self.variants[item.variant].min_capacity
                 if item.min_capacity < floor:
-                    raise ValueError(
+                    errors.append(
                         f"{kind}.{i}.min_capacity: {item.min_capacity} ({item.name}) is below "
                         f"scaling.variants.{item.variant}.min_capacity ({floor}), the floor "
                         "the endpoint must never go under"
@@ -229,12 +231,14 @@ class ScalingConfig(Strict):
             for j, sched in enumerate(self.schedules):
                 fire = sched.first_fire_after(start)
                 if sched.variant == event.variant and fire < end:
-                    raise ValueError(
+                    errors.append(
                         f"release_calendar.{i}: {event.name}: schedules.{j} ({sched.name}) "
                         f"fires at {fire.astimezone(start.tzinfo):%Y-%m-%d %H:%M} {event.timezone}"
                         f" inside the pre-scale window {start:%Y-%m-%d %H:%M}.."
                         f"{end:%Y-%m-%d %H:%M} and would undo it; end the window at or before it"
                     )
+        if errors:
+            raise ValueError("\n".join(errors))
         return self
 
     def recurring_bounds_at(self, variant: VariantName, when: datetime) -> tuple[int, int]:

@@ -17,9 +17,15 @@ from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator
 
-from stacks.config.base import NAME_PATTERN, Strict, VariantName, check_capacity_bounds
+from stacks.config.base import (
+    NAME_PATTERN,
+    Strict,
+    VariantName,
+    check_capacity_bounds,
+    section_rule,
+)
 
 
 def _check_timezone(value: str) -> str:
@@ -135,7 +141,7 @@ class ScheduledAction(Strict):
         local = (when - timedelta(seconds=1)).astimezone(ZoneInfo(self.timezone))
         return croniter(self.cron, local).get_next(datetime).astimezone(UTC)
 
-    @model_validator(mode="after")
+    @section_rule
     def _bounds(self) -> ScheduledAction:
         floor = self.min_capacity + self.standby_instances
         if floor > self.max_capacity:
@@ -166,7 +172,7 @@ class ReleaseEvent(Strict):
             raise ValueError("write 'at' as local time without an offset; 'timezone' places it")
         return value
 
-    @model_validator(mode="after")
+    @section_rule
     def _bounds(self) -> ReleaseEvent:
         check_capacity_bounds(self.min_capacity, self.max_capacity)
         return self

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from stacks.config import ConfigError, load_config
@@ -96,6 +98,41 @@ def test_all_errors_are_reported_at_once(mutate) -> None:
         parse(raw)
     assert "engine.max_num_seqs" in str(err.value)
     assert "variants.primary.instance_type" in str(err.value)
+
+
+def test_rules_within_and_across_sections_and_a_typo_are_all_reported_in_one_run(prod_raw) -> None:
+    """Each of these once hid the next: max_model_len 10000 reported only the batched-tokens
+    rule (then, on the next run, max_position_embeddings); a schedule below a variant's floor hid
+    the initial count outside the bounds; a typo hid every rule across sections."""
+    raw = copy.deepcopy(prod_raw)
+    raw["engine"]["max_model_len"] = 10000
+    raw["engine"]["admission_max_inflight"] = 64
+    raw["scaling"]["schedules"][0]["min_capacity"] = 1
+    raw["scaling"]["schedules"][1]["max_capacity"] = 99
+    raw["variants"]["primary"]["initial_instance_count"] = 9
+    raw["engien"] = {}
+    with pytest.raises(ConfigError) as err:
+        parse(raw)
+    lines = str(err.value).splitlines()
+    assert lines[0] == "config/prod.yaml: 7 invalid value(s)"
+    fields = sorted(line.split(":")[0].strip() for line in lines[1:])
+    assert fields == sorted([
+        "engine.max_num_batched_tokens", "engine.admission_max_inflight",
+        "engine.max_model_len", "scaling.schedules.0.min_capacity",
+        "scaling.schedules.1.max_capacity", "variants.primary.initial_instance_count", "engien",
+    ])  # fmt: skip
+
+
+def test_a_field_error_still_holds_back_the_rules_across_sections(prod_raw) -> None:
+    """What the README says of the passes: a value of the wrong type or out of its range is
+    reported with every other field error, but the rules across sections need valid values."""
+    raw = copy.deepcopy(prod_raw)
+    raw["engine"]["max_num_seqs"] = 0
+    raw["variants"]["primary"]["initial_instance_count"] = 9
+    with pytest.raises(ConfigError) as err:
+        parse(raw)
+    assert "engine.max_num_seqs" in str(err.value)
+    assert "initial_instance_count" not in str(err.value)
 
 
 def test_env_mismatch_is_refused(prod_raw) -> None:
