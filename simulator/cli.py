@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from dataclasses import fields, replace
@@ -99,15 +100,30 @@ def _config(args: argparse.Namespace) -> DeploymentConfig:
     return load_config(config_path(REPO, args.env), env=args.env)
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "run"
+
+
+def output_dir(args: argparse.Namespace, env: str, label: str) -> Path:
+    """--out, else ``sim-out/<env>`` (what make simulate writes), or for a comparison its own
+    ``sim-out/compare/<label>-vs-<baseline>``: a comparison once overwrote make simulate's
+    summary.json and charts in sim-out/prod."""
+    if args.out:
+        return Path(args.out)
+    if getattr(args, "baseline", None):
+        return Path("sim-out/compare") / f"{_slug(label)}-vs-{_slug(Path(args.baseline).stem)}"
+    return Path("sim-out") / env
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     cfg, a = _config(args), _assumptions(args)
     baseline = _load(Path(args.baseline)) if args.baseline else None
     base_a = replace(a, disabled_policies=())  # --disable-policy applies to the candidate only
     traces = [resolve(t) for t in (args.trace or list(BUILTIN))]
-    out = Path(args.out)
+    label = args.label or f"{cfg.env}" + (" (candidate)" if baseline else "")
+    out = output_dir(args, cfg.env, label)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    label = args.label or f"{cfg.env}" + (" (candidate)" if baseline else "")
     per_trace: dict[str, object] = {}
     summary: dict[str, object] = {"config": cfg.env, "assumptions": a.__dict__, "traces": per_trace}
     for tr in traces:
@@ -179,7 +195,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     cfg, a = _config(args), _assumptions(args)
     report = one_piece(cfg, a)
-    out = Path(args.out)
+    out = output_dir(args, cfg.env, "")
     out.mkdir(parents=True, exist_ok=True)
     (out / "one-piece-validation.json").write_text(
         json.dumps(report.as_dict(), indent=2, default=str)
@@ -214,7 +230,10 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
     for name in names:
-        print(SCENARIOS[name](cfg, a, Path(args.out), charts=not args.no_charts), end="\n\n")
+        print(
+            SCENARIOS[name](cfg, a, output_dir(args, cfg.env, ""), charts=not args.no_charts),
+            end="\n\n",
+        )
     return 0
 
 
@@ -225,7 +244,7 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     cfg, a = _config(args), _assumptions(args)
     after = simulate_rollout(cfg, a)
     before = simulate_rollout(cfg, a, capacity_first=False)
-    out = Path(args.out)
+    out = output_dir(args, cfg.env, "")
     out.mkdir(parents=True, exist_ok=True)
     report = {"capacity_first": after["summary"], "weights_only_before": before["summary"]}
     (out / f"{NAME}.json").write_text(json.dumps(report, indent=2, default=str))
@@ -260,7 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--config", help="a config file instead of config/<env>.yaml")
         _assumption_args(p)
         if name != "capacity":
-            p.add_argument("--out", default="sim-out/prod", help="output directory")
+            p.add_argument(
+                "--out",
+                help="output directory [sim-out/<env>; a comparison (--baseline): "
+                "sim-out/compare/<label>-vs-<baseline>, so it never overwrites make simulate's]",
+            )
             p.add_argument("--no-charts", action="store_true")
         if name == "run":
             p.add_argument(

@@ -106,16 +106,20 @@ def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
 
 
 def table(result: Result, baseline: Result | None = None) -> str:
-    head = f"{'':24}{result.label:>16}"
+    """The summary rows side by side; each column as wide as its label needs (a long label
+    once ran into the next column: ``primary max 12baseline prod.yaml``)."""
+    width = max(16, len(result.label) + 2)
+    head = f"{'':24}{result.label:>{width}}"
+    base_width = max(16, len(baseline.label) + 2) if baseline is not None else 0
     if baseline is not None:
-        head += f"{baseline.label:>16}{'change':>12}"
+        head += f"{baseline.label:>{base_width}}{'change':>12}"
     lines = [f"== {result.trace.name}: {result.trace.description}", head]
     for key, label in ROWS:
         value = result.summary[key]
-        line = f"{label:24}{value:>16,}"
+        line = f"{label:24}{value:>{width},}"
         if baseline is not None:
             other = baseline.summary[key]
             assert isinstance(value, int | float) and isinstance(other, int | float)
-            line += f"{other:>16,}{value - other:>+12,.6g}"
+            line += f"{other:>{base_width},}{value - other:>+12,.6g}"
         lines.append(line)
     return "\n".join(lines)

@@ -145,3 +145,29 @@ def test_the_simulator_models_metrics_under_the_names_the_stacks_alarm_on() -> N
     published = set(mc.BY_NAME) | mc.SAGEMAKER_INVOCATION_METRICS | mc.SAGEMAKER_INSTANCE_METRICS
     assert published >= SUPPORTED_METRICS
     assert mc.QUEUE_DEPTH.name in SUPPORTED_METRICS and mc.TTFT_P95.name in SUPPORTED_METRICS
+
+
+def test_a_comparison_writes_its_own_directory_and_a_readable_table(tmp_path, monkeypatch) -> None:
+    """The docs' compare example overwrote make simulate's sim-out/prod/summary.json, and its
+    header read `primary max 12baseline prod.yaml`."""
+    import contextlib
+    import io
+    from pathlib import Path
+
+    from simulator.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    repo = Path(__file__).resolve().parents[2]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main([
+            "run", "--config", str(repo / "config/examples/prod-max12.yaml"),
+            "--label", "primary max 12", "--baseline", str(repo / "config/prod.yaml"),
+            "--trace", "unannounced-3x", "--no-charts",
+        ])  # fmt: skip
+    assert code == 0
+    out = tmp_path / "sim-out" / "compare" / "primary-max-12-vs-prod"
+    assert (out / "summary.json").exists() and (out / "unannounced-3x.json").exists()
+    assert not (tmp_path / "sim-out" / "prod").exists()
+    header = printed.getvalue().splitlines()[1]
+    assert "primary max 12  baseline prod.yaml" in header
