@@ -91,7 +91,9 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         "model": {
             "source": cfg.model.source,
             "quantization": cfg.model.quantization,
-            "adapters": [{"name": a.name, "rank": a.rank} for a in cfg.adapters],
+            "adapters": [
+                {"name": a.name, "version": a.version, "rank": a.rank} for a in cfg.adapters
+            ],
             "default_adapter": cfg.default_adapter,
         },
         "engine": cfg.engine.model_dump(exclude={"context_budget"}),
@@ -144,12 +146,17 @@ def render_memory_terms(c: dict[str, Any], eng: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _adapter(a: dict[str, Any]) -> str:
+    """``manga_domain (v3)``: the name clients send, and the version the image bakes."""
+    return f"{a['name']} ({a['version']})" if a.get("version") else a["name"]
+
+
 def render_plan(plan: dict[str, Any]) -> str:
     lines = [
         f"Plan: {plan['project']}/{plan['env']}  endpoint {plan['endpoint_name']}  "
         f"({plan['region']})",
         f"  model   {plan['model']['source']}  quantization={plan['model']['quantization']}  "
-        f"adapters={', '.join(a['name'] for a in plan['model']['adapters']) or 'none'}",
+        f"adapters={', '.join(_adapter(a) for a in plan['model']['adapters']) or 'none'}",
     ]
     eng = plan["engine"]
     for v in plan["variants"]:

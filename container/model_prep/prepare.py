@@ -46,6 +46,7 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
     token = sources.read_token(args.hf_token_file)
     base_src = sources.parse_source(args.base_model)
     adapter_srcs = sources.parse_adapters(args.adapters)
+    versions = sources.parse_adapter_versions(args.adapter_versions, known=adapter_srcs)
 
     t = begin("fetch", f"base {base_src} and {len(adapter_srcs)} adapter(s)")
     fetched = work / "base-src"
@@ -103,6 +104,7 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
         max_lora_rank=args.max_lora_rank,
         adapters={
             i.name: {
+                "version": versions.get(i.name),
                 "source": str(adapter_srcs[i.name]),
                 "revision": adapter_revisions[i.name],
                 "rank": i.rank,
@@ -122,6 +124,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--base-model", required=True, help="hf://org/name, s3://bucket/prefix or DIR")
     p.add_argument("--base-revision", default="")
     p.add_argument("--adapters", default="", help="name=source,name=source")
+    p.add_argument("--adapter-versions", default="", help="name=version,... (into the manifest)")
     p.add_argument("--quantization", choices=["awq", "none"], default="awq")
     p.add_argument("--min-agreement", type=float, default=0.9)
     p.add_argument("--max-lora-rank", type=int, default=16)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 #: An adapter name becomes a directory (lora/<name>) and a --lora-modules name: no separators,
 #: no dots, so "../base" or "/etc" can never name a path (stacks/config/ enforces the same).
 ADAPTER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+#: An adapter version (stacks.config AdapterConfig.version).
+VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 
 #: Files a serving model needs; everything else in a repository (README, original/, *.pth) is
 #: left out of the image.
@@ -66,6 +69,20 @@ def parse_adapters(text: str) -> dict[str, Source]:
         if name in out:
             raise ValueError(f"adapter {name!r} listed twice")
         out[name] = parse_source(src)
+    return out
+
+
+def parse_adapter_versions(text: str, *, known: Mapping[str, object]) -> dict[str, str]:
+    """``name=version,...`` -> {name: version}, for adapters listed in ``known`` only. The
+    version is recorded in the manifest beside the adapter; clients address the stable name."""
+    out: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, version = (x.strip() for x in item.partition("="))
+        if not sep or not version or not VERSION.match(version):
+            raise ValueError(f"adapter version {item!r}: expected name=version ({VERSION.pattern})")
+        if name not in known:
+            raise ValueError(f"adapter version for {name!r}, which is not an adapter")
+        out[name] = version
     return out
 
 

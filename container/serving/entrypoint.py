@@ -306,7 +306,10 @@ class Supervisor:
         from .metrics import MetricsTask
 
         metrics = MetricsTask(
-            self.s, f"{self.base}/metrics", supervisor_counts=lambda: self.engine_restarts
+            self.s,
+            f"{self.base}/metrics",
+            supervisor_counts=lambda: self.engine_restarts,
+            draining=self.stopping.is_set,
         )
         metrics.start()
         try:

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import IO
 
 _OUTPUT_HANDLER_FAILED = re.compile(
-    r"^(?P<who>\(\S+ pid=\d+\)) ERROR .*?(?P<where>\[async_llm\.py:\d+\]) "
+    r"^(?P<who>(?:\(\S+ pid=\d+\) )?)ERROR .*?(?P<where>\[async_llm\.py:\d+\]) "
     r"AsyncLLM output_handler failed"
 )
 _NANOBIND = re.compile(r"^(nanobind: |See https://nanobind\.readthedocs\.io| - )")
@@ -46,7 +46,7 @@ class LogRelay:
     def feed(self, line: str) -> None:
         line = line.rstrip("\r\n")
         if self._block:
-            if self._block_where in line and " ERROR " in line:
+            if self._block_where in line and "ERROR " in line:
                 self._block.append(line)
                 return
             self._end_block()
@@ -80,7 +80,7 @@ class LogRelay:
         block, self._block = self._block, []
         if "EngineDeadError" in block[-1]:
             self._emit(
-                f"{self._block_who} INFO [serving.log_relay] drain: vLLM's output handler ended "
+                f"{self._block_who}INFO [serving.log_relay] drain: vLLM's output handler ended "
                 f"with its engine (EngineDeadError during the drain, {len(block)} log lines: "
                 "expected at shutdown, not an engine death)"
             )

@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -158,9 +158,13 @@ def compute(
 
 
 def emf_line(
-    values: dict[str, float], dimensions: dict[str, str], timestamp_ms: int
+    values: dict[str, float],
+    dimensions: dict[str, str],
+    timestamp_ms: int,
+    dimension_sets: list[list[str]] | None = None,
 ) -> dict[str, Any]:
-    """One CloudWatch embedded-metric-format document."""
+    """One CloudWatch embedded-metric-format document; ``dimension_sets`` (default: all of
+    ``dimensions`` as one set) publishes the same values under each set."""
     metrics = [
         {"Name": name, "Unit": mc.BY_NAME[name].unit} for name in values if name in mc.BY_NAME
     ]
@@ -170,7 +174,7 @@ def emf_line(
             "CloudWatchMetrics": [
                 {
                     "Namespace": mc.NAMESPACE,
-                    "Dimensions": [list(dimensions)],
+                    "Dimensions": dimension_sets or [list(dimensions)],
                     "Metrics": metrics,
                 }
             ],
@@ -187,14 +191,27 @@ def emf_documents(
     variant_name: str,
     timestamp_ms: int,
     extra: dict[str, float] | None = None,
+    versions: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """``extra``: variant-level values the entrypoint counts itself (EngineRestarts)."""
+    """``extra``: variant-level values the entrypoint counts itself (EngineRestarts).
+    ``versions``: adapter -> version; an adapter with one is also published with AdapterVersion."""
     variant, adapters = compute(now, before)
     variant.update(extra or {})
     dims = {mc.DIM_ENDPOINT: endpoint, mc.DIM_VARIANT: variant_name}
     docs = [emf_line(variant, dims, timestamp_ms)]
     for adapter, values in sorted(adapters.items()):
-        docs.append(emf_line(values, {**dims, mc.DIM_ADAPTER: adapter}, timestamp_ms))
+        version = (versions or {}).get(adapter)
+        if version:
+            docs.append(
+                emf_line(
+                    values,
+                    {**dims, mc.DIM_ADAPTER: adapter, mc.DIM_ADAPTER_VERSION: version},
+                    timestamp_ms,
+                    [list(mc.ADAPTER_DIMENSIONS), list(mc.ADAPTER_VERSION_DIMENSIONS)],
+                )
+            )
+        else:
+            docs.append(emf_line(values, {**dims, mc.DIM_ADAPTER: adapter}, timestamp_ms))
     return docs
 
 
@@ -213,10 +230,14 @@ class MetricsTask:
         out: TextIO | None = None,
         fetch: Callable[[str], str] = scrape,
         supervisor_counts: Callable[[], int] = lambda: 0,
+        draining: Callable[[], bool] = lambda: False,
     ) -> None:
         self.interval = settings.metrics_interval_seconds
         self.endpoint = settings.endpoint_name
         self.variant = settings.variant_name
+        self.versions = settings.adapter_version_map()
+        #: True once the entrypoint drains: vLLM's /metrics going away is then expected.
+        self.draining = draining
         self.url = url
         self.out = out or sys.stdout
         self.fetch = fetch
@@ -238,8 +259,9 @@ class MetricsTask:
         now = parse(self.fetch(self.url))
         extra = {mc.ENGINE_RESTARTS.name: float(restarts - self.restarts_before)}
         docs = emf_documents(
-            now, self.before, self.endpoint, self.variant, int(time.time() * 1000), extra
-        )
+            now, self.before, self.endpoint, self.variant, int(time.time() * 1000), extra,
+            self.versions,
+        )  # fmt: skip
         self.before = now
         self.restarts_before = restarts
         for doc in docs:
@@ -249,7 +271,17 @@ class MetricsTask:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            try:
-                self.tick()
-            except Exception:
-                log.exception("metrics tick failed")
+            self.run_once()
+
+    def run_once(self) -> None:
+        """One tick; a failure is logged and skipped. vLLM's /metrics not answering is one line
+        without a traceback (during a drain it is expected: an INFO line saying so)."""
+        try:
+            self.tick()
+        except OSError as exc:
+            if self.draining():
+                log.info("metrics: vLLM's /metrics is gone (draining); skipped")
+            else:
+                log.warning("metrics tick failed: /metrics did not answer (%s)", exc)
+        except Exception:
+            log.exception("metrics tick failed")

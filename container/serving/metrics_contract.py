@@ -24,9 +24,14 @@ NAMESPACE = "VllmServing"
 DIM_ENDPOINT = "EndpointName"
 DIM_VARIANT = "VariantName"
 DIM_ADAPTER = "Adapter"
+#: The adapter's version (the config's ``adapters[].version``): per-adapter metrics are also
+#: published under this second dimension set, so a version change is visible per adapter while
+#: the alarms keep watching the stable (Endpoint, Variant, Adapter) series across versions.
+DIM_ADAPTER_VERSION = "AdapterVersion"
 
 VARIANT_DIMENSIONS: tuple[str, ...] = (DIM_ENDPOINT, DIM_VARIANT)
 ADAPTER_DIMENSIONS: tuple[str, ...] = (DIM_ENDPOINT, DIM_VARIANT, DIM_ADAPTER)
+ADAPTER_VERSION_DIMENSIONS: tuple[str, ...] = (*ADAPTER_DIMENSIONS, DIM_ADAPTER_VERSION)
 
 
 # --- Prometheus series the metrics task reads from vLLM's /metrics (one scrape) ---------------

@@ -24,12 +24,14 @@ MAX_ERRORS = 3
 
 
 @cache
-def _models() -> tuple[type[pydantic.BaseModel], type[pydantic.BaseModel]]:
-    """vLLM's chat and completion request models (imported once, inside vLLM's server)."""
+def _models() -> tuple[type[pydantic.BaseModel], type[pydantic.BaseModel], type[Exception]]:
+    """vLLM's chat and completion request models and its client-error class (imported once,
+    inside vLLM's server)."""
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
     from vllm.entrypoints.openai.completion.protocol import CompletionRequest
+    from vllm.exceptions import VLLMClientError
 
-    return ChatCompletionRequest, CompletionRequest
+    return ChatCompletionRequest, CompletionRequest, VLLMClientError
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
@@ -39,7 +41,7 @@ def _where(loc: tuple[int | str, ...]) -> str:
 def check_fields(body: dict[str, Any]) -> None:
     """Raise :class:`RequestError` naming each field (up to :data:`MAX_ERRORS`) that vLLM's
     request model for this body's shape refuses."""
-    chat, completion = _models()
+    chat, completion, client_error = _models()
     model = chat if "messages" in body else completion
     try:
         model.model_validate(body)
@@ -50,7 +52,9 @@ def check_fields(body: dict[str, Any]) -> None:
         if more > 0:
             parts.append(f"and {more} more")
         raise RequestError("; ".join(parts)) from None
-    except (ValueError, TypeError) as exc:
-        # vLLM's own "before" validators raise VLLMValidationError (a ValueError) naming the
-        # parameter, e.g. "`top_logprobs` must be an integer. (parameter=top_logprobs, ...)"
-        raise RequestError(f"body: {exc}"[:500]) from None
+    except (ValueError, TypeError, client_error) as exc:
+        # vLLM's own "before" validators raise VLLMValidationError (a VLLMClientError, not a
+        # ValueError) with the parameter: "`logprobs` must be an integer. (parameter=logprobs...)"
+        field = getattr(exc, "parameter", None)
+        where = f"body.{field}" if isinstance(field, str) and field else "body"
+        raise RequestError(f"{where}: {exc}"[:500]) from None

@@ -121,6 +121,9 @@ class Settings(BaseSettings):
     included) is not listed. Empty: no check (local runs only)."""
     default_adapter: str = ""
     """Adapter used when a request names none (header or body). Empty: the base model."""
+    adapter_versions: str = ""
+    """Each adapter's version, ``name=version,...`` (the config's adapters[].version): the
+    per-adapter metrics also carry it as the AdapterVersion dimension."""
     # --- network ---
     vllm_port: PositiveInt = 8080
     """Port of vLLM's own HTTP server (/ping, /invocations, /v1/*)."""
@@ -236,6 +239,11 @@ class Settings(BaseSettings):
     @property
     def served_model_name(self) -> str:
         return self.vllm_served_model_name or Path(self.model_path).name
+
+    def adapter_version_map(self) -> dict[str, str]:
+        """ADAPTER_VERSIONS as {adapter: version}."""
+        pairs = (item.partition("=") for item in self.adapter_versions.split(",") if item.strip())
+        return {name.strip(): version.strip() for name, _, version in pairs if version.strip()}
 
     def adapters(self) -> dict[str, str]:
         """Adapter name -> directory: every sub-directory of LORA_PATH with an adapter config."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, field_validator
 
 from container.model_prep.validate import VLLM_LORA_RANKS
 from container.serving.settings import engine_default
@@ -85,10 +86,32 @@ class BaseModelConfig(Strict):
         return self
 
 
+#: A version suffix (``_v3``, ``-v12``): it belongs in ``version``, not in the name clients send.
+_VERSION_SUFFIX = re.compile(r"[_-]v\d+$")
+
+
 class AdapterConfig(Strict):
+    """One LoRA adapter. ``name`` is what clients send (the adapter header or the body's model)
+    and stays the same across versions; ``version`` says which release of it the image bakes
+    (the plan, the image's manifest and the AdapterVersion metric dimension carry it), so a new
+    version ships without a client changing its requests."""
+
     name: Annotated[str, Field(pattern=_ADAPTER_NAME)]
+    version: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")] | None = None
     source: Annotated[str, Field(pattern=_SOURCE)]
     rank: LoraRank
+
+    @field_validator("name")
+    @classmethod
+    def _stable(cls, name: str) -> str:
+        suffix = _VERSION_SUFFIX.search(name)
+        if suffix:
+            stable = name[: suffix.start()]
+            raise ValueError(
+                f"{name!r} carries a version; clients address an adapter by a stable name: "
+                f"name: {stable}, version: {suffix.group()[1:]}"
+            )
+        return name
 
 
 class ContextBudget(Strict):

@@ -41,6 +41,7 @@ def container_environment(cfg: DeploymentConfig, variant: VariantName) -> dict[s
         "LORA_PATH": "/opt/ml/model/lora",
         **engine_environment(cfg.engine),
         "DEFAULT_ADAPTER": cfg.default_adapter or "",
+        "ADAPTER_VERSIONS": ",".join(f"{a.name}={a.version}" for a in cfg.adapters if a.version),
         # The container gives up (and logs which phase hung) when SageMaker would: the variant's
         # ContainerStartupHealthCheckTimeoutInSeconds, from the same config field.
         "STARTUP_TIMEOUT_SECONDS": str(cfg.deployment.startup_health_check_timeout_seconds),

@@ -30,6 +30,7 @@ def image_build_args(cfg: DeploymentConfig) -> dict[str, str]:
         "BASE_MODEL": cfg.model.source,
         "BASE_MODEL_REVISION": cfg.model.revision,
         "ADAPTERS": ",".join(f"{a.name}={a.source}" for a in cfg.adapters),
+        "ADAPTER_VERSIONS": ",".join(f"{a.name}={a.version}" for a in cfg.adapters if a.version),
         "QUANTIZATION": cfg.model.quantization,
         "QUALITY_GATE_MIN_AGREEMENT": str(cfg.model.quality_gate_min_agreement),
         "MAX_LORA_RANK": str(cfg.engine.max_lora_rank),

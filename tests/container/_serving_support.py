@@ -57,7 +57,8 @@ def model_dir(tiny_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("work")
     subprocess.run(
         [sys.executable, "-m", "container.model_prep.prepare", "--base-model",
-         str(tiny_src / "base"), "--adapters", adapters_arg(tiny_src), "--quantization", "none",
+         str(tiny_src / "base"), "--adapters", adapters_arg(tiny_src),
+         "--adapter-versions", "manga_domain=v3", "--quantization", "none",
          "--workdir", str(work), "--out", str(out)],
         check=True, cwd=REPO,
     )  # fmt: skip

@@ -252,7 +252,8 @@ def test_a_bad_field_value_is_a_400_naming_the_field_on_every_route() -> None:
         ({"prompt": "x", "temperature": [1]}, "body.temperature"),
         ({**chat, **{k: "x" for k in ("seed", "top_k", "min_p", "presence_penalty", "top_p")}},
          "; and 2 more"),
-        ({**chat, "logprobs": True, "top_logprobs": "x"}, "top_logprobs"),
+        ({**chat, "logprobs": True, "top_logprobs": "x"},
+         "body.top_logprobs: `top_logprobs` must be"),
     )  # fmt: skip
     for path in ("/invocations", "/v1/chat/completions"):
         for body, reason in cases:

@@ -111,7 +111,7 @@ def test_streaming_through_invocations(server: Server) -> None:
         # vLLM's /invocations named the completion model's missing prompt for these
         ({**CHAT, "temperature": "hot"}, {}, "body.temperature: Input should be a valid number"),
         ({**CHAT, "top_p": "a"}, {}, "body.top_p: Input should be a valid number"),
-        ({"prompt": "x", "logprobs": "many"}, {}, "body.logprobs: Input should be a valid"),
+        ({"prompt": "x", "logprobs": "many"}, {}, "body.logprobs: `logprobs` must be an integer"),
         ({**CHAT, "stop": 5, "seed": "x"}, {}, "body.seed"),
     ],
 )

@@ -49,6 +49,16 @@ def test_outside_a_drain_the_engine_dead_error_passes_unchanged() -> None:
 WHO = "(APIServer pid=1) ERROR 11-24 02:39:53 [async_llm.py:906]"
 
 
+def test_lines_without_vllms_process_prefix_are_recognised_too() -> None:
+    """In the container vLLM's lines carry no "(APIServer pid=N) " prefix."""
+    bare = TAIL.decode().replace("(APIServer pid=5424) ", "").encode()
+    out = relayed(bare, draining=True)
+    text = "".join(out)
+    assert "AsyncLLM output_handler failed" not in text and "Traceback" not in text
+    (said,) = [line for line in out if "output handler" in line]
+    assert said.startswith("INFO [serving.log_relay] drain:")
+
+
 def test_a_drain_traceback_that_is_not_engine_dead_is_kept_whole() -> None:
     lines = [
         f"{WHO} AsyncLLM output_handler failed.",

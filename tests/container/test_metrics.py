@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from container.serving import metrics_contract as mc
@@ -66,6 +68,28 @@ def test_interval_deltas_and_emf_shape() -> None:
     assert adapter["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [list(mc.ADAPTER_DIMENSIONS)]
 
 
+def test_an_adapter_version_is_a_second_dimension_set_beside_the_stable_adapter() -> None:
+    """Clients and alarms keep the stable (Endpoint, Variant, Adapter) series across versions;
+    the AdapterVersion set shows which version served (ADAPTER_VERSIONS, from the config)."""
+    docs = emf_documents(
+        parse(SCRAPE_2), parse(SCRAPE_1), "ep", "primary", 1000, versions={"a": "v3"}
+    )
+    adapter = docs[1]
+    assert adapter[mc.DIM_ADAPTER] == "a" and adapter[mc.DIM_ADAPTER_VERSION] == "v3"
+    assert adapter["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
+        ["EndpointName", "VariantName", "Adapter"],
+        ["EndpointName", "VariantName", "Adapter", "AdapterVersion"],
+    ]
+    assert adapter[mc.ADAPTER_REQUESTS.name] == 6.0
+
+
+def test_adapter_versions_setting_parses_name_version_pairs() -> None:
+    from container.serving.settings import load
+
+    s = load({"ADAPTER_VERSIONS": "manga_domain=v3, jp_style=v1,,bad"})
+    assert s.adapter_version_map() == {"manga_domain": "v3", "jp_style": "v1"}
+
+
 def test_every_scraped_metric_comes_from_the_series_its_contract_names() -> None:
     """One definition: a page carrying exactly the contract's series yields every metric."""
     before, now = [], []
@@ -86,3 +110,26 @@ def test_every_scraped_metric_comes_from_the_series_its_contract_names() -> None
     assert variant[mc.KV_CACHE_USAGE.name] == 300.0  # gauge x 100
     assert variant[mc.PREFIX_CACHE_HIT_RATE.name] == 100.0
     assert adapters["a"][mc.ADAPTER_LATENCY_P95.name] == pytest.approx(950.0)
+
+
+def test_a_scrape_failure_is_one_line_and_during_a_drain_says_it_is_expected(caplog) -> None:
+    """A drain once logged `metrics tick failed` with a urllib traceback: it looked like a crash."""
+    import logging
+
+    from container.serving.metrics import MetricsTask
+    from container.serving.settings import load
+
+    def refused(_url: str) -> str:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    draining = False
+    task = MetricsTask(load({}), "http://127.0.0.1:1/metrics", out=io.StringIO(), fetch=refused,
+                       draining=lambda: draining)  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="serving.metrics"):
+        task.run_once()
+        draining = True
+        task.run_once()
+    records = [(r.levelname, r.getMessage(), r.exc_info) for r in caplog.records]
+    assert records[0][0] == "WARNING" and "did not answer" in records[0][1]
+    assert records[1] == ("INFO", "metrics: vLLM's /metrics is gone (draining); skipped", None)
+    assert all(exc is None for *_, exc in records)

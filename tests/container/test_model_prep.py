@@ -33,8 +33,23 @@ def test_manifest_lists_every_file_with_sources_and_ranks(model_dir: Path) -> No
     assert "base/config.json" in files and "lora/jp_style/adapter_model.safetensors" in files
     assert all(len(h) == 64 for h in manifest["files"].values())
     assert {a["rank"] for a in manifest["adapters"].values()} == {16}
+    # the version the config gave (stable names, versions in the artifact), None where none was
+    assert {n: a["version"] for n, a in manifest["adapters"].items()} == {
+        "manga_domain": "v3", "general_support": None, "jp_style": None,
+    }  # fmt: skip
     assert manifest["quantization"] == "none" and manifest["base"]["revision"] == "local"
     assert verify_manifest(model_dir / "manifest.json", model_dir) == len(files)
+
+
+def test_adapter_versions_name_listed_adapters_and_valid_versions() -> None:
+    from container.model_prep.sources import parse_adapter_versions
+
+    known = {"a": object(), "b": object()}
+    assert parse_adapter_versions("a=v3, b=2026.11", known=known) == {"a": "v3", "b": "2026.11"}
+    for bad, why in (("c=v1", "not an adapter"), ("a=", "expected name=version"),
+                     ("a=../v1", "expected name=version")):  # fmt: skip
+        with pytest.raises(ValueError, match=why):
+            parse_adapter_versions(bad, known=known)
 
 
 def test_tampered_file_fails_the_manifest_check(model_dir: Path, tmp_path: Path) -> None:

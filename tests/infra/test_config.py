@@ -35,6 +35,13 @@ INVALID = [
     invalid("adapters.0.rank", 12, "not one vLLM accepts"),
     invalid("adapters.1.rank", 32, "share one rank", where="adapters"),
     invalid("adapters.0.source", "ftp://x/y", "should match pattern"),
+    invalid(
+        "adapters.0.name",
+        "manga_domain_v3",
+        "carries a version; clients address an adapter by a stable name: name: manga_domain, "
+        "version: v3",
+    ),
+    invalid("adapters.0.version", "v3/../x", "should match pattern"),
     invalid("default_adapter", "nope", "'nope' is not one of the adapters"),
     invalid("variants.primary.instance_type", "ml.g5.mega", "unknown instance type"),
     invalid("variants.canary.initial_weight", 96, "96.0 must be below"),

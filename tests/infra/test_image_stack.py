@@ -14,9 +14,11 @@ def test_build_mode_builds_container_dir_with_the_model_build_args(prod_cfg) -> 
     assert args["BASE_MODEL"] == "hf://meta-llama/Meta-Llama-3-8B-Instruct"
     assert args["QUANTIZATION"] == "awq"
     assert args["ADAPTERS"].split(",")[0] == (
-        "manga_domain_v3=s3://mangaassist-model-artifacts/lora/manga_domain_v3"
+        "manga_domain=s3://mangaassist-model-artifacts/lora/manga_domain_v3"
     )
     assert args["MAX_LORA_RANK"] == "16"
+    # the versions go into the image's manifest; clients keep addressing the stable names
+    assert args["ADAPTER_VERSIONS"] == "manga_domain=v3,general_support=v2,jp_style=v1"
 
 
 def test_build_mode_models_run_the_cdk_asset_image(prod_templates) -> None:

@@ -12,7 +12,7 @@ from container.serving import metrics_contract as mc
 
 ENDPOINT = "mangaassist-vllm-prod"
 VARIANTS = ("primary", "canary")
-ADAPTERS = ("manga_domain_v3", "general_support_v2", "jp_style_v1")
+ADAPTERS = ("manga_domain", "general_support", "jp_style")
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from tests.lambdas.conftest import ENDPOINT, REGION
 #: The fake wall clock at on_event (epoch seconds).
 STARTED = 1_000_000.0
 
-ADAPTERS = ["manga_domain_v3", "general_support_v2", "jp_style_v1"]
+ADAPTERS = ["manga_domain", "general_support", "jp_style"]
 VARIANTS = ["primary", "canary"]
 
 

@@ -77,11 +77,11 @@ def test_rollback_zeroes_the_canary_and_says_so(
     world.clock.now += 3600
     world.tick("r1", 1)
     capsys.readouterr()
-    assert run("rollback", "--reason", "bad answers in jp_style_v1") == 0
+    assert run("rollback", "--reason", "bad answers in jp_style") == 0
     out = capsys.readouterr().out
     assert f"rolled back {ENDPOINT}: canary weight 0, primary 100" in out
     assert "live weights canary 0, primary 100" in out
-    assert "bad answers in jp_style_v1 (by alice)" in out
+    assert "bad answers in jp_style (by alice)" in out
 
 
 def test_promote_info_says_not_ready_until_completed(

@@ -281,7 +281,7 @@ def test_smoke_gate_runs_after_the_endpoint_with_every_adapter(prod: Template) -
     assert props["EndpointName"] == "mangaassist-vllm-prod"
     assert props["EndpointConfigName"] == "cfg-placeholder"
     assert props["Variants"] == ["primary", "canary"]
-    assert props["Adapters"] == ["manga_domain_v3", "general_support_v2", "jp_style_v1"]
+    assert props["Adapters"] == ["manga_domain", "general_support", "jp_style"]
     assert props["MaxTokens"] == 16 and props["TimeoutSeconds"] == 300
 
 

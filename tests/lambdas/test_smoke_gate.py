@@ -129,7 +129,7 @@ def test_failing_adapter_fails_the_deployment_naming_variant_and_adapter(runtime
         runtime.run(event())
     msg = str(err.value)
     assert msg.startswith(f"smoke gate failed 1 of 8 calls on {ENDPOINT}")
-    assert "variant canary, adapter general_support_v2: ModelError: model answered HTTP 400" in msg
+    assert "variant canary, adapter general_support: ModelError: model answered HTTP 400" in msg
 
 
 def test_answer_from_the_base_model_instead_of_the_adapter_fails(runtime: Runtime) -> None:
@@ -141,7 +141,7 @@ def test_answer_from_the_base_model_instead_of_the_adapter_fails(runtime: Runtim
 def test_empty_answer_fails(runtime: Runtime) -> None:
     runtime.expect("primary", ADAPTERS[0], chat("   ", ADAPTERS[0]))
     runtime.expect("primary", ADAPTERS[0], sse("fine"), stream=True)
-    with pytest.raises(gate.SmokeGateError, match="adapter manga_domain_v3: answer is empty"):
+    with pytest.raises(gate.SmokeGateError, match="adapter manga_domain: answer is empty"):
         runtime.run(event(Variants=["primary"], Adapters=[ADAPTERS[0]]))
 
 
@@ -234,10 +234,10 @@ def test_one_deadline_covers_every_call(runtime: Runtime) -> None:
     # Calls at t=0, 25, 50 ran; at t=75 the 60 s deadline had passed: the other five never ran.
     assert msg.startswith(f"smoke gate failed 5 of 8 calls on {ENDPOINT}")
     assert (
-        "variant primary, streaming, adapter manga_domain_v3: not run, the gate's deadline (60 s)"
+        "variant primary, streaming, adapter manga_domain: not run, the gate's deadline (60 s)"
         in msg
     )
-    assert "variant canary, adapter manga_domain_v3: not run" in msg
+    assert "variant canary, adapter manga_domain: not run" in msg
 
 
 class Context:

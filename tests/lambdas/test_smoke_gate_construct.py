@@ -21,7 +21,7 @@ from lambdas.smoke_gate.handler import HANDLER_MAX_TIMEOUT_SECONDS
 from stacks.config import SmokeGateConfig
 from stacks.constructs.smoke_gate import LAMBDA_DIR, SmokeGate
 
-ADAPTERS = ["manga_domain_v3", "general_support_v2", "jp_style_v1"]
+ADAPTERS = ["manga_domain", "general_support", "jp_style"]
 
 
 def synth(timeout: int, adapters: list[str] = ADAPTERS) -> tuple[SmokeGate, Template]:
