@@ -18,6 +18,7 @@ from stacks.constructs.endpoint import ServingEndpoint, container_environment
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.image import ServingImage
 from stacks.constructs.monitoring import Monitoring
+from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 from stacks.constructs.rollback_alarms import RollbackAlarms
 from stacks.constructs.scaling import EndpointScaling, ScalingProps
 from stacks.constructs.smoke_gate import SmokeGate
@@ -42,6 +43,8 @@ class EndpointStack(Stack):
             "EndpointKey",
             enable_key_rotation=True,
             description=f"{cfg.endpoint_name}: endpoint logs, notifications, volumes",
+            # it decrypts the log group kept past the stack; kept too, except a failed create
+            removal_policy=KEEP_EXCEPT_FAILED_CREATE,
         )
         self.key.grant_encrypt_decrypt(iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com"))
         # The endpoint by name: its ARN, grants and metrics for everything that watches or calls it.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import ArnFormat, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -31,6 +31,7 @@ from stacks.config import (
     VariantProperty,
     Variants,
 )
+from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 
 
 def container_environment(cfg: DeploymentConfig, variant: VariantName) -> dict[str, str]:
@@ -124,7 +125,7 @@ class ServingEndpoint(Construct):
             log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
             retention=logs.RetentionDays.ONE_MONTH,
             encryption_key=volume_key,
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=KEEP_EXCEPT_FAILED_CREATE,
         )
         # GetAuthorizationToken has no resource-level permissions in IAM: it must be "*".
         self.role.add_to_policy(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
@@ -20,6 +20,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from stacks.config import DeploymentConfig, ImageConfig
+from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 
 CONTAINER_DIR = Path(__file__).resolve().parents[2] / "container"
 
@@ -59,7 +60,7 @@ class ServingImage(Construct):
             "RepositoryKey",
             enable_key_rotation=True,
             description=f"{name_prefix} serving image repository encryption",
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=KEEP_EXCEPT_FAILED_CREATE,
         )
         self.repository = ecr.Repository(
             self,
@@ -69,7 +70,7 @@ class ServingImage(Construct):
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             encryption=ecr.RepositoryEncryption.KMS,
             encryption_key=self.key,
-            removal_policy=RemovalPolicy.RETAIN,
+            removal_policy=KEEP_EXCEPT_FAILED_CREATE,
             lifecycle_rules=[
                 ecr.LifecycleRule(
                     description="expire untagged layers after a day",
