@@ -22,4 +22,13 @@ class ImageStack(Stack):
             image=cfg.image,
             build_args=image_build_args(cfg),
             name_prefix=f"{cfg.project}-{cfg.env}",
+            in_use_tags=[
+                tag
+                for tag in (
+                    cfg.image.tag,
+                    cfg.variants.primary.image_tag,
+                    cfg.variants.canary.image_tag,
+                )
+                if tag is not None
+            ],
         )

@@ -9,7 +9,7 @@ The repository scans on push, refuses tag overwrites and expires old images.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aws_cdk import Duration
@@ -38,11 +38,52 @@ def image_build_args(cfg: DeploymentConfig) -> dict[str, str]:
     }
 
 
+def lifecycle_rules(keep_last: int, in_use_tags: Sequence[str]) -> list[ecr.LifecycleRule]:
+    """Expire untagged layers after a day and keep the last ``keep_last`` images, but never a
+    tag a variant runs: scale-out and instance replacement pull it again.
+
+    Amazon ECR User Guide, "How lifecycle policies work": rules are evaluated from the lowest
+    rulePriority up, "an image that matches the tagging requirements of a higher priority rule
+    cannot be expired by a rule with a lower priority", and the rule with tagStatus ``any`` must
+    come last. So each in-use tag gets a rule of its own ahead of "keep the last N" that selects
+    exactly that tag (``tagPatternList``, no wildcard; tags are immutable, so one image) and
+    keeps up to 9,999 of it: it is matched, never expired, and the last rule cannot take it.
+    """
+    rules = [
+        ecr.LifecycleRule(
+            description="expire untagged layers after a day",
+            tag_status=ecr.TagStatus.UNTAGGED,
+            max_image_age=Duration.days(1),
+            rule_priority=1,
+        )
+    ]
+    for i, tag in enumerate(sorted(set(in_use_tags)), start=2):
+        rules.append(
+            ecr.LifecycleRule(
+                description=f"never expire {tag}: a variant runs it",
+                tag_status=ecr.TagStatus.TAGGED,
+                tag_pattern_list=[tag],
+                max_image_count=9999,
+                rule_priority=i,
+            )
+        )
+    rules.append(
+        ecr.LifecycleRule(
+            description=f"keep the last {keep_last} images",
+            tag_status=ecr.TagStatus.ANY,
+            max_image_count=keep_last,
+            rule_priority=len(rules) + 1,
+        )
+    )
+    return rules
+
+
 class ServingImage(Construct):
     """The ECR repository plus a way to name the image URI for a variant.
 
     ``image`` is the config's section of that name; ``build_args`` (:func:`image_build_args`)
-    are used in ``build`` mode only; ``name_prefix`` (``<project>-<env>``) names the key.
+    are used in ``build`` mode only; ``name_prefix`` (``<project>-<env>``) names the key;
+    ``in_use_tags`` are the tags the variants run (:func:`lifecycle_rules` never expires them).
     """
 
     def __init__(
@@ -53,6 +94,7 @@ class ServingImage(Construct):
         image: ImageConfig,
         build_args: Mapping[str, str],
         name_prefix: str,
+        in_use_tags: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = kms.Key(
@@ -71,20 +113,7 @@ class ServingImage(Construct):
             encryption=ecr.RepositoryEncryption.KMS,
             encryption_key=self.key,
             removal_policy=KEEP_EXCEPT_FAILED_CREATE,
-            lifecycle_rules=[
-                ecr.LifecycleRule(
-                    description="expire untagged layers after a day",
-                    tag_status=ecr.TagStatus.UNTAGGED,
-                    max_image_age=Duration.days(1),
-                    rule_priority=1,
-                ),
-                ecr.LifecycleRule(
-                    description=f"keep the last {image.keep_last_images} images",
-                    tag_status=ecr.TagStatus.ANY,
-                    max_image_count=image.keep_last_images,
-                    rule_priority=2,
-                ),
-            ],
+            lifecycle_rules=lifecycle_rules(image.keep_last_images, in_use_tags),
         )
         self.asset: ecr_assets.DockerImageAsset | None = None
         if image.mode == "build":

@@ -3,6 +3,7 @@ endpoint's grants and metrics (EndpointRef)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from typing import Any
@@ -233,3 +234,35 @@ def test_endpoint_metrics_are_per_variant_and_refuse_unpublished_names() -> None
     assert latency.dimensions == {mc.DIM_ENDPOINT: NAME, mc.DIM_VARIANT: "canary"}
     with pytest.raises(KeyError, match="GPUTemperature"):
         endpoint.metric("primary", "GPUTemperature")
+
+
+def test_image_lifecycle_never_expires_a_tag_a_variant_runs() -> None:
+    """ "Keep the last N of any tag" could expire the tag a variant runs; scale-out and instance
+    replacement would then fail to pull it. Each in-use tag has a rule of its own ahead of it
+    (stacks.constructs.image.lifecycle_rules cites ECR's evaluation order)."""
+    stack = bare_stack()
+    ServingImage(
+        stack, "Image", image=ImageConfig(mode="tag", tag="abc123", keep_last_images=5),
+        build_args={}, name_prefix="shop-dev", in_use_tags=["abc123", "def456", "abc123"],
+    )  # fmt: skip
+    [repo] = Template.from_stack(stack).find_resources("AWS::ECR::Repository").values()
+    rules = json.loads(repo["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
+    assert [r["rulePriority"] for r in rules] == [1, 2, 3, 4]
+    protected = [r["selection"] for r in rules[1:3]]
+    assert [p["tagPatternList"] for p in protected] == [["abc123"], ["def456"]]
+    assert all(p["tagStatus"] == "tagged" and p["countNumber"] == 9999 for p in protected)
+    assert rules[-1]["selection"]["tagStatus"] == "any"  # ECR: the `any` rule comes last
+    assert rules[-1]["selection"]["countNumber"] == 5
+
+
+def test_the_image_stack_protects_every_tag_the_config_runs(prod_raw) -> None:  # type: ignore[no-untyped-def]
+    from .conftest import parse, synth_templates
+
+    raw = copy.deepcopy(prod_raw)
+    raw["image"] = {"mode": "tag", "tag": "sha-main"}
+    raw["variants"]["canary"]["image_tag"] = "sha-canary"
+    templates = synth_templates(parse(raw))
+    [repo] = templates["image"].find_resources("AWS::ECR::Repository").values()
+    rules = json.loads(repo["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
+    protected = {t for r in rules for t in r["selection"].get("tagPatternList", [])}
+    assert protected == {"sha-main", "sha-canary"}
