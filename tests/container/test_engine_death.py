@@ -149,6 +149,10 @@ def test_engine_killed_mid_traffic_503s_then_restarted_then_budget_exit(
         while pings and pings[0][0] == 200:
             pings.pop(0)
         wait_for_log(server, "old vLLM server retired")  # fresh pings ran through it
+        # and go on past it long enough to count (the retire can take well under a second)
+        deadline = time.monotonic() + 30
+        while fresh.count(200) <= 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
         stop.set()
         worker.join(60)
         pinger.join(60)
