@@ -93,8 +93,11 @@ def api_server_killed_port_refused_then_served(server: Server) -> None:
     try:
         wait_for_log(server, "vLLM exited with -9; restarting the engine (2/2")
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not (
-            fresh[-1] == 200 and any(not isinstance(f, int) for f in fresh[killed:])
+        while (
+            time.monotonic() < deadline
+            and not (  # the pinger may not have answered yet
+                fresh and fresh[-1] == 200 and any(not isinstance(f, int) for f in fresh[killed:])
+            )
         ):
             time.sleep(0.2)
     finally:
