@@ -28,3 +28,35 @@ def write_manifest(root: Path, **facts: Any) -> Path:
     path = root / MANIFEST_NAME
     path.write_text(json.dumps({**facts, "files": files}, indent=2, sort_keys=True) + "\n")
     return path
+
+
+class ManifestError(ValueError):
+    """The files under a root do not match its manifest; the message names each file."""
+
+
+def verify_tree(root: Path, *, version: str | None = None) -> dict[str, Any]:
+    """Check ``root`` against its manifest: every listed file present with its sha256, no file
+    the manifest does not list, and (when given) the manifest's version. Returns the manifest.
+    Raises :class:`ManifestError` naming the artifact and each file that differs."""
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        raise ManifestError(f"{root}: no {MANIFEST_NAME}: not a prepared model")
+    manifest: dict[str, Any] = json.loads(path.read_text())
+    name = manifest.get("version") or str(root)
+    if version is not None and manifest.get("version") != version:
+        raise ManifestError(f"{root}: manifest is version {manifest.get('version')!r}, not {version!r}")
+    files: dict[str, str] = manifest.get("files", {})
+    bad = []
+    for rel, digest in sorted(files.items()):
+        target = root / rel
+        if not target.is_file():
+            bad.append(f"{rel}: missing")
+        elif sha256(target) != digest:
+            bad.append(f"{rel}: sha256 differs from the manifest")
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_file() and p != path and rel not in files:
+            bad.append(f"{rel}: not in the manifest")
+    if bad:
+        raise ManifestError(f"model artifact {name} does not verify: " + "; ".join(bad[:20]))
+    return manifest

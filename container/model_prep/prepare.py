@@ -22,6 +22,8 @@ from pathlib import Path
 from . import manifest, sources, validate
 
 HERE = Path(__file__).resolve().parent
+#: The quality gate's figures, beside the weights in every prepared model (and its manifest).
+QUALITY_REPORT = "quality_report.json"
 
 
 def log(step: str, started: float, detail: str = "") -> None:
@@ -95,9 +97,17 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
     facts = validate.load_check(base_out)
     log("load-check", t, json.dumps(facts))
 
+    release: dict[str, object] = {}
+    inputs = getattr(args, "release_inputs", None)
+    if inputs is not None:
+        release = {"version": inputs.version, "inputs": inputs.to_json()}
+    report = {"base": gate, "min_agreement": args.min_agreement, **release}
+    (out / QUALITY_REPORT).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+
     t = begin("manifest", "sha256 of every file")
     path = manifest.write_manifest(
         out,
+        **release,
         base={"source": str(base_src), "revision": revision},
         quantization=scheme,
         quality_gate=gate,

@@ -1,0 +1,161 @@
+"""The model-preparation job: prepare the inputs' model once and publish it as its version.
+
+    python -m model_prep.job --inputs inputs.json --publish s3://bucket/prefix
+
+The same entry point runs in the SageMaker training job that ``make prepare-model`` starts
+(GPU; inputs from the ``release`` channel, /opt/ml/input/data/release/inputs.json) and on this
+machine in local mode (``--local``: CPU, the tiny model, a local S3 API via ``--endpoint-url``).
+Steps, each with a ``model-prep:`` / ``model-release:`` line the launcher shows as the phase:
+
+1. S3 is reachable with these credentials and the version is not published yet (else "already
+   published", exit 0, nothing done);
+2. ``prepare``: fetch at the pinned revision, validate adapters, AWQ, quality gate, load check,
+   manifest (with the version and its inputs);
+3. publish: every file, then the manifest (container/model_prep/artifact.py).
+
+Exit 0 when the version is published (now or before); 1 with ``model-prep FAILED: <why>`` as
+the last line otherwise, and nothing readable published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from . import prepare, release, validate
+from .artifact import AlreadyPublished, ArtifactError, ArtifactLocation, publish, read_manifest
+
+#: Where SageMaker puts the ``release`` input channel (CreateTrainingJob InputDataConfig).
+JOB_INPUTS = Path("/opt/ml/input/data/release/inputs.json")
+
+
+def s3_client(endpoint_url: str | None) -> object:
+    import boto3
+
+    return boto3.client("s3", endpoint_url=endpoint_url or None)
+
+
+def local_source(source: str) -> str:
+    """prepare's form of a source: ``local://path`` is a plain path."""
+    path = release.local_path(source)
+    return str(path) if path is not None else source
+
+
+def prepare_args(inputs: release.ReleaseInputs, args: argparse.Namespace) -> argparse.Namespace:
+    """prepare's arguments, built from the inputs alone: what is published is what they name."""
+    argv = [
+        "--base-model", local_source(inputs.base_source),
+        "--base-revision", inputs.base_revision,
+        "--adapters", ",".join(f"{a.name}={local_source(a.source)}" for a in inputs.adapters),
+        "--adapter-versions", ",".join(f"{a.name}={a.version}" for a in inputs.adapters if a.version),
+        "--quantization", inputs.quantization,
+        "--min-agreement", str(inputs.min_agreement),
+        "--max-lora-rank", str(inputs.max_lora_rank),
+        "--calibration", str(args.calibration),
+        "--heldout", str(args.heldout),
+        "--hf-token-file", args.hf_token_file,
+        "--quant-python", args.quant_python,
+        "--workdir", str(args.workdir / "work"),
+        "--out", str(args.workdir / "out"),
+    ]  # fmt: skip
+    ns = prepare.parser().parse_args(argv)
+    ns.release_inputs = inputs
+    return ns
+
+
+def check_inputs(inputs: release.ReleaseInputs, args: argparse.Namespace) -> None:
+    """The files the version was derived from are the files this job will use."""
+    for what, path, digest in (
+        ("calibration set", args.calibration, inputs.calibration_sha256),
+        ("held-out set", args.heldout, inputs.heldout_sha256),
+    ):
+        if release.sha256_file(path) != digest:
+            raise ValueError(f"the {what} {path} differs from the one the version was derived from")
+    pins = tuple(release.quant_pins())
+    if pins != inputs.tools:
+        raise ValueError(f"this job's quantization tools {pins} are not the inputs' {inputs.tools}")
+
+
+def hf_token_from_secret(secret_id: str, dest: Path) -> None:
+    """The Hugging Face token from Secrets Manager (the job role may read that one secret) into
+    a file only this process reads: never an environment variable, which DescribeTrainingJob
+    would show."""
+    import boto3
+
+    value = boto3.client("secretsmanager").get_secret_value(SecretId=secret_id)["SecretString"]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.touch(mode=0o600)
+    dest.write_text(value.strip())
+
+
+def run(args: argparse.Namespace) -> int:
+    inputs = release.ReleaseInputs.from_json(json.loads(args.inputs.read_text()))
+    version = inputs.version
+    where = ArtifactLocation.parse(args.publish)
+    problems = [] if args.local else inputs.problems()
+    if problems:
+        raise ValueError("; ".join(problems))
+    check_inputs(inputs, args)
+    s3 = s3_client(args.endpoint_url)
+    print(f"model-release: {version} -> {where.uri(version)}/", flush=True)
+    if read_manifest(s3, where, version) is not None:
+        print(f"model-release: {where.uri(version)} already published: nothing to do", flush=True)
+        return 0
+    if args.hf_token_secret:
+        hf_token_from_secret(args.hf_token_secret, Path(args.hf_token_file))
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    prepare.prepare(prepare_args(inputs, args))
+    try:
+        uri = publish(s3, args.workdir / "out", where)
+    except AlreadyPublished as exc:
+        print(f"model-release: {exc}: nothing to do", flush=True)
+        return 0
+    print(f"model-release: published {uri}/", flush=True)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="prepare a model release and publish it to S3")
+    p.add_argument("--inputs", type=Path, default=JOB_INPUTS, help="release inputs JSON")
+    p.add_argument("--publish", default=os.environ.get("MODEL_ARTIFACT_LOCATION", ""),
+                   help="s3://bucket/prefix the versions live under")  # fmt: skip
+    p.add_argument("--endpoint-url", default=os.environ.get("MODEL_PREP_S3_ENDPOINT", ""))
+    p.add_argument("--local", action="store_true", help="local sources allowed (tiny model)")
+    p.add_argument("--hf-token-file", default="/tmp/model-prep-secrets/hf_token")
+    p.add_argument("--hf-token-secret", default=os.environ.get("HF_TOKEN_SECRET", ""))
+    p.add_argument("--quant-python", default=os.environ.get("QUANT_PYTHON", sys.executable))
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/model-release"))
+    p.add_argument("--calibration", type=Path, default=release.CALIBRATION_FILE)
+    p.add_argument("--heldout", type=Path, default=release.HELDOUT_FILE)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not args.publish:
+        print("model-prep FAILED: no --publish s3://bucket/prefix", file=sys.stderr)
+        return 2
+    try:
+        return run(args)
+    except (
+        ArtifactError,
+        validate.ValidationError,
+        ValueError,
+        FileNotFoundError,
+    ) as exc:
+        print(f"model-prep FAILED: {exc}", file=sys.stderr, flush=True)
+    except subprocess.CalledProcessError as exc:
+        print(f"model-prep FAILED: {Path(exc.cmd[1]).name} exited {exc.returncode}",
+              file=sys.stderr, flush=True)  # fmt: skip
+    except Exception as exc:  # botocore: NoCredentialsError, ClientError, EndpointConnectionError
+        print(f"model-prep FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
