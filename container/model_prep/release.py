@@ -141,11 +141,15 @@ def build_inputs(
     """The inputs from config values; a local directory contributes its content digest (a
     local base's revision is its digest), so an edited local model is a new version."""
     base_dir = local_path(base_source)
-    revision = tree_digest(base_dir) if base_dir is not None and base_dir.is_dir() else base_revision
+    revision = (
+        tree_digest(base_dir) if base_dir is not None and base_dir.is_dir() else base_revision
+    )
     items = []
     for name, source, version, rank in adapters:
         adapter_dir = local_path(source)
-        digest = tree_digest(adapter_dir) if adapter_dir is not None and adapter_dir.is_dir() else ""
+        digest = (
+            tree_digest(adapter_dir) if adapter_dir is not None and adapter_dir.is_dir() else ""
+        )
         items.append(AdapterInput(name, source, version, rank, digest))
     return ReleaseInputs(
         base_source=base_source,

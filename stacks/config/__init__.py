@@ -42,6 +42,15 @@ from stacks.config.model import (
     LoraRank,
     ModelArchitecture,
 )
+from stacks.config.model_prep import (
+    ModelPrepConfig,
+    artifact_bucket_name,
+    artifact_dir,
+    artifact_location_uri,
+    artifact_ref,
+    artifact_version,
+    release_inputs,
+)
 from stacks.config.operations import (
     MonitoringConfig,
     NotificationConfig,
@@ -80,6 +89,7 @@ __all__ = [
     "ImageConfig",
     "LoraRank",
     "ModelArchitecture",
+    "ModelPrepConfig",
     "MonitoringConfig",
     "NotificationConfig",
     "ReleaseEvent",
@@ -98,9 +108,15 @@ __all__ = [
     "VariantScaling",
     "Variants",
     "aas_cron",
+    "artifact_bucket_name",
+    "artifact_dir",
+    "artifact_location_uri",
+    "artifact_ref",
+    "artifact_version",
     "bounds_changes",
     "config_path",
     "guardrail_step_errors",
     "load_config",
     "parse_config",
+    "release_inputs",
 ]

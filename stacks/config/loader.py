@@ -40,6 +40,7 @@ from stacks.config.model import (
     ImageConfig,
     ModelArchitecture,
 )
+from stacks.config.model_prep import ModelPrepConfig
 from stacks.config.operations import (
     MonitoringConfig,
     NotificationConfig,
@@ -66,6 +67,7 @@ class DeploymentConfig(Strict):
     default_adapter: str | None = None
     engine: EngineConfig = EngineConfig()
     image: ImageConfig = ImageConfig()
+    model_prep: ModelPrepConfig = ModelPrepConfig()
     variants: Variants
     deployment: DeploymentPolicy = DeploymentPolicy()
     scaling: ScalingConfig

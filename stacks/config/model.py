@@ -26,6 +26,7 @@ LoraRank = Annotated[int, AfterValidator(_lora_rank)]
 #: Within ^[A-Za-z0-9_-]+$ (model_prep.sources.ADAPTER_NAME): an adapter name becomes a directory
 #: in the image, so no dot or slash can ever make it a path ("../base", "/etc").
 _ADAPTER_NAME = r"^[a-zA-Z][a-zA-Z0-9_-]{0,62}$"
+_ARTIFACT = r"^(m-[0-9a-f]{16}|s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([^/]+/)*m-[0-9a-f]{16})/?$"
 _SOURCE = r"^(hf://[\w.-]+/[\w.-]+|s3://[a-z0-9.-]{3,63}/.*|local://[\w./-]+)$"
 
 
@@ -78,6 +79,9 @@ class BaseModelConfig(Strict):
     architecture: ModelArchitecture | None = None
     architecture_file: str | None = None
     quality_gate_min_agreement: Annotated[float, Field(gt=0, le=1)] = 0.9
+    #: The prepared model the image bakes: a version (``m-`` + 16 hex) in the artifact bucket,
+    #: or its S3 URI. Omitted: the version the inputs above derive (make prepare-model's).
+    artifact: Annotated[str, Field(pattern=_ARTIFACT)] | None = None
 
     @section_rule
     def _one_architecture(self) -> BaseModelConfig:

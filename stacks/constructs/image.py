@@ -2,7 +2,9 @@
 
 Two paths (config ``image.mode``):
 - ``build``: CDK builds ``container/`` at deploy time (DockerImageAsset; synth needs no Docker)
-  and publishes it to the CDK bootstrap asset repository under its content hash.
+  and publishes it to the CDK bootstrap asset repository under its content hash. It bakes the
+  config's model release (``model.artifact``, or the version its inputs derive), which
+  ``make deploy`` downloads and verifies first: the build itself calls no AWS API.
 - ``tag``: CI built and pushed ``<repository>:<tag>`` once; every environment deploys that tag.
 The repository scans on push, refuses tag overwrites and expires old images.
 """
@@ -19,21 +21,21 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from stacks.config import DeploymentConfig, ImageConfig
+from stacks.config import DeploymentConfig, ImageConfig, artifact_dir, artifact_version
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 
 CONTAINER_DIR = Path(__file__).resolve().parents[2] / "container"
 
 
+#: The Dockerfile's named build context that holds the prepared model (container/Dockerfile).
+MODEL_CONTEXT = "model-artifact"
+
+
 def image_build_args(cfg: DeploymentConfig) -> dict[str, str]:
-    """The Dockerfile's build args (container/Dockerfile), from config."""
+    """The Dockerfile's build args (container/Dockerfile), from config: which model release the
+    ``model-artifact`` context must hold, and the LoRA rank the engine sizes its slots for."""
     return {
-        "BASE_MODEL": cfg.model.source,
-        "BASE_MODEL_REVISION": cfg.model.revision,
-        "ADAPTERS": ",".join(f"{a.name}={a.source}" for a in cfg.adapters),
-        "ADAPTER_VERSIONS": ",".join(f"{a.name}={a.version}" for a in cfg.adapters if a.version),
-        "QUANTIZATION": cfg.model.quantization,
-        "QUALITY_GATE_MIN_AGREEMENT": str(cfg.model.quality_gate_min_agreement),
+        "MODEL_ARTIFACT_VERSION": artifact_version(cfg),
         "MAX_LORA_RANK": str(cfg.engine.max_lora_rank),
     }
 
@@ -117,12 +119,17 @@ class ServingImage(Construct):
         )
         self.asset: ecr_assets.DockerImageAsset | None = None
         if image.mode == "build":
+            # The model release is a named build context (build/model-artifacts/<version>,
+            # fetched and verified by `make deploy` before cdk deploy builds): it is not part of
+            # the hashed directory, so the version goes into the asset hash instead.
+            version = build_args["MODEL_ARTIFACT_VERSION"]
             self.asset = ecr_assets.DockerImageAsset(
                 self,
                 "Image",
                 directory=str(CONTAINER_DIR),
                 build_args=dict(build_args),
-                build_secrets={"hf_token": "env=HF_TOKEN"},
+                build_contexts={MODEL_CONTEXT: str(artifact_dir(version))},
+                extra_hash=version,
                 platform=ecr_assets.Platform.LINUX_AMD64,
             )
         self._default_tag = image.tag

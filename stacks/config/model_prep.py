@@ -1,0 +1,111 @@
+"""The model_prep section: the SageMaker job that prepares a model release, and where releases live.
+
+A prepared model (container/model_prep/release.py) is published under
+``s3://<artifact bucket>/<artifact_prefix>/<version>/``; its version is derived from the config's
+model inputs (:func:`release_inputs`), so ``make prepare-model`` and ``make build-image`` agree
+on it without anyone copying a version around. ``model.artifact`` pins another one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import Field
+
+from container.model_prep.release import ReleaseInputs, build_inputs
+from stacks.config.base import Strict, section_rule
+
+if TYPE_CHECKING:
+    from stacks.config.loader import DeploymentConfig
+
+#: CreateTrainingJob StoppingCondition: MaxRuntimeInSeconds is at most 28 days (SageMaker API
+#: reference, StoppingCondition).
+MAX_TRAINING_RUNTIME_SECONDS = 28 * 24 * 3600
+#: Where releases are downloaded to and verified before a build bakes one (ignored by git):
+#: ``build/model-artifacts/<version>/``, the image build's ``model-artifact`` context.
+ARTIFACTS_DIR = Path(__file__).resolve().parents[2] / "build" / "model-artifacts"
+_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+
+
+class ModelPrepConfig(Strict):
+    """The preparation job (``make prepare-model``) and the artifact bucket.
+
+    Defaults sized by measurement (README "Model release", docs/measurements/): AWQ of an 8B
+    model and its quality gate on one GPU with 48 GB, host memory for one bf16 copy.
+    """
+
+    instance_type: Annotated[str, Field(pattern=r"^ml\.[a-z0-9]+\.[a-z0-9]+$")] = "ml.g6e.2xlarge"
+    volume_size_gb: Annotated[int, Field(ge=30, le=16384)] = 100
+    max_runtime_seconds: Annotated[int, Field(ge=600, le=MAX_TRAINING_RUNTIME_SECONDS)] = 4 * 3600
+    #: Managed spot training: cheaper, may wait for capacity; max_wait_seconds bounds it.
+    use_spot: bool = False
+    max_wait_seconds: Annotated[int, Field(ge=600, le=MAX_TRAINING_RUNTIME_SECONDS)] | None = None
+    #: The bucket the ModelReleaseStack creates (default ``<project>-<env>-models-<account>``).
+    artifact_bucket: Annotated[str, Field(pattern=_BUCKET)] | None = None
+    artifact_prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$")] = (
+        "models"
+    )
+    #: Secrets Manager secret (name) with the Hugging Face token for gated base models.
+    hf_token_secret: Annotated[str, Field(pattern=r"^[A-Za-z0-9/_+=.@-]{1,512}$")] | None = None
+    #: The job image (an ECR URI); default: built from container/Dockerfile.model-prep and
+    #: pushed to the serving repository as ``model-prep-<digest>``.
+    job_image: (
+        Annotated[
+            str,
+            Field(
+                pattern=r"^[0-9]{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9._/-]+:[A-Za-z0-9_.-]+$"
+            ),
+        ]
+        | None
+    ) = None
+
+    @section_rule
+    def _spot_wait(self) -> ModelPrepConfig:
+        # CreateTrainingJob: MaxWaitTimeInSeconds is for managed spot training only and must be
+        # at least MaxRuntimeInSeconds (SageMaker API reference, StoppingCondition).
+        if self.max_wait_seconds is not None and not self.use_spot:
+            raise ValueError("max_wait_seconds: only used with use_spot: true")
+        if self.use_spot and (self.max_wait_seconds or 0) < self.max_runtime_seconds:
+            raise ValueError(
+                f"max_wait_seconds: with use_spot it must be >= max_runtime_seconds "
+                f"({self.max_runtime_seconds})"
+            )
+        return self
+
+
+def artifact_bucket_name(cfg: DeploymentConfig, account: str) -> str:
+    """The artifact bucket's name: configured, or ``<project>-<env>-models-<account>`` (S3 bucket
+    names are global: the account id keeps two accounts' from colliding)."""
+    return cfg.model_prep.artifact_bucket or f"{cfg.project}-{cfg.env}-models-{account}"
+
+
+def artifact_location_uri(cfg: DeploymentConfig, account: str) -> str:
+    return f"s3://{artifact_bucket_name(cfg, account)}/{cfg.model_prep.artifact_prefix}"
+
+
+def release_inputs(cfg: DeploymentConfig) -> ReleaseInputs:
+    """The config's model inputs: what ``make prepare-model`` prepares and, unless
+    ``model.artifact`` pins another version, what ``make build-image`` bakes."""
+    return build_inputs(
+        base_source=cfg.model.source,
+        base_revision=cfg.model.revision,
+        quantization=cfg.model.quantization,
+        min_agreement=cfg.model.quality_gate_min_agreement,
+        max_lora_rank=cfg.engine.max_lora_rank,
+        adapters=[(a.name, a.source, a.version, a.rank) for a in cfg.adapters],
+    )
+
+
+def artifact_ref(cfg: DeploymentConfig) -> str:
+    """``model.artifact`` if set, else the version the config's inputs derive."""
+    return cfg.model.artifact or release_inputs(cfg).version
+
+
+def artifact_version(cfg: DeploymentConfig) -> str:
+    """The version the image bakes (the last part of an ``s3://.../<version>`` reference)."""
+    return artifact_ref(cfg).rstrip("/").rsplit("/", 1)[-1]
+
+
+def artifact_dir(version: str) -> Path:
+    return ARTIFACTS_DIR / version
