@@ -38,7 +38,7 @@ DEMO_TARGETS :=
 
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean validate preflight
+.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean validate preflight prepare-model
 
 # Self-documenting: every public target carries `## <group> | <what it does>` on its rule line
 # (here and in mk/*.mk); `make help` lists them by group.
@@ -101,6 +101,11 @@ diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff th
 deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live endpoint, raise counts, cdk deploy (RESET=, DRY_RUN=1)
 	$(PY) -m tools.deploy --env $(ENV) $(if $(RESET),--reset $(RESET)) $(if $(DRY_RUN),--dry-run) \
 		$(if $(SKIP_ROLLOUT_CHECK),--skip-rollout-check)
+
+# Once per release inputs: the job image (built and pushed when missing), a SageMaker training job
+# on model_prep.instance_type, progress until it ends; "already published" at once otherwise.
+prepare-model: venv preflight ## deploy | prepare config/ENV.yaml's model release on a SageMaker GPU job (once per inputs)
+	$(PY) -m tools.prepare_model --env $(ENV)
 
 clean: ## development | remove cdk.out and tool caches
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,350 @@
+"""``make prepare-model ENV=prod``: prepare the config's model release on a SageMaker GPU job.
+
+1. The release inputs from config (stacks.config.release_inputs) and their version; a moving
+   revision is refused, and so is a caller without credentials, before anything else.
+2. Already published (its manifest is in the artifact bucket)? Say so and stop: the same inputs
+   are never prepared twice.
+3. The job image ``<serving repository>:model-prep-<digest>`` (container/Dockerfile.model-prep
+   and container/model_prep: the code the tests run) must be in ECR: built and pushed here with
+   docker when missing, or ``model_prep.job_image``.
+4. A SageMaker training job, created through the SageMaker Python SDK (sagemaker-core's
+   ``TrainingJob``): the ``release`` channel carries inputs.json, the job's role is the
+   ModelReleaseStack's, instance type, volume, runtime and spot from ``model_prep:``.
+5. Progress until it ends: status, secondary status (Starting, Downloading, Training, ...), the
+   job's own phase (its last ``model-prep:`` line in CloudWatch Logs) and the time elapsed. On
+   failure or stop: SageMaker's FailureReason and the job's last log lines, exit 1. On success:
+   the published release's summary (quality gate, size), read back from S3.
+
+Ctrl-C leaves the job running and says how to stop it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from container.model_prep import artifact
+from stacks.config import (
+    ConfigError,
+    DeploymentConfig,
+    artifact_location_uri,
+    config_path,
+    load_config,
+    release_inputs,
+)
+from tools import REPO_ROOT
+from tools.model_release import aws_account, summary
+
+JOB_DOCKERFILE = REPO_ROOT / "container" / "Dockerfile.model-prep"
+#: What the job image is built from: its Dockerfile, the quantization pins, the job's code.
+JOB_IMAGE_INPUTS = (
+    JOB_DOCKERFILE,
+    REPO_ROOT / "container" / "requirements-quant.txt",
+    REPO_ROOT / "container" / "model_prep",
+)
+#: SageMaker training jobs log to this group, one stream per instance: <job>/algo-1-<epoch>
+#: (SageMaker Developer Guide, "Log Amazon SageMaker AI events with Amazon CloudWatch").
+TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+TERMINAL = {"Completed", "Failed", "Stopped"}
+LAST_LOG_LINES = 30
+
+
+class PrepareError(Exception):
+    """make prepare-model cannot go on; the message says why and what to do."""
+
+
+def job_image_tag() -> str:
+    """``model-prep-<12 hex>``: a digest of everything the job image is built from."""
+    h = hashlib.sha256()
+    for root in JOB_IMAGE_INPUTS:
+        paths = [root] if root.is_file() else sorted(root.rglob("*"))
+        for p in paths:
+            if p.is_file() and "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(REPO_ROOT)).encode() + b"\0" + p.read_bytes())
+    return f"model-prep-{h.hexdigest()[:12]}"
+
+
+def job_image_uri(cfg: DeploymentConfig, account: str) -> str:
+    if cfg.model_prep.job_image:
+        return cfg.model_prep.job_image
+    if not cfg.image.repository_name:
+        raise PrepareError(
+            "model_prep.job_image: not set, and image.repository_name is not set either; name "
+            "the serving repository (the job image is pushed there as model-prep-<digest>) or "
+            "give model_prep.job_image"
+        )
+    registry = f"{account}.dkr.ecr.{cfg.region}.amazonaws.com"
+    return f"{registry}/{cfg.image.repository_name}:{job_image_tag()}"
+
+
+def image_present(ecr: Any, uri: str) -> bool:
+    repo, _, tag = uri.split("/", 1)[1].rpartition(":")
+    try:
+        ecr.describe_images(repositoryName=repo, imageIds=[{"imageTag": tag}])
+    except Exception as exc:
+        code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
+        if code == "ImageNotFoundException":
+            return False
+        raise
+    return True
+
+
+def push_job_image(uri: str, ecr: Any, run: Callable[..., Any] = subprocess.run) -> None:
+    """Build container/Dockerfile.model-prep and push it (docker; CI runners have it)."""
+    token = ecr.get_authorization_token()["authorizationData"][0]
+    registry = uri.split("/", 1)[0]
+    import base64
+
+    user, _, password = base64.b64decode(token["authorizationToken"]).decode().partition(":")
+    print(f"prepare-model: building the job image {uri} ...", flush=True)
+    run(["docker", "login", "--username", user, "--password-stdin", registry],
+        input=password, text=True, check=True)  # fmt: skip
+    run(["docker", "build", "--platform", "linux/amd64", "-f", str(JOB_DOCKERFILE), "-t", uri,
+         str(JOB_DOCKERFILE.parent)], check=True)  # fmt: skip
+    run(["docker", "push", uri], check=True)
+
+
+def stack_output(cfn: Any, stack: str, key_suffix: str) -> str:
+    """An output of a deployed stack (the job role ARN of ``<project>-<env>-model-release``)."""
+    try:
+        outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    except Exception as exc:
+        raise PrepareError(
+            f"stack {stack} is not deployed ({exc}): `make deploy ENV=...` creates the artifact "
+            "bucket and the job role first"
+        ) from exc
+    for out in outputs:
+        if out["OutputKey"].endswith(key_suffix):
+            return str(out["OutputValue"])
+    raise PrepareError(f"stack {stack} has no output ending in {key_suffix}")
+
+
+@dataclass
+class JobSpec:
+    name: str
+    image: str
+    role_arn: str
+    inputs_uri: str
+    output_uri: str
+    location: str
+    cfg: DeploymentConfig
+
+
+def create_job(spec: JobSpec, session: Any) -> Any:
+    """The training job, through the SageMaker Python SDK (sagemaker-core)."""
+    from sagemaker.core.resources import TrainingJob
+    from sagemaker.core.shapes import (
+        AlgorithmSpecification,
+        Channel,
+        DataSource,
+        OutputDataConfig,
+        ResourceConfig,
+        S3DataSource,
+        StoppingCondition,
+    )
+
+    mp = spec.cfg.model_prep
+    env = {"MODEL_ARTIFACT_LOCATION": spec.location}
+    if mp.hf_token_secret:
+        env["HF_TOKEN_SECRET"] = mp.hf_token_secret
+    stopping = StoppingCondition(max_runtime_in_seconds=mp.max_runtime_seconds)
+    if mp.use_spot:
+        stopping = StoppingCondition(
+            max_runtime_in_seconds=mp.max_runtime_seconds,
+            max_wait_time_in_seconds=mp.max_wait_seconds,
+        )
+    return TrainingJob.create(
+        training_job_name=spec.name,
+        role_arn=spec.role_arn,
+        algorithm_specification=AlgorithmSpecification(
+            training_image=spec.image, training_input_mode="File"
+        ),
+        input_data_config=[
+            Channel(
+                channel_name="release",
+                data_source=DataSource(
+                    s3_data_source=S3DataSource(
+                        s3_data_type="S3Prefix",
+                        s3_uri=spec.inputs_uri,
+                        s3_data_distribution_type="FullyReplicated",
+                    )
+                ),
+            )
+        ],
+        output_data_config=OutputDataConfig(s3_output_path=spec.output_uri),
+        resource_config=ResourceConfig(
+            instance_type=mp.instance_type,
+            instance_count=1,
+            volume_size_in_gb=mp.volume_size_gb,
+        ),
+        stopping_condition=stopping,
+        enable_managed_spot_training=mp.use_spot,
+        environment=env,
+        session=session,
+        region=spec.cfg.region,
+    )
+
+
+def job_log_lines(logs: Any, job_name: str, limit: int = LAST_LOG_LINES) -> list[str]:
+    """The job's last ``limit`` log lines (every instance stream of the job)."""
+    try:
+        events = logs.filter_log_events(
+            logGroupName=TRAINING_LOG_GROUP, logStreamNamePrefix=f"{job_name}/"
+        ).get("events", [])
+    except Exception as exc:  # no stream yet (the instance is starting), or no rights
+        code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
+        if code == "ResourceNotFoundException":
+            return []
+        return [f"(log lines unavailable: {type(exc).__name__}: {exc})"]
+    return [str(e["message"]).rstrip() for e in events][-limit:]
+
+
+def phase(lines: list[str]) -> str:
+    """The job's own step: its last ``model-prep:`` or ``model-release:`` line."""
+    for line in reversed(lines):
+        for mark in ("model-prep:", "model-release:"):
+            if mark in line:
+                return line[line.index(mark) :][:120]
+    return ""
+
+
+def elapsed(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+def watch(
+    describe: Callable[[], dict[str, Any]],
+    logs: Any,
+    job_name: str,
+    *,
+    poll_seconds: float = 30,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    out: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Poll until the job ends, printing a line whenever status, secondary status or phase
+    changes (and at least every 5 minutes). Returns the last DescribeTrainingJob answer."""
+    started = clock()
+    last: tuple[str, str, str] | None = None
+    last_print = started
+    while True:
+        d = describe()
+        status = str(d.get("TrainingJobStatus", "?"))
+        secondary = str(d.get("SecondaryStatus", ""))
+        step = phase(job_log_lines(logs, job_name, limit=50)) if status == "InProgress" else ""
+        now = clock()
+        if (status, secondary, step) != last or now - last_print >= 300:
+            out(f"prepare-model: {job_name} {status}/{secondary} {elapsed(now - started)}"
+                + (f"  {step}" if step else ""))  # fmt: skip
+            last, last_print = (status, secondary, step), now
+        if status in TERMINAL:
+            return d
+        sleep(poll_seconds)
+
+
+def run(args: argparse.Namespace, session: Any, out: Callable[[str], None] = print) -> int:
+    cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+    inputs = release_inputs(cfg)
+    problems = inputs.problems()
+    if problems:
+        raise PrepareError("; ".join(problems))
+    version = inputs.version
+    account = aws_account(session)  # no credentials: named here, before any work
+    location = artifact_location_uri(cfg, account)
+    where = artifact.ArtifactLocation.parse(location)
+    s3 = session.client("s3")
+    published = artifact.read_manifest(s3, where, version)
+    if published is not None:
+        out(f"prepare-model: {where.uri(version)} already published: {summary(published)}")
+        return 0
+    image = job_image_uri(cfg, account)
+    ecr = session.client("ecr")
+    if not cfg.model_prep.job_image and not image_present(ecr, image):
+        push_job_image(image, ecr)
+    role = stack_output(
+        session.client("cloudformation"), f"{cfg.project}-{cfg.env}-model-release", "RoleArn"
+    )
+    name = f"{cfg.project}-{cfg.env}-prep-{version[2:]}-{time.strftime('%m%d%H%M%S')}"[:63]
+    jobs = f"{where.prefix}/jobs/{name}" if where.prefix else f"jobs/{name}"
+    s3.put_object(Bucket=where.bucket, Key=f"{jobs}/input/inputs.json",
+                  Body=json.dumps(inputs.to_json(), indent=2).encode())  # fmt: skip
+    spec = JobSpec(
+        name=name,
+        image=image,
+        role_arn=role,
+        inputs_uri=f"s3://{where.bucket}/{jobs}/input/",
+        output_uri=f"s3://{where.bucket}/{jobs}/output/",
+        location=location,
+        cfg=cfg,
+    )
+    out(f"prepare-model: {version} on {cfg.model_prep.instance_type} "
+        f"(max {elapsed(cfg.model_prep.max_runtime_seconds)}"
+        f"{', spot' if cfg.model_prep.use_spot else ''}) -> {where.uri(version)}/")  # fmt: skip
+    create_job(spec, session)
+    sm = session.client("sagemaker", region_name=cfg.region)
+    logs = session.client("logs", region_name=cfg.region)
+    try:
+        final = watch(lambda: sm.describe_training_job(TrainingJobName=name), logs, name,
+                      poll_seconds=args.poll_seconds, out=out)  # fmt: skip
+    except KeyboardInterrupt:
+        out(f"prepare-model: {name} keeps running; stop it with "
+            f"`aws sagemaker stop-training-job --training-job-name {name}`")  # fmt: skip
+        return 130
+    status = final.get("TrainingJobStatus")
+    if status != "Completed":
+        reason = final.get("FailureReason") or "no FailureReason given"
+        out(f"prepare-model FAILED: {name} {status}: {reason}")
+        out(f"last log lines of {name} ({TRAINING_LOG_GROUP}):")
+        for line in job_log_lines(logs, name) or ["(none)"]:
+            out(f"  {line}")
+        return 1
+    published = artifact.read_manifest(s3, where, version)
+    if published is None:
+        out(f"prepare-model FAILED: {name} completed but {where.uri(version)} has no manifest")
+        return 1
+    out(f"prepare-model: published {summary(published)}")
+    return 0
+
+
+def main(argv: list[str] | None = None, session: Any = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.prepare_model", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--env", required=True)
+    p.add_argument("--poll-seconds", type=float, default=30)
+    args = p.parse_args(argv)
+    try:
+        if session is None:
+            import boto3
+
+            cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+            session = boto3.Session(region_name=cfg.region)
+        return run(args, session)
+    except (ConfigError, PrepareError, artifact.ArtifactError, ValueError) as exc:
+        print(f"prepare-model FAILED: {exc}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as exc:
+        print(f"prepare-model FAILED: {' '.join(exc.cmd[:2])} exited {exc.returncode}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    except Exception as exc:
+        # botocore: ClientError (AccessDenied, ResourceLimitExceeded for the instance type's
+        # training quota, ...), EndpointConnectionError, NoCredentialsError mid-way.
+        code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+        if code is None and type(exc).__module__.split(".")[0] not in {"botocore", "boto3"}:
+            raise
+        print(f"prepare-model FAILED: {code or type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
