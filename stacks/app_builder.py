@@ -13,6 +13,7 @@ from stacks.config import DeploymentConfig, config_path, load_config
 from stacks.deploy_options import DeployOptions
 from stacks.endpoint_stack import EndpointStack
 from stacks.image_stack import ImageStack
+from stacks.model_release_stack import ModelReleaseStack
 
 
 def cdk_json_context(repo_root: Path) -> dict[str, object]:
@@ -24,13 +25,17 @@ def cdk_json_context(repo_root: Path) -> dict[str, object]:
 def build_stacks(
     app: cdk.App, cfg: DeploymentConfig, options: DeployOptions | None = None
 ) -> tuple[ImageStack, EndpointStack]:
-    """``cfg`` as loaded from YAML; ``options`` (one deploy's inputs) are applied here."""
+    """``cfg`` as loaded from YAML; ``options`` (one deploy's inputs) are applied here.
+
+    Also adds the ``<project>-<env>-model-release`` stack (ModelReleaseStack, found with
+    ``app.node.find_child``); it depends on neither stack returned."""
     options = options or DeployOptions()
     cfg = options.apply(cfg)
     for variant in (cfg.variants.primary, cfg.variants.canary):
         estimate(cfg, variant.instance_type)  # raises CapacityError if the model cannot fit
     env = cdk.Environment(account=cfg.account, region=cfg.region)
     prefix = f"{cfg.project}-{cfg.env}"
+    release = ModelReleaseStack(app, f"{prefix}-model-release", cfg=cfg, env=env)
     image = ImageStack(app, f"{prefix}-image", cfg=cfg, env=env)
     endpoint = EndpointStack(
         app,
@@ -40,7 +45,7 @@ def build_stacks(
         suspend_scaling=options.suspend_scaling,
         env=env,
     )
-    for stack in (image, endpoint):
+    for stack in (release, image, endpoint):
         cdk.Tags.of(stack).add("project", cfg.project)
         cdk.Tags.of(stack).add("env", cfg.env)
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))

@@ -6,47 +6,105 @@ Figures: next-token agreement (share of positions where both models' argmax toke
 teacher-forced over the held-out texts) and each model's perplexity. Exit 1 when agreement is
 below QUALITY_GATE_MIN_AGREEMENT, so the image build fails. Runs in the quantization venv
 (loading a compressed-tensors checkpoint in transformers needs compressed-tensors).
+
+With a CUDA GPU both models run on it in bf16 (logits scored in float32), one after the other
+so the GPU holds one model at a time; without one, float32 on the CPU. The report (and the
+``model-prep-resources: {json}`` line) carries the step's wall time, peak GPU memory and
+peak host RSS under ``resources``.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
+import resource
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+GIB = 1024**3
 
 
-def evaluate(reference: Path, candidate: Path, texts: list[str]) -> dict[str, float]:
+def _score(path: Path, batches: list[Any], dtype: Any, device: str) -> tuple[list[Any], float]:
+    """Load one model, return its argmax token per position (on the CPU) and the summed NLL.
+    Logits are scored in float32 whatever the weights' dtype."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(reference)
-    ref = AutoModelForCausalLM.from_pretrained(reference, dtype=torch.float32).eval()
-    cand = AutoModelForCausalLM.from_pretrained(candidate, dtype=torch.float32).eval()
-    same = total = 0
-    nll_ref = nll_cand = 0.0
+    lm = AutoModelForCausalLM.from_pretrained(
+        path, dtype=dtype, device_map=device if device != "cpu" else None
+    ).eval()
+    argmax: list[Any] = []
+    nll = 0.0
     with torch.no_grad():
-        for text in texts:
-            ids = tokenizer(text, return_tensors="pt")["input_ids"]
-            if ids.shape[1] < 2:
-                continue
-            logits_ref = ref(ids).logits[0, :-1].float()
-            logits_cand = cand(ids).logits[0, :-1].float()
-            target = ids[0, 1:]
-            same += int((logits_ref.argmax(-1) == logits_cand.argmax(-1)).sum())
-            total += int(target.numel())
-            nll_ref += float(torch.nn.functional.cross_entropy(logits_ref, target, reduction="sum"))
-            nll_cand += float(
-                torch.nn.functional.cross_entropy(logits_cand, target, reduction="sum")
-            )
-    if total == 0:
+        for ids in batches:
+            ids = ids.to(device)
+            logits = lm(ids).logits[0, :-1].float()
+            argmax.append(logits.argmax(-1).cpu())
+            nll += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
+    del lm
+    gc.collect()
+    if device != "cpu":
+        torch.cuda.empty_cache()
+    return argmax, nll
+
+
+def evaluate(reference: Path, candidate: Path, texts: list[str]) -> dict[str, Any]:
+    """One model at a time (the reference, then the candidate), so the GPU holds one model's
+    weights, not both: bf16 weights on a CUDA GPU, float32 on the CPU."""
+    started = time.monotonic()
+    import torch
+    from transformers import AutoTokenizer
+
+    cuda = torch.cuda.is_available()
+    device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    tokenizer = AutoTokenizer.from_pretrained(reference)
+    batches = [tokenizer(text, return_tensors="pt")["input_ids"] for text in texts]
+    batches = [ids for ids in batches if ids.shape[1] >= 2]
+    if not batches:
         raise ValueError("held-out set has no text long enough to score")
+    phases = {"imports": time.monotonic() - started}
+    t = time.monotonic()
+    argmax_ref, nll_ref = _score(reference, batches, dtype, device)
+    phases["reference"] = time.monotonic() - t
+    t = time.monotonic()
+    argmax_cand, nll_cand = _score(candidate, batches, dtype, device)
+    phases["candidate"] = time.monotonic() - t
+    total = sum(int(ids.shape[1]) - 1 for ids in batches)
+    same = sum(int((a == b).sum()) for a, b in zip(argmax_ref, argmax_cand, strict=True))
+    figures = resources("quality-gate", started, phases)
+    print("model-prep-resources:", json.dumps(figures), flush=True)
     return {
         "positions": float(total),
         "next_token_agreement": same / total,
         "perplexity_reference": math.exp(nll_ref / total),
         "perplexity_candidate": math.exp(nll_cand / total),
+        "resources": figures,
+    }
+
+
+def resources(step: str, started: float, phases: dict[str, float]) -> dict[str, object]:
+    """Wall time, peak GPU memory (this process's torch allocator) and peak host RSS (the
+    same figures as quantize.py's, which runs in its own process)."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {
+        "step": step,
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "wall_s": round(time.monotonic() - started, 1),
+        "phases_s": {k: round(v, 1) for k, v in phases.items()},
+        "gpu_max_allocated_gib": round(torch.cuda.max_memory_allocated() / GIB, 2)
+        if cuda
+        else None,
+        "gpu_max_reserved_gib": round(torch.cuda.max_memory_reserved() / GIB, 2) if cuda else None,
+        # ru_maxrss is in KiB on Linux
+        "host_peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
     }
 
 

@@ -7,20 +7,51 @@ protects the wrong ones and quality drops on the domain's requests): each line o
 file is ``{"text": ...}``. Output is compressed-tensors ``pack-quantized``
 (group size 128); vLLM detects it from config.json, no --quantization flag. A model whose
 config already has a ``quantization_config`` is copied unchanged (exit 0, "skipped").
+
+With a CUDA GPU the model loads in bf16 into host memory and llmcompressor's sequential
+pipeline onloads one decoder layer at a time onto the GPU (peak GPU memory is about one layer
+plus the calibration activations, not the whole model); without one it runs in float32 on
+the CPU (the tiny test model). The last line before the result is
+``model-prep-resources: {json}``: wall time per phase, peak GPU memory (torch's allocator:
+allocated and reserved, GiB; null on CPU) and peak host RSS, so the real job logs what it
+needed (docs/measurements/model_prep_h100.md sizes the job's instance from these figures).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import sys
+import time
 from pathlib import Path
+
+GIB = 1024**3
 
 
 def already_quantized(model: Path) -> bool:
     config = json.loads((model / "config.json").read_text())
     return "quantization_config" in config
+
+
+def resources(step: str, started: float, phases: dict[str, float]) -> dict[str, object]:
+    """Wall time, peak GPU memory (this process's torch allocator) and peak host RSS."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {
+        "step": step,
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "wall_s": round(time.monotonic() - started, 1),
+        "phases_s": {k: round(v, 1) for k, v in phases.items()},
+        "gpu_max_allocated_gib": round(torch.cuda.max_memory_allocated() / GIB, 2)
+        if cuda
+        else None,
+        "gpu_max_reserved_gib": round(torch.cuda.max_memory_reserved() / GIB, 2) if cuda else None,
+        # ru_maxrss is in KiB on Linux
+        "host_peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+    }
 
 
 def _cpu_pin_memory_workaround() -> None:
@@ -35,21 +66,35 @@ def _cpu_pin_memory_workaround() -> None:
     IntermediatesCache._pin_intermediate = classmethod(lambda cls, intermediate: None)  # type: ignore[method-assign,assignment]
 
 
-def quantize(model: Path, out: Path, calibration: Path, *, max_seq_len: int = 512) -> None:
+def quantize(
+    model: Path, out: Path, calibration: Path, *, max_seq_len: int = 512
+) -> dict[str, object]:
+    started = time.monotonic()
     import torch
     from datasets import Dataset
     from llmcompressor import oneshot
     from llmcompressor.modifiers.awq import AWQModifier
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     _cpu_pin_memory_workaround()
+    phases: dict[str, float] = {"imports": time.monotonic() - started}
+    t = time.monotonic()
     texts = [json.loads(line)["text"] for line in calibration.read_text().splitlines() if line]
     tokenizer = AutoTokenizer.from_pretrained(model)
-    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    # bf16 on a GPU (an 8B model is 16 GB in bf16, 32 GB in float32); the model stays in host
+    # memory and the sequential pipeline moves one layer at a time to the GPU.
+    lm = AutoModelForCausalLM.from_pretrained(
+        model, dtype=torch.bfloat16 if cuda else torch.float32
+    )
     dataset = Dataset.from_dict({"text": texts}).map(
         lambda row: tokenizer(row["text"], truncation=True, max_length=max_seq_len),
         remove_columns=["text"],
     )
+    phases["load"] = time.monotonic() - t
+    t = time.monotonic()
     recipe = [AWQModifier(scheme="W4A16_ASYM", targets=["Linear"], ignore=["lm_head"])]
     oneshot(
         model=lm,
@@ -58,9 +103,18 @@ def quantize(model: Path, out: Path, calibration: Path, *, max_seq_len: int = 51
         max_seq_length=max_seq_len,
         num_calibration_samples=len(texts),
     )
+    phases["calibrate"] = time.monotonic() - t
+    t = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     lm.save_pretrained(out, save_compressed=True)
     tokenizer.save_pretrained(out)
+    phases["save"] = time.monotonic() - t
+    figures = resources("quantize", started, phases)
+    figures["calibration_samples"] = len(texts)
+    figures["max_seq_len"] = max_seq_len
+    figures["calibration_tokens"] = sum(len(ids) for ids in dataset["input_ids"])
+    print("model-prep-resources:", json.dumps(figures), flush=True)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:

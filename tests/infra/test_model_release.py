@@ -1,6 +1,7 @@
-"""Model releases: the version is a function of the inputs; a release is published once, atomically,
-and read only when its manifest verifies; the host tools name what is wrong and publish nothing
-half-way. S3 is moto's (in-process); the job's own runs are tests/container/test_model_release_job.py.
+"""Model releases: the version is a function of the inputs; a release is published once,
+atomically, and read only when its manifest verifies; the host tools name what is wrong and
+publish nothing half-way. S3 is moto's (in-process); the job's own runs:
+tests/container/test_model_release_job.py.
 """
 
 from __future__ import annotations
@@ -154,8 +155,8 @@ def test_a_racing_publisher_loses_to_the_manifest_written_first(s3, tmp_path: Pa
 def test_an_upload_without_its_manifest_is_not_published(s3, tmp_path: Path) -> None:
     """A job that died mid-upload left files and no manifest: readers see nothing."""
     s3.put_object(Bucket=BUCKET, Key="models/m-0123456789abcdef/u-dead/base/config.json", Body=b"")
-    with pytest.raises(artifact.ArtifactError, match=r"m-0123456789abcdef is not published at "
-                       r"s3://releases/models/m-0123456789abcdef/ \(no manifest.json\)"):  # fmt: skip
+    expected = r"m-0123456789abcdef is not published at s3://releases/models/m-0123456789abcdef/ "
+    with pytest.raises(artifact.ArtifactError, match=expected + r"\(no manifest.json\)"):
         artifact.fetch(s3, WHERE, "m-0123456789abcdef", tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
