@@ -201,7 +201,7 @@ def test_a_local_copy_that_no_longer_verifies_is_fetched_again(s3, tmp_path: Pat
 def test_publishing_refuses_a_directory_that_does_not_verify(s3, tmp_path: Path) -> None:
     root = prepared(tmp_path, "m-0123456789abcdef")
     (root / "base" / "config.json").write_text("changed after the manifest")
-    with pytest.raises(artifact.ArtifactError, match="refusing to publish: .*base/config.json"):
+    with pytest.raises(artifact.ArtifactError, match=r"refusing to publish: .*base/config.json"):
         artifact.publish(s3, root, WHERE, log=lambda _: None)
     assert s3.list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == 0
 
@@ -222,7 +222,7 @@ def test_references_name_a_version_or_its_uri() -> None:
     where, version = artifact.parse_ref("s3://other/a/b/m-00000000000000ff/", None)
     assert (where.bucket, where.prefix, version) == ("other", "a/b", "m-00000000000000ff")
     for bad in ("latest", "s3://b/no-version", "m-0123"):
-        with pytest.raises(artifact.ArtifactError, match="expected|not a model version"):
+        with pytest.raises(artifact.ArtifactError, match=r"expected|not a model version"):
             artifact.parse_ref(bad, WHERE)
 
 
