@@ -251,8 +251,14 @@ def watch(
         sleep(poll_seconds)
 
 
-def run(args: argparse.Namespace, session: Any, out: Callable[[str], None] = print) -> int:
-    cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+def run(
+    cfg: DeploymentConfig,
+    session: Any,
+    *,
+    poll_seconds: float = 30,
+    out: Callable[[str], None] = print,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
     inputs = release_inputs(cfg)
     problems = inputs.problems()
     if problems:
@@ -294,7 +300,7 @@ def run(args: argparse.Namespace, session: Any, out: Callable[[str], None] = pri
     logs = session.client("logs", region_name=cfg.region)
     try:
         final = watch(lambda: sm.describe_training_job(TrainingJobName=name), logs, name,
-                      poll_seconds=args.poll_seconds, out=out)  # fmt: skip
+                      poll_seconds=poll_seconds, out=out, sleep=sleep)  # fmt: skip
     except KeyboardInterrupt:
         out(f"prepare-model: {name} keeps running; stop it with "
             f"`aws sagemaker stop-training-job --training-job-name {name}`")  # fmt: skip
@@ -315,20 +321,11 @@ def run(args: argparse.Namespace, session: Any, out: Callable[[str], None] = pri
     return 0
 
 
-def main(argv: list[str] | None = None, session: Any = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tools.prepare_model", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--env", required=True)
-    p.add_argument("--poll-seconds", type=float, default=30)
-    args = p.parse_args(argv)
+def prepare(cfg: DeploymentConfig, session: Any, **kw: Any) -> int:
+    """:func:`run`, every failure a ``prepare-model FAILED:`` line naming it and exit 1."""
     try:
-        if session is None:
-            import boto3
-
-            cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
-            session = boto3.Session(region_name=cfg.region)
-        return run(args, session)
-    except (ConfigError, PrepareError, artifact.ArtifactError, ValueError) as exc:
+        return run(cfg, session, **kw)
+    except (PrepareError, artifact.ArtifactError, ValueError) as exc:
         print(f"prepare-model FAILED: {exc}", file=sys.stderr)
         return 1
     except subprocess.CalledProcessError as exc:
@@ -343,6 +340,22 @@ def main(argv: list[str] | None = None, session: Any = None) -> int:
             raise
         print(f"prepare-model FAILED: {code or type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.prepare_model", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--env", required=True)
+    p.add_argument("--poll-seconds", type=float, default=30)
+    args = p.parse_args(argv)
+    try:
+        cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+    except ConfigError as exc:
+        print(f"prepare-model FAILED: {exc}", file=sys.stderr)
+        return 1
+    import boto3
+
+    return prepare(cfg, boto3.Session(region_name=cfg.region), poll_seconds=args.poll_seconds)
 
 
 if __name__ == "__main__":
