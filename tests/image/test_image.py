@@ -172,3 +172,54 @@ def test_code_change_rebuilds_only_the_code_layers(tmp_path: Path) -> None:
     assert shared > model, report  # the model layer (and all below it) reused
     assert changed and all(CODE_LAYER_MARK in x["created_by"] for x in changed[:1]), report
     assert report["code_layers_bytes"] < 5 * 1024 * 1024, report  # small: code, not weights
+
+
+def release_args() -> tuple[list[str], Path, str]:
+    """IMAGE_BUILD_ARGS without the model-artifact context, the release's directory, version."""
+    args = shlex.split(os.environ.get("IMAGE_BUILD_ARGS", ""))
+    i = args.index("--build-context")
+    name, _, directory = args[i + 1].partition("=")
+    assert name == "model-artifact", args
+    version = next(a.split("=", 1)[1] for a in args if a.startswith("MODEL_ARTIFACT_VERSION="))
+    return args[:i] + args[i + 2 :], Path(directory), version
+
+
+@pytest.mark.parametrize(
+    ("tamper", "named"),
+    [
+        (lambda root: (root / "base" / "config.json").write_text("{}"),
+         "base/config.json: sha256 differs from the manifest"),
+        (lambda root: (root / "lora" / "planted.py").write_text("import os"),
+         "lora/planted.py: not in the manifest"),
+    ],
+    ids=["changed", "extra"],
+)  # fmt: skip
+def test_the_build_refuses_a_release_that_does_not_verify(tmp_path: Path, tamper, named) -> None:
+    """The model stage checks the release it was handed, so a copy altered after the fetch (or
+    a context pointing at the wrong directory) fails `docker build` naming the file."""
+    args, directory, version = release_args()
+    copy = tmp_path / "release"
+    shutil.copytree(directory, copy)
+    tamper(copy)
+    build = shlex.split(os.environ["IMAGE_BUILD_CMD"])
+    cmd = [*build, *args, "--build-context", f"model-artifact={copy}", "--target", "model",
+           "-t", f"{IMAGE}-tampered", str(REPO / "container")]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    subprocess.run([*engine(), "rmi", f"{IMAGE}-tampered"], capture_output=True)
+    assert done.returncode != 0
+    out = done.stdout + done.stderr
+    assert f"model artifact {version} does not verify" in out and named in out, out[-3000:]
+
+
+def test_the_build_refuses_a_release_of_another_version(tmp_path: Path) -> None:
+    args, directory, version = release_args()
+    other = "m-" + "0" * 16
+    args = [a if not a.startswith("MODEL_ARTIFACT_VERSION=") else f"MODEL_ARTIFACT_VERSION={other}"
+            for a in args]  # fmt: skip
+    build = shlex.split(os.environ["IMAGE_BUILD_CMD"])
+    cmd = [*build, *args, "--build-context", f"model-artifact={directory}", "--target", "model",
+           "-t", f"{IMAGE}-other", str(REPO / "container")]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    subprocess.run([*engine(), "rmi", f"{IMAGE}-other"], capture_output=True)
+    assert done.returncode != 0
+    assert f"manifest is version '{version}', not '{other}'" in done.stdout + done.stderr
