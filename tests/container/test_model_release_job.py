@@ -19,7 +19,7 @@ import boto3
 import pytest
 from _serving_support import ADAPTERS, REPO
 
-from container.model_prep.release import build_inputs
+from container.model_prep.release import ReleaseInputs, build_inputs
 
 QUANT_PYTHON = os.environ.get("QUANT_PYTHON", sys.executable)
 INFRA_PYTHON = REPO / ".venv" / "bin" / "python"
@@ -131,7 +131,7 @@ def test_an_adapter_of_another_rank_is_named_and_nothing_is_published(
 
 
 def test_no_credentials_are_named_before_any_preparation(s3_api, tiny_src, tmp_path) -> None:
-    version = write_inputs(tiny_src, tmp_path / "inputs.json", min_agreement=0.5)
+    version = write_inputs(tiny_src, tmp_path / "inputs.json", min_agreement=0.55)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(PYTHONPATH=str(REPO), AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
                AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_EC2_METADATA_DISABLED="true",
@@ -144,11 +144,12 @@ def test_no_credentials_are_named_before_any_preparation(s3_api, tiny_src, tmp_p
 
 
 def test_inputs_whose_calibration_set_changed_are_refused(s3_api, tiny_src, tmp_path) -> None:
-    """The version names the calibration set: a job given another one must not publish under it."""
-    version = write_inputs(tiny_src, tmp_path / "inputs.json", min_agreement=0.5)
+    """The version names the calibration set: a job given another must not publish under it."""
+    write_inputs(tiny_src, tmp_path / "inputs.json", min_agreement=0.5)
     raw = json.loads((tmp_path / "inputs.json").read_text())
     raw["calibration_sha256"] = "0" * 64
     (tmp_path / "inputs.json").write_text(json.dumps(raw))
+    version = ReleaseInputs.from_json(raw).version
     done = job(s3_api, tiny_src, tmp_path / "inputs.json", tmp_path / "w")
     assert done.returncode == 1
     assert "calibration set" in done.stderr and "differs from the one the version" in done.stderr

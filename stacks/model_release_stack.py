@@ -1,0 +1,68 @@
+"""ModelReleaseStack: the bucket of prepared model releases and the preparation job's role.
+
+Deployed before anything else can use a release: ``make prepare-model`` publishes into this
+bucket, and only then can the image stack (``image.mode: build``) bake the release. So this
+stack references nothing in the image stack: a cross-stack reference would make its first
+deploy wait for the image stack, whose first deploy needs a published release. The job image's
+repository is named from config instead (``model_prep.job_image``, else ``image.repository_name``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Annotations, Aws, CfnOutput, Stack
+from constructs import Construct
+
+from stacks.config import DeploymentConfig, artifact_bucket_name
+from stacks.constructs.model_release import (
+    ModelArtifacts,
+    PreparationJobRole,
+    ecr_repository_arn,
+)
+
+
+class ModelReleaseStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cfg: DeploymentConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        prep = cfg.model_prep
+        name_prefix = f"{cfg.project}-{cfg.env}"
+        self.artifacts = ModelArtifacts(
+            self,
+            "ModelArtifacts",
+            name_prefix=name_prefix,
+            bucket_name=artifact_bucket_name(cfg, Aws.ACCOUNT_ID),
+            prefix=prep.artifact_prefix,
+        )
+        self.job = PreparationJobRole(
+            self,
+            "PreparationJob",
+            name_prefix=name_prefix,
+            sources=[cfg.model.source, *(a.source for a in cfg.adapters)],
+            hf_token_secret=prep.hf_token_secret,
+            job_repository_arn=self._job_repository_arn(cfg),
+        )
+        self.artifacts.grant_releases(self.job.role)
+        outputs = {
+            "ArtifactBucketName": ("model-artifact-bucket", self.artifacts.bucket.bucket_name),
+            "ArtifactKeyArn": ("model-artifact-key-arn", self.artifacts.key.key_arn),
+            "PrepRoleArn": ("model-prep-role-arn", self.job.role.role_arn),
+        }
+        for output_id, (export, value) in outputs.items():
+            CfnOutput(self, output_id, value=value, export_name=f"{name_prefix}-{export}")
+
+    def _job_repository_arn(self, cfg: DeploymentConfig) -> str | None:
+        if cfg.model_prep.job_image is not None:
+            return ecr_repository_arn(cfg.model_prep.job_image)
+        if cfg.image.repository_name is not None:
+            return self.format_arn(
+                service="ecr", resource="repository", resource_name=cfg.image.repository_name
+            )
+        Annotations.of(self).add_warning_v2(
+            "model-release:no-job-image-repository",
+            "neither model_prep.job_image nor image.repository_name is set: the model "
+            "preparation job role may pull no image (name the repository in config)",
+        )
+        return None
