@@ -39,6 +39,7 @@ from stacks.config import (
     load_config,
     release_inputs,
 )
+from stacks.constructs.image import JOB_IMAGE_TAG_PREFIX
 from tools import REPO_ROOT
 from tools.model_release import aws_account, summary
 
@@ -68,7 +69,7 @@ def job_image_tag() -> str:
         for p in paths:
             if p.is_file() and "__pycache__" not in p.parts:
                 h.update(str(p.relative_to(REPO_ROOT)).encode() + b"\0" + p.read_bytes())
-    return f"model-prep-{h.hexdigest()[:12]}"
+    return f"{JOB_IMAGE_TAG_PREFIX}{h.hexdigest()[:12]}"
 
 
 def job_image_uri(cfg: DeploymentConfig, account: str) -> str:

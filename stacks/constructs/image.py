@@ -40,6 +40,13 @@ def image_build_args(cfg: DeploymentConfig) -> dict[str, str]:
     }
 
 
+#: The model-preparation job's images share the serving repository (tools/prepare_model.py):
+#: ``model-prep-<digest>``. They get a rule of their own, so "keep the last N" serving images
+#: never expires the job image a preparation is about to run, and old ones still go.
+JOB_IMAGE_TAG_PREFIX = "model-prep-"
+JOB_IMAGES_KEPT = 5
+
+
 def lifecycle_rules(keep_last: int, in_use_tags: Sequence[str]) -> list[ecr.LifecycleRule]:
     """Expire untagged layers after a day and keep the last ``keep_last`` images, but never a
     tag a variant runs: scale-out and instance replacement pull it again.
@@ -59,7 +66,16 @@ def lifecycle_rules(keep_last: int, in_use_tags: Sequence[str]) -> list[ecr.Life
             rule_priority=1,
         )
     ]
-    for i, tag in enumerate(sorted(set(in_use_tags)), start=2):
+    rules.append(
+        ecr.LifecycleRule(
+            description=f"keep the last {JOB_IMAGES_KEPT} model-prep job images",
+            tag_status=ecr.TagStatus.TAGGED,
+            tag_pattern_list=[f"{JOB_IMAGE_TAG_PREFIX}*"],
+            max_image_count=JOB_IMAGES_KEPT,
+            rule_priority=2,
+        )
+    )
+    for i, tag in enumerate(sorted(set(in_use_tags)), start=3):
         rules.append(
             ecr.LifecycleRule(
                 description=f"never expire {tag}: a variant runs it",

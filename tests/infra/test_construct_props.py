@@ -177,7 +177,11 @@ def test_image_takes_its_image_section_alone(mode: str) -> None:
         else ImageConfig(keep_last_images=5)
     )
     image = ServingImage(
-        stack, "Image", image=config, build_args={"X": "1"}, name_prefix="shop-dev"
+        stack,
+        "Image",
+        image=config,
+        build_args={"MODEL_ARTIFACT_VERSION": "m-0123456789abcdef"},
+        name_prefix="shop-dev",
     )
     tpl = Template.from_stack(stack)
     tpl.has_resource_properties(
@@ -190,7 +194,7 @@ def test_image_takes_its_image_section_alone(mode: str) -> None:
     )
     [repo] = tpl.find_resources("AWS::ECR::Repository").values()
     rules = json.loads(repo["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
-    assert rules[1]["selection"]["countNumber"] == 5
+    assert rules[-1]["selection"]["countNumber"] == 5
     tpl.has_resource_properties(
         "AWS::KMS::Key", {"Description": "shop-dev serving image repository encryption"}
     )
@@ -247,8 +251,10 @@ def test_image_lifecycle_never_expires_a_tag_a_variant_runs() -> None:
     )  # fmt: skip
     [repo] = Template.from_stack(stack).find_resources("AWS::ECR::Repository").values()
     rules = json.loads(repo["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
-    assert [r["rulePriority"] for r in rules] == [1, 2, 3, 4]
-    protected = [r["selection"] for r in rules[1:3]]
+    assert [r["rulePriority"] for r in rules] == [1, 2, 3, 4, 5]
+    # the model-prep job's images (tools/prepare_model.py) have a rule of their own
+    assert rules[1]["selection"]["tagPatternList"] == ["model-prep-*"]
+    protected = [r["selection"] for r in rules[2:4]]
     assert [p["tagPatternList"] for p in protected] == [["abc123"], ["def456"]]
     assert all(p["tagStatus"] == "tagged" and p["countNumber"] == 9999 for p in protected)
     assert rules[-1]["selection"]["tagStatus"] == "any"  # ECR: the `any` rule comes last
