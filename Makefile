@@ -38,7 +38,7 @@ DEMO_TARGETS :=
 
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean validate preflight prepare-model
+.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean validate preflight prepare-model deploy-model-release
 
 # Self-documenting: every public target carries `## <group> | <what it does>` on its rule line
 # (here and in mk/*.mk); `make help` lists them by group.
@@ -101,6 +101,12 @@ diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff th
 deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live endpoint, raise counts, cdk deploy (RESET=, DRY_RUN=1)
 	$(PY) -m tools.deploy --env $(ENV) $(if $(RESET),--reset $(RESET)) $(if $(DRY_RUN),--dry-run) \
 		$(if $(SKIP_ROLLOUT_CHECK),--skip-rollout-check)
+
+# The artifact bucket and the job role alone (ModelReleaseStack): a first deploy in image.mode
+# build needs a published release, which needs this stack, so it goes first on a new account.
+deploy-model-release: venv node_modules/.stamp preflight ## deploy | create or update only the model release stack (bucket, job role): first on a new account
+	npx cdk deploy $$($(PY) -m tools.model_release stack --env $(ENV)) --app "$(PY) app.py" \
+		-c env=$(ENV) --output $(OUT) --require-approval never
 
 # Once per release inputs: the job image (built and pushed when missing), a SageMaker training job
 # on model_prep.instance_type, progress until it ends; "already published" at once otherwise.

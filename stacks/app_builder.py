@@ -9,7 +9,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from stacks.capacity import estimate
-from stacks.config import DeploymentConfig, config_path, load_config
+from stacks.config import DeploymentConfig, config_path, load_config, release_stack_name
 from stacks.deploy_options import DeployOptions
 from stacks.endpoint_stack import EndpointStack
 from stacks.image_stack import ImageStack
@@ -35,7 +35,7 @@ def build_stacks(
         estimate(cfg, variant.instance_type)  # raises CapacityError if the model cannot fit
     env = cdk.Environment(account=cfg.account, region=cfg.region)
     prefix = f"{cfg.project}-{cfg.env}"
-    release = ModelReleaseStack(app, f"{prefix}-model-release", cfg=cfg, env=env)
+    release = ModelReleaseStack(app, release_stack_name(cfg), cfg=cfg, env=env)
     image = ImageStack(app, f"{prefix}-image", cfg=cfg, env=env)
     endpoint = EndpointStack(
         app,

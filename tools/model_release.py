@@ -37,6 +37,7 @@ from stacks.config import (
     config_path,
     load_config,
     release_inputs,
+    release_stack_name,
 )
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS
@@ -119,6 +120,11 @@ def cmd_version(args: argparse.Namespace) -> int:
         print(json.dumps({"version": inputs.version, "inputs": inputs.to_json()}, indent=2))
     else:
         print(artifact_ref(cfg))
+    return 0
+
+
+def cmd_stack(args: argparse.Namespace) -> int:
+    print(release_stack_name(load_config(config_path(REPO_ROOT, args.env), env=args.env)))
     return 0
 
 
@@ -225,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     loc.add_argument("--workdir", type=Path, default=REPO_ROOT / "build" / "model-release-work")
     loc.add_argument("--ref-file", type=Path)
     args = p.parse_args(argv)
-    handlers = {"version": cmd_version, "fetch": cmd_fetch, "local": cmd_local}
+    st = sub.add_parser("stack", help="the name of the stack with the bucket and the job role")
+    st.add_argument("--env", required=True)
+    handlers = {"version": cmd_version, "fetch": cmd_fetch, "local": cmd_local, "stack": cmd_stack}
     try:
         return handlers[args.command](args)
     except (ConfigError, artifact.ArtifactError, ManifestError, ValueError) as exc:

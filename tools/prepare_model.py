@@ -38,6 +38,7 @@ from stacks.config import (
     config_path,
     load_config,
     release_inputs,
+    release_stack_name,
 )
 from stacks.constructs.image import JOB_IMAGE_TAG_PREFIX
 from tools import REPO_ROOT
@@ -118,8 +119,8 @@ def stack_output(cfn: Any, stack: str, key_suffix: str) -> str:
         outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
     except Exception as exc:
         raise PrepareError(
-            f"stack {stack} is not deployed ({exc}): `make deploy ENV=...` creates the artifact "
-            "bucket and the job role first"
+            f"stack {stack} is not deployed ({exc}): `make deploy-model-release ENV=...` creates "
+            "the artifact bucket and the job role"
         ) from exc
     for out in outputs:
         if out["OutputKey"].endswith(key_suffix):
@@ -277,9 +278,7 @@ def run(
     ecr = session.client("ecr")
     if not cfg.model_prep.job_image and not image_present(ecr, image):
         push_job_image(image, ecr)
-    role = stack_output(
-        session.client("cloudformation"), f"{cfg.project}-{cfg.env}-model-release", "RoleArn"
-    )
+    role = stack_output(session.client("cloudformation"), release_stack_name(cfg), "RoleArn")
     name = f"{cfg.project}-{cfg.env}-prep-{version[2:]}-{time.strftime('%m%d%H%M%S')}"[:63]
     jobs = f"{where.prefix}/jobs/{name}" if where.prefix else f"jobs/{name}"
     s3.put_object(Bucket=where.bucket, Key=f"{jobs}/input/inputs.json",

@@ -50,6 +50,7 @@ from stacks.config.model_prep import (
     artifact_ref,
     artifact_version,
     release_inputs,
+    release_stack_name,
 )
 from stacks.config.operations import (
     MonitoringConfig,
@@ -119,4 +120,5 @@ __all__ = [
     "load_config",
     "parse_config",
     "release_inputs",
+    "release_stack_name",
 ]

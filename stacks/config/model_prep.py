@@ -109,3 +109,9 @@ def artifact_version(cfg: DeploymentConfig) -> str:
 
 def artifact_dir(version: str) -> Path:
     return ARTIFACTS_DIR / version
+
+
+def release_stack_name(cfg: DeploymentConfig) -> str:
+    """The ModelReleaseStack's name: deployed on its own before the first prepare-model
+    (``make deploy-model-release``), since a build-mode image needs a release to exist."""
+    return f"{cfg.project}-{cfg.env}-model-release"

@@ -271,4 +271,4 @@ def test_the_image_stack_protects_every_tag_the_config_runs(prod_raw) -> None:  
     [repo] = templates["image"].find_resources("AWS::ECR::Repository").values()
     rules = json.loads(repo["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
     protected = {t for r in rules for t in r["selection"].get("tagPatternList", [])}
-    assert protected == {"sha-main", "sha-canary"}
+    assert protected == {"sha-main", "sha-canary", "model-prep-*"}
