@@ -314,7 +314,11 @@ def test_logs_and_metrics_are_the_training_jobs_own(template) -> None:
 def test_the_job_image_repository_comes_from_config(prod_cfg, template) -> None:
     """Named by ``model_prep.job_image``, else ``image.repository_name``; with neither there is
     no pull grant (and synth warns), never a wildcard repository."""
-    assert with_action(template, "ecr:BatchGetImage") == []
+    (pull,) = with_action(template, "ecr:BatchGetImage")  # prod names its repository
+    assert pull["Resource"]["Fn::Join"][1][-1] == ":repository/mangaassist-vllm-prod"
+    unnamed = prod_cfg.image.model_copy(update={"repository_name": None})
+    bare = Template.from_stack(release_stack(prod_cfg.model_copy(update={"image": unnamed})))
+    assert with_action(bare, "ecr:BatchGetImage") == []
     uri = "111122223333.dkr.ecr.us-east-1.amazonaws.com/mangaassist/model-prep:model-prep-abc"
     by_uri = Template.from_stack(release_stack(with_prep(prod_cfg, job_image=uri)))
     (pull,) = with_action(by_uri, "ecr:BatchGetImage")
