@@ -44,10 +44,10 @@ $(TINY_SRC)/.stamp: $(SERVING_VENV)/.stamp container/model_prep/build_tiny_model
 		-- $(SPY) -m container.model_prep.build_tiny_model --out $(TINY_SRC) --bad-rank-adapter
 	touch $@
 
-# The model-prep stage of the Dockerfile, run as a plain script on the tiny model (AWQ included).
+# model_prep.prepare (what the preparation job runs), as a plain script on the tiny model (AWQ included).
 $(TINY_MODEL)/manifest.json: $(TINY_SRC)/.stamp $(QUANT_VENV)/.stamp $(wildcard container/model_prep/*.py)
 	rm -rf $(TINY_MODEL) build/model-prep-work
-	@$(PROGRESS) --phase "model prep on the tiny model (the Dockerfile's model-prep stage)" -- \
+	@$(PROGRESS) --phase "model prep on the tiny model (what the preparation job runs)" -- \
 	$(SPY) -m container.model_prep.prepare --base-model $(TINY_SRC)/base --adapters $(TINY_ADAPTERS) \
 		--quantization awq --min-agreement $(TINY_MIN_AGREEMENT) --max-lora-rank 16 \
 		--calibration $(TINY_SRC)/calibration.jsonl --heldout $(TINY_SRC)/heldout.jsonl \

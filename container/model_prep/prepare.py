@@ -1,12 +1,11 @@
-"""The model-prep stage: fetch, validate, quantize, gate, load-check, manifest.
+"""Model preparation: fetch, validate, quantize, gate, load-check, manifest (run by job.py).
 
     python -m model_prep.prepare --base-model hf://org/name --adapters a=hf://org/a \
         --quantization awq --min-agreement 0.9 --max-lora-rank 16 --out /opt/ml/model
 
-Writes ``OUT/base`` (served weights), ``OUT/lora/<name>`` and ``OUT/manifest.json``. The Docker
-build args BASE_MODEL, BASE_MODEL_REVISION, ADAPTERS, QUANTIZATION, QUALITY_GATE_MIN_AGREEMENT
-and MAX_LORA_RANK map one to one onto the flags. Quantization and the quality gate run under
-``--quant-python`` (the llmcompressor venv); everything else under this interpreter.
+Writes ``OUT/base`` (served weights), ``OUT/lora/<name>``, ``OUT/quality_report.json`` and
+``OUT/manifest.json``; job.py builds the flags from the release inputs. Quantization and the
+quality gate run under ``--quant-python`` (the llmcompressor venv); the rest under this one.
 """
 
 from __future__ import annotations

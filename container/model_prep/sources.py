@@ -1,8 +1,8 @@
 """Model and adapter sources: ``hf://org/name``, ``s3://bucket/prefix`` or a local directory.
 
-The Docker build args BASE_MODEL and ADAPTERS (``name=source,...``) use these forms; the HF
-token arrives as the BuildKit secret ``hf_token`` (read from a file, never a build arg, so it is
-in no layer and no image history).
+The release inputs (the config's model.source and adapters[].source) use these forms; the HF
+token arrives as a file (the job writes it from Secrets Manager: never a build arg or an
+environment variable, so it is in no layer, no image history and no DescribeTrainingJob).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def _check_links(src: Path) -> None:
 
 
 def read_token(path: str | None) -> str | None:
-    """The HF token from a BuildKit secret file (/run/secrets/hf_token), if mounted."""
+    """The HF token from a file (model_prep.job writes it from Secrets Manager), if present."""
     if path and Path(path).is_file():
         return Path(path).read_text().strip() or None
     return None
@@ -135,7 +135,7 @@ def fetch(
             allow_patterns=WEIGHT_PATTERNS,
         )
         return str(info.sha)
-    import boto3  # the model-prep stage installs it; the runtime never downloads
+    import boto3  # the preparation job's image has it; the serving runtime never downloads
 
     fetch_s3(boto3.client("s3"), source, dest)
     return revision or "s3"
