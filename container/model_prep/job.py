@@ -130,7 +130,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--hf-token-file", default="/tmp/model-prep-secrets/hf_token")
     p.add_argument("--hf-token-secret", default=os.environ.get("HF_TOKEN_SECRET", ""))
     p.add_argument("--quant-python", default=os.environ.get("QUANT_PYTHON", sys.executable))
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/model-release"))
+    workdir = os.environ.get("MODEL_RELEASE_WORKDIR", "/tmp/model-release")
+    p.add_argument("--workdir", type=Path, default=Path(workdir))
     p.add_argument("--calibration", type=Path, default=release.CALIBRATION_FILE)
     p.add_argument("--heldout", type=Path, default=release.HELDOUT_FILE)
     return p

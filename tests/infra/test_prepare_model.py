@@ -63,11 +63,11 @@ def describe(name: str, status: str, secondary: str, reason: str | None = None) 
         "SecondaryStatus": secondary,
         "AlgorithmSpecification": {"TrainingImage": JOB_IMAGE, "TrainingInputMode": "File"},
         "ResourceConfig": {
-            "InstanceType": "ml.g6e.2xlarge",
+            "InstanceType": "ml.g6e.xlarge",
             "InstanceCount": 1,
-            "VolumeSizeInGB": 100,
+            "VolumeSizeInGB": 40,
         },
-        "StoppingCondition": {"MaxRuntimeInSeconds": 14400},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 4500},
         "CreationTime": now,
     }
     if reason:
@@ -185,7 +185,7 @@ def test_a_failed_job_shows_its_reason_and_last_log_lines_and_publishes_nothing(
     lines: list[str] = []
     assert run(cfg, aws, lines) == 1
     text = "\n".join(lines)
-    assert f"prepare-model: {version} on ml.g6e.2xlarge (max 4h00m00s)" in text
+    assert f"prepare-model: {version} on ml.g6e.xlarge (max 1h15m00s)" in text
     name = job_name_from(aws.created)
     assert f"{name} InProgress/Training" in text
     assert "model-prep: quantize: AWQ W4A16_ASYM" in text  # the phase while it ran
@@ -224,8 +224,8 @@ def test_the_job_request_is_what_model_prep_configures(aws, cfg) -> None:
     assert req["RoleArn"] == ROLE
     assert req["AlgorithmSpecification"]["TrainingImage"] == JOB_IMAGE
     assert req["ResourceConfig"] == {"InstanceType": "ml.g5.4xlarge", "InstanceCount": 1,
-                                     "VolumeSizeInGB": 100}  # fmt: skip
-    assert req["StoppingCondition"] == {"MaxRuntimeInSeconds": 14400,
+                                     "VolumeSizeInGB": 40}  # fmt: skip
+    assert req["StoppingCondition"] == {"MaxRuntimeInSeconds": 4500,
                                         "MaxWaitTimeInSeconds": 21600}  # fmt: skip
     assert req["EnableManagedSpotTraining"] is True
     (channel,) = req["InputDataConfig"]
@@ -244,13 +244,13 @@ def test_a_refused_create_is_named(aws, cfg, capsys) -> None:
     stack_outputs(aws, cfg)
     sm = aws.stub("sagemaker")
     sm.add_client_error("create_training_job", "ResourceLimitExceeded",
-                        "The account-level service limit 'ml.g6e.2xlarge for training job "
+                        "The account-level service limit 'ml.g6e.xlarge for training job "
                         "usage' is 0 Instances")  # fmt: skip
     sm.activate()
     assert run(cfg, aws, []) == 1
     err = capsys.readouterr().err
     assert "prepare-model FAILED: ResourceLimitExceeded:" in err
-    assert "ml.g6e.2xlarge for training job usage" in err
+    assert "ml.g6e.xlarge for training job usage" in err
 
 
 def test_a_completed_job_is_read_back_from_s3(aws, cfg, tmp_path) -> None:
