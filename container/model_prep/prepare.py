@@ -82,11 +82,12 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
                    str(base_out), "--calibration", str(args.calibration))  # fmt: skip
         log("quantize", t, "AWQ W4A16_ASYM")
         scheme = "awq-w4a16-asym-g128 (compressed-tensors pack-quantized)"
-        t = begin("quality-gate", "quantized vs original on the held-out set")
+        t = begin("quality-gate", "quantized vs original on the held-out set, base and adapters")
         report = work / "quality_gate.json"
         run_script(args.quant_python, "quality_gate.py", "--reference", str(fetched),
                    "--candidate", str(base_out), "--heldout", str(args.heldout),
-                   "--min-agreement", str(args.min_agreement), "--report", str(report))  # fmt: skip
+                   "--min-agreement", str(args.min_agreement), "--report", str(report),
+                   "--adapters", ",".join(f"{n}={d}" for n, d in adapter_dirs.items()))  # fmt: skip
         gate = json.loads(report.read_text())
         log("quality-gate", t, json.dumps(gate))
     else:

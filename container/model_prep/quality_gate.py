@@ -3,9 +3,11 @@
     python quality_gate.py --reference DIR --candidate DIR --heldout FILE --min-agreement 0.9
 
 Figures: next-token agreement (share of positions where both models' argmax token is the same,
-teacher-forced over the held-out texts) and each model's perplexity. Exit 1 when agreement is
-below QUALITY_GATE_MIN_AGREEMENT, so the image build fails. Runs in the quantization venv
-(loading a compressed-tensors checkpoint in transformers needs compressed-tensors).
+teacher-forced over the held-out texts) and each model's perplexity, for the base and, with
+``--adapters``, for each adapter applied to both (lora_delta.py). Exit 1 when the base's or any
+adapter's agreement is below ``--min-agreement``: nothing is published. Runs in the
+quantization venv (loading a compressed-tensors checkpoint in transformers needs
+compressed-tensors).
 
 With a CUDA GPU both models run on it in bf16 (logits scored in float32), one after the other
 so the GPU holds one model at a time; without one, float32 on the CPU. The report (and the
@@ -28,31 +30,61 @@ from typing import Any
 GIB = 1024**3
 
 
-def _score(path: Path, batches: list[Any], dtype: Any, device: str) -> tuple[list[Any], float]:
-    """Load one model, return its argmax token per position (on the CPU) and the summed NLL.
-    Logits are scored in float32 whatever the weights' dtype."""
+Scores = dict[str, tuple[list[Any], float]]
+
+
+def _score(
+    path: Path, batches: list[Any], dtype: Any, device: str, adapters: dict[str, Path]
+) -> Scores:
+    """Load one model; for the base and then with each adapter applied, its argmax token per
+    position (on the CPU) and the summed NLL. Logits are scored in float32 whatever the
+    weights' dtype."""
     import torch
     from transformers import AutoModelForCausalLM
+
+    try:
+        from model_prep.lora_delta import applied, deltas
+    except ImportError:  # run as a script from container/model_prep/
+        from lora_delta import applied, deltas  # type: ignore[import-not-found,no-redef]
 
     lm = AutoModelForCausalLM.from_pretrained(
         path, dtype=dtype, device_map=device if device != "cpu" else None
     ).eval()
-    argmax: list[Any] = []
-    nll = 0.0
-    with torch.no_grad():
-        for ids in batches:
-            ids = ids.to(device)
-            logits = lm(ids).logits[0, :-1].float()
-            argmax.append(logits.argmax(-1).cpu())
-            nll += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
+
+    def run(lm: Any) -> tuple[list[Any], float]:
+        argmax: list[Any] = []
+        nll = 0.0
+        with torch.no_grad():
+            for ids in batches:
+                ids = ids.to(device)
+                logits = lm(ids).logits[0, :-1].float()
+                argmax.append(logits.argmax(-1).cpu())
+                nll += float(torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum"))
+        return argmax, nll
+
+    scores: Scores = {"": run(lm)}
+    for name, adapter_dir in adapters.items():
+        with applied(lm, deltas(adapter_dir)):
+            scores[name] = run(lm)
     del lm
     gc.collect()
     if device != "cpu":
         torch.cuda.empty_cache()
-    return argmax, nll
+    return scores
 
 
-def evaluate(reference: Path, candidate: Path, texts: list[str]) -> dict[str, Any]:
+def _figures(ref: tuple[list[Any], float], cand: tuple[list[Any], float], total: int) -> dict:
+    same = sum(int((a == b).sum()) for a, b in zip(ref[0], cand[0], strict=True))
+    return {
+        "next_token_agreement": same / total,
+        "perplexity_reference": math.exp(ref[1] / total),
+        "perplexity_candidate": math.exp(cand[1] / total),
+    }
+
+
+def evaluate(
+    reference: Path, candidate: Path, texts: list[str], adapters: dict[str, Path] | None = None
+) -> dict[str, Any]:
     """One model at a time (the reference, then the candidate), so the GPU holds one model's
     weights, not both: bf16 weights on a CUDA GPU, float32 on the CPU."""
     started = time.monotonic()
@@ -70,20 +102,20 @@ def evaluate(reference: Path, candidate: Path, texts: list[str]) -> dict[str, An
         raise ValueError("held-out set has no text long enough to score")
     phases = {"imports": time.monotonic() - started}
     t = time.monotonic()
-    argmax_ref, nll_ref = _score(reference, batches, dtype, device)
+    adapters = adapters or {}
+    ref = _score(reference, batches, dtype, device, adapters)
     phases["reference"] = time.monotonic() - t
     t = time.monotonic()
-    argmax_cand, nll_cand = _score(candidate, batches, dtype, device)
+    cand = _score(candidate, batches, dtype, device, adapters)
     phases["candidate"] = time.monotonic() - t
     total = sum(int(ids.shape[1]) - 1 for ids in batches)
-    same = sum(int((a == b).sum()) for a, b in zip(argmax_ref, argmax_cand, strict=True))
     figures = resources("quality-gate", started, phases)
     print("model-prep-resources:", json.dumps(figures), flush=True)
     return {
         "positions": float(total),
-        "next_token_agreement": same / total,
-        "perplexity_reference": math.exp(nll_ref / total),
-        "perplexity_candidate": math.exp(nll_cand / total),
+        **_figures(ref[""], cand[""], total),
+        # each adapter on the original base against the same adapter on the quantized one
+        "adapters": {name: _figures(ref[name], cand[name], total) for name in adapters},
         "resources": figures,
     }
 
@@ -115,24 +147,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=Path, required=True)
     parser.add_argument("--min-agreement", type=float, required=True)
     parser.add_argument("--report", type=Path)
+    parser.add_argument("--adapters", default="", help="name=DIR,... (scored on both bases)")
     args = parser.parse_args(argv)
     if not 0.0 <= args.min_agreement <= 1.0:
         parser.error("--min-agreement must be within 0..1")
     texts = [json.loads(line)["text"] for line in args.heldout.read_text().splitlines() if line]
-    figures = evaluate(args.reference, args.candidate, texts)
-    passed = figures["next_token_agreement"] >= args.min_agreement
-    report = {**figures, "min_agreement": args.min_agreement, "passed": passed}
+    adapters = {
+        name: Path(path)
+        for name, _, path in (item.partition("=") for item in args.adapters.split(",") if item)
+    }
+    figures = evaluate(args.reference, args.candidate, texts, adapters)
+    below = [
+        f"{'' if not name else f'adapter {name}: '}next-token agreement "
+        f"{f['next_token_agreement']:.4f} < {args.min_agreement}"
+        for name, f in [("", figures), *figures["adapters"].items()]
+        if f["next_token_agreement"] < args.min_agreement
+    ]
+    report = {**figures, "min_agreement": args.min_agreement, "passed": not below}
     print("quality gate:", json.dumps(report))
     if args.report:
         args.report.write_text(json.dumps(report, indent=2) + "\n")
-    if not passed:
-        print(
-            f"quality gate FAILED: next-token agreement {figures['next_token_agreement']:.4f} "
-            f"< {args.min_agreement}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    for line in below:
+        print(f"quality gate FAILED: {line}", file=sys.stderr)
+    return 1 if below else 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _serving_support import REPO, adapters_arg
+from _serving_support import ADAPTERS, REPO, adapters_arg
 
 from container.model_prep import sources
 from container.serving import settings as settings_mod
@@ -118,6 +118,23 @@ def test_awq_quantization_and_quality_gate(tiny_src: Path, tmp_path: Path) -> No
         capture_output=True, text=True,
     )  # fmt: skip
     assert strict.returncode == 1 and "quality gate FAILED" in strict.stderr
+    # Each adapter is scored on both bases; the floor applies to each, and the line names it.
+    per_adapter = gate["adapters"]
+    assert sorted(per_adapter) == sorted(ADAPTERS)
+    floor = min(f["next_token_agreement"] for f in per_adapter.values()) + 1e-6
+    lowest = min(per_adapter, key=lambda n: per_adapter[n]["next_token_agreement"])
+    adapters = ",".join(f"{n}={out / 'lora' / n}" for n in ADAPTERS)
+    named = subprocess.run(
+        [QUANT_PYTHON, str(REPO / "container/model_prep/quality_gate.py"),
+         "--reference", str(tiny_src / "base"), "--candidate", str(out / "base"),
+         "--heldout", str(tiny_src / "heldout.jsonl"), "--min-agreement", str(floor),
+         "--adapters", adapters],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert named.returncode == 1
+    assert f"quality gate FAILED: adapter {lowest}: next-token agreement" in named.stderr
+    report = json.loads((out / "quality_report.json").read_text())
+    assert report["base"]["adapters"] == per_adapter
     # A source that is already quantized is not quantized again.
     again = prepare("--base-model", str(out / "base"), "--quantization", "awq",
                     "--calibration", str(tiny_src / "calibration.jsonl"),
