@@ -61,8 +61,13 @@ node_modules/.stamp: package.json
 		npm install --no-audit --no-fund --silent
 	touch $@
 
-synth: venv ## deploy | validate config/ENV.yaml, synthesize cdk.out/ENV, print the plan (offline)
-	$(PY) -m tools.synth --env $(ENV) --out $(OUT)
+# A release's inputs on the command line, no YAML edit (stacks/deploy_options.py): IMAGE_TAG=TAG (every
+# variant) or IMAGE_TAG=canary=TAG (one variant), ARTIFACT=m-... (model.artifact); validated like the YAML.
+RELEASE_ARGS = $(if $(IMAGE_TAG),--image-tag $(IMAGE_TAG)) $(if $(ARTIFACT),--artifact $(ARTIFACT))
+RELEASE_CONTEXT = $(if $(IMAGE_TAG),-c image_tag=$(IMAGE_TAG)) $(if $(ARTIFACT),-c model_artifact=$(ARTIFACT))
+
+synth: venv ## deploy | validate config/ENV.yaml, synthesize cdk.out/ENV, print the plan (offline; IMAGE_TAG=, ARTIFACT=)
+	$(PY) -m tools.synth --env $(ENV) --out $(OUT) $(RELEASE_ARGS)
 
 # Validators on the synthesized templates (cfn-lint, checkov) + the project's own code.
 validate: synth checkov-venv ## deploy | synth + cfn-lint + checkov on the templates (offline)
@@ -92,15 +97,15 @@ preflight: venv ## deploy | check AWS credentials, account and CDK bootstrap for
 	$(PY) -m tools.preflight --env $(ENV)
 
 diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials)
-	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) --output $(OUT)
+	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT)
 
 # Reads the live endpoint first (tools/deploy.py): raises counts before autoscaling is blocked,
 # deregisters a variant's scaling before its instance type changes. RESET=DesiredWeight for the
 # deploy that promotes a canary; DRY_RUN=1 prints the steps only. Refused while a canary rollout
 # holds the endpoint; SKIP_ROLLOUT_CHECK=1 deploys anyway.
-deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live endpoint, raise counts, cdk deploy (RESET=, DRY_RUN=1)
+deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live endpoint, raise counts, cdk deploy (RESET=, DRY_RUN=1, IMAGE_TAG=, ARTIFACT=)
 	$(PY) -m tools.deploy --env $(ENV) $(if $(RESET),--reset $(RESET)) $(if $(DRY_RUN),--dry-run) \
-		$(if $(SKIP_ROLLOUT_CHECK),--skip-rollout-check)
+		$(if $(SKIP_ROLLOUT_CHECK),--skip-rollout-check) $(RELEASE_ARGS)
 
 # The artifact bucket and the job role alone (ModelReleaseStack): a first deploy in image.mode
 # build needs a published release, which needs this stack, so it goes first on a new account.

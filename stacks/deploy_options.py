@@ -13,6 +13,13 @@ object down; nothing below app.py reads context. Each option exists for one docu
   update, so the type must not change in the same deploy that deregisters the target.
 - ``reset``: ``deployment.reset_on_update`` for this deploy only, e.g. ``DesiredWeight`` for
   the deploy that promotes a canary (weights back to the configured initial weights).
+
+Release inputs, so a release needs no edit of the YAML (``make synth/diff/deploy IMAGE_TAG=...
+ARTIFACT=...``), validated by the same config model as the file:
+
+- ``image_tag``: ``TAG`` (every variant runs ``<repository>:TAG``: ``image: {mode: tag}``) or
+  ``primary=TAG,canary=TAG`` (``variants.<name>.image_tag``; a new build reaches the canary).
+- ``model_artifact``: ``model.artifact``, the model release a build bakes.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from pydantic import ValidationError
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
 
-CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset")
+CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset", "image_tag", "model_artifact")
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,9 @@ class DeployOptions:
     suspend_scaling: frozenset[str] = frozenset()
     pin_instance_types: Mapping[VariantName, str] = field(default_factory=dict)
     reset: tuple[VariantProperty, ...] | None = None
+    #: ``{"": tag}`` for every variant (image.mode tag), or ``{variant: tag}``.
+    image_tags: Mapping[str, str] = field(default_factory=dict)
+    model_artifact: str | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.suspend_scaling) | set(self.pin_instance_types))
@@ -43,6 +53,9 @@ class DeployOptions:
         for variant, itype in self.pin_instance_types.items():
             if itype not in INSTANCE_CATALOG:
                 raise ConfigError(f"pin_instance_type: {variant}={itype} is not a known type")
+        bad_variants = [v for v in self.image_tags if v and v not in VARIANT_NAMES]
+        if bad_variants:
+            raise ConfigError(f"image_tag: unknown variant(s) {bad_variants}")
         bad = [p for p in self.reset or () if p not in get_args(VariantProperty)]
         if bad:
             raise ConfigError(f"reset: {bad} are not {list(get_args(VariantProperty))}")
@@ -69,7 +82,16 @@ class DeployOptions:
             if reset_raw is not None
             else None
         )
-        return cls(frozenset(items("suspend_scaling")), pins, reset)
+        tags: dict[str, str] = {}
+        for item in items("image_tag"):
+            variant, sep, tag = item.rpartition("=")
+            if variant in tags:
+                raise ConfigError(f"image_tag: {variant or 'every variant'} given twice")
+            tags[variant if sep else ""] = tag
+        if "" in tags and len(tags) > 1:
+            raise ConfigError("image_tag: give TAG for every variant or VARIANT=TAG, not both")
+        artifact = str(get("model_artifact")).strip() if get("model_artifact") else None
+        return cls(frozenset(items("suspend_scaling")), pins, reset, tags, artifact)
 
     def as_context(self) -> dict[str, str]:
         """The ``-c`` values that reproduce these options (tools/deploy.py passes them)."""
@@ -82,18 +104,46 @@ class DeployOptions:
             )
         if self.reset is not None:
             ctx["reset"] = ",".join(self.reset)
+        if self.image_tags:
+            ctx["image_tag"] = ",".join(
+                f"{v}={t}" if v else t for v, t in sorted(self.image_tags.items())
+            )
+        if self.model_artifact:
+            ctx["model_artifact"] = self.model_artifact
         return ctx
+
+    def release(self) -> DeployOptions:
+        """Only the release inputs (image tags, model artifact): what every step of one deploy
+        carries, whatever else a step asks for."""
+        return DeployOptions(image_tags=self.image_tags, model_artifact=self.model_artifact)
+
+    def merged(self, other: DeployOptions) -> DeployOptions:
+        """These options with ``other``'s release inputs."""
+        return DeployOptions(self.suspend_scaling, self.pin_instance_types, self.reset,
+                             other.image_tags, other.model_artifact)  # fmt: skip
 
     def apply(self, cfg: DeploymentConfig) -> DeploymentConfig:
         """The config this deploy synthesizes: pinned instance types and the reset override,
         validated again like the YAML (guardrail steps, capacity) so no rule is skipped."""
-        if not self.pin_instance_types and self.reset is None:
+        if (
+            not self.pin_instance_types
+            and self.reset is None
+            and not self.image_tags
+            and not self.model_artifact
+        ):
             return cfg
         data = cfg.model_dump(exclude_unset=True)
         for variant, itype in self.pin_instance_types.items():
             data["variants"][variant]["instance_type"] = itype
         if self.reset is not None:
             data.setdefault("deployment", {})["reset_on_update"] = list(self.reset)
+        for variant, tag in self.image_tags.items():
+            if variant:
+                data["variants"][variant]["image_tag"] = tag
+            else:
+                data["image"] = {**data.get("image", {}), "mode": "tag", "tag": tag}
+        if self.model_artifact:
+            data["model"]["artifact"] = self.model_artifact
         try:
             return DeploymentConfig.model_validate(data)
         except ValidationError as err:

@@ -50,6 +50,7 @@ from tools import REPO_ROOT
 from tools.aws_command import client, error_code, run_on_config
 from tools.canary import ControllerError, active_rollout
 from tools.model_release import ensure_release
+from tools.synth import add_release_args, release_options
 
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
 #: a deploy acting): wait for InService and try again this many times.
@@ -201,6 +202,36 @@ def plan_deploy(
     return steps
 
 
+def image_tags_in_use(cfg: DeploymentConfig) -> list[str]:
+    """The tags the variants run (image.tag, variants.<name>.image_tag), each once."""
+    tags = [cfg.image.tag, cfg.variants.primary.image_tag, cfg.variants.canary.image_tag]
+    return sorted({t for t in tags if t})
+
+
+def refuse_missing_image_tags(ecr: Any, cfg: DeploymentConfig) -> None:
+    """Raise DeployRefused naming each tag the deploy would run that is not in the repository:
+    SageMaker would accept the update and fail creating the endpoint config's instances, with
+    the endpoint Updating for as long as its health check allows. BatchGetImage answers a
+    missing tag in ``failures`` (ImageNotFound) rather than with an error (Amazon ECR API
+    reference, BatchGetImage)."""
+    tags = image_tags_in_use(cfg)
+    if not tags or not cfg.image.repository_name:
+        return
+    answer = ecr.batch_get_image(
+        repositoryName=cfg.image.repository_name,
+        imageIds=[{"imageTag": t} for t in tags],
+        acceptedMediaTypes=["application/vnd.docker.distribution.manifest.v2+json",
+                            "application/vnd.oci.image.manifest.v1+json"],
+    )  # fmt: skip
+    missing = sorted(str(f.get("imageId", {}).get("imageTag")) for f in answer.get("failures", []))
+    if missing:
+        raise DeployRefused(
+            f"image tag(s) {missing} not in ECR repository {cfg.image.repository_name}: build "
+            f"and push first (make build-image ENV={cfg.env} IMAGE=<repository uri>:<tag>, then "
+            "docker push); nothing was changed"
+        )
+
+
 def refuse_during_rollout(lambda_client: Any, cfg: DeploymentConfig) -> None:
     """Raise DeployRefused while a canary rollout holds the endpoint (module docstring)."""
     try:
@@ -321,11 +352,14 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
         action="store_true",
         help="deploy even while the canary controller records a rollout (or cannot be read)",
     )
+    add_release_args(parser)
     args = parser.parse_args(argv)
     given = clients or {}
 
     def command(cfg: DeploymentConfig) -> int:
         reset = DeployOptions.from_context({"reset": args.reset}.get).reset
+        release = release_options(args)
+        cfg = release.apply(cfg)  # IMAGE_TAG= / ARTIFACT=: validated like the YAML
         sm = client(given, "sagemaker", cfg.region)
         aas = client(given, "application-autoscaling", cfg.region)
         out = REPO_ROOT / "cdk.out" / cfg.env
@@ -333,7 +367,11 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             Callable[[DeployOptions], int],
             given.get("deploy")
             or (
-                lambda o: subprocess.run(cdk_deploy_command(cfg, o, out), cwd=REPO_ROOT).returncode
+                lambda o: (
+                    subprocess.run(
+                        cdk_deploy_command(cfg, o.merged(release), out), cwd=REPO_ROOT
+                    ).returncode
+                )
             ),
         )
         live = read_live(sm, aas, cfg)
@@ -345,6 +383,7 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             print(f"step {i}: {step.action} {detail or ''} - {step.why}")
         if args.dry_run:
             return 0
+        refuse_missing_image_tags(client(given, "ecr", cfg.region), cfg)
         if cfg.image.mode == "build" and "deploy" not in given:
             # cdk deploy builds the image, which bakes the model release from
             # build/model-artifacts/<version>: fetched and verified here, before any change.

@@ -16,14 +16,31 @@ import aws_cdk as cdk
 from stacks.app_builder import build_app, cdk_json_context
 from stacks.capacity import CapacityError
 from stacks.config import ConfigError
+from stacks.deploy_options import DeployOptions
 from stacks.plan import build_plan, render_plan
 from tools import REPO_ROOT
 
 
-def synth(env: str, out: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """Synthesize; return templates by stack name and the cdk-nag/CDK error messages."""
+def add_release_args(parser: argparse.ArgumentParser) -> None:
+    """``--image-tag`` and ``--artifact``: a release's inputs without editing the YAML."""
+    parser.add_argument("--image-tag", default="",
+                        help="TAG for every variant, or primary=TAG,canary=TAG")  # fmt: skip
+    parser.add_argument("--artifact", default="", help="model.artifact: a version or its s3 URI")
+
+
+def release_options(args: argparse.Namespace) -> DeployOptions:
+    """The release inputs as DeployOptions (parsed like the CDK context ``make diff`` passes)."""
+    given = {"image_tag": args.image_tag or None, "model_artifact": args.artifact or None}
+    return DeployOptions.from_context(given.get)
+
+
+def synth(
+    env: str, out: Path, options: DeployOptions | None = None
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Synthesize; return templates by stack name and the cdk-nag/CDK error messages.
+    ``options``: the release inputs given on the command line (IMAGE_TAG=, ARTIFACT=)."""
     app = cdk.App(outdir=str(out), context={**cdk_json_context(REPO_ROOT), "env": env})
-    cfg = build_app(app, repo_root=REPO_ROOT, env=env)
+    cfg = build_app(app, repo_root=REPO_ROOT, env=env, options=options)
     assembly = app.synth()
     templates = {s.stack_name: s.template for s in assembly.stacks}
     errors = [
@@ -42,10 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--env", default="dev")
     parser.add_argument("--out", type=Path, default=None)
+    add_release_args(parser)
     args = parser.parse_args(argv)
     out = args.out or REPO_ROOT / "cdk.out" / args.env
     try:
-        _, errors = synth(args.env, out)
+        _, errors = synth(args.env, out, release_options(args))
     except (ConfigError, CapacityError) as err:
         print(f"synth failed: {err}", file=sys.stderr)
         return 1
