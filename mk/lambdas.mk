@@ -1,7 +1,7 @@
 # Canary rollout operator commands and the Lambda tests (lambdas/, tests/lambdas).
 # Each canary command loads config/$(ENV).yaml through stacks.config and calls the controller
 # Lambda <endpoint_name>-canary-controller with the caller's AWS credentials.
-.PHONY: canary-start canary-status canary-rollback canary-promote-info test-lambdas
+.PHONY: canary-start canary-status canary-rollback canary-promote-info promote test-lambdas
 
 canary-start: venv ## canary | start a canary rollout on ENV (ROLLOUT_ID= to retry one)
 	$(PY) -m tools.canary start --env $(ENV) $(if $(ROLLOUT_ID),--rollout-id $(ROLLOUT_ID))
@@ -11,6 +11,10 @@ canary-status: venv ## canary | the rollout record: status, step, last decision
 
 canary-rollback: venv ## canary | roll the canary back to weight 0 (REASON=...)
 	$(PY) -m tools.canary rollback --env $(ENV) $(if $(REASON),--reason "$(REASON)")
+
+# Resumable: run again after a failure at any step (tools/promote.py reads where the fleet is).
+promote: venv node_modules/.stamp ## canary | promote a COMPLETED rollout: primary on the canary's tag (weights reset), canary idle
+	$(PY) -m tools.promote --env $(ENV)
 
 canary-promote-info: venv ## canary | the promotion steps once a rollout COMPLETED
 	$(PY) -m tools.canary promote-info --env $(ENV)

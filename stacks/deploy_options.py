@@ -137,9 +137,9 @@ class DeployOptions:
             data["variants"][variant]["instance_type"] = itype
         if self.reset is not None:
             data.setdefault("deployment", {})["reset_on_update"] = list(self.reset)
-        for variant, tag in self.image_tags.items():
-            if variant:
-                data["variants"][variant]["image_tag"] = tag
+        for name, tag in self.image_tags.items():
+            if name:
+                data["variants"][name]["image_tag"] = tag
             else:
                 data["image"] = {**data.get("image", {}), "mode": "tag", "tag": tag}
         if self.model_artifact:

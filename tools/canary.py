@@ -118,7 +118,9 @@ def promote_info(cfg: DeploymentConfig, state: dict[str, Any] | None, unread: st
     return "\n".join(
         [
             head,
-            "Promotion is a config change plus a deploy (the controller never edits the primary):",
+            f"make promote ENV={cfg.env} runs these steps (and resumes them after a failure); by "
+            "hand, promotion is a config change plus a deploy (the controller never edits the "
+            "primary):",
             f"  1. in config/{cfg.env}.yaml set variants.primary.image_tag to the canary's "
             f"({canary.image_tag or 'the image the canary runs'}; primary now "
             f"{primary.image_tag or 'the stack image'})",
