@@ -169,8 +169,9 @@ def cmd_local(args: argparse.Namespace) -> int:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
+    # TQDM_DISABLE: llmcompressor's per-layer grid-search bars are hundreds of lines in a log.
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
-           "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+           "AWS_DEFAULT_REGION": "us-east-1", "TQDM_DISABLE": "1"}  # fmt: skip
     os.environ.update({k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                                             "AWS_DEFAULT_REGION")})  # fmt: skip
     try:
