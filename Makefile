@@ -93,7 +93,7 @@ demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the pla
 	@for t in $(DEMO_TARGETS); do \
 		$(PROGRESS) --phase "demo: $$t" -- $(MAKE) --no-print-directory $$t; done
 
-preflight: venv ## deploy | check AWS credentials, account and CDK bootstrap for ENV
+preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap, quotas and the scaling role for ENV
 	$(PY) -m tools.preflight --env $(ENV)
 
 diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials)

@@ -90,3 +90,90 @@ def test_ready_edge_passes(monkeypatch) -> None:
     )
     for s in stubs.values():
         s.assert_no_pending_responses()
+
+
+def quota(name: str, value: float, code: str) -> dict[str, Any]:
+    return {"ServiceCode": "sagemaker", "QuotaName": name, "QuotaCode": code, "Value": value}
+
+
+ENDPOINT_QUOTA = "ml.g5.xlarge for endpoint usage"
+JOB_QUOTA = "ml.g6e.xlarge for training job usage"
+
+
+def capacity_clients(monkeypatch, applied, defaults=None, role: bool = True):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    session = boto3.Session(region_name=REGION)
+    clients = {n: session.client(n, region_name=REGION) for n in ("service-quotas", "iam")}
+    stubs = {n: Stubber(c) for n, c in clients.items()}
+    stubs["service-quotas"].add_response(
+        "list_service_quotas", {"Quotas": applied}, {"ServiceCode": "sagemaker"}
+    )
+    if defaults is not None:
+        stubs["service-quotas"].add_response(
+            "list_aws_default_service_quotas", {"Quotas": defaults}, {"ServiceCode": "sagemaker"}
+        )
+    if role:
+        found = {
+            "Path": "/aws-service-role/",
+            "RoleName": preflight.SCALING_ROLE,
+            "RoleId": "AROA1234567890EXAMPLE",
+            "Arn": f"arn:aws:iam::{ACCOUNT}:role/{preflight.SCALING_ROLE}",
+            "CreateDate": "2026-01-01T00:00:00Z",
+        }
+        stubs["iam"].add_response("get_role", {"Role": found}, {"RoleName": preflight.SCALING_ROLE})
+    else:
+        stubs["iam"].add_client_error("get_role", "NoSuchEntity", "role not found")
+    for s in stubs.values():
+        s.activate()
+    return clients, stubs
+
+
+def test_quotas_below_the_plans_peak_name_the_increase(monkeypatch, prod_cfg) -> None:
+    """prod's plan needs 32 ml.g5.xlarge for endpoint usage (blue + green at the promotion
+    deploy) and one training instance; an account at the default of 4 is told so."""
+    applied = [quota(ENDPOINT_QUOTA, 4, "L-1234ABCD")]
+    defaults = [quota(ENDPOINT_QUOTA, 2, "L-1234ABCD"), quota(JOB_QUOTA, 0, "L-5678EFGH")]
+    clients, stubs = capacity_clients(monkeypatch, applied, defaults)
+    problems = preflight.capacity_check(prod_cfg, clients.get)
+    assert problems == [
+        f"quota '{ENDPOINT_QUOTA}' is 4, the plan needs 32: `aws service-quotas "
+        f"request-service-quota-increase --region {REGION} --service-code sagemaker "
+        "--quota-code L-1234ABCD --desired-value 32`",
+        f"quota '{JOB_QUOTA}' is 0, the plan needs 1: `aws service-quotas "
+        f"request-service-quota-increase --region {REGION} --service-code sagemaker "
+        "--quota-code L-5678EFGH --desired-value 1`",
+    ]  # the applied 4, not the default 2, for the endpoint quota
+    for s in stubs.values():
+        s.assert_no_pending_responses()
+
+
+def test_enough_quota_and_the_role_pass_without_reading_defaults(monkeypatch, prod_cfg) -> None:
+    applied = [quota(ENDPOINT_QUOTA, 40, "L-1"), quota(JOB_QUOTA, 2, "L-2")]
+    clients, stubs = capacity_clients(monkeypatch, applied)
+    assert preflight.capacity_check(prod_cfg, clients.get) == []
+    for s in stubs.values():
+        s.assert_no_pending_responses()
+
+
+def test_a_missing_scaling_role_and_an_unknown_type_are_named(monkeypatch, prod_cfg) -> None:
+    clients, _ = capacity_clients(monkeypatch, [quota(ENDPOINT_QUOTA, 40, "L-1")], [], role=False)
+    problems = preflight.capacity_check(prod_cfg, clients.get)
+    assert problems[0] == (f"no quota '{JOB_QUOTA}' in {REGION}: is the type offered there?")
+    assert problems[1].startswith(f"the service-linked role {preflight.SCALING_ROLE} is missing")
+    assert "aws iam create-service-linked-role --aws-service-name " in problems[1]
+    assert "sagemaker.application-autoscaling.amazonaws.com" in problems[1]
+
+
+def test_unreadable_quotas_are_one_line_naming_the_permission(monkeypatch, prod_cfg) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    session = boto3.Session(region_name=REGION)
+    sq, iam = session.client("service-quotas"), session.client("iam")
+    with Stubber(sq) as s1, Stubber(iam) as s2:
+        s1.add_client_error("list_service_quotas", "AccessDeniedException", "not authorized")
+        s2.add_client_error("get_role", "AccessDenied", "not authorized")
+        problems = preflight.capacity_check(prod_cfg, {"service-quotas": sq, "iam": iam}.get)
+    assert len(problems) == 2
+    assert "servicequotas:ListServiceQuotas" in problems[0]
+    assert problems[1].startswith(f"could not read the role {preflight.SCALING_ROLE}")
