@@ -21,13 +21,15 @@ import argparse
 import gc
 import json
 import math
-import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-GIB = 1024**3
+try:
+    from .step_resources import resources  # imported as a package module
+except ImportError:  # run as a script: python quality_gate.py
+    from step_resources import resources  # type: ignore[import-not-found,no-redef]
 
 
 Scores = dict[str, tuple[list[Any], float]]
@@ -43,8 +45,8 @@ def _score(
     from transformers import AutoModelForCausalLM
 
     try:
-        from model_prep.lora_delta import applied, deltas
-    except ImportError:  # run as a script from container/model_prep/
+        from .lora_delta import applied, deltas  # imported as a package module
+    except ImportError:  # run as a script: python quality_gate.py
         from lora_delta import applied, deltas  # type: ignore[import-not-found,no-redef]
 
     lm = AutoModelForCausalLM.from_pretrained(
@@ -117,26 +119,6 @@ def evaluate(
         # each adapter on the original base against the same adapter on the quantized one
         "adapters": {name: _figures(ref[name], cand[name], total) for name in adapters},
         "resources": figures,
-    }
-
-
-def resources(step: str, started: float, phases: dict[str, float]) -> dict[str, object]:
-    """Wall time, peak GPU memory (this process's torch allocator) and peak host RSS (the
-    same figures as quantize.py's, which runs in its own process)."""
-    import torch
-
-    cuda = torch.cuda.is_available()
-    return {
-        "step": step,
-        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
-        "wall_s": round(time.monotonic() - started, 1),
-        "phases_s": {k: round(v, 1) for k, v in phases.items()},
-        "gpu_max_allocated_gib": round(torch.cuda.max_memory_allocated() / GIB, 2)
-        if cuda
-        else None,
-        "gpu_max_reserved_gib": round(torch.cuda.max_memory_reserved() / GIB, 2) if cuda else None,
-        # ru_maxrss is in KiB on Linux
-        "host_peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
     }
 
 

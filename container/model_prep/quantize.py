@@ -21,37 +21,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import sys
 import time
 from pathlib import Path
 
-GIB = 1024**3
+try:
+    from .step_resources import resources  # imported as a package module
+except ImportError:  # run as a script: python quantize.py
+    from step_resources import resources  # type: ignore[import-not-found,no-redef]
 
 
 def already_quantized(model: Path) -> bool:
     config = json.loads((model / "config.json").read_text())
     return "quantization_config" in config
-
-
-def resources(step: str, started: float, phases: dict[str, float]) -> dict[str, object]:
-    """Wall time, peak GPU memory (this process's torch allocator) and peak host RSS."""
-    import torch
-
-    cuda = torch.cuda.is_available()
-    return {
-        "step": step,
-        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
-        "wall_s": round(time.monotonic() - started, 1),
-        "phases_s": {k: round(v, 1) for k, v in phases.items()},
-        "gpu_max_allocated_gib": round(torch.cuda.max_memory_allocated() / GIB, 2)
-        if cuda
-        else None,
-        "gpu_max_reserved_gib": round(torch.cuda.max_memory_reserved() / GIB, 2) if cuda else None,
-        # ru_maxrss is in KiB on Linux
-        "host_peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-    }
 
 
 def _cpu_pin_memory_workaround() -> None:
