@@ -52,15 +52,18 @@ def write_ref(path: Path | None, version: str, root: Path) -> None:
         path.write_text(f"{version} {root}\n")
 
 
-def cached(version: str) -> dict[str, Any] | None:
-    """The manifest of ``build/model-artifacts/<version>`` if it verifies, else None."""
+def verified_copy(version: str) -> bool:
+    """True, and says so, when build/model-artifacts/<version> already verifies as that
+    version: nothing to download, no AWS call (and no credentials) needed."""
     root = artifact_dir(version)
     if not (root / "manifest.json").is_file():
-        return None
+        return False
     try:
-        return verify_tree(root, version=version)
+        manifest = verify_tree(root, version=version)
     except ManifestError:
-        return None
+        return False
+    print(f"model release {summary(manifest)} (verified copy in {root})")
+    return True
 
 
 def aws_account(session: Any) -> str:
@@ -88,10 +91,8 @@ def ensure_release(
     copy is kept, otherwise it is downloaded with the caller's credentials. Raises
     :class:`~container.model_prep.artifact.ArtifactError` naming what is wrong."""
     ref = ref or artifact_ref(cfg)
-    version = ref.rstrip("/").rsplit("/", 1)[-1]
-    manifest = cached(version)
-    if manifest is not None:
-        print(f"model release {summary(manifest)} (verified copy in {artifact_dir(version)})")
+    version = release.version_of(ref)
+    if verified_copy(version):
         return version, artifact_dir(version)
     if session is None:
         import boto3
@@ -159,9 +160,7 @@ def cmd_local(args: argparse.Namespace) -> int:
 
     inputs = local_inputs(args)
     version = inputs.version
-    manifest = cached(version)
-    if manifest is not None:
-        print(f"model release {summary(manifest)} (verified copy in {artifact_dir(version)})")
+    if verified_copy(version):
         write_ref(args.ref_file, version, artifact_dir(version))
         return 0
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise

@@ -30,7 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from container.model_prep import artifact
+from container.model_prep.manifest import summary
 from stacks.config import (
     ConfigError,
     DeploymentConfig,
@@ -42,7 +45,8 @@ from stacks.config import (
 )
 from stacks.constructs.image import JOB_IMAGE_TAG_PREFIX
 from tools import REPO_ROOT
-from tools.model_release import aws_account, summary
+from tools.aws_command import error_code
+from tools.model_release import aws_account
 
 JOB_DOCKERFILE = REPO_ROOT / "container" / "Dockerfile.model-prep"
 #: What the job image is built from: its Dockerfile, the quantization pins, the job's code.
@@ -55,6 +59,8 @@ JOB_IMAGE_INPUTS = (
 #: (SageMaker Developer Guide, "Log Amazon SageMaker AI events with Amazon CloudWatch").
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 TERMINAL = {"Completed", "Failed", "Stopped"}
+#: Consecutive failed DescribeTrainingJob reads before the watch gives up (the job runs on).
+STATUS_READ_ATTEMPTS = 10
 LAST_LOG_LINES = 30
 
 
@@ -90,9 +96,8 @@ def image_present(ecr: Any, uri: str) -> bool:
     repo, _, tag = uri.split("/", 1)[1].rpartition(":")
     try:
         ecr.describe_images(repositoryName=repo, imageIds=[{"imageTag": tag}])
-    except Exception as exc:
-        code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
-        if code == "ImageNotFoundException":
+    except ClientError as exc:
+        if error_code(exc) == "ImageNotFoundException":
             return False
         raise
     return True
@@ -200,10 +205,11 @@ def job_log_lines(logs: Any, job_name: str, limit: int = LAST_LOG_LINES) -> list
         events = logs.filter_log_events(
             logGroupName=TRAINING_LOG_GROUP, logStreamNamePrefix=f"{job_name}/"
         ).get("events", [])
-    except Exception as exc:  # no stream yet (the instance is starting), or no rights
-        code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
-        if code == "ResourceNotFoundException":
+    except ClientError as exc:  # no stream yet (the instance is starting), or no rights
+        if error_code(exc) == "ResourceNotFoundException":
             return []
+        return [f"(log lines unavailable: {error_code(exc)}: {exc})"]
+    except BotoCoreError as exc:  # a connection error or timeout: the job goes on regardless
         return [f"(log lines unavailable: {type(exc).__name__}: {exc})"]
     return [str(e["message"]).rstrip() for e in events][-limit:]
 
@@ -238,8 +244,26 @@ def watch(
     started = clock()
     last: tuple[str, str, str] | None = None
     last_print = started
+    failures = 0
     while True:
-        d = describe()
+        try:
+            d = describe()
+        except (BotoCoreError, ClientError) as exc:
+            # A dropped connection, a timeout or throttling says nothing about the job, which
+            # runs on in SageMaker: read again, and give up (naming the job) only when reads
+            # keep failing.
+            failures += 1
+            why = error_code(exc) if isinstance(exc, ClientError) else type(exc).__name__
+            if failures >= STATUS_READ_ATTEMPTS:
+                raise PrepareError(
+                    f"{failures} reads of {job_name}'s status failed in a row (last: {why}); "
+                    f"the job keeps running: aws sagemaker describe-training-job "
+                    f"--training-job-name {job_name}"
+                ) from exc
+            out(f"prepare-model: could not read {job_name}'s status ({why}); reading again")
+            sleep(poll_seconds)
+            continue
+        failures = 0
         status = str(d.get("TrainingJobStatus", "?"))
         secondary = str(d.get("SecondaryStatus", ""))
         step = phase(job_log_lines(logs, job_name, limit=50)) if status == "InProgress" else ""
@@ -332,13 +356,11 @@ def prepare(cfg: DeploymentConfig, session: Any, **kw: Any) -> int:
         print(f"prepare-model FAILED: {' '.join(exc.cmd[:2])} exited {exc.returncode}",
               file=sys.stderr)  # fmt: skip
         return 1
-    except Exception as exc:
-        # botocore: ClientError (AccessDenied, ResourceLimitExceeded for the instance type's
-        # training quota, ...), EndpointConnectionError, NoCredentialsError mid-way.
-        code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
-        if code is None and type(exc).__module__.split(".")[0] not in {"botocore", "boto3"}:
-            raise
-        print(f"prepare-model FAILED: {code or type(exc).__name__}: {exc}", file=sys.stderr)
+    except ClientError as exc:  # AccessDenied, ResourceLimitExceeded (the training quota), ...
+        print(f"prepare-model FAILED: {error_code(exc)}: {exc}", file=sys.stderr)
+        return 1
+    except BotoCoreError as exc:  # EndpointConnectionError, a read timeout, NoCredentialsError
+        print(f"prepare-model FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from . import prepare, release, validate
 from .artifact import AlreadyPublished, ArtifactError, ArtifactLocation, publish, read_manifest
+from .manifest import sha256
 
 #: Where SageMaker puts the ``release`` input channel (CreateTrainingJob InputDataConfig).
 JOB_INPUTS = Path("/opt/ml/input/data/release/inputs.json")
@@ -75,7 +76,7 @@ def check_inputs(inputs: release.ReleaseInputs, args: argparse.Namespace) -> Non
         ("calibration set", args.calibration, inputs.calibration_sha256),
         ("held-out set", args.heldout, inputs.heldout_sha256),
     ):
-        if release.sha256_file(path) != digest:
+        if sha256(path) != digest:
             raise ValueError(f"the {what} {path} differs from the one the version was derived from")
     pins = tuple(release.quant_pins())
     if pins != inputs.tools:

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .manifest import sha256
+
 HERE = Path(__file__).resolve().parent
 CALIBRATION_FILE = HERE / "data" / "calibration.jsonl"
 HELDOUT_FILE = HERE / "data" / "heldout.jsonl"
@@ -35,9 +37,9 @@ VERSION = re.compile(r"^m-[0-9a-f]{16}$")
 COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
-def sha256_file(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+def version_of(ref: str) -> str:
+    """The version a ``model.artifact`` reference names: itself, or an S3 URI's last part."""
+    return ref.rstrip("/").rsplit("/", 1)[-1]
 
 
 def tree_digest(root: Path) -> str:
@@ -45,7 +47,7 @@ def tree_digest(root: Path) -> str:
     its content is its revision."""
     h = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + sha256_file(path).encode() + b"\n")
+        h.update(str(path.relative_to(root)).encode() + b"\0" + sha256(path).encode() + b"\n")
     return h.hexdigest()
 
 
@@ -158,6 +160,6 @@ def build_inputs(
         min_agreement=min_agreement,
         max_lora_rank=max_lora_rank,
         adapters=tuple(items),
-        calibration_sha256=sha256_file(calibration),
-        heldout_sha256=sha256_file(heldout),
+        calibration_sha256=sha256(calibration),
+        heldout_sha256=sha256(heldout),
     )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
-from container.model_prep.release import ReleaseInputs, build_inputs
+from container.model_prep.release import ReleaseInputs, build_inputs, version_of
 from stacks.config.base import Strict, section_rule
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def artifact_ref(cfg: DeploymentConfig) -> str:
 
 def artifact_version(cfg: DeploymentConfig) -> str:
     """The version the image bakes (the last part of an ``s3://.../<version>`` reference)."""
-    return artifact_ref(cfg).rstrip("/").rsplit("/", 1)[-1]
+    return version_of(artifact_ref(cfg))
 
 
 def artifact_dir(version: str) -> Path:

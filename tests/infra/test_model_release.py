@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from container.model_prep import artifact, release
-from container.model_prep.manifest import ManifestError, verify_tree, write_manifest
+from container.model_prep.manifest import ManifestError, sha256, verify_tree, write_manifest
 from stacks.config import ConfigError, load_config, parse_config, release_inputs
 from tools import model_release
 
@@ -104,7 +104,7 @@ def test_the_config_derives_the_version_the_image_bakes(prod_cfg) -> None:
     derived = release_inputs(prod_cfg)
     assert derived.base_revision == prod_cfg.model.revision
     assert [a.version for a in derived.adapters] == ["v3", "v2", "v1"]
-    assert derived.calibration_sha256 == release.sha256_file(release.CALIBRATION_FILE)
+    assert derived.calibration_sha256 == sha256(release.CALIBRATION_FILE)
 
 
 def test_model_artifact_and_model_prep_are_validated(prod_cfg) -> None:

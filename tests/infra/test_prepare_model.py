@@ -319,3 +319,56 @@ def test_the_job_image_tag_follows_the_job_code() -> None:
     tag = prepare_model.job_image_tag()
     assert tag.startswith("model-prep-") and len(tag) == len("model-prep-") + 12
     assert prepare_model.job_image_tag() == tag
+
+
+class Logs:
+    """CloudWatch Logs with no stream yet (the instance is starting)."""
+
+    def filter_log_events(self, **_: Any) -> dict[str, Any]:
+        return {"events": []}
+
+
+def test_the_watch_reads_again_after_a_dropped_connection_or_throttling() -> None:
+    from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+    answers: list[Any] = [
+        EndpointConnectionError(endpoint_url="https://api.sagemaker.us-east-1.amazonaws.com"),
+        ReadTimeoutError(endpoint_url="https://api.sagemaker.us-east-1.amazonaws.com"),
+        ClientError(
+            {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}},
+            "DescribeTrainingJob",
+        ),
+        {"TrainingJobStatus": "Completed", "SecondaryStatus": "Completed"},
+    ]
+
+    def describe() -> dict[str, Any]:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    lines: list[str] = []
+    final = prepare_model.watch(describe, Logs(), "job-1", poll_seconds=0,
+                                sleep=lambda _: None, out=lines.append)  # fmt: skip
+    assert final["TrainingJobStatus"] == "Completed" and answers == []
+    assert [line.split("(")[1].split(")")[0] for line in lines[:3]] == [
+        "EndpointConnectionError", "ReadTimeoutError", "ThrottlingException"]  # fmt: skip
+    assert lines[-1].startswith("prepare-model: job-1 Completed/Completed")
+
+
+def test_the_watch_gives_up_naming_the_job_that_keeps_running() -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    def describe() -> dict[str, Any]:
+        raise EndpointConnectionError(endpoint_url="https://api.sagemaker.us-east-1.amazonaws.com")
+
+    lines: list[str] = []
+    with pytest.raises(prepare_model.PrepareError) as err:
+        prepare_model.watch(describe, Logs(), "job-1", poll_seconds=0, sleep=lambda _: None,
+                            out=lines.append)  # fmt: skip
+    assert str(err.value) == (
+        f"{prepare_model.STATUS_READ_ATTEMPTS} reads of job-1's status failed in a row (last: "
+        "EndpointConnectionError); the job keeps running: aws sagemaker describe-training-job "
+        "--training-job-name job-1"
+    )
+    assert len(lines) == prepare_model.STATUS_READ_ATTEMPTS - 1
