@@ -104,7 +104,10 @@ def image_present(ecr: Any, uri: str) -> bool:
 
 
 def push_job_image(uri: str, ecr: Any, run: Callable[..., Any] = subprocess.run) -> None:
-    """Build container/Dockerfile.model-prep and push it (docker; CI runners have it)."""
+    """Build container/Dockerfile.model-prep and push it (docker; CI runners have it).
+
+    ``--provenance=false``: with an attestation, BuildKit makes the tag an OCI image index, and
+    SageMaker pulls Docker image manifest v2 schema 2 only (tools/push_image.py says where)."""
     token = ecr.get_authorization_token()["authorizationData"][0]
     registry = uri.split("/", 1)[0]
     import base64
@@ -113,8 +116,8 @@ def push_job_image(uri: str, ecr: Any, run: Callable[..., Any] = subprocess.run)
     print(f"prepare-model: building the job image {uri} ...", flush=True)
     run(["docker", "login", "--username", user, "--password-stdin", registry],
         input=password, text=True, check=True)  # fmt: skip
-    run(["docker", "build", "--platform", "linux/amd64", "-f", str(JOB_DOCKERFILE), "-t", uri,
-         str(JOB_DOCKERFILE.parent)], check=True)  # fmt: skip
+    run(["docker", "build", "--platform", "linux/amd64", "--provenance=false",
+         "-f", str(JOB_DOCKERFILE), "-t", uri, str(JOB_DOCKERFILE.parent)], check=True)  # fmt: skip
     run(["docker", "push", uri], check=True)
 
 
