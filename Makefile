@@ -113,6 +113,18 @@ deploy-model-release: venv node_modules/.stamp preflight ## deploy | create or u
 	npx cdk deploy $$($(PY) -m tools.model_release stack --env $(ENV)) --app "$(PY) app.py" \
 		-c env=$(ENV) --output $(OUT) --require-approval never
 
+# The role GitHub Actions assumes through OIDC to release ENV, and the account's GitHub OIDC provider
+# (DeployAccessStack, config deploy_access; docs/release-from-ci.md). IAM changes by a person: the
+# CLI asks before any change that broadens access (--require-approval broadening, its default).
+# Without a deploy_access section it says which fields to set, before the preflight asks for AWS
+# credentials. After make deploy-model-release (the role imports its job role and bucket key).
+.PHONY: deploy-access
+deploy-access: venv node_modules/.stamp ## deploy | create or update only the GitHub Actions deploy role of ENV (OIDC; asks before broadening IAM)
+	stack=$$($(PY) -m tools.deploy_access stack --env $(ENV)); \
+	$(PY) -m tools.preflight --env $(ENV); \
+	npx cdk deploy "$$stack" --exclusively --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) \
+		--require-approval broadening
+
 # Once per release inputs: the job image (built and pushed when missing), a SageMaker training job
 # on model_prep.instance_type, progress until it ends; "already published" at once otherwise.
 prepare-model: venv preflight ## deploy | prepare config/ENV.yaml's model release on a SageMaker GPU job (once per inputs)

@@ -9,7 +9,14 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from stacks.capacity import estimate
-from stacks.config import DeploymentConfig, config_path, load_config, release_stack_name
+from stacks.config import (
+    DeploymentConfig,
+    config_path,
+    deploy_access_stack_name,
+    load_config,
+    release_stack_name,
+)
+from stacks.deploy_access_stack import DeployAccessStack
 from stacks.deploy_options import DeployOptions
 from stacks.endpoint_stack import EndpointStack
 from stacks.image_stack import ImageStack
@@ -39,7 +46,8 @@ def build_stacks(
     """``cfg`` as loaded from YAML; ``options`` (one deploy's inputs) are applied here.
 
     Also adds the ``<project>-<env>-model-release`` stack (ModelReleaseStack, found with
-    ``app.node.find_child``); it depends on neither stack returned."""
+    ``app.node.find_child``); it depends on neither stack returned. With a ``deploy_access``
+    section, also ``<project>-<env>-deploy-access`` (DeployAccessStack), likewise on its own."""
     options = options or DeployOptions()
     cfg = options.apply(cfg)
     for variant in (cfg.variants.primary, cfg.variants.canary):
@@ -55,7 +63,12 @@ def build_stacks(
         suspend_scaling=options.suspend_scaling,
         env=env,
     )
-    for stack in (release, image, endpoint):
+    access = (
+        [DeployAccessStack(app, deploy_access_stack_name(cfg), cfg=cfg, env=env)]
+        if cfg.deploy_access is not None
+        else []
+    )
+    for stack in (release, image, endpoint, *access):
         cdk.Tags.of(stack).add("project", cfg.project)
         cdk.Tags.of(stack).add("env", cfg.env)
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))

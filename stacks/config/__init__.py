@@ -3,6 +3,7 @@
 The package by concern (each module imports only those above it):
 
 - ``base``: the strict base model, ``ConfigError``, ``VariantName`` / ``VARIANT_NAMES``;
+- ``deploy_access``: the GitHub Actions deploy role (OIDC subjects, the provider, the stack name);
 - ``model``: base model, architecture, adapters, vLLM engine, image;
 - ``deployment``: variants, the blue/green traffic shift and deployment policy;
 - ``operations``: canary rollout, smoke gate, notifications, monitoring thresholds;
@@ -18,6 +19,13 @@ Import from here: ``from stacks.config import DeploymentConfig, load_config``.
 """
 
 from stacks.config.base import VARIANT_NAMES, ConfigError, VariantName
+from stacks.config.deploy_access import (
+    DeployAccessConfig,
+    ImmutableIds,
+    deploy_access_stack_name,
+    github_environments,
+    github_subjects,
+)
 from stacks.config.deployment import (
     DeploymentPolicy,
     TrafficShift,
@@ -84,10 +92,12 @@ __all__ = [
     "BoundsChange",
     "ConfigError",
     "ContextBudget",
+    "DeployAccessConfig",
     "DeploymentConfig",
     "DeploymentPolicy",
     "EngineConfig",
     "ImageConfig",
+    "ImmutableIds",
     "LoraRank",
     "ModelArchitecture",
     "ModelPrepConfig",
@@ -116,6 +126,9 @@ __all__ = [
     "artifact_version",
     "bounds_changes",
     "config_path",
+    "deploy_access_stack_name",
+    "github_environments",
+    "github_subjects",
     "guardrail_step_errors",
     "load_config",
     "parse_config",

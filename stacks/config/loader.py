@@ -32,6 +32,7 @@ from stacks.config.base import (
     Strict,
     VariantName,
 )
+from stacks.config.deploy_access import DeployAccessConfig
 from stacks.config.deployment import DeploymentPolicy, Variants
 from stacks.config.model import (
     AdapterConfig,
@@ -75,6 +76,8 @@ class DeploymentConfig(Strict):
     smoke_gate: SmokeGateConfig = SmokeGateConfig()
     notifications: NotificationConfig = NotificationConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
+    #: The GitHub Actions deploy role (DeployAccessStack); absent: no such stack.
+    deploy_access: DeployAccessConfig | None = None
     #: The architecture read from ``model.architecture_file``: handed over by the loader in the
     #: validation context (``ARCHITECTURE_CONTEXT``), never a field, so no YAML file can set it
     #: and the JSON schema (config/schema.json) does not offer it.
@@ -120,6 +123,11 @@ class DeploymentConfig(Strict):
             errors.append(
                 f"adapters: {len(self.adapters)} adapters but engine.max_loras is "
                 f"{self.engine.max_loras}; every adapter must fit on the GPU at once"
+            )
+        if self.deploy_access is not None and self.image.repository_name is None:
+            errors.append(
+                "image.repository_name: deploy_access needs it: the deploy role may push to "
+                "and read this one repository only (name it; the image stack creates it)"
             )
         arch = self._known_architecture
         if arch and self.engine.max_model_len > arch.max_position_embeddings:

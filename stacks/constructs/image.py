@@ -22,6 +22,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from stacks.config import DeploymentConfig, ImageConfig, artifact_dir, artifact_version
+from stacks.constructs.python_lambda import checkov_skip
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 
 CONTAINER_DIR = Path(__file__).resolve().parents[2] / "container"
@@ -150,6 +151,13 @@ class ServingImage(Construct):
             encryption_key=self.key,
             removal_policy=KEEP_EXCEPT_FAILED_CREATE,
             lifecycle_rules=lifecycle_rules(image.keep_last_images, in_use_tags),
+        )
+        checkov_skip(
+            self.repository,
+            {
+                "CKV_AWS_51": f"tags are immutable except {BUILD_CACHE_TAG!r}, the BuildKit "
+                "registry cache make push-image refreshes on every build; no image runs it"
+            },
         )
         self.asset: ecr_assets.DockerImageAsset | None = None
         if image.mode == "build":

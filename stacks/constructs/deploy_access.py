@@ -1,0 +1,378 @@
+"""The role GitHub Actions assumes to release one environment, and the OIDC provider it trusts.
+
+:func:`github_oidc_provider` creates the account's ``token.actions.githubusercontent.com``
+provider or imports it by its ARN, which IAM derives from the URL alone (one provider per URL per
+account). :class:`DeployRole` is the role: trusted only for ``sts:AssumeRoleWithWebIdentity``
+through that provider, with ``aud`` and ``sub`` compared exactly (StringEquals, never
+StringLike), and each ``allow_*`` method adds what one release step calls, each statement with
+a Sid naming it. Pages this relies on:
+
+- GitHub, "Configuring OpenID Connect in Amazon Web Services"
+  (https://docs.github.com/en/actions/how-tos/secure-your-work/security-harden-deployments/oidc-in-aws):
+  provider URL ``https://token.actions.githubusercontent.com``, audience ``sts.amazonaws.com``
+  (what aws-actions/configure-aws-credentials requests), and IAM's advice to evaluate the
+  ``token.actions.githubusercontent.com:sub`` condition key in every role that trusts it.
+- GitHub, "OpenID Connect", example subject claims
+  (https://docs.github.com/en/actions/concepts/security/openid-connect): a job that names an
+  environment gets ``repo:<orgName/repoName>:environment:<environmentName>``.
+- IAM User Guide, "Create a role for OpenID Connect federation"
+  (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_create_for-idp_oidc.html).
+- CDK API, ``OidcProviderNative`` (AWS::IAM::OIDCProvider, no custom resource): without
+  thumbprints "IAM will retrieve and use the top intermediate certificate authority (CA)
+  thumbprint" of the provider's certificate.
+- Service Authorization Reference (https://docs.aws.amazon.com/service-authorization/latest/
+  reference/reference_policies_actions-resources-contextkeys.html): the resource type of each
+  action below; where an action lists none (``*``), its statement says so.
+- Amazon ECR User Guide, "IAM permissions for pushing an image to an Amazon ECR private
+  repository" (https://docs.aws.amazon.com/AmazonECR/latest/userguide/image-push-iam.html):
+  the push actions on the repository and ``ecr:GetAuthorizationToken`` on ``*``; "Encryption at
+  rest": ECR encrypts and decrypts a KMS repository through its own grant on the key, so neither
+  push nor pull needs a KMS permission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import aws_iam as iam
+from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
+from constructs import Construct
+
+from stacks.constructs.endpoint_ref import EndpointRef
+from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
+
+#: GitHub's OIDC issuer host: the provider URL, and the prefix of its condition keys.
+GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
+#: The audience aws-actions/configure-aws-credentials requests (the provider's client id).
+STS_AUDIENCE = "sts.amazonaws.com"
+#: The ``aws-cdk:bootstrap-role`` tag values of the roles ``cdk deploy``/``diff`` assume
+#: (node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml); the execution role that
+#: CloudFormation assumes carries no such tag, and trusts only cloudformation.amazonaws.com.
+CDK_BOOTSTRAP_ROLES = ("deploy", "file-publishing", "image-publishing", "lookup")
+#: Where SageMaker training jobs log (tools/prepare_model.py reads the job's streams there).
+TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+
+
+def github_oidc_provider(
+    scope: Construct, construct_id: str, *, create: bool
+) -> iam.IOpenIdConnectProvider:
+    """The account's GitHub OIDC provider: created (kept when the stack goes, except after a
+    failed create: another environment's role may trust it), or imported by its ARN."""
+    if create:
+        return iam.OidcProviderNative(
+            scope,
+            construct_id,
+            url=f"https://{GITHUB_OIDC_HOST}",
+            client_ids=[STS_AUDIENCE],
+            removal_policy=KEEP_EXCEPT_FAILED_CREATE,
+        )
+    arn = Stack.of(scope).format_arn(
+        service="iam", region="", resource="oidc-provider", resource_name=GITHUB_OIDC_HOST
+    )
+    return iam.OpenIdConnectProvider.from_open_id_connect_provider_arn(scope, construct_id, arn)
+
+
+class DeployRole(Construct):
+    """``role``: assumable through ``provider`` only, by a token whose ``aud`` is
+    sts.amazonaws.com and whose ``sub`` is one of ``subjects`` exactly; sessions last at most
+    ``max_session``. It may do nothing until an ``allow_*`` method grants a step."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        provider: iam.IOpenIdConnectProvider,
+        subjects: Sequence[str],
+        max_session: Duration,
+        description: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if not subjects:
+            raise ValueError("a deploy role needs at least one exact subject")
+        self.role = iam.Role(
+            self,
+            "Role",
+            description=description,
+            max_session_duration=max_session,
+            assumed_by=iam.OpenIdConnectPrincipal(
+                provider,
+                conditions={
+                    "StringEquals": {
+                        f"{GITHUB_OIDC_HOST}:aud": STS_AUDIENCE,
+                        f"{GITHUB_OIDC_HOST}:sub": list(subjects),
+                    }
+                },
+            ),
+        )
+
+    def _allow(
+        self,
+        sid: str,
+        actions: Sequence[str],
+        resources: Sequence[str],
+        conditions: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid=sid, actions=list(actions), resources=list(resources), conditions=conditions
+            )
+        )
+
+    def _wildcard(self, reason: str, *resource_regexes: str) -> None:
+        """AwsSolutions-IAM5 suppressed, with ``reason``, for the findings ``Resource::<ARN>``
+        whose whole ARN matches one of ``resource_regexes`` (JavaScript regex literals: slashes
+        escaped). The role's DefaultPolicy exists by then (an ``_allow`` came first)."""
+        NagSuppressions.add_resource_suppressions(
+            self.role,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    reason=reason,
+                    applies_to=[
+                        RegexAppliesTo(regex="/^Resource::{}$/g".format(r.replace("/", r"\/")))
+                        for r in resource_regexes
+                    ],
+                )
+            ],
+            apply_to_children=True,
+        )
+
+    def allow_cdk_bootstrap_roles(self, qualifier: str) -> None:
+        """``cdk deploy`` and ``cdk diff``: the bootstrap roles of this account and region only,
+        and of those only the four tagged ``aws-cdk:bootstrap-role`` (cdk-pipelines-github's
+        GitHubActionRole conditions on the same tag). The CLI passes STS no session tags unless a
+        synthesizer's ``assumeRoleAdditionalOptions`` asks ("Default - No additional options"),
+        and none here does, so ``sts:AssumeRole`` alone."""
+        stack = Stack.of(self)
+        self._allow(
+            "AssumeCdkBootstrapRoles",
+            ["sts:AssumeRole"],
+            [
+                stack.format_arn(
+                    service="iam",
+                    region="",
+                    resource="role",
+                    resource_name=f"cdk-{qualifier}-*-{stack.account}-{stack.region}",
+                )
+            ],
+            conditions={
+                "StringEquals": {
+                    "iam:ResourceTag/aws-cdk:bootstrap-role": list(CDK_BOOTSTRAP_ROLES)
+                }
+            },
+        )
+        self._wildcard(
+            "the CDK bootstrap roles (deploy, file and image publishing, lookup) share one name "
+            "pattern; the aws-cdk:bootstrap-role tag condition admits those four only",
+            rf"{_ARN}:iam::{_ACCOUNT}:role/cdk-{qualifier}-\*-{_ACCOUNT}-{_REGION}",
+        )
+
+    def allow_preflight(self, *, bootstrap_version_parameter: str, scaling_role: str) -> None:
+        """tools/preflight.py: SSM GetParameter of the bootstrap version, the SageMaker quotas,
+        IAM GetRole of the scaling service-linked role (``scaling_role``: its path and name).
+        STS GetCallerIdentity needs no permission ("No permissions are required to perform this
+        operation", STS API reference, GetCallerIdentity)."""
+        stack = Stack.of(self)
+        self._allow(
+            "PreflightBootstrapVersion",
+            ["ssm:GetParameter"],
+            [
+                stack.format_arn(
+                    service="ssm",
+                    resource="parameter",
+                    resource_name=bootstrap_version_parameter.lstrip("/"),
+                )
+            ],
+        )
+        # Service Authorization Reference, Service Quotas: ListServiceQuotas and
+        # ListAWSDefaultServiceQuotas list no resource type, so the resource is "*".
+        self._allow(
+            "PreflightQuotas",
+            ["servicequotas:ListAWSDefaultServiceQuotas", "servicequotas:ListServiceQuotas"],
+            ["*"],
+        )
+        self._wildcard(_NO_RESOURCE_TYPE.format("servicequotas:List*ServiceQuotas"), r"\*")
+        self._allow(
+            "PreflightScalingRole",
+            ["iam:GetRole"],
+            [
+                stack.format_arn(
+                    service="iam", region="", resource="role", resource_name=scaling_role
+                )
+            ],
+        )
+
+    def allow_ecr_repository(self, repository_arn: str) -> None:
+        """Push, pull and read this one repository (tools/push_image.py: DescribeRepositories,
+        BatchGetImage, the buildx push with its registry cache; tools/deploy.py: BatchGetImage;
+        tools/prepare_model.py: DescribeImages, the job image's docker push)."""
+        # Service Authorization Reference, Amazon ECR: GetAuthorizationToken lists no resource
+        # type; the token reaches only what the repository statement below allows.
+        self._allow("EcrLogin", ["ecr:GetAuthorizationToken"], ["*"])
+        self._wildcard(_NO_RESOURCE_TYPE.format("ecr:GetAuthorizationToken"), r"\*")
+        self._allow(
+            "EcrRepository",
+            [
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:BatchGetImage",
+                "ecr:CompleteLayerUpload",
+                "ecr:DescribeImages",
+                "ecr:DescribeRepositories",
+                "ecr:GetDownloadUrlForLayer",
+                "ecr:InitiateLayerUpload",
+                "ecr:PutImage",
+                "ecr:UploadLayerPart",
+            ],
+            [repository_arn],
+        )
+
+    def allow_endpoint_operations(
+        self, *, endpoint_name: str, controller_function_arn: str
+    ) -> None:
+        """tools/deploy.py, tools/canary.py, tools/promote.py: read the live endpoint, raise its
+        counts before a deploy, and every canary command through the controller Lambda."""
+        stack = Stack.of(self)
+        EndpointRef.of(self, endpoint_name).grant(
+            self.role,
+            "sagemaker:DescribeEndpoint",
+            "sagemaker:UpdateEndpointWeightsAndCapacities",
+            sid="Endpoint",
+        )
+        # Endpoint configs and models get generated names (a new pair each deploy): the
+        # endpoint names them at run time. Read-only.
+        self._allow(
+            "EndpointConfigsAndModels",
+            ["sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"],
+            [
+                stack.format_arn(service="sagemaker", resource=kind, resource_name="*")
+                for kind in ("endpoint-config", "model")
+            ],
+        )
+        self._wildcard(
+            "endpoint configs and models have generated names, read from the endpoint at run "
+            "time; Describe only",
+            rf"{_ARN}:sagemaker:{_REGION}:{_ACCOUNT}:(endpoint-config|model)/\*",
+        )
+        # Service Authorization Reference, Application Auto Scaling: DescribeScalableTargets
+        # lists no resource type, so the resource is "*".
+        self._allow("ScalableTargets", ["application-autoscaling:DescribeScalableTargets"], ["*"])
+        self._wildcard(
+            _NO_RESOURCE_TYPE.format("application-autoscaling:DescribeScalableTargets"), r"\*"
+        )
+        self._allow("CanaryController", ["lambda:InvokeFunction"], [controller_function_arn])
+
+    def allow_model_preparation(
+        self,
+        *,
+        job_name_prefix: str,
+        job_role_arn: str,
+        release_stack_name: str,
+    ) -> None:
+        """tools/prepare_model.py: the training job (create, watch, stop), passing it the
+        preparation job's role and nothing else, its log lines, and the release stack's
+        outputs (where it reads that role's ARN)."""
+        stack = Stack.of(self)
+        self._allow(
+            "PreparationJobs",
+            [
+                "sagemaker:CreateTrainingJob",
+                "sagemaker:DescribeTrainingJob",
+                "sagemaker:StopTrainingJob",
+            ],
+            [
+                stack.format_arn(
+                    service="sagemaker",
+                    resource="training-job",
+                    resource_name=f"{job_name_prefix.lower()}*",
+                )
+            ],
+        )
+        self._allow(
+            "PassPreparationJobRole",
+            ["iam:PassRole"],
+            [job_role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+        )
+        log_group = stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=TRAINING_LOG_GROUP,
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        # FilterLogEvents authorizes on the log group (Service Authorization Reference, Amazon
+        # CloudWatch Logs); the ":*" form is the ARN the group's own actions are checked against.
+        self._allow("PreparationJobLogs", ["logs:FilterLogEvents"], [log_group, f"{log_group}:*"])
+        self._allow(
+            "ReleaseStackOutputs",
+            ["cloudformation:DescribeStacks"],
+            [
+                stack.format_arn(
+                    service="cloudformation",
+                    resource="stack",
+                    resource_name=f"{release_stack_name}/*",
+                )
+            ],
+        )
+        self._wildcard(
+            "training jobs are named <project>-<env>-prep-<version>-<time> at run time "
+            "(tools/prepare_model.py)",
+            rf"{_ARN}:sagemaker:{_REGION}:{_ACCOUNT}:"
+            rf"training-job/{_re(job_name_prefix.lower())}\*",
+        )
+        self._wildcard(
+            "SageMaker names each training job's log streams at run time, all in this group",
+            rf"{_ARN}:logs:{_REGION}:{_ACCOUNT}:log-group:{_re(TRAINING_LOG_GROUP)}:\*",
+        )
+        self._wildcard(
+            "a stack ARN ends in an id CloudFormation generates",
+            rf"{_ARN}:cloudformation:{_REGION}:{_ACCOUNT}:stack/{_re(release_stack_name)}/\*",
+        )
+
+    def allow_model_releases(self, *, bucket_name: str, prefix: str, key_arn: str) -> None:
+        """Model releases in the artifact bucket: read them (tools/model_release.py fetch, the
+        manifest check of tools/prepare_model.py), and write a preparation job's inputs under
+        ``<prefix>/jobs/`` only; the bucket key through S3 only."""
+        bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{bucket_name}"
+        self._allow("ReleasesRead", ["s3:GetObject"], [f"{bucket_arn}/{prefix}/*"])
+        # IfExists: a GetObject of a missing manifest must answer 404, which S3 gives only to a
+        # caller allowed s3:ListBucket on the bucket, a check that carries no s3:prefix
+        # (S3 API reference, GetObject, "Permissions"); the same rule as the job role's.
+        self._allow(
+            "ReleasesList",
+            ["s3:ListBucket"],
+            [bucket_arn],
+            conditions={"StringLikeIfExists": {"s3:prefix": [f"{prefix}/*"]}},
+        )
+        self._allow("PreparationJobInputs", ["s3:PutObject"], [f"{bucket_arn}/{prefix}/jobs/*"])
+        self._allow(
+            "ReleaseKeyThroughS3",
+            ["kms:Decrypt", "kms:GenerateDataKey"],
+            [key_arn],
+            conditions={
+                "StringEquals": {"kms:ViaService": f"s3.{Stack.of(self).region}.amazonaws.com"}
+            },
+        )
+        self._wildcard(
+            "object keys under the release prefix are release versions and upload ids known "
+            "at run time; writes only under <prefix>/jobs/",
+            rf"{_ARN}:s3:::[^/]+/{_re(prefix)}/(jobs/)?\*",
+        )
+
+
+#: The reason for ``*`` on an action with no resource type.
+_NO_RESOURCE_TYPE = (
+    "{} lists no resource type in the Service Authorization Reference: its resource must be *"
+)
+#: How cdk-nag renders an ARN's partition, region and account: literal when the stack's
+#: environment names them, ``<AWS::Partition>``-style tokens otherwise.
+_ARN = r"arn:([a-z-]+|<AWS::Partition>)"
+_REGION = r"([a-z0-9-]+|<AWS::Region>)"
+_ACCOUNT = r"([0-9]{12}|<AWS::AccountId>)"
+
+
+def _re(text: str) -> str:
+    """``text`` matched literally in a regex."""
+    return "".join(f"\\{c}" if c in r"\^$.|?*+()[]{}" else c for c in text)

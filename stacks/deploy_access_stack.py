@@ -1,0 +1,127 @@
+"""DeployAccessStack: the role GitHub Actions assumes (OIDC, no long-lived keys) to release one
+environment, and the account's GitHub OIDC provider (``deploy_access`` in config/<env>.yaml).
+
+Synthesized only when the config has a ``deploy_access`` section, and deployed by a person, once
+per environment and again after a change, with ``make deploy-access ENV=...``: the CDK CLI then
+asks before any IAM change that broadens access (``--require-approval broadening``, its
+default). The role may do what the release's make targets call and nothing else: assume the
+CDK bootstrap roles (``cdk deploy`` and ``diff`` act through them), push to and read the
+config's ECR repository, read the endpoint and raise its counts before a deploy, invoke the
+canary controller, run and watch the model-preparation job, read model releases, and the
+preflight's reads. Its trust admits one repository's named GitHub environments, each an exact
+``sub``; its sessions last ``deploy_access.max_session_hours`` (default 1).
+
+Order on a new account: ``cdk bootstrap``, ``make deploy-model-release`` (this stack imports that
+stack's job role and bucket key ARNs, its exports ``<project>-<env>-model-prep-role-arn`` and
+``-model-artifact-key-arn``), then ``make deploy-access``. While this stack imports them,
+CloudFormation refuses a release-stack update that would replace that role or key (an export in
+use cannot change): such an update needs this stack deleted first and deployed again after.
+
+One OIDC provider per URL per account: where dev and prod share an account, exactly one of the
+two configs says ``oidc_provider: create`` (deploy that one first) and the other ``existing``.
+
+Cross-account prod. Here each account gets its own role through its own stack: CI assumes prod's
+role in prod's account directly (prod's account has its own provider), and neither account
+trusts the other. If CI's role lives in a tooling account instead, that role assumes the target
+account's bootstrap roles directly, which the target allows only when bootstrapped with
+``cdk bootstrap aws://<prod account>/<region> --trust <tooling account>
+--trust-for-lookup <tooling account> --cloudformation-execution-policies <policy ARN>``
+(``--trust`` requires an explicit execution policy: the CLI refuses to default to
+AdministratorAccess when trusting another account). docs/release-from-ci.md, "Deploy access
+(one-time)".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, Fn, Stack
+from constructs import Construct
+
+from lambdas.canary_controller.names import controller_function_name
+from stacks.config import (
+    DeploymentConfig,
+    artifact_bucket_name,
+    github_subjects,
+    release_stack_name,
+)
+from stacks.constructs.deploy_access import DeployRole, github_oidc_provider
+
+# The preflight's values, reused: the bootstrap qualifier whose version parameter it reads (and
+# whose roles cdk deploy assumes), and the scaling service-linked role it looks up.
+from tools.preflight import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
+
+#: ModelReleaseStack's exports (stacks/model_release_stack.py, ``<project>-<env>-<name>``) that
+#: this stack imports; tests/infra/test_deploy_access_stack.py checks that they exist there.
+PREP_ROLE_EXPORT = "model-prep-role-arn"
+ARTIFACT_KEY_EXPORT = "model-artifact-key-arn"
+
+
+def preparation_job_prefix(cfg: DeploymentConfig) -> str:
+    """The name every preparation job of ``cfg`` starts with (tools/prepare_model.py names them
+    ``<project>-<env>-prep-<version>-<time>``)."""
+    return f"{cfg.project}-{cfg.env}-prep-"
+
+
+class DeployAccessStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cfg: DeploymentConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        access, prefix = cfg.deploy_access, f"{cfg.project}-{cfg.env}"
+        if access is None or cfg.image.repository_name is None:
+            raise ValueError("DeployAccessStack needs deploy_access and image.repository_name")
+        provider = github_oidc_provider(
+            self, "GitHubOidcProvider", create=access.oidc_provider == "create"
+        )
+        subjects = github_subjects(cfg)
+        self.deploy = DeployRole(
+            self,
+            "Deploy",
+            provider=provider,
+            subjects=subjects,
+            max_session=Duration.hours(access.max_session_hours),
+            description=f"GitHub Actions release of {prefix} ({access.repository})",
+        )
+        self.deploy.allow_cdk_bootstrap_roles(BOOTSTRAP_QUALIFIER)
+        self.deploy.allow_preflight(
+            bootstrap_version_parameter=f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version",
+            scaling_role=f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
+        )
+        self.deploy.allow_ecr_repository(
+            self.format_arn(
+                service="ecr", resource="repository", resource_name=cfg.image.repository_name
+            )
+        )
+        self.deploy.allow_endpoint_operations(
+            endpoint_name=cfg.endpoint_name,
+            controller_function_arn=self.format_arn(
+                service="lambda",
+                resource="function",
+                resource_name=controller_function_name(cfg.endpoint_name),
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            ),
+        )
+        self.deploy.allow_model_preparation(
+            job_name_prefix=preparation_job_prefix(cfg),
+            job_role_arn=Fn.import_value(f"{prefix}-{PREP_ROLE_EXPORT}"),
+            release_stack_name=release_stack_name(cfg),
+        )
+        self.deploy.allow_model_releases(
+            bucket_name=artifact_bucket_name(cfg, Aws.ACCOUNT_ID),
+            prefix=cfg.model_prep.artifact_prefix,
+            key_arn=Fn.import_value(f"{prefix}-{ARTIFACT_KEY_EXPORT}"),
+        )
+        CfnOutput(
+            self,
+            "DeployRoleArn",
+            value=self.deploy.role.role_arn,
+            description="role-to-assume of the release workflow; trusts " + ", ".join(subjects),
+        )
+        CfnOutput(
+            self,
+            "GitHubOidcProviderArn",
+            value=provider.open_id_connect_provider_arn,
+            description="the account's GitHub OIDC provider, "
+            + ("created by this stack" if access.oidc_provider == "create" else "imported"),
+        )
