@@ -96,8 +96,9 @@ demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the pla
 preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap, quotas and the scaling role for ENV
 	$(PY) -m tools.preflight --env $(ENV)
 
-diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials)
-	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT)
+diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials; DIFF_METHOD=template: the lookup role only)
+	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) \
+		$(if $(DIFF_METHOD),--method $(DIFF_METHOD))
 
 # Reads the live endpoint first (tools/deploy.py): raises counts before autoscaling is blocked,
 # deregisters a variant's scaling before its instance type changes. RESET=DesiredWeight for the

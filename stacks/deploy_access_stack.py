@@ -43,9 +43,10 @@ from stacks.config import (
     DeploymentConfig,
     artifact_bucket_name,
     github_subjects,
+    pull_request_subject,
     release_stack_name,
 )
-from stacks.constructs.deploy_access import DeployRole, github_oidc_provider
+from stacks.constructs.deploy_access import CDK_LOOKUP_ROLES, DeployRole, github_oidc_provider
 
 # The preflight's values, reused: the bootstrap qualifier whose version parameter it reads (and
 # whose roles cdk deploy assumes), and the scaling service-linked role it looks up.
@@ -84,10 +85,27 @@ class DeployAccessStack(Stack):
             description=f"GitHub Actions release of {prefix} ({access.repository})",
         )
         self.deploy.allow_cdk_bootstrap_roles(BOOTSTRAP_QUALIFIER)
-        self.deploy.allow_preflight(
-            bootstrap_version_parameter=f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version",
-            scaling_role=f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
+        preflight = {
+            "bootstrap_version_parameter": f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version",
+            "scaling_role": f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
+        }
+        self.deploy.allow_preflight(**preflight)
+        # The pull request workflow's `make diff DIFF_METHOD=template`: a role of its own, since
+        # the deploy role trusts named environments only and any branch of a pull request could
+        # otherwise run with it. This one trusts the pull_request subject and may read: the CDK
+        # lookup role (which reads the deployed templates) and the preflight's reads.
+        pr_subject = pull_request_subject(cfg)
+        assert pr_subject is not None
+        self.diff = DeployRole(
+            self,
+            "PullRequestDiff",
+            provider=provider,
+            subjects=[pr_subject],
+            max_session=Duration.hours(1),
+            description=f"GitHub Actions read-only cdk diff of {prefix} on pull requests",
         )
+        self.diff.allow_cdk_bootstrap_roles(BOOTSTRAP_QUALIFIER, roles=CDK_LOOKUP_ROLES)
+        self.diff.allow_preflight(**preflight)
         self.deploy.allow_ecr_repository(
             self.format_arn(
                 service="ecr", resource="repository", resource_name=cfg.image.repository_name
@@ -117,6 +135,13 @@ class DeployAccessStack(Stack):
             "DeployRoleArn",
             value=self.deploy.role.role_arn,
             description="role-to-assume of the release workflow; trusts " + ", ".join(subjects),
+        )
+        CfnOutput(
+            self,
+            "DiffRoleArn",
+            value=self.diff.role.role_arn,
+            description="role-to-assume of the pull request workflow's cdk diff; trusts "
+            + pr_subject,
         )
         CfnOutput(
             self,

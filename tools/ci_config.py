@@ -2,9 +2,9 @@
 
 Checks, before anything is built or deployed, that the environment's deploy role is configured:
 the repository variable ``DEPLOY_ROLE_ARN_<ENV>`` (``DEPLOY_ROLE_ARN_DEV``,
-``DEPLOY_ROLE_ARN_PROD``) holds an IAM role ARN, in the account config/<env>.yaml names when it
-names one. A missing or malformed one is refused at once, naming the variable and the command
-that creates the role (``make deploy-access``, README "Release from CI").
+``DEPLOY_ROLE_ARN_PROD``; ``--role diff``: ``DIFF_ROLE_ARN_<ENV>``) holds an IAM role ARN, in the
+account config/<env>.yaml names when it names one. A missing or malformed one is refused at
+once, naming the variable and the command that creates the role (``make deploy-access``, README "Release from CI").
 
 Then writes the job's outputs to ``$GITHUB_OUTPUT`` (GitHub Actions, "Passing information
 between jobs"): ``region`` (config/<env>.yaml's, so the workflow names no region of its own),
@@ -28,17 +28,23 @@ from tools.push_image import checked_tag
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/[\w+=,.@/-]{1,512}$")
 
 
-def role_variable(env: str) -> str:
-    """The repository variable that holds ``env``'s deploy role ARN."""
-    return f"DEPLOY_ROLE_ARN_{env.upper()}"
+#: The roles a workflow assumes: the release's deploy role (jobs in a GitHub environment), and
+#: the pull request workflow's read-only diff role; each the output of that name of
+#: ``make deploy-access`` (stacks/deploy_access_stack.py).
+ROLES = {"deploy": ("DEPLOY_ROLE_ARN", "DeployRoleArn"), "diff": ("DIFF_ROLE_ARN", "DiffRoleArn")}
 
 
-def deploy_role(cfg: DeploymentConfig, environ: dict[str, str]) -> str:
-    name = role_variable(cfg.env)
+def role_variable(env: str, role: str = "deploy") -> str:
+    """The repository variable that holds ``env``'s ``role`` ARN (DEPLOY_ROLE_ARN_DEV, ...)."""
+    return f"{ROLES[role][0]}_{env.upper()}"
+
+
+def deploy_role(cfg: DeploymentConfig, environ: dict[str, str], role: str = "deploy") -> str:
+    name = role_variable(cfg.env, role)
     value = environ.get(name, "").strip()
     fix = (
-        f"create the role with `make deploy-access ENV={cfg.env}` (its output DeployRoleArn), then "
-        f'`gh variable set {name} --body <role arn>` (README "Release from CI")'
+        f"create the role with `make deploy-access ENV={cfg.env}` (its output {ROLES[role][1]}), "
+        f'then `gh variable set {name} --body <role arn>` (README "Release from CI")'
     )
     if not value:
         raise ConfigError(f"{name}: not set, so this workflow cannot reach AWS: {fix}")
@@ -53,8 +59,8 @@ def deploy_role(cfg: DeploymentConfig, environ: dict[str, str]) -> str:
     return value
 
 
-def outputs(cfg: DeploymentConfig, environ: dict[str, str]) -> dict[str, str]:
-    out = {"region": cfg.region, "role-arn": deploy_role(cfg, environ)}
+def outputs(cfg: DeploymentConfig, environ: dict[str, str], role: str) -> dict[str, str]:
+    out = {"region": cfg.region, "role-arn": deploy_role(cfg, environ, role)}
     if environ.get("GITHUB_SHA"):
         out["image-tag"] = checked_tag(environ["GITHUB_SHA"])
     return out
@@ -63,11 +69,12 @@ def outputs(cfg: DeploymentConfig, environ: dict[str, str]) -> dict[str, str]:
 def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="dev")
+    parser.add_argument("--role", choices=sorted(ROLES), default="deploy")
     args = parser.parse_args(argv)
     env = dict(os.environ if environ is None else environ)
     try:
         cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
-        values = outputs(cfg, env)
+        values = outputs(cfg, env, args.role)
     except ConfigError as exc:
         # A workflow command: GitHub shows it as the run's error annotation.
         print(f"::error title=release configuration ({args.env})::{exc}", file=sys.stderr)

@@ -25,6 +25,7 @@ from stacks.config.deploy_access import (
     deploy_access_stack_name,
     github_environments,
     github_subjects,
+    pull_request_subject,
 )
 from stacks.config.deployment import (
     DeploymentPolicy,
@@ -132,6 +133,7 @@ __all__ = [
     "guardrail_step_errors",
     "load_config",
     "parse_config",
+    "pull_request_subject",
     "release_inputs",
     "release_stack_name",
 ]

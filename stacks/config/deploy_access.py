@@ -116,13 +116,26 @@ def github_environments(cfg: DeploymentConfig) -> list[str]:
     return list(access.github_environments or [cfg.env])
 
 
+def _repository_claim(access: DeployAccessConfig) -> str:
+    """``repo:OWNER/NAME``, or its immutable form ``repo:OWNER@<id>/NAME@<id>``."""
+    owner, _, name = access.repository.partition("/")
+    if access.immutable_ids is not None:
+        owner = f"{owner}@{access.immutable_ids.owner_id}"
+        name = f"{name}@{access.immutable_ids.repository_id}"
+    return f"repo:{owner}/{name}"
+
+
 def github_subjects(cfg: DeploymentConfig) -> list[str]:
     """The exact ``sub`` claims the deploy role trusts, one per GitHub environment."""
     access = cfg.deploy_access
     if access is None:
         return []
-    owner, _, name = access.repository.partition("/")
-    if access.immutable_ids is not None:
-        owner = f"{owner}@{access.immutable_ids.owner_id}"
-        name = f"{name}@{access.immutable_ids.repository_id}"
-    return [f"repo:{owner}/{name}:environment:{e}" for e in github_environments(cfg)]
+    return [f"{_repository_claim(access)}:environment:{e}" for e in github_environments(cfg)]
+
+
+def pull_request_subject(cfg: DeploymentConfig) -> str | None:
+    """The ``sub`` of a job of a pull request that names no environment
+    (``repo:OWNER/NAME:pull_request``, GitHub "OpenID Connect", example subject claims): the
+    one the read-only diff role trusts."""
+    access = cfg.deploy_access
+    return None if access is None else f"{_repository_claim(access)}:pull_request"

@@ -51,6 +51,10 @@ STS_AUDIENCE = "sts.amazonaws.com"
 #: (node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml); the execution role that
 #: CloudFormation assumes carries no such tag, and trusts only cloudformation.amazonaws.com.
 CDK_BOOTSTRAP_ROLES = ("deploy", "file-publishing", "image-publishing", "lookup")
+#: What ``cdk diff --method template`` assumes: the lookup role alone, read-only ("template:
+#: Compares CloudFormation templates directly ... Uses the lookup role", CDK CLI reference,
+#: cdk diff); the default method creates a change set through the deploy role.
+CDK_LOOKUP_ROLES = ("lookup",)
 #: Where SageMaker training jobs log (tools/prepare_model.py reads the job's streams there).
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -140,7 +144,9 @@ class DeployRole(Construct):
             apply_to_children=True,
         )
 
-    def allow_cdk_bootstrap_roles(self, qualifier: str) -> None:
+    def allow_cdk_bootstrap_roles(
+        self, qualifier: str, roles: Sequence[str] = CDK_BOOTSTRAP_ROLES
+    ) -> None:
         """``cdk deploy`` and ``cdk diff``: the bootstrap roles of this account and region only,
         and of those only the four tagged ``aws-cdk:bootstrap-role`` (cdk-pipelines-github's
         GitHubActionRole conditions on the same tag). The CLI passes STS no session tags unless a
@@ -158,15 +164,11 @@ class DeployRole(Construct):
                     resource_name=f"cdk-{qualifier}-*-{stack.account}-{stack.region}",
                 )
             ],
-            conditions={
-                "StringEquals": {
-                    "iam:ResourceTag/aws-cdk:bootstrap-role": list(CDK_BOOTSTRAP_ROLES)
-                }
-            },
+            conditions={"StringEquals": {"iam:ResourceTag/aws-cdk:bootstrap-role": list(roles)}},
         )
         self._wildcard(
-            "the CDK bootstrap roles (deploy, file and image publishing, lookup) share one name "
-            "pattern; the aws-cdk:bootstrap-role tag condition admits those four only",
+            "the CDK bootstrap roles share one name pattern; the aws-cdk:bootstrap-role tag "
+            f"condition admits {', '.join(roles)} only",
             rf"{_ARN}:iam::{_ACCOUNT}:role/cdk-{qualifier}-\*-{_ACCOUNT}-{_REGION}",
         )
 

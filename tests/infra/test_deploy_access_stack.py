@@ -65,9 +65,11 @@ def template(prod_access_cfg: DeploymentConfig) -> Template:
     return access_template(build(prod_access_cfg), prod_access_cfg)
 
 
-def statements(template: Template) -> dict[str, dict[str, Any]]:
-    """The role's policy statements by Sid (every statement has one)."""
-    (policy,) = template.find_resources("AWS::IAM::Policy").values()
+def statements(template: Template, role: str = "Deploy") -> dict[str, dict[str, Any]]:
+    """A role's policy statements by Sid (every statement has one); ``role``: the construct id,
+    ``Deploy`` (environments) or ``PullRequestDiff``."""
+    policies = template.find_resources("AWS::IAM::Policy")
+    (policy,) = [p for lid, p in policies.items() if lid.startswith(f"{role}Role")]
     found = policy["Properties"]["PolicyDocument"]["Statement"]
     assert all("Sid" in s for s in found), found
     return {s["Sid"]: s for s in found}
@@ -95,8 +97,9 @@ def resources(statement: dict[str, Any]) -> list[str]:
 # --- trust ---------------------------------------------------------------------------------
 
 
-def trust(template: Template) -> dict[str, Any]:
-    (role,) = template.find_resources("AWS::IAM::Role").values()
+def trust(template: Template, role_id: str = "Deploy") -> dict[str, Any]:
+    roles = template.find_resources("AWS::IAM::Role")
+    (role,) = [r for lid, r in roles.items() if lid.startswith(f"{role_id}Role")]
     (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     return dict(statement)
 
@@ -115,6 +118,30 @@ def test_trust_is_web_identity_with_exact_aud_and_exact_sub_per_environment(temp
         }
     }
     assert "*" not in json.dumps(statement["Condition"])
+
+
+def test_pull_requests_get_a_read_only_diff_role_of_their_own(template) -> None:
+    """A pull request's job names no environment, so its token's sub is
+    repo:OWNER/NAME:pull_request: the deploy role never trusts it. The diff role does, and may
+    only assume the CDK lookup role (cdk diff --method template) and do the preflight's reads."""
+    statement = trust(template, "PullRequestDiff")
+    assert statement["Condition"] == {
+        "StringEquals": {
+            f"{HOST}:aud": "sts.amazonaws.com",
+            f"{HOST}:sub": [f"repo:{REPOSITORY}:pull_request"],
+        }
+    }
+    assert f"repo:{REPOSITORY}:pull_request" not in json.dumps(trust(template))
+    diff = statements(template, "PullRequestDiff")
+    assert set(diff) == {
+        "AssumeCdkBootstrapRoles", "PreflightBootstrapVersion", "PreflightQuotas",
+        "PreflightScalingRole",
+    }  # fmt: skip
+    assert diff["AssumeCdkBootstrapRoles"]["Condition"] == {
+        "StringEquals": {"iam:ResourceTag/aws-cdk:bootstrap-role": ["lookup"]}
+    }
+    outputs = template.to_json()["Outputs"]
+    assert f"repo:{REPOSITORY}:pull_request" in outputs["DiffRoleArn"]["Description"]
 
 
 def test_no_condition_anywhere_in_the_stack_is_a_pattern_on_the_token(template) -> None:

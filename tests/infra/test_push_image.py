@@ -229,6 +229,20 @@ def test_ci_config_refuses_a_run_without_the_role_naming_the_variable_and_the_fi
     assert not out.exists()
 
 
+def test_ci_config_checks_the_diff_role_for_the_pull_request_workflow(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "github_output"
+    diff = "arn:aws:iam::123456789012:role/mangaassist-dev-diff"
+    environ = {"DIFF_ROLE_ARN_DEV": diff, "GITHUB_OUTPUT": str(out)}
+    assert ci_config.main(["--env", "dev", "--role", "diff"], environ) == 0
+    assert f"role-arn={diff}" in out.read_text()
+    # the deploy role's variable does not stand in for it
+    assert ci_config.main(["--env", "dev", "--role", "diff"], {"DEPLOY_ROLE_ARN_DEV": ROLE}) == 2
+    err = capsys.readouterr().err
+    assert "DIFF_ROLE_ARN_DEV: not set" in err and "its output DiffRoleArn" in err
+
+
 def test_ci_config_refuses_a_role_in_another_account_than_the_config_names(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
