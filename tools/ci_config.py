@@ -4,7 +4,8 @@ Checks, before anything is built or deployed, that the environment's deploy role
 the repository variable ``DEPLOY_ROLE_ARN_<ENV>`` (``DEPLOY_ROLE_ARN_DEV``,
 ``DEPLOY_ROLE_ARN_PROD``; ``--role diff``: ``DIFF_ROLE_ARN_<ENV>``) holds an IAM role ARN, in the
 account config/<env>.yaml names when it names one. A missing or malformed one is refused at
-once, naming the variable and the command that creates the role (``make deploy-access``, README "Release from CI").
+once, naming the variable and the command that creates the role (``make deploy-access``,
+README "Release from CI").
 
 Then writes the job's outputs to ``$GITHUB_OUTPUT`` (GitHub Actions, "Passing information
 between jobs"): ``region`` (config/<env>.yaml's, so the workflow names no region of its own),
