@@ -23,6 +23,10 @@ Before any of it, the canary controller is asked for its record: while a rollout
 endpoint (RUNNING or ROLLING_BACK) a deploy would replace the variants under the controller's
 weights and bounds, so the deploy is refused, naming the rollout and how to end it.
 ``--skip-rollout-check`` deploys anyway (e.g. when the controller itself cannot be read).
+
+``IMAGE_TAG=canary=TAG`` changes the canary alone: the primary keeps the image it runs
+(:func:`keep_live_primary`), so a release run again from the top after ``make promote`` deployed
+does not undo the promotion, and the next release's canary deploy does not move the primary.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ class LiveEndpoint:
     status: str
     config_name: str
     variants: dict[str, LiveVariant]
+    #: ``{variant: ModelName}`` of the live endpoint config.
+    models: dict[str, str] = field(default_factory=dict)
 
     @property
     def registered(self) -> frozenset[str]:
@@ -106,7 +112,42 @@ def read_live(sm: Any, aas: Any, cfg: DeploymentConfig) -> LiveEndpoint | None:
         )
         for pv in desc.get("ProductionVariants", [])
     }
-    return LiveEndpoint(desc["EndpointStatus"], desc["EndpointConfigName"], variants)
+    models = {pv["VariantName"]: str(pv.get("ModelName", "")) for pv in econf["ProductionVariants"]}
+    return LiveEndpoint(desc["EndpointStatus"], desc["EndpointConfigName"], variants, models)
+
+
+def keep_live_primary(
+    sm: Any, cfg: DeploymentConfig, release: DeployOptions, live: LiveEndpoint | None
+) -> DeployOptions:
+    """``IMAGE_TAG=canary=TAG`` names the canary alone: the primary keeps the image it runs, when
+    that is a tag of ``image.repository_name`` (read from the live endpoint: its EndpointConfig
+    names the primary's Model, whose PrimaryContainer names the image). Without this the primary
+    would get the config's image in the same deploy. A Model's image cannot change in place
+    (SageMaker has no UpdateModel; a new image is a new Model, a new EndpointConfig and an
+    UpdateEndpoint: developer guide, "Update a multi-container endpoint",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/multi-container-update.html; CloudFormation
+    replaces an AWS::SageMaker::Model whose ``PrimaryContainer`` changes), so the deploy would
+    move the primary, the variant with most of the traffic, onto that image beside the canary
+    meant to try an image first. A release run again from the top after ``make promote``
+    deployed would do that (the primary back from the promoted tag to the config's), and so would
+    the next release when the promoted tag was not committed (or, with ``image.mode: build``, the
+    primary rebuilt from the commit under test). A primary on any other image (the CDK-built
+    asset) gets the config's, as before; name both (``IMAGE_TAG=primary=A,canary=B``) to move it
+    on purpose."""
+    repository = cfg.image.repository_name
+    model = live.models.get("primary") if live is not None else None
+    if set(release.image_tags) != {"canary"} or not repository or not model:
+        return release
+    image = str(sm.describe_model(ModelName=model)["PrimaryContainer"]["Image"])
+    path = image.split("/", 1)[-1]  # <registry>/<repository>:<tag>, or @<digest>
+    name, _, tag = path.rpartition(":")
+    if name != repository or "@" in path or not tag:
+        print(f"the primary runs {image}, not a tag of {repository}: it gets the config's image")
+        return release
+    print(f"IMAGE_TAG names the canary alone: the primary keeps {image}")
+    return DeployOptions(
+        image_tags={"primary": tag, **release.image_tags}, model_artifact=release.model_artifact
+    )
 
 
 @dataclass(frozen=True)
@@ -329,6 +370,9 @@ def execute(
         rc = deploy(step.options)
         if rc == 0:
             continue
+        print(f"cdk deploy exited {rc}: CloudFormation rolls the stack back to the template "
+              "it last deployed (the endpoint returns to the EndpointConfig it ran); fix the "
+              f"cause above and run make deploy ENV={cfg.env} again", file=sys.stderr)  # fmt: skip
         if step.recover_with is not None:
             print("==> the update failed: deploying the live instance type with scaling on")
             again = deploy(step.recover_with)
@@ -359,7 +403,7 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
     def command(cfg: DeploymentConfig) -> int:
         reset = DeployOptions.from_context({"reset": args.reset}.get).reset
         release = release_options(args)
-        cfg = release.apply(cfg)  # IMAGE_TAG= / ARTIFACT=: validated like the YAML
+        configured, cfg = cfg, release.apply(cfg)  # IMAGE_TAG= / ARTIFACT=: validated like the YAML
         sm = client(given, "sagemaker", cfg.region)
         aas = client(given, "application-autoscaling", cfg.region)
         out = REPO_ROOT / "cdk.out" / cfg.env
@@ -375,6 +419,9 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             ),
         )
         live = read_live(sm, aas, cfg)
+        kept = keep_live_primary(sm, cfg, release, live)
+        if kept is not release:
+            release, cfg = kept, kept.apply(configured)
         steps = plan_deploy(cfg, live, now=datetime.now(UTC), reset=reset)
         if live is not None and not args.skip_rollout_check:
             refuse_during_rollout(client(given, "lambda", cfg.region), cfg)

@@ -112,7 +112,13 @@ def promote(
     elif now == ROLLING_BACK:
         out("3. canary idle: the promotion's rollback is under way (make canary-status)")
     else:
-        after = idle_canary()
+        try:
+            after = idle_canary()
+        except Exception:
+            out(f"promote stopped at step 3 (canary idle): the primary runs {tag} and the "
+                f"rollout is still {now}; run make promote ENV={cfg.env} again once fixed: it "
+                "resumes here without deploying again")  # fmt: skip
+            raise
         out(f"3. canary idle: weight 0 and configured bounds requested ({after.get('status')})")
     out(f"promoted: both variants run {tag}. Commit image.tag: {tag} (or pass IMAGE_TAG={tag}) "
         "so the next deploy keeps it")  # fmt: skip
@@ -139,7 +145,7 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             if "deploy" in given:
                 return int(given["deploy"](tag))
             argv = ["--env", cfg.env, "--image-tag", tag, "--reset", "DesiredWeight"]
-            return deploy_tool.main(argv)
+            return deploy_tool.main(argv, clients=given)  # the same clients (tests: one account)
 
         return promote(
             cfg,

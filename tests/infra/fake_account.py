@@ -1,0 +1,526 @@
+"""One fake AWS account that every client of a release reads and changes: the SageMaker endpoint
+(its endpoint configs and Models), the ECR repository's tags, the variants' scalable targets, the
+canary controller Lambda's record, and CloudFormation behind ``cdk deploy``.
+
+The tools get **real boto3 clients**: botocore validates every request against the service model
+as it would before sending it, then a ``before-call`` hook (the mechanism botocore's Stubber uses)
+answers from this account instead of the network, and botocore raises an error answer as the
+ClientError class the service would. Each answer is validated against the operation's output
+shape, as Stubber validates its canned answers. Every call is appended to :attr:`Account.calls`
+(``service.Operation``, with the controller's action for Invoke), so a test asserts the calls of a
+whole release in order. :meth:`Account.fail` injects a failure into the next matching call (an AWS
+error code with its HTTP status, or an exception such as a dropped connection).
+
+What the fakes do, and where each rule comes from:
+
+- ``cdk deploy`` (:meth:`Account.cdk_deploy`, standing in for the subprocess tools/deploy.py
+  runs): synthesizes nothing, but reads the same inputs the app does (``-c env=``, the deploy
+  options as CDK context, ``config/<env>.yaml``; ``stacks.app_builder.build_app``) and changes the
+  endpoint as CloudFormation does with the template the stacks build (stacks/constructs/endpoint
+  .py): a Model whose image changes is replaced (SageMaker has no UpdateModel: developer guide,
+  "Update a multi-container endpoint"); any change to a variant replaces the EndpointConfig
+  (``ProductionVariants``: replacement); a new EndpointConfig is an UpdateEndpoint with
+  RetainAllVariantProperties true and the configured resets excluded (UpdateEndpoint API
+  reference; stacks.update_semantics), so weights and counts are kept unless reset. A template
+  whose endpoint config is unchanged changes nothing on the endpoint (the reset flags act with an
+  UpdateEndpoint; a change of those flags alone is not modelled). A failed deploy rolls back:
+  the endpoint keeps its config. The blue/green shift and the smoke gate are not modelled.
+- The controller (:class:`Controller`) answers ``status``, ``start`` and ``rollback`` as
+  ``lambdas/canary_controller/handler.py`` does (same id twice: duplicate; refused while a rollout
+  holds the lock; a rollback with nothing locked is a rollout of its own, ``rollback-<time>``),
+  builds its records with the controller's own ``store`` functions and rules (the plan the stacks
+  hand the Lambda: ``simulator.rollout.controller_rules``), and plays the state machine's loop
+  on the account's clock: each step's canary bounds and weight, a bake per step, COMPLETED after
+  the last; :attr:`Controller.alarm_at_step` rolls the next rollout back during that step's bake.
+- UpdateEndpointWeightsAndCapacities applies at once (the endpoint stays InService), so no tool
+  waits; nothing else changes the fleet (no autoscaling activity).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from subprocess import CompletedProcess
+from typing import Any
+
+import boto3
+from botocore.awsrequest import AWSResponse
+from botocore.validate import validate_parameters
+
+from lambdas.canary_controller import names, store
+from lambdas.canary_controller.names import COMPLETED, LOCKED, ROLLED_BACK, ROLLING_BACK, RUNNING
+from simulator.rollout import controller_rules
+from stacks.config import VARIANT_NAMES, DeploymentConfig, config_path, load_config
+from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
+from stacks.deploy_options import DeployOptions
+
+REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"
+REGISTRY = f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com"
+ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/sagemaker-execution"
+SERVICES = ("sagemaker", "application-autoscaling", "ecr", "lambda")
+
+
+def arn(service: str, kind: str, name: str) -> str:
+    return f"arn:aws:{service}:{REGION}:{ACCOUNT_ID}:{kind}/{name}"
+
+
+def image_uris(cfg: DeploymentConfig) -> dict[str, str]:
+    """Each variant's image as the stacks resolve it (stacks/constructs/image.py image_uri): its
+    own tag, else image.tag, else the image CDK builds (an asset of its own repository)."""
+    uris = {}
+    for v in VARIANT_NAMES:
+        tag = cfg.variants[v].image_tag or cfg.image.tag
+        uris[v] = (
+            f"{REGISTRY}/{cfg.image.repository_name}:{tag}"
+            if tag
+            else f"{REGISTRY}/cdk-hnb659fds-container-assets-{ACCOUNT_ID}-{REGION}:built"
+        )
+    return uris
+
+
+class Controller:
+    """The canary controller's record and actions (module docstring)."""
+
+    def __init__(self, account: Account, cfg: DeploymentConfig) -> None:
+        self.account, self.cfg = account, cfg
+        self.rules = controller_rules(cfg)
+        self.record: dict[str, Any] | None = None
+        #: Roll the next rollout back on an alarm during this step's bake (then forget it).
+        self.alarm_at_step: int | None = None
+
+    # the state machine's loop, caught up to the account's clock before every answer
+    def catch_up(self) -> None:
+        st = self.record
+        bake, steps, plan = self.rules.bake_seconds, self.rules.steps, self.rules.plan
+        while st is not None and st["status"] == RUNNING:
+            index = st["step_index"]
+            due = st["started_at"] if index < 0 else st["step_started_at"] + bake
+            if self.account.now < due:
+                return
+            if index >= 0 and index == self.alarm_at_step:
+                self.alarm_at_step = None
+                reason = "alarm: canary-5xx: 5XX above 5 a minute"
+                st = self._decide(st, "rollback", reason, at=due)
+                st.update(status=ROLLING_BACK, rollback_reason=reason)
+                self.record = self._restore(st, at=due)
+                return
+            if index == len(steps) - 1:
+                st = self._decide(st, "complete", "canary baked at the last step; promote it", due)
+                st["status"] = COMPLETED
+                continue
+            nxt = index + 1
+            bounds = plan.steps[nxt]
+            self.account.targets["canary"] = (bounds.min_capacity, bounds.max_capacity)
+            canary = self.account.endpoint["variants"]["canary"]
+            canary["count"] = max(canary["count"], bounds.min_capacity)
+            st = self._decide(
+                st, "scale", f"{steps[nxt]}% next: canary to {bounds.min_capacity} instances", due
+            )
+            self.set_canary_weight(steps[nxt])
+            st = self._decide(st, "shift", f"canary weight set to {steps[nxt]}%", due)
+            st.update(step_index=nxt, step_started_at=due, phase="baking")
+            self.record = st
+        self.record = st
+
+    def set_canary_weight(self, percent: float) -> None:
+        variants = self.account.endpoint["variants"]
+        variants["canary"]["weight"], variants["primary"]["weight"] = percent, 100.0 - percent
+
+    def _decide(self, st: dict[str, Any], decision: str, reason: str, at: float) -> dict[str, Any]:
+        self.record = store.record(st, decision, reason, int(at))
+        return self.record
+
+    def _restore(self, st: dict[str, Any], at: float) -> dict[str, Any]:
+        """Weight 0, then the canary's configured bounds (rules.decide's rollback), ROLLED_BACK."""
+        self.set_canary_weight(0)
+        plan = self.rules.plan
+        self.account.targets["canary"] = (plan.canary_min, plan.canary_max)
+        canary = self.account.endpoint["variants"]["canary"]
+        canary["count"] = min(max(canary["count"], plan.canary_min), plan.canary_max)
+        st = self._decide(
+            st,
+            "restore",
+            "canary weight 0 on an InService endpoint; canary "
+            f"scaling bounds restored to {plan.canary_min}..{plan.canary_max}",
+            at,
+        )
+        st["status"] = ROLLED_BACK
+        return st
+
+    def _fresh(self, rollout_id: str, status: str, by: str, decision: str, reason: str) -> dict:
+        now = int(self.account.now)
+        st = store.new_state(
+            endpoint=self.cfg.endpoint_name,
+            rollout_id=rollout_id,
+            status=status,
+            by=by,
+            rules=self.rules,
+            alarms=[],
+            now=now,
+        )
+        return store.record(st, decision, reason, now)
+
+    def summary(self, st: dict[str, Any] | None, **kw: Any) -> dict[str, Any]:
+        if st is None:
+            return {"endpoint_name": self.cfg.endpoint_name, "status": None}
+        return store.summary(st, check_seconds=self.rules.check_seconds, **kw)
+
+    def handle(self, event: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """(payload, is a function error) for one Invoke of the controller."""
+        self.catch_up()
+        current, action = self.record, event["action"]
+        if action == "status":
+            return self.summary(current), False
+        by = event.get("requested_by", "unknown")
+        if action == "start":
+            rid = event["rollout_id"]
+            if current is not None and current["rollout_id"] == rid:
+                return self.summary(current, duplicate=True), False
+            if current is not None and current["status"] in LOCKED:
+                return {
+                    "errorType": "RolloutConflict",
+                    "errorMessage": f"rollout "
+                    f"{current['rollout_id']!r} is already {current['status']}",
+                }, True
+            self.record = self._fresh(rid, RUNNING, by, "start", "lock taken")
+            return self.summary(self.record), False
+        if action == "rollback":
+            reason = f"{event.get('reason') or 'operator requested rollback'} (by {by})"
+            if current is not None and current["status"] in LOCKED:
+                st = self._decide(current, "rollback", reason, self.account.now)
+                st.update(status=ROLLING_BACK, rollback_reason=reason)
+            else:
+                st = self._fresh(
+                    f"rollback-{int(self.account.now)}", ROLLING_BACK, by, "rollback", reason
+                )
+                st["rollback_reason"] = reason
+            self.record = self._restore(st, at=self.account.now)
+            return self.summary(self.record), False
+        return {"errorType": "EventError", "errorMessage": f"unknown action {action!r}"}, True
+
+
+class Account:
+    """The account's state, its clients and its clock (module docstring)."""
+
+    def __init__(self, root: Path, env: str, *, images: dict[str, str], now: datetime) -> None:
+        self.root, self.env = root, env
+        self.cfg = load_config(config_path(root, env), env=env)
+        self.now = now.timestamp()
+        self.serial = itertools.count(1)
+        self.calls: list[str] = []
+        self.faults: dict[str, list[Any]] = {}
+        repo = self.cfg.image.repository_name
+        assert repo, "the release deploys tags of image.repository_name"
+        self.ecr: dict[str, set[str]] = {repo: {i.rsplit(":", 1)[1] for i in images.values()}}
+        self.models: dict[str, str] = {}
+        self.configs: dict[str, dict[str, dict[str, Any]]] = {}
+        self.targets: dict[str, tuple[int, int]] = {
+            v: (s.min_capacity, s.max_capacity) for v, s in self.cfg.scaling.variants.items()
+        }
+        config = self._create_config(self.cfg, images)
+        self.endpoint: dict[str, Any] = {
+            "config": config,
+            "status": "InService",
+            "variants": {
+                v: {
+                    "weight": 0.0 if v == "canary" else 100.0,
+                    "count": self.cfg.variants[v].initial_instance_count,
+                }
+                for v in VARIANT_NAMES
+            },
+        }
+        self.controller = Controller(self, self.cfg)
+
+    # ------------------------------------------------------------------ state, as tests read it
+
+    def live_images(self) -> dict[str, str]:
+        variants = self.configs[self.endpoint["config"]]
+        return {v: self.models[variants[v]["model"]] for v in VARIANT_NAMES}
+
+    def state(self) -> dict[str, Any]:
+        """What a release must leave behind, without ids, times or instance counts (those are
+        autoscaling's and the preflight's, and depend on the hour a deploy ran)."""
+        record = self.controller.record or {}
+        return {
+            "endpoint": self.endpoint["status"],
+            "images": {v: i.rsplit(":", 1)[1] for v, i in self.live_images().items()},
+            "weights": {v: s["weight"] for v, s in self.endpoint["variants"].items()},
+            "canary_bounds": self.targets["canary"],
+            "rollout": (
+                record.get("status"),
+                (str(record.get("rollback_reason", "")).split() or [""])[0],
+            ),
+        }
+
+    # ------------------------------------------------------------------ the clock
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    # ------------------------------------------------------------------ failures
+
+    def fail(self, key: str, error: tuple[str, int] | BaseException | None = None) -> None:
+        """The next call named ``key`` (as :attr:`calls` names it: ``ecr.BatchGetImage``,
+        ``lambda.Invoke start``, ``cdk deploy image_tag=...``) fails: with an AWS error code and
+        its HTTP status (botocore's own retries already spent), or by raising the exception (a
+        ``cdk deploy`` fails whatever the value: CloudFormation rolls the stack back). The call
+        is logged with ``(failed: <code>)``."""
+        self.faults.setdefault(key, []).append(error or ("InjectedFailure", 400))
+
+    def _fault(self, key: str) -> Any:
+        pending = self.faults.get(key)
+        return pending.pop(0) if pending else None
+
+    # ------------------------------------------------------------------ clients
+
+    def clients(self) -> dict[str, Any]:
+        """The tools' ``clients=``: one hooked boto3 client per service, the caller, the clock."""
+        given: dict[str, Any] = {s: self._client(s) for s in SERVICES}
+        given.update(caller="release-ci", clock=self.clock, sleep=self.sleep)
+        return given
+
+    def _client(self, service: str) -> Any:
+        client = boto3.client(
+            service, region_name=REGION, aws_access_key_id="fake", aws_secret_access_key="fake"
+        )
+        asked: dict[str, Any] = {}
+
+        def keep(params: dict[str, Any], **_: Any) -> None:
+            asked["params"] = dict(params)
+
+        def answer(model: Any, **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+            return self._answer(service, model, asked.pop("params"))
+
+        client.meta.events.register_first("before-parameter-build.*.*", keep)
+        client.meta.events.register_first("before-call.*.*", answer)
+        return client
+
+    def _answer(self, service: str, model: Any, params: dict[str, Any]) -> Any:
+        key = f"{service}.{model.name}"
+        if model.name == "Invoke":
+            key += " " + json.loads(params["Payload"])["action"]
+        self.calls.append(key)
+        fault = self._fault(key)
+        if isinstance(fault, BaseException):
+            self.calls[-1] += f" (failed: {type(fault).__name__})"
+            raise fault
+        if fault is not None:
+            code, status = fault
+            self.calls[-1] += f" (failed: {code})"
+            return error(code, f"{code} (injected)", status)
+        handler: Callable[[dict[str, Any]], Any] = getattr(
+            self, "_" + key.split()[0].replace(".", "_").replace("-", "_")
+        )
+        parsed = handler(params)
+        if isinstance(parsed, tuple):
+            return parsed
+        if model.output_shape is not None:
+            validate_parameters(parsed, model.output_shape)
+        return AWSResponse("https://fake", 200, {}, None), parsed
+
+    # ------------------------------------------------------------------ SageMaker
+
+    def _sagemaker_DescribeEndpoint(self, p: dict[str, Any]) -> Any:
+        name = self.cfg.endpoint_name
+        if p["EndpointName"] != name:
+            return error("ValidationException", f'Could not find endpoint "{p["EndpointName"]}".')
+        when = datetime.fromtimestamp(self.now, UTC)
+        return {
+            "EndpointName": name,
+            "EndpointArn": arn("sagemaker", "endpoint", name),
+            "EndpointConfigName": self.endpoint["config"],
+            "EndpointStatus": self.endpoint["status"],
+            "CreationTime": when,
+            "LastModifiedTime": when,
+            "ProductionVariants": [
+                {
+                    "VariantName": v,
+                    "CurrentWeight": s["weight"],
+                    "DesiredWeight": s["weight"],
+                    "CurrentInstanceCount": s["count"],
+                    "DesiredInstanceCount": s["count"],
+                }
+                for v, s in self.endpoint["variants"].items()
+            ],
+        }
+
+    def _sagemaker_DescribeEndpointConfig(self, p: dict[str, Any]) -> Any:
+        name = p["EndpointConfigName"]
+        if name not in self.configs:
+            return error("ValidationException", f'Could not find endpoint configuration "{name}".')
+        return {
+            "EndpointConfigName": name,
+            "EndpointConfigArn": arn("sagemaker", "endpoint-config", name),
+            "CreationTime": datetime.fromtimestamp(self.now, UTC),
+            "ProductionVariants": [
+                {
+                    "VariantName": v,
+                    "ModelName": s["model"],
+                    "InstanceType": s["instance_type"],
+                    "InitialInstanceCount": s["count"],
+                    "InitialVariantWeight": s["weight"],
+                }
+                for v, s in self.configs[name].items()
+            ],
+        }
+
+    def _sagemaker_DescribeModel(self, p: dict[str, Any]) -> Any:
+        name = p["ModelName"]
+        if name not in self.models:
+            return error("ValidationException", f'Could not find model "{name}".')
+        return {
+            "ModelName": name,
+            "PrimaryContainer": {"Image": self.models[name]},
+            "ExecutionRoleArn": ROLE,
+            "ModelArn": arn("sagemaker", "model", name),
+            "CreationTime": datetime.fromtimestamp(self.now, UTC),
+        }
+
+    def _sagemaker_UpdateEndpointWeightsAndCapacities(self, p: dict[str, Any]) -> Any:
+        for item in p["DesiredWeightsAndCapacities"]:
+            variant = self.endpoint["variants"][item["VariantName"]]
+            if "DesiredInstanceCount" in item:
+                variant["count"] = item["DesiredInstanceCount"]
+            if "DesiredWeight" in item:
+                variant["weight"] = item["DesiredWeight"]
+        return {"EndpointArn": arn("sagemaker", "endpoint", self.cfg.endpoint_name)}
+
+    # ------------------------------------------------------------------ the others
+
+    def _application_autoscaling_DescribeScalableTargets(self, p: dict[str, Any]) -> Any:
+        wanted = set(p.get("ResourceIds") or [])
+        found = []
+        for v, (low, high) in self.targets.items():
+            rid = resource_id(self.cfg.endpoint_name, v)
+            if rid in wanted:
+                found.append(
+                    {
+                        "ServiceNamespace": "sagemaker",
+                        "ResourceId": rid,
+                        "ScalableDimension": SCALABLE_DIMENSION,
+                        "MinCapacity": low,
+                        "MaxCapacity": high,
+                        "RoleARN": ROLE,
+                        "CreationTime": datetime.fromtimestamp(self.now, UTC),
+                    }
+                )
+        return {"ScalableTargets": found}
+
+    def _ecr_BatchGetImage(self, p: dict[str, Any]) -> Any:
+        tags = self.ecr.get(p["repositoryName"], set())
+        images, failures = [], []
+        for image_id in p["imageIds"]:
+            tag = image_id["imageTag"]
+            if tag in tags:
+                images.append(
+                    {
+                        "registryId": ACCOUNT_ID,
+                        "repositoryName": p["repositoryName"],
+                        "imageId": {"imageTag": tag, "imageDigest": f"sha256:{tag}"},
+                        "imageManifest": "{}",
+                    }
+                )
+            else:
+                failures.append(
+                    {
+                        "imageId": {"imageTag": tag},
+                        "failureCode": "ImageNotFound",
+                        "failureReason": "Requested image not found",
+                    }
+                )
+        return {"images": images, "failures": failures}
+
+    def _lambda_Invoke(self, p: dict[str, Any]) -> Any:
+        assert p["FunctionName"] == names.controller_function_name(self.cfg.endpoint_name)
+        payload, failed = self.controller.handle(json.loads(p["Payload"]))
+        answer: dict[str, Any] = {
+            "StatusCode": 200,
+            "ExecutedVersion": "$LATEST",
+            "Payload": io.BytesIO(json.dumps(payload).encode()),
+        }
+        if failed:
+            answer["FunctionError"] = "Unhandled"
+        return answer
+
+    # ------------------------------------------------------------------ CloudFormation
+
+    def cdk_deploy(self, cmd: list[str], **_: Any) -> CompletedProcess[bytes]:
+        """``subprocess.run`` of tools/deploy.py's ``cdk deploy`` command (module docstring)."""
+        assert cmd[:4] == ["npx", "cdk", "deploy", "--all"], cmd
+        context = dict(cmd[i + 1].split("=", 1) for i, arg in enumerate(cmd) if arg == "-c")
+        env = context.pop("env")
+        key = " ".join(["cdk deploy", *(f"{k}={v}" for k, v in context.items())])
+        self.calls.append(key)
+        cfg = DeployOptions.from_context(context.get).apply(
+            load_config(config_path(self.root, env), env=env)
+        )
+        if self._fault(key) is not None:
+            self.calls.append("cloudformation: update failed, stack rolled back")
+            return CompletedProcess(cmd, 1)
+        wanted = {v: self._variant(cfg, v, image) for v, image in image_uris(cfg).items()}
+        live = self.configs[self.endpoint["config"]]
+        if all(
+            {**live[v], "model": self.models[live[v]["model"]]} == wanted[v] for v in VARIANT_NAMES
+        ):
+            self.calls.append("cloudformation: no changes")
+            return CompletedProcess(cmd, 0)
+        old = self.endpoint["config"]
+        config = self._create_config(cfg, image_uris(cfg), reuse=live)
+        reset = set(cfg.deployment.reset_on_update)
+        for v, spec in self.configs[config].items():
+            variant = self.endpoint["variants"][v]
+            if "DesiredWeight" in reset:
+                variant["weight"] = spec["weight"]
+            if "DesiredInstanceCount" in reset:
+                variant["count"] = spec["count"]
+        self.endpoint["config"] = config
+        self.calls.append(f"cloudformation: UpdateEndpoint {config}")
+        kept = {s["model"] for s in self.configs[config].values()}
+        for gone in {s["model"] for s in self.configs.pop(old).values()} - kept:
+            del self.models[gone]  # the replaced Models and EndpointConfig: cleanup phase
+        return CompletedProcess(cmd, 0)
+
+    @staticmethod
+    def _variant(cfg: DeploymentConfig, v: str, image: str) -> dict[str, Any]:
+        spec = cfg.variants[v]
+        return {
+            "model": image,
+            "instance_type": spec.instance_type,
+            "count": spec.initial_instance_count,
+            "weight": float(spec.initial_weight),
+        }
+
+    def _create_config(
+        self, cfg: DeploymentConfig, images: dict[str, str], reuse: dict[str, Any] | None = None
+    ) -> str:
+        variants = {}
+        for v in VARIANT_NAMES:
+            spec = self._variant(cfg, v, images[v])
+            model = (reuse or {}).get(v, {}).get("model")
+            if model is None or self.models[model] != images[v]:
+                model = f"{v.capitalize()}Model-{next(self.serial)}"
+                self.models[model] = images[v]
+                if reuse is not None:
+                    self.calls.append(f"cloudformation: CreateModel {model} {images[v]}")
+            variants[v] = {**spec, "model": model}
+        name = f"EndpointConfig-{next(self.serial)}"
+        self.configs[name] = variants
+        if reuse is not None:
+            self.calls.append(f"cloudformation: CreateEndpointConfig {name}")
+        return name
+
+
+def error(code: str, message: str, status: int = 400) -> tuple[AWSResponse, dict[str, Any]]:
+    """An AWS error answer, raised by botocore as the service's ClientError class."""
+    return AWSResponse("https://fake", status, {}, None), {
+        "Error": {"Code": code, "Message": message},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }

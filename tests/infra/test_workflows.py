@@ -1,0 +1,186 @@
+"""The GitHub Actions workflows (.github/workflows/), read as data: what the release pipeline
+promises (issue 19) holds for every job and step, and a change that breaks it fails here.
+
+actionlint and zizmor check them too (``make lint-workflows``, part of ``make lint``); these tests
+check the product's own rules, which no linter knows: each ``run:`` is a make target that exists,
+deploying jobs run in a GitHub environment the deploy role trusts, prod's jobs share one
+concurrency group, the release runs in order with promotion last and behind its own approval.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+MAKE_LINE = re.compile(r"^make (?P<target>[a-z][a-z0-9-]*)(?P<vars>( [A-Z_]+=\S+)*)$")
+EXPRESSION = re.compile(r"\$\{\{.*?\}\}")
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the key `on` as True.
+    if True in data:
+        data["on"] = data.pop(True)
+    return data
+
+
+def jobs() -> list[tuple[str, str, dict[str, Any]]]:
+    return [(p.name, name, job) for p in WORKFLOWS for name, job in load(p)["jobs"].items()]
+
+
+def release() -> dict[str, Any]:
+    return load(REPO / ".github" / "workflows" / "release.yml")
+
+
+def uses_role(job: dict[str, Any]) -> bool:
+    return any("configure-aws-credentials" in str(s.get("uses", "")) for s in job["steps"])
+
+
+def test_there_are_a_pull_request_and_a_release_workflow() -> None:
+    names = {p.name for p in WORKFLOWS}
+    assert {"pull-request.yml", "release.yml"} <= names
+    assert "pull_request" in load(REPO / ".github/workflows/pull-request.yml")["on"]
+    assert set(release()["on"]["push"]) == {"branches", "tags"}
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_run_step_is_a_make_target_that_exists(path: Path) -> None:
+    """Keep the logic in make targets (another CI calls the same ones): each ``run:`` is one
+    ``make <target> VAR=value...`` line, and ``make -n`` of it (nothing runs) resolves."""
+    for name, job in load(path)["jobs"].items():
+        for step in job["steps"]:
+            if "run" not in step:
+                continue
+            line = step["run"].strip()
+            match = MAKE_LINE.match(line)
+            assert match, f"{path.name}:{name}: `{line}` is not one make target"
+            # Placeholders for what GitHub fills in: ${{ ... }} and "$IMAGE_TAG"-style variables.
+            args = EXPRESSION.sub("x", match["vars"]).replace('"', "")
+            args = re.sub(r"\$[A-Z_]+", "0" * 40, args).split()
+            done = subprocess.run(
+                ["make", "-n", "--no-print-directory", match["target"], *args],
+                cwd=REPO, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, f"{path.name}:{name}: make -n {line}: {done.stderr}"
+
+
+def test_every_job_declares_least_permissions_and_the_workflows_grant_none_by_default() -> None:
+    for path in WORKFLOWS:
+        assert load(path)["permissions"] == {}, path.name
+    for wf, name, job in jobs():
+        perms = job.get("permissions")
+        assert isinstance(perms, dict), f"{wf}:{name} declares no permissions"
+        assert set(perms) <= {"contents", "id-token"}, f"{wf}:{name}: {perms}"
+        assert perms.get("contents") == "read", f"{wf}:{name}"
+        # The OIDC token only where a job assumes the deploy role, and the role there.
+        assert (perms.get("id-token") == "write") == uses_role(job), f"{wf}:{name}"
+
+
+def test_aws_is_reached_through_oidc_only_and_only_from_a_github_environment() -> None:
+    """No long-lived keys: no secret at all in any workflow, no access-key input. The deploy
+    role trusts ``repo:<owner>/<repo>:environment:<env>`` only, so a job that assumes it runs in
+    that environment; prod's role only from the prod environments."""
+    for path in WORKFLOWS:
+        text = path.read_text()
+        assert "secrets." not in text, path.name
+        assert "aws-access-key-id" not in text and "AWS_SECRET_ACCESS_KEY" not in text, path.name
+    for wf, name, job in jobs():
+        if not uses_role(job):
+            continue
+        [creds] = [s for s in job["steps"] if "configure-aws-credentials" in str(s.get("uses"))]
+        role = creds["with"]["role-to-assume"]
+        env = job.get("environment")
+        if "DIFF_ROLE_ARN" in role:
+            # The read-only diff role trusts the pull_request subject: a job with an environment
+            # would present another subject, and only the pull request workflow uses it.
+            assert wf == "pull-request.yml" and env is None, f"{wf}:{name}"
+            runs = [s["run"] for s in job["steps"] if "run" in s]
+            assert runs[-1] == "make diff ENV=dev DIFF_METHOD=template", runs
+            continue
+        assert "DEPLOY_ROLE_ARN" in role and wf == "release.yml", f"{wf}:{name}: {role}"
+        assert env, f"{wf}:{name} assumes {role} outside a GitHub environment"
+        if "PROD" in role:
+            assert env in {"prod", "prod-promote"}, f"{wf}:{name}"
+        else:
+            assert "DEV" in role and env == "dev", f"{wf}:{name}"
+
+
+def test_every_third_party_action_is_pinned_by_commit_and_checkouts_keep_no_token() -> None:
+    for wf, name, job in jobs():
+        for step in job["steps"]:
+            if "uses" in step:
+                assert PINNED.match(step["uses"]), f"{wf}:{name}: {step['uses']}"
+            if "actions/checkout" in str(step.get("uses")):
+                assert step["with"]["persist-credentials"] is False, f"{wf}:{name}"
+
+
+def test_two_runs_never_deploy_one_environment_at_once() -> None:
+    """Every job that deploys or acts on an environment holds that environment's group, and
+    never cancels a run in progress (a cancelled deploy leaves CloudFormation mid-update)."""
+    groups: dict[str, set[str]] = {}
+    for wf, name, job in jobs():
+        if not uses_role(job) or wf != "release.yml":
+            continue
+        conc = job.get("concurrency")
+        assert conc, f"{wf}:{name} has no concurrency group"
+        assert conc["cancel-in-progress"] is False, f"{wf}:{name}"
+        groups.setdefault(conc["group"], set()).add(job["environment"])
+    assert groups == {"deploy-dev": {"dev"}, "deploy-prod": {"prod", "prod-promote"}}
+
+
+def test_the_release_runs_in_order_with_the_promotion_last_behind_its_own_approval() -> None:
+    wf = release()["jobs"]
+
+    def needs(name: str) -> set[str]:
+        value = wf[name].get("needs", [])
+        return {value} if isinstance(value, str) else set(value)
+
+    def runs(name: str) -> list[str]:
+        return [s["run"] for s in wf[name]["steps"] if "run" in s]
+
+    assert needs("dev") == {"config"}
+    assert "dev" in needs("prod-canary")
+    assert "prod-canary" in needs("canary-wait")
+    assert "canary-wait" in needs("promote")
+    assert wf["prod-canary"]["environment"] == "prod"
+    assert wf["promote"]["environment"] == "prod-promote"
+    # The config job refuses a run without the deploy roles before anything is built.
+    assert [r.split()[1] for r in runs("config")] == ["ci-config", "ci-config"]
+    assert not uses_role(wf["config"])
+    # dev: the repository (the preparation job's image goes there too), the model release, the
+    # image, then the deploy (its smoke gate).
+    assert [r.split()[1] for r in runs("dev")] == [
+        "deploy-repository", "prepare-model", "push-image", "deploy",
+    ]  # fmt: skip
+    # prod: the canary only (the primary keeps its image), then the rollout is started.
+    prod = runs("prod-canary")
+    assert [r.split()[1] for r in prod] == [
+        "deploy-repository", "prepare-model", "push-image", "deploy", "canary-start",
+    ]  # fmt: skip
+    assert 'IMAGE_TAG="canary=$IMAGE_TAG"' in prod[3]
+    # A bounded wait that stops before GitHub's own job limit, and a promotion that is one command.
+    [wait] = runs("canary-wait")
+    timeout_min = int(re.search(r"TIMEOUT_MIN=(\d+)", wait)[1])  # type: ignore[index]
+    assert timeout_min < wf["canary-wait"]["timeout-minutes"] <= 360
+    assert runs("promote") == ["make promote ENV=prod"]
+
+
+def test_the_pull_request_workflow_tests_lints_plans_every_env_and_diffs_dev_when_it_can() -> None:
+    wf = load(REPO / ".github/workflows/pull-request.yml")["jobs"]
+    assert [s["run"] for s in wf["test"]["steps"] if "run" in s] == ["make test"]
+    assert [s["run"] for s in wf["lint"]["steps"] if "run" in s] == ["make lint"]
+    envs = {p.stem for p in (REPO / "config").glob("*.yaml")}
+    assert set(wf["plan"]["strategy"]["matrix"]["env"]) == envs
+    [upload] = [s for s in wf["plan"]["steps"] if "upload-artifact" in str(s.get("uses"))]
+    assert "plan.md" in upload["with"]["path"] and upload["with"]["if-no-files-found"] == "error"
+    # cdk diff only with the diff role configured, and never for a fork's pull request.
+    assert "vars.DIFF_ROLE_ARN_DEV != ''" in wf["diff-dev"]["if"]
+    assert "head.repo.full_name == github.repository" in wf["diff-dev"]["if"]
