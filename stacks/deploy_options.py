@@ -34,6 +34,9 @@ from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
 
 CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset", "image_tag", "model_artifact")
+#: ``IMAGE_TAG=live``: the tag each variant runs now, which only ``make deploy`` can read
+#: (tools/live_images.py resolves it before anything is synthesized).
+LIVE_TAG = "live"
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,11 @@ class DeployOptions:
                 data["image"] = {**data.get("image", {}), "mode": "tag", "tag": tag}
         if self.model_artifact:
             data["model"]["artifact"] = self.model_artifact
+        if LIVE_TAG in self.image_tags.values():
+            raise ConfigError(
+                f"image_tag: {LIVE_TAG!r} means the tag each variant runs now, which make deploy "
+                "reads from the endpoint; make synth and make diff need the tag itself"
+            )
         try:
             return DeploymentConfig.model_validate(data)
         except ValidationError as err:

@@ -86,11 +86,11 @@ def invoke(lambda_client: Any, cfg: DeploymentConfig, event: dict[str, Any]) -> 
     return payload
 
 
-def active_rollout(lambda_client: Any, cfg: DeploymentConfig) -> dict[str, Any] | None:
-    """The controller's record when a rollout holds the endpoint's lock (RUNNING or
-    ROLLING_BACK), else None. No controller function yet (a stack deployed before it existed)
-    means no rollout: Invoke then fails with ResourceNotFoundException, "the resource specified
-    in the request does not exist" (Lambda API reference, Invoke, Errors:
+def rollout_record(lambda_client: Any, cfg: DeploymentConfig) -> dict[str, Any] | None:
+    """The controller's record of the endpoint's last rollout, or None when there is none. No
+    controller function yet (a stack deployed before it existed) means no rollout: Invoke then
+    fails with ResourceNotFoundException, "the resource specified in the request does not
+    exist" (Lambda API reference, Invoke, Errors:
     https://docs.aws.amazon.com/lambda/latest/api/API_Invoke.html). Any other failure raises."""
     try:
         state = invoke(lambda_client, cfg, {"action": "status"})
@@ -98,7 +98,14 @@ def active_rollout(lambda_client: Any, cfg: DeploymentConfig) -> dict[str, Any] 
         if error_code(exc) == "ResourceNotFoundException":
             return None
         raise
-    return state if state.get("status") in LOCKED else None
+    return state if state.get("status") is not None else None
+
+
+def active_rollout(lambda_client: Any, cfg: DeploymentConfig) -> dict[str, Any] | None:
+    """The controller's record when a rollout holds the endpoint's lock (RUNNING or
+    ROLLING_BACK), else None (:func:`rollout_record`)."""
+    state = rollout_record(lambda_client, cfg)
+    return state if state is not None and state.get("status") in LOCKED else None
 
 
 def transient(exc: Exception) -> str | None:

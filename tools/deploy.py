@@ -24,9 +24,14 @@ endpoint (RUNNING or ROLLING_BACK) a deploy would replace the variants under the
 weights and bounds, so the deploy is refused, naming the rollout and how to end it.
 ``--skip-rollout-check`` deploys anyway (e.g. when the controller itself cannot be read).
 
-``IMAGE_TAG=canary=TAG`` changes the canary alone: the primary keeps the image it runs
-(:func:`keep_live_primary`), so a release run again from the top after ``make promote`` deployed
-does not undo the promotion, and the next release's canary deploy does not move the primary.
+Each variant's image is decided against what it runs (tools/live_images.py):
+``IMAGE_TAG=canary=TAG`` changes the canary alone (the primary keeps the repository tag it runs,
+so a release run again from the top after ``make promote`` does not undo the promotion);
+``IMAGE_TAG=live`` keeps what every variant runs; and a config change deployed without
+``IMAGE_TAG`` is refused where it would replace a release's image with one built from
+container/. While a COMPLETED rollout waits for its promotion (the canary on up to 100 % of the
+traffic), a deploy that gives the canary another image is refused: it would put an image no
+rollout baked on that traffic.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import argparse
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,6 +49,7 @@ from typing import Any, Literal, cast
 from botocore.exceptions import ClientError
 
 from container.model_prep.artifact import ArtifactError
+from lambdas.canary_controller.names import COMPLETED, LOCKED
 from simulator.assumptions import Assumptions
 from simulator.schedule import schedule_floor
 from stacks.config import DeploymentConfig, VariantName, VariantProperty
@@ -52,7 +58,8 @@ from stacks.deploy_options import DeployOptions
 from stacks.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
 from tools import REPO_ROOT
 from tools.aws_command import client, error_code, run_on_config
-from tools.canary import ControllerError, active_rollout
+from tools.canary import ControllerError, rollout_record
+from tools.live_images import ImageRefused, live_image_uris, repository_tag, resolve
 from tools.model_release import ensure_release
 from tools.synth import add_release_args, release_options
 
@@ -114,40 +121,6 @@ def read_live(sm: Any, aas: Any, cfg: DeploymentConfig) -> LiveEndpoint | None:
     }
     models = {pv["VariantName"]: str(pv.get("ModelName", "")) for pv in econf["ProductionVariants"]}
     return LiveEndpoint(desc["EndpointStatus"], desc["EndpointConfigName"], variants, models)
-
-
-def keep_live_primary(
-    sm: Any, cfg: DeploymentConfig, release: DeployOptions, live: LiveEndpoint | None
-) -> DeployOptions:
-    """``IMAGE_TAG=canary=TAG`` names the canary alone: the primary keeps the image it runs, when
-    that is a tag of ``image.repository_name`` (read from the live endpoint: its EndpointConfig
-    names the primary's Model, whose PrimaryContainer names the image). Without this the primary
-    would get the config's image in the same deploy. A Model's image cannot change in place
-    (SageMaker has no UpdateModel; a new image is a new Model, a new EndpointConfig and an
-    UpdateEndpoint: developer guide, "Update a multi-container endpoint",
-    https://docs.aws.amazon.com/sagemaker/latest/dg/multi-container-update.html; CloudFormation
-    replaces an AWS::SageMaker::Model whose ``PrimaryContainer`` changes), so the deploy would
-    move the primary, the variant with most of the traffic, onto that image beside the canary
-    meant to try an image first. A release run again from the top after ``make promote``
-    deployed would do that (the primary back from the promoted tag to the config's), and so would
-    the next release when the promoted tag was not committed (or, with ``image.mode: build``, the
-    primary rebuilt from the commit under test). A primary on any other image (the CDK-built
-    asset) gets the config's, as before; name both (``IMAGE_TAG=primary=A,canary=B``) to move it
-    on purpose."""
-    repository = cfg.image.repository_name
-    model = live.models.get("primary") if live is not None else None
-    if set(release.image_tags) != {"canary"} or not repository or not model:
-        return release
-    image = str(sm.describe_model(ModelName=model)["PrimaryContainer"]["Image"])
-    path = image.split("/", 1)[-1]  # <registry>/<repository>:<tag>, or @<digest>
-    name, _, tag = path.rpartition(":")
-    if name != repository or "@" in path or not tag:
-        print(f"the primary runs {image}, not a tag of {repository}: it gets the config's image")
-        return release
-    print(f"IMAGE_TAG names the canary alone: the primary keeps {image}")
-    return DeployOptions(
-        image_tags={"primary": tag, **release.image_tags}, model_artifact=release.model_artifact
-    )
 
 
 @dataclass(frozen=True)
@@ -273,18 +246,34 @@ def refuse_missing_image_tags(ecr: Any, cfg: DeploymentConfig) -> None:
         )
 
 
-def refuse_during_rollout(lambda_client: Any, cfg: DeploymentConfig) -> None:
-    """Raise DeployRefused while a canary rollout holds the endpoint (module docstring)."""
+def refuse_during_rollout(
+    lambda_client: Any, cfg: DeploymentConfig, images: Mapping[str, str] | None = None
+) -> None:
+    """Raise DeployRefused while a canary rollout holds the endpoint, or while a COMPLETED one
+    waits for its promotion and this deploy would give the canary another image than it runs
+    (``images``: the live variants' image URIs; module docstring)."""
     try:
-        state = active_rollout(lambda_client, cfg)
+        state = rollout_record(lambda_client, cfg)
     except ControllerError as exc:
         raise DeployRefused(
             f"could not read the canary rollout's state ({exc}); fix the controller, or deploy "
             "with --skip-rollout-check (SKIP_ROLLOUT_CHECK=1) if no rollout is running"
         ) from exc
-    if state is None:
-        return
     env = f"ENV={cfg.env}"
+    if state is not None and state.get("status") == COMPLETED:
+        running = (images or {}).get("canary")
+        tag = cfg.variants.canary.image_tag or cfg.image.tag
+        if running is not None and repository_tag(running, cfg.image.repository_name) != tag:
+            raise DeployRefused(
+                f"canary rollout {state.get('rollout_id')!r} COMPLETED and is not promoted yet: "
+                f"the canary serves its last step's traffic on {running}, and this deploy would "
+                f"give it {tag or 'an image built from container/'}, which no rollout baked. "
+                f"Promote it first (make promote {env}) or roll it back "
+                f"(make canary-rollback {env}), then deploy; nothing was changed"
+            )
+        return
+    if state is None or state.get("status") not in LOCKED:
+        return
     raise DeployRefused(
         f"canary rollout {state.get('rollout_id')!r} is {state.get('status')} on "
         f"{cfg.endpoint_name} (last: {state.get('last_decision')}, {state.get('last_reason')}); "
@@ -402,10 +391,15 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
 
     def command(cfg: DeploymentConfig) -> int:
         reset = DeployOptions.from_context({"reset": args.reset}.get).reset
-        release = release_options(args)
-        configured, cfg = cfg, release.apply(cfg)  # IMAGE_TAG= / ARTIFACT=: validated like the YAML
         sm = client(given, "sagemaker", cfg.region)
         aas = client(given, "application-autoscaling", cfg.region)
+        live = read_live(sm, aas, cfg)
+        images = live_image_uris(sm, live.models) if live is not None else {}
+        try:
+            release = resolve(cfg, release_options(args), images)
+        except ImageRefused as exc:
+            raise DeployRefused(str(exc)) from None
+        cfg = release.apply(cfg)  # IMAGE_TAG= / ARTIFACT=: validated like the YAML
         out = REPO_ROOT / "cdk.out" / cfg.env
         runner = cast(
             Callable[[DeployOptions], int],
@@ -418,13 +412,9 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
                 )
             ),
         )
-        live = read_live(sm, aas, cfg)
-        kept = keep_live_primary(sm, cfg, release, live)
-        if kept is not release:
-            release, cfg = kept, kept.apply(configured)
         steps = plan_deploy(cfg, live, now=datetime.now(UTC), reset=reset)
         if live is not None and not args.skip_rollout_check:
-            refuse_during_rollout(client(given, "lambda", cfg.region), cfg)
+            refuse_during_rollout(client(given, "lambda", cfg.region), cfg, images)
         for i, step in enumerate(steps, 1):
             detail = step.counts if step.action == "raise" else step.options.as_context()
             print(f"step {i}: {step.action} {detail or ''} - {step.why}")

@@ -14,8 +14,9 @@ Steps, each printed with what it changed or why it had nothing to do:
    the controller's record already is that rollback.
 
 Run it again after a failure at any step: it reads where the fleet is and goes on from there.
-The tag it deploys holds for that deploy only (stacks/deploy_options.py): commit it as
-``image.tag`` (or pass ``IMAGE_TAG=`` to later deploys) so the next deploy keeps it.
+The tag it deploys is given on the command line, not written to the YAML: a later config change
+is deployed with ``IMAGE_TAG=live`` (tools/live_images.py), and without it ``make deploy``
+refuses to replace the promoted tag with an image built from container/.
 """
 
 from __future__ import annotations
@@ -120,8 +121,8 @@ def promote(
                 "resumes here without deploying again")  # fmt: skip
             raise
         out(f"3. canary idle: weight 0 and configured bounds requested ({after.get('status')})")
-    out(f"promoted: both variants run {tag}. Commit image.tag: {tag} (or pass IMAGE_TAG={tag}) "
-        "so the next deploy keeps it")  # fmt: skip
+    out(f"promoted: both variants run {tag}. The next config change: make deploy "
+        f"ENV={cfg.env} IMAGE_TAG=live keeps it (or IMAGE_TAG={tag})")  # fmt: skip
     return 0
 
 

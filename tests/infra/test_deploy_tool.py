@@ -60,6 +60,9 @@ def endpoint_response(status: str, variants: dict[str, tuple[int, float]]) -> di
     }
 
 
+CDK_ASSETS = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-hnb659fds-container-assets"
+
+
 def stub_live(
     sm: Stubber,
     aas: Stubber,
@@ -68,7 +71,10 @@ def stub_live(
     variants: dict[str, tuple[int, float]] | None = None,
     registered: tuple[str, ...] = ("primary", "canary"),
     status: str = "InService",
+    images: bool = False,
 ) -> None:
+    """The live endpoint as read_live reads it; ``images``: also each variant's Model, as
+    ``make deploy`` reads them next (tools/live_images.py)."""
     types = types or {"primary": "ml.g5.xlarge", "canary": "ml.g5.xlarge"}
     variants = variants or {"primary": (2, 95.0), "canary": (2, 5.0)}
     sm.add_response(
@@ -87,6 +93,17 @@ def stub_live(
         },
         {"EndpointConfigName": "cfg-live"},
     )
+    for v in types if images else ():  # each variant's image: built by CDK here
+        sm.add_response(
+            "describe_model",
+            {
+                "ModelName": f"m-{v}",
+                "ModelArn": f"arn:aws:sagemaker:us-east-1:123456789012:model/m-{v}",
+                "CreationTime": T0,
+                "PrimaryContainer": {"Image": f"{CDK_ASSETS}:built-{v}"},
+            },
+            {"ModelName": f"m-{v}"},
+        )
     aas.add_response(
         "describe_scalable_targets",
         {
@@ -270,14 +287,16 @@ def main(*argv: str, stub: Callable[[Stubber, Stubber], None]) -> tuple[int, Rec
 
 
 def test_an_updating_endpoint_is_refused_and_nothing_is_deployed(capsys) -> None:
-    rc, deploy = main(stub=lambda sms, aass: stub_live(sms, aass, status="Updating"))
+    rc, deploy = main(stub=lambda sms, aass: stub_live(sms, aass, status="Updating", images=True))
     assert rc == 1 and deploy.calls == []
     assert "refused: mangaassist-vllm-prod is Updating" in capsys.readouterr().err
 
 
 def test_dry_run_prints_the_steps_and_deploys_nothing(capsys) -> None:
     busy = {"primary": (8, 95.0), "canary": (2, 5.0)}
-    rc, deploy = main("--dry-run", stub=lambda sms, aass: stub_live(sms, aass, variants=busy))
+    rc, deploy = main(
+        "--dry-run", stub=lambda sms, aass: stub_live(sms, aass, variants=busy, images=True)
+    )
     assert rc == 0 and deploy.calls == []
     assert "step 1: deploy" in capsys.readouterr().out
 

@@ -167,7 +167,8 @@ READ_LIVE = [
 CLEAN = {
     "deploy": [
         *READ_LIVE,
-        "sagemaker.DescribeModel",  # the primary's image: it keeps it (a tag of the repository)
+        "sagemaker.DescribeModel",  # each variant's image: the primary keeps its repository tag
+        "sagemaker.DescribeModel",
         "lambda.Invoke status",  # no rollout holds the endpoint
         "ecr.BatchGetImage",  # the tags this deploy runs are pushed
         FETCH_MODEL,  # image.mode build: cdk deploy builds the image, which bakes the release
@@ -189,7 +190,9 @@ CLEAN = {
         "sagemaker.DescribeModel",
         "sagemaker.DescribeModel",
         *READ_LIVE,  # make deploy IMAGE_TAG=<sha> RESET=DesiredWeight
-        "lambda.Invoke status",
+        "sagemaker.DescribeModel",
+        "sagemaker.DescribeModel",
+        "lambda.Invoke status",  # COMPLETED, and the promotion keeps the canary's image
         "ecr.BatchGetImage",
         "sagemaker.UpdateEndpointWeightsAndCapacities",  # the idle primary's share, before
         "sagemaker.DescribeEndpoint",  # InService again
@@ -371,7 +374,7 @@ def test_after_the_canary_idle_failed_the_rerun_keeps_the_promoted_primary(
     again = release(account, sequence, capsys)
     deploy, start, _, promote = again
     # the canary deploy of <sha> keeps the primary on <sha>: no deploy moves it back
-    assert f"the primary keeps {REGISTRY}/{REPOSITORY}:{SHA}" in deploy.out
+    assert f"IMAGE_TAG does not name primary: it keeps {REGISTRY}/{REPOSITORY}:{SHA}" in deploy.out
     assert f"cdk deploy image_tag=canary={SHA},primary={SHA}" in deploy.calls
     assert deploy.calls[-1] == "cloudformation: no changes"
     assert "nothing started" in start.out
@@ -403,7 +406,8 @@ def test_a_canary_deploy_over_a_primary_built_by_cdk_gives_the_primary_the_confi
     [deploy] = release(account, sequence[:1], capsys)
     assert deploy.rc == 0
     assert (
-        f"the primary runs {built}, not a tag of {REPOSITORY}: it gets the config's" in deploy.out
+        f"IMAGE_TAG does not name primary: it runs {built}, not a tag of {REPOSITORY}, so it "
+        "gets the config's image" in deploy.out
     )
     assert f"cdk deploy image_tag=canary={SHA}" in deploy.calls
     assert account.state()["images"] == {"primary": "built", "canary": SHA}

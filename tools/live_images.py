@@ -1,0 +1,109 @@
+"""Which image each variant gets from ``make deploy``, given what the live endpoint runs.
+
+A CI release deploys tags given on the command line (``IMAGE_TAG=``), so after it the YAML no
+longer says what runs: ``config/prod.yaml`` may still say ``image.mode: build``. A later
+``make deploy`` of a config change (scaling, alarms) would then give a variant the image built
+from ``container/`` at whatever commit is checked out, and blue/green would put it on all of that
+variant's traffic. A Model's image cannot change in place (SageMaker has no UpdateModel: a new
+image is a new Model, a new EndpointConfig and an UpdateEndpoint, developer guide "Update a
+multi-container endpoint"; CloudFormation replaces an AWS::SageMaker::Model whose
+``PrimaryContainer`` changes). So, per variant, :func:`resolve` decides:
+
+- named on the command line (``IMAGE_TAG=TAG``, ``IMAGE_TAG=canary=TAG``): that tag;
+  ``live`` for a variant (``IMAGE_TAG=live``, ``IMAGE_TAG=primary=live``): the tag of
+  ``image.repository_name`` it runs now (refused when it runs anything else);
+- not named while another variant is (``IMAGE_TAG=canary=TAG``): keeps the repository tag it runs
+  (a release's canary deploy never moves the primary; a release re-run after ``make promote``
+  does not undo the promotion);
+- nothing named, and the variant runs a repository tag while the config would build it from
+  ``container/`` (image.mode build, no ``variants.<name>.image_tag``): refused, naming
+  ``IMAGE_TAG=live`` (keep what runs) and ``IMAGE_TAG=<tag>``. A YAML that names a tag
+  (``image.tag``, ``variants.<name>.image_tag``) is deployed as written: it is a decision.
+
+``live`` is resolved here only: ``make synth`` and ``make diff`` never read the endpoint, and
+stacks.deploy_options refuses it there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
+from stacks.deploy_options import LIVE_TAG, DeployOptions
+
+
+class ImageRefused(RuntimeError):
+    """The deploy would change what a variant runs without being asked; the message says how."""
+
+
+def live_image_uris(sm: Any, models: Mapping[str, str]) -> dict[str, str]:
+    """``{variant: image URI}``: each live variant's Model's PrimaryContainer image
+    (SageMaker API reference, DescribeModel); ``models`` is ``{variant: ModelName}``."""
+    return {
+        variant: str(sm.describe_model(ModelName=model)["PrimaryContainer"]["Image"])
+        for variant, model in models.items()
+        if model
+    }
+
+
+def repository_tag(uri: str, repository: str | None) -> str | None:
+    """The tag when ``uri`` is ``<registry>/<repository>:<tag>``, else None (another repository,
+    such as the CDK asset repository of image.mode build, or a digest reference)."""
+    if not repository or "@" in uri:
+        return None
+    name, _, tag = uri.split("/", 1)[-1].rpartition(":")
+    return tag if name == repository and tag else None
+
+
+def builds_from_source(cfg: DeploymentConfig, variant: VariantName) -> bool:
+    """True when ``cfg`` gives ``variant`` the image CDK builds from container/."""
+    return cfg.image.mode == "build" and cfg.variants[variant].image_tag is None
+
+
+def resolve(
+    cfg: DeploymentConfig, release: DeployOptions, images: Mapping[str, str]
+) -> DeployOptions:
+    """``release`` with every variant's image decided (module docstring). ``cfg``: the config as
+    written (before the release inputs); ``images``: :func:`live_image_uris` ({} before the first
+    deploy)."""
+    repository = cfg.image.repository_name
+    named = dict(release.image_tags)
+    every = named.pop("", None)
+    wanted: dict[str, str | None] = {v: named.get(v, every) for v in VARIANT_NAMES}
+    tags: dict[str, str] = {}
+    for variant in VARIANT_NAMES:
+        uri = images.get(variant)
+        running = repository_tag(uri, repository) if uri else None
+        want = wanted[variant]
+        if want == LIVE_TAG:
+            if running is None:
+                raise ImageRefused(
+                    f"IMAGE_TAG={LIVE_TAG}: {variant} runs "
+                    f"{uri or 'nothing yet (no endpoint)'}, not a tag of {repository}: name its "
+                    f"tag (IMAGE_TAG={variant}=<tag>)"
+                )
+            tags[variant] = running
+        elif want is not None:
+            tags[variant] = want
+        elif any(wanted.values()) and uri:
+            if running is not None:
+                print(f"IMAGE_TAG does not name {variant}: it keeps {uri}")
+                tags[variant] = running
+            else:
+                print(f"IMAGE_TAG does not name {variant}: it runs {uri}, not a tag of "
+                      f"{repository}, so it gets the config's image")  # fmt: skip
+        elif running is not None and builds_from_source(cfg, variant):
+            raise ImageRefused(
+                f"{variant} runs {uri} (a release's image), and config/{cfg.env}.yaml would "
+                f"replace it with an image built from container/ (image.mode build). Deploy with "
+                f"IMAGE_TAG={LIVE_TAG} to keep what each variant runs, or IMAGE_TAG=<tag> / "
+                f"IMAGE_TAG={variant}=<tag> for another; nothing was changed"
+            )
+    if not tags:
+        return release
+    if every is not None and every != LIVE_TAG and set(tags.values()) == {every}:
+        resolved: dict[str, str] = {"": every}  # one tag for all: image.mode tag, as given
+    else:
+        resolved = tags
+    return DeployOptions(image_tags=resolved, model_artifact=release.model_artifact)
