@@ -52,7 +52,8 @@ from container.model_prep.artifact import ArtifactError
 from lambdas.canary_controller.names import COMPLETED, LOCKED
 from simulator.assumptions import Assumptions
 from simulator.schedule import schedule_floor
-from stacks.config import DeploymentConfig, VariantName, VariantProperty
+from stacks.app_builder import stack_name
+from stacks.config import DeploymentConfig, VariantName, VariantProperty, release_stack_name
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from stacks.deploy_options import DeployOptions
 from stacks.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
@@ -323,13 +324,21 @@ def raise_counts(
     wait_in_service(sm, name, deadline=deadline, **wait)
 
 
+def deployed_stacks(cfg: DeploymentConfig) -> list[str]:
+    """What ``make deploy`` deploys: the model release, image and endpoint stacks, by name. Not
+    ``--all``: the deploy-access stack (IAM for CI, stacks/deploy_access_stack.py) changes only
+    through ``make deploy-access``, where the CLI asks before broadening IAM; this command runs
+    with ``--require-approval never``."""
+    return [release_stack_name(cfg), stack_name(cfg, "image"), stack_name(cfg, "endpoint")]
+
+
 def cdk_deploy_command(cfg: DeploymentConfig, options: DeployOptions, out: Path) -> list[str]:
     ctx = [f"env={cfg.env}"] + [f"{k}={v}" for k, v in options.as_context().items()]
     return [
         "npx",
         "cdk",
         "deploy",
-        "--all",
+        *deployed_stacks(cfg),
         "--app",
         f"{sys.executable} app.py",
         *[arg for c in ctx for arg in ("-c", c)],

@@ -57,6 +57,7 @@ from simulator.rollout import controller_rules
 from stacks.config import VARIANT_NAMES, DeploymentConfig, config_path, load_config
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from stacks.deploy_options import DeployOptions
+from tools.deploy import deployed_stacks
 
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"
@@ -454,7 +455,7 @@ class Account:
 
     def cdk_deploy(self, cmd: list[str], **_: Any) -> CompletedProcess[bytes]:
         """``subprocess.run`` of tools/deploy.py's ``cdk deploy`` command (module docstring)."""
-        assert cmd[:4] == ["npx", "cdk", "deploy", "--all"], cmd
+        assert cmd[:6] == ["npx", "cdk", "deploy", *deployed_stacks(self.cfg)], cmd
         context = dict(cmd[i + 1].split("=", 1) for i, arg in enumerate(cmd) if arg == "-c")
         env = context.pop("env")
         key = " ".join(["cdk deploy", *(f"{k}={v}" for k, v in context.items())])

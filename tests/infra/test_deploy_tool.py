@@ -318,7 +318,11 @@ def test_cdk_command_carries_the_options_as_context() -> None:
         suspend_scaling=frozenset({"primary"}), pin_instance_types={"primary": "ml.g5.xlarge"}
     )
     cmd = tool.cdk_deploy_command(load_env("prod"), opts, tool.REPO_ROOT / "cdk.out" / "prod")
-    assert cmd[:4] == ["npx", "cdk", "deploy", "--all"]
+    # the release, image and endpoint stacks by name: never the deploy-access stack (IAM for CI)
+    assert cmd[:6] == ["npx", "cdk", "deploy", *tool.deployed_stacks(load_env("prod"))]
+    assert cmd[3:6] == [
+        "mangaassist-prod-model-release", "mangaassist-prod-image", "mangaassist-prod-endpoint",
+    ]  # fmt: skip
     ctx = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-c"]
     assert ctx == ["env=prod", "suspend_scaling=primary", "pin_instance_type=primary=ml.g5.xlarge"]
     assert DeployOptions.from_context(dict(c.split("=", 1) for c in ctx[1:]).get) == opts
