@@ -79,6 +79,7 @@ class LiveVariant:
     desired: int
     weight: float
     max_capacity: int | None  # the registered scalable target's MaxCapacity (None: unregistered)
+    min_capacity: int | None = None  # and its MinCapacity
 
 
 @dataclass(frozen=True)
@@ -111,12 +112,14 @@ def read_live(sm: Any, aas: Any, cfg: DeploymentConfig) -> LiveEndpoint | None:
         ScalableDimension=SCALABLE_DIMENSION,
     )["ScalableTargets"]
     maxima = {t["ResourceId"].rsplit("/", 1)[-1]: int(t["MaxCapacity"]) for t in targets}
+    minima = {t["ResourceId"].rsplit("/", 1)[-1]: int(t["MinCapacity"]) for t in targets}
     variants = {
         pv["VariantName"]: LiveVariant(
             instance_type=types[pv["VariantName"]],
             desired=int(pv.get("DesiredInstanceCount", pv.get("CurrentInstanceCount", 0))),
             weight=float(pv.get("DesiredWeight", pv.get("CurrentWeight", 0.0))),
             max_capacity=maxima.get(pv["VariantName"]),
+            min_capacity=minima.get(pv["VariantName"]),
         )
         for pv in desc.get("ProductionVariants", [])
     }
@@ -324,6 +327,60 @@ def raise_counts(
     wait_in_service(sm, name, deadline=deadline, **wait)
 
 
+def register_bounds(aas: Any, endpoint: str, variant: VariantName, low: int, high: int) -> None:
+    aas.register_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId=resource_id(endpoint, variant),
+        ScalableDimension=SCALABLE_DIMENSION,
+        MinCapacity=low,
+        MaxCapacity=high,
+    )
+
+
+def raise_minimums(
+    aas: Any, endpoint: str, counts: dict[VariantName, int], live: LiveEndpoint
+) -> dict[VariantName, tuple[int, int]]:
+    """Raise each registered variant's MinCapacity to the count this deploy needs, so a scale-in
+    policy cannot take the raised count back before the update starts (in image.mode build the
+    wait includes the image build). Application Auto Scaling API reference,
+    RegisterScalableTarget: on an existing target it "changes the resource's current capacity to
+    a value inside this range", and scale-in stops at MinCapacity; SageMaker developer guide,
+    "Update endpoints that use auto scaling", raises the minimum before an update the same way.
+    Returns ``{variant: (MinCapacity before, MinCapacity set)}`` for :func:`restore_minimums`."""
+    raised: dict[VariantName, tuple[int, int]] = {}
+    for variant, count in sorted(counts.items()):
+        target = live.variants.get(variant)
+        if target is None or target.max_capacity is None or target.min_capacity is None:
+            continue  # not registered: nothing scales it in
+        if count <= target.min_capacity:
+            continue
+        register_bounds(aas, endpoint, variant, count, max(count, target.max_capacity))
+        raised[variant] = (target.min_capacity, count)
+        print(f"{variant}: scaling minimum {target.min_capacity} -> {count} for the update")
+    return raised
+
+
+def restore_minimums(aas: Any, endpoint: str, raised: dict[VariantName, tuple[int, int]]) -> None:
+    """Put back each minimum :func:`raise_minimums` raised, unless something else set it since
+    (the deploy's template, a scheduled action): then it is theirs. Runs after a failed deploy
+    too, so no path leaves the raised minimum behind."""
+    if not raised:
+        return
+    targets = aas.describe_scalable_targets(
+        ServiceNamespace="sagemaker",
+        ResourceIds=[resource_id(endpoint, v) for v in raised],
+        ScalableDimension=SCALABLE_DIMENSION,
+    )["ScalableTargets"]
+    now = {t["ResourceId"].rsplit("/", 1)[-1]: t for t in targets}
+    for variant, (before, set_to) in sorted(raised.items()):
+        target = now.get(variant)
+        if target is None or int(target["MinCapacity"]) != set_to:
+            print(f"{variant}: scaling minimum left as the deploy or a schedule set it")
+            continue
+        register_bounds(aas, endpoint, variant, before, int(target["MaxCapacity"]))
+        print(f"{variant}: scaling minimum back to {before}")
+
+
 def deployed_stacks(cfg: DeploymentConfig) -> list[str]:
     """What ``make deploy`` deploys: the model release, image and endpoint stacks, by name. Not
     ``--all``: the deploy-access stack (IAM for CI, stacks/deploy_access_stack.py) changes only
@@ -355,7 +412,29 @@ def execute(
     *,
     sm: Any,
     deploy: Callable[[DeployOptions], int],
+    aas: Any,
+    live: LiveEndpoint | None,
     timeout_seconds: float = 3600,
+    **wait: Any,
+) -> int:
+    raised: dict[VariantName, tuple[int, int]] = {}
+    try:
+        return _execute(steps, cfg, sm=sm, deploy=deploy, aas=aas, live=live, raised=raised,
+                        timeout_seconds=timeout_seconds, **wait)  # fmt: skip
+    finally:
+        restore_minimums(aas, cfg.endpoint_name, raised)
+
+
+def _execute(
+    steps: list[Step],
+    cfg: DeploymentConfig,
+    *,
+    sm: Any,
+    deploy: Callable[[DeployOptions], int],
+    aas: Any,
+    live: LiveEndpoint | None,
+    raised: dict[VariantName, tuple[int, int]],
+    timeout_seconds: float,
     **wait: Any,
 ) -> int:
     clock = wait.get("clock", time.monotonic)
@@ -363,7 +442,11 @@ def execute(
         print(f"==> {step.why}")
         if step.action == "raise":
             deadline = clock() + timeout_seconds
-            raise_counts(sm, cfg.endpoint_name, step.counts, deadline=deadline, **wait)
+            if live is not None:
+                raised.update(raise_minimums(aas, cfg.endpoint_name, step.counts, live))
+            # One variant per call, each until InService: the endpoint takes one update at a time.
+            for variant, count in sorted(step.counts.items()):
+                raise_counts(sm, cfg.endpoint_name, {variant: count}, deadline=deadline, **wait)
             continue
         rc = deploy(step.options)
         if rc == 0:
@@ -437,7 +520,7 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
                 ensure_release(cfg)
             except ArtifactError as exc:
                 raise DeployRefused(f"{exc}") from exc
-        return execute(steps, cfg, sm=sm, deploy=runner)
+        return execute(steps, cfg, sm=sm, deploy=runner, aas=aas, live=live)
 
     return run_on_config(REPO_ROOT, args.env, command, refused=DeployRefused)
 

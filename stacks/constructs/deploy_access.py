@@ -42,6 +42,7 @@ from constructs import Construct
 
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
+from stacks.constructs.scaling import SCALABLE_DIMENSION
 
 #: GitHub's OIDC issuer host: the provider URL, and the prefix of its condition keys.
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -263,6 +264,34 @@ class DeployRole(Construct):
         self._allow("ScalableTargets", ["application-autoscaling:DescribeScalableTargets"], ["*"])
         self._wildcard(
             _NO_RESOURCE_TYPE.format("application-autoscaling:DescribeScalableTargets"), r"\*"
+        )
+        # tools/deploy.py raises a variant's registered minimum for the update and puts it back.
+        # Scalable-target ARNs carry a generated id, so every target of the account is named;
+        # the condition keys narrow it to SageMaker variant counts (Service Authorization
+        # Reference, Application Auto Scaling: RegisterScalableTarget supports
+        # application-autoscaling:service-namespace and :scalable-dimension).
+        self._allow(
+            "ScalingMinimum",
+            ["application-autoscaling:RegisterScalableTarget"],
+            [
+                stack.format_arn(
+                    service="application-autoscaling",
+                    resource="scalable-target",
+                    resource_name="*",
+                    arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+                )
+            ],
+            conditions={
+                "StringEquals": {
+                    "application-autoscaling:service-namespace": "sagemaker",
+                    "application-autoscaling:scalable-dimension": SCALABLE_DIMENSION,
+                }
+            },
+        )
+        self._wildcard(
+            "scalable-target ARNs carry a generated id; the service-namespace and "
+            "scalable-dimension conditions admit SageMaker variant counts only",
+            rf"{_ARN}:application-autoscaling:{_REGION}:{_ACCOUNT}:scalable-target/\*",
         )
         self._allow("CanaryController", ["lambda:InvokeFunction"], [controller_function_arn])
 

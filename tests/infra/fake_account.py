@@ -415,6 +415,17 @@ class Account:
                 )
         return {"ScalableTargets": found}
 
+    def _application_autoscaling_RegisterScalableTarget(self, p: dict[str, Any]) -> Any:
+        """Bounds of an existing target; the count moves inside them ("changes the resource's
+        current capacity to a value inside this range", RegisterScalableTarget)."""
+        variant = p["ResourceId"].rsplit("/", 1)[-1]
+        low, high = self.targets[variant]
+        low, high = p.get("MinCapacity", low), p.get("MaxCapacity", high)
+        self.targets[variant] = (low, high)
+        live = self.endpoint["variants"][variant]
+        live["count"] = min(max(live["count"], low), high)
+        return {"ScalableTargetARN": arn("application-autoscaling", "scalable-target", variant)}
+
     def _ecr_BatchGetImage(self, p: dict[str, Any]) -> Any:
         tags = self.ecr.get(p["repositoryName"], set())
         images, failures = [], []

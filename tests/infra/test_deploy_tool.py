@@ -151,7 +151,42 @@ def run(
 ) -> int:
     live = tool.read_live(sm, aas, cfg)
     steps = tool.plan_deploy(cfg, live, now=now, **kw)
-    return tool.execute(steps, cfg, sm=sm, deploy=deploy, sleep=lambda s: None)
+    return tool.execute(steps, cfg, sm=sm, deploy=deploy, aas=aas, live=live, sleep=lambda s: None)
+
+
+def stub_minimum(aas: Stubber, variant: str, low: int, high: int) -> None:
+    """RegisterScalableTarget of ``variant`` with these bounds."""
+    aas.add_response(
+        "register_scalable_target",
+        {"ScalableTargetARN": f"arn:aws:application-autoscaling:us-east-1:1:x/{variant}"},
+        {
+            "ServiceNamespace": "sagemaker",
+            "ResourceId": f"endpoint/{ENDPOINT}/variant/{variant}",
+            "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+            "MinCapacity": low,
+            "MaxCapacity": high,
+        },
+    )
+
+
+def stub_targets_now(aas: Stubber, variant: str, low: int, high: int) -> None:
+    """DescribeScalableTargets of ``variant`` after the deploy."""
+    aas.add_response(
+        "describe_scalable_targets",
+        {
+            "ScalableTargets": [
+                {
+                    "ServiceNamespace": "sagemaker",
+                    "ResourceId": f"endpoint/{ENDPOINT}/variant/{variant}",
+                    "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+                    "MinCapacity": low,
+                    "MaxCapacity": high,
+                    "RoleARN": "arn:aws:iam::123456789012:role/x",
+                    "CreationTime": T0,
+                }
+            ]
+        },
+    )
 
 
 def test_instance_type_change_deregisters_scaling_first_then_deploys_the_config() -> None:
@@ -187,8 +222,13 @@ def test_type_change_of_an_unregistered_variant_is_one_deploy() -> None:
 
 
 def test_deploy_before_the_peak_raises_counts_first_retrying_while_updating() -> None:
+    """The registered minimum goes up first (a scale-in policy cannot take the count back while
+    the update waits), one variant per capacity call, and the minimum comes back after."""
     sm, sms, aas, aass = clients()
     stub_live(sms, aass, variants={"primary": (4, 95.0), "canary": (2, 5.0)})
+    stub_minimum(aass, "primary", 6, 8)  # live bounds 2..8 (stub_live)
+    stub_targets_now(aass, "primary", 6, 8)  # nobody changed it meanwhile
+    stub_minimum(aass, "primary", 2, 8)
     raise_params = {
         "EndpointName": ENDPOINT,
         "DesiredWeightsAndCapacities": [{"VariantName": "primary", "DesiredInstanceCount": 6}],
@@ -221,13 +261,55 @@ def test_deploy_before_the_peak_raises_counts_first_retrying_while_updating() ->
     with sms, aass:
         assert run(load_env("prod"), sm, aas, deploy, BEFORE_PEAK) == 0
         sms.assert_no_pending_responses()
+        aass.assert_no_pending_responses()
     assert deploy.calls == [{}]
+
+
+def test_a_raised_minimum_is_restored_after_a_failed_deploy_unless_someone_else_set_it() -> None:
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass, variants={"primary": (4, 95.0), "canary": (2, 5.0)})
+    stub_minimum(aass, "primary", 6, 8)
+    stub_targets_now(aass, "primary", 6, 8)
+    stub_minimum(aass, "primary", 2, 8)
+    raise_ok(sms, "primary", 6)
+    deploy = Recorder(fail=(1,))
+    with sms, aass:
+        assert run(load_env("prod"), sm, aas, deploy, BEFORE_PEAK) == 1
+        aass.assert_no_pending_responses()  # restored although the deploy failed
+    # a schedule (or the deploy's template) set another minimum meanwhile: left alone
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass, variants={"primary": (4, 95.0), "canary": (2, 5.0)})
+    stub_minimum(aass, "primary", 6, 8)
+    stub_targets_now(aass, "primary", 7, 10)
+    raise_ok(sms, "primary", 6)
+    with sms, aass:
+        assert run(load_env("prod"), sm, aas, Recorder(), BEFORE_PEAK) == 0
+        aass.assert_no_pending_responses()
+
+
+def raise_ok(sms: Stubber, variant: str, count: int) -> None:
+    sms.add_response(
+        "update_endpoint_weights_and_capacities",
+        {"EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/x"},
+        {
+            "EndpointName": ENDPOINT,
+            "DesiredWeightsAndCapacities": [
+                {"VariantName": variant, "DesiredInstanceCount": count}
+            ],
+        },
+    )
+    sms.add_response(
+        "describe_endpoint", endpoint_response("InService", BUSY), {"EndpointName": ENDPOINT}
+    )
 
 
 def test_promotion_reset_of_weights_first_gives_the_idle_primary_its_share() -> None:
     # after a canary reached 100%: primary idled down to 2 at weight 0, canary holds 2 at 100
     sm, sms, aas, aass = clients()
     stub_live(sms, aass, variants={"primary": (2, 0.0), "canary": (2, 100.0)})
+    stub_minimum(aass, "primary", 4, 8)
+    stub_targets_now(aass, "primary", 4, 8)
+    stub_minimum(aass, "primary", 2, 8)
     sms.add_response(
         "update_endpoint_weights_and_capacities",
         {"EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/x"},

@@ -194,12 +194,17 @@ CLEAN = {
         "sagemaker.DescribeModel",
         "lambda.Invoke status",  # COMPLETED, and the promotion keeps the canary's image
         "ecr.BatchGetImage",
-        "sagemaker.UpdateEndpointWeightsAndCapacities",  # the idle primary's share, before
+        # the idle primary's share, before: its scaling minimum first (no scale-in can take it
+        # back), then its count, one variant per call
+        "application-autoscaling.RegisterScalableTarget",
+        "sagemaker.UpdateEndpointWeightsAndCapacities",
         "sagemaker.DescribeEndpoint",  # InService again
         f"cdk deploy reset=DesiredWeight image_tag={SHA}",
         f"cloudformation: CreateModel PrimaryModel-6 {REGISTRY}/{REPOSITORY}:{SHA}",
         "cloudformation: CreateEndpointConfig EndpointConfig-7",
         "cloudformation: UpdateEndpoint EndpointConfig-7",
+        "application-autoscaling.DescribeScalableTargets",  # the minimum it raised, unchanged:
+        "application-autoscaling.RegisterScalableTarget",  # put back
         "lambda.Invoke rollback",  # the canary idle: weight 0, configured bounds
     ],
 }
@@ -302,7 +307,8 @@ FAILURES = {
     "promote-deploy": Failure(
         "promote",
         "cdk deploy exited 1",
-        "cloudformation: update failed, stack rolled back",
+        # the primary's raised scaling minimum is put back after the failed update too
+        "application-autoscaling.RegisterScalableTarget",
         {
             "images": {"primary": LAST, "canary": SHA},
             "weights": {"primary": 0.0, "canary": 100.0},
