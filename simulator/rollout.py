@@ -59,6 +59,7 @@ def controller_rules(cfg: DeploymentConfig) -> r.Rules:
         ),
         evidence_timeout_seconds=ro.evidence_timeout_minutes * 60,
         plan=rollout_capacity_plan(cfg),
+        capacity_timeout_seconds=ro.capacity_timeout_seconds,
     )
 
 

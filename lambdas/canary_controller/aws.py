@@ -16,9 +16,20 @@ AWS behaviour relied on, with its source:
   lowering MaxCapacity scales it in, and no scaling policy leaves the range.
 - DescribeEndpoint's ProductionVariants carry CurrentWeight/DesiredWeight and
   CurrentInstanceCount/DesiredInstanceCount per variant (SageMaker API reference).
+- DescribeEndpoint's ``EndpointConfigName`` names the config the endpoint runs; an UpdateEndpoint
+  (a deploy, the console) replaces it (SageMaker API reference, DescribeEndpoint, UpdateEndpoint).
 - AWS/SageMaker ``Invocations`` and ``Invocation5XXErrors`` per EndpointName/VariantName, one-minute
   Sum (SageMaker developer guide, "Metrics for monitoring Amazon SageMaker AI"); GetMetricData
   periods are multiples of 60 s.
+
+Failures. A boto3 call raises ClientError when AWS answered with an error, and a BotoCoreError
+when no answer came (botocore.exceptions: EndpointConnectionError and ConnectTimeoutError are
+``ConnectionError`` subclasses, ReadTimeoutError and ConnectionClosedError ``HTTPClientError``
+ones; NoCredentialsError and the like are neither). :data:`AWS_ERRORS` is both; every caller in the
+controller handles both (:func:`retry_later` says which mean "not now"). A call that got no answer
+may still have been applied (a read timeout after SageMaker took the weight change): the callers
+allow for it (``canary_percent_pending`` in ``rules.endpoint_changed``; StartExecution's
+name-idempotency).
 """
 
 from __future__ import annotations
@@ -27,7 +38,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
     from lambdas.canary_controller import rules as r
@@ -37,27 +49,58 @@ except ImportError:  # pragma: no cover - the Lambda runtime
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
+#: Every failure of a boto3 call: an error answer, or no answer (module docstring).
+AWS_ERRORS: tuple[type[Exception], ...] = (ClientError, BotoCoreError)
 #: Answers that mean "not now": SageMaker's refusal while Updating, throttling, and Application
 #: Auto Scaling's ConcurrentUpdateException (another update of the same target is in progress).
 RETRY_LATER = ("ValidationException", "ThrottlingException", "ConcurrentUpdateException")
 
 
-def refused(exc: ClientError) -> bool:
-    """AWS would not take the change now (endpoint Updating, throttled): retry on a later tick."""
-    return exc.response["Error"]["Code"] in RETRY_LATER
+def error_code(exc: Exception) -> str:
+    """The AWS error code of an answer, or the class of a failure without one."""
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code") or "ClientError")
+    return type(exc).__name__
 
 
-def describe(sm: Any, endpoint: str) -> tuple[str, dict[str, dict[str, Any]]]:
-    """(EndpointStatus, variants by name); ``NotFound`` when the endpoint is gone."""
+def answered(exc: Exception) -> bool:
+    """AWS answered (with an error); False: no answer came, the call may have been applied."""
+    return isinstance(exc, ClientError)
+
+
+def describe_error(exc: Exception) -> str:
+    """``Code: message`` for a log line, a record's reason or a notification."""
+    if isinstance(exc, ClientError):
+        return f"{error_code(exc)}: {exc.response.get('Error', {}).get('Message', '')}"
+    return f"{error_code(exc)}: {exc}"
+
+
+def retry_later(exc: Exception) -> bool:
+    """AWS would not take the change now, or its answer did not come: retry on a later tick.
+
+    Refusals (:data:`RETRY_LATER`), a server-side error (HTTP 5xx: InternalFailure,
+    ServiceUnavailable) once botocore's own retries are spent, and no answer at all (a connection
+    that failed or dropped, a connect or read timeout). AccessDenied, a missing resource or no
+    credentials are not: they do not pass by waiting a check interval.
+    """
+    if isinstance(exc, ClientError):
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        return error_code(exc) in RETRY_LATER or status >= 500
+    return isinstance(exc, BotoConnectionError | HTTPClientError)
+
+
+def describe(sm: Any, endpoint: str) -> tuple[str, str | None, dict[str, dict[str, Any]]]:
+    """(EndpointStatus, EndpointConfigName, variants by name); ``NotFound`` when the endpoint is
+    gone. Any other failure raises: a tick that cannot see the endpoint changes nothing (the state
+    machine retries it, then rolls back; see the handler's docstring)."""
     try:
         desc = sm.describe_endpoint(EndpointName=endpoint)
     except ClientError as exc:
         if exc.response["Error"]["Code"] in ("ValidationException", "ResourceNotFound"):
-            return "NotFound", {}
+            return "NotFound", None, {}
         raise
-    return str(desc["EndpointStatus"]), {
-        v["VariantName"]: v for v in desc.get("ProductionVariants", [])
-    }
+    variants = {v["VariantName"]: v for v in desc.get("ProductionVariants", [])}
+    return str(desc["EndpointStatus"]), desc.get("EndpointConfigName"), variants
 
 
 def alarm_states(cw: Any, names: tuple[str, ...]) -> dict[str, tuple[str, str]]:
@@ -149,8 +192,9 @@ def invocation_sums(
 def observe(
     sm: Any, cw: Any, endpoint: str, alarms: tuple[str, ...], *, primary: str, canary: str
 ) -> r.Observation:
-    """One tick's view: endpoint status, both variants' weights and counts, the alarms."""
-    status, variants = describe(sm, endpoint)
+    """One tick's view: endpoint status and config, both variants' weights and counts, the
+    alarms (none read when ``alarms`` is empty: a rollback does not consult them)."""
+    status, config, variants = describe(sm, endpoint)
     states = alarm_states(cw, alarms) if alarms else {}
     c, p = variants.get(canary, {}), variants.get(primary, {})
     return r.Observation(
@@ -168,6 +212,7 @@ def observe(
             int(p.get("CurrentInstanceCount") or 0), int(p.get("DesiredInstanceCount") or 0)
         ),
         primary_weight=float(p.get("CurrentWeight") or 0.0),
+        endpoint_config_name=config,
     )
 
 
@@ -184,17 +229,17 @@ def evidence(
 
 
 def start_execution(sfn: Any, state_machine_arn: str, name: str, state: dict[str, Any]) -> None:
-    """Start the rollout loop at ``state``'s seq.
+    """Start the rollout loop at ``state``'s seq, its iteration count at 0.
 
     Step Functions API reference, StartExecution ``name``: a second call with the same name and
     identical input while that execution is open returns success without a new execution (so a
     retried start whose first response was lost is safe); with different input, or once it has
     closed, ExecutionAlreadyExists. Names are unique per state machine for 90 days, hence the
-    rollout id as the name and a timestamped name for rollback drivers."""
+    rollout id as the name and timestamped or seq-numbered names for the executions that take
+    over (rollback drivers, continuations)."""
+    loop = {k: state[k] for k in ("endpoint_name", "rollout_id", "seq")}
     sfn.start_execution(
         stateMachineArn=state_machine_arn,
         name=name,
-        input=json.dumps(
-            {k: state[k] for k in ("endpoint_name", "rollout_id", "seq")}, separators=(",", ":")
-        ),
+        input=json.dumps({**loop, "iteration": 0}, separators=(",", ":")),
     )

@@ -71,10 +71,18 @@ class ControllerIO:
         return store.record(state, decision, reason, int(self.clock()))
 
     def _fresh(
-        self, rollout_id: str, status: str, *, by: str, decision: str, reason: str
+        self,
+        rollout_id: str,
+        status: str,
+        *,
+        by: str,
+        decision: str,
+        reason: str,
+        obs: r.Observation | None = None,
     ) -> dict[str, Any]:
         """A new rollout's record with its first decision: written only while nothing holds the
-        lock (``_write(..., expect_seq=None)``)."""
+        lock (``_write(..., expect_seq=None)``). Its execution is named after it; ``obs``: the
+        endpoint as the rollout finds it (config, canary share), what later ticks compare with."""
         state = store.new_state(
             endpoint=self.s.endpoint_name,
             rollout_id=rollout_id,
@@ -83,6 +91,9 @@ class ControllerIO:
             rules=self.s.rules,
             alarms=list(self.s.alarm_names),
             now=int(self.clock()),
+            execution=rollout_id,
+            endpoint_config_name=obs.endpoint_config_name if obs else None,
+            canary_percent=round(obs.canary_share) if obs else None,
         )
         return self._decide(state, decision, reason)
 
@@ -95,17 +106,25 @@ class ControllerIO:
 
     # ------------------------------------------------------------------ AWS
 
-    def observe(self) -> r.Observation:
+    def observe(self, *, alarms: bool = True) -> r.Observation:
+        """DescribeEndpoint, and DescribeAlarms unless ``alarms`` is False (a rollback does not
+        read them, so an alarm that cannot be read does not hold a rollback up)."""
         return aws.observe(
-            self.sm, self.cw, self.s.endpoint_name, self.s.alarm_names,
+            self.sm, self.cw, self.s.endpoint_name, self.s.alarm_names if alarms else (),
             primary=self.s.primary_variant, canary=self.s.canary_variant,
         )  # fmt: skip
 
     def evidence(self, start: int, end: int) -> r.Evidence:
-        return aws.evidence(
-            self.cw, self.s.endpoint_name, start, end,
-            primary=self.s.primary_variant, canary=self.s.canary_variant,
-        )  # fmt: skip
+        """GetMetricData; a failure of any kind is no evidence (the step is held, and rolls back
+        after ``evidence_timeout_seconds`` with the failure as its reason), never health."""
+        try:
+            return aws.evidence(
+                self.cw, self.s.endpoint_name, start, end,
+                primary=self.s.primary_variant, canary=self.s.canary_variant,
+            )  # fmt: skip
+        except aws.AWS_ERRORS as exc:
+            print(f"GetMetricData failed: {aws.describe_error(exc)}")
+            return r.Evidence(0.0, 0.0, 0.0, 0.0, error=aws.describe_error(exc))
 
     def set_canary_weight(self, percent: int) -> None:
         aws.set_weights(
@@ -115,8 +134,9 @@ class ControllerIO:
         )
 
     def notify(self, subject: str, state: dict[str, Any]) -> None:
-        """Best effort: the decision is already applied and recorded; a failed publish is logged
-        instead of failing the tick (which would make the state machine roll back again)."""
+        """Best effort: the decision is already applied and recorded; a failed publish (an error
+        answer or none at all) is logged instead of failing the tick (which would make the state
+        machine roll back again)."""
         message = {k: state.get(k) for k in store.SUMMARY_KEYS}
         try:
             self.sns.publish(
@@ -124,36 +144,93 @@ class ControllerIO:
                 Subject=f"[{self.s.endpoint_name}] {subject}"[:100],
                 Message=json.dumps(message, indent=2, default=str),
             )
-        except ClientError as exc:
-            print(f"notification to {self.s.topic_arn} failed: {exc}")
+        except aws.AWS_ERRORS as exc:
+            print(f"notification to {self.s.topic_arn} failed: {aws.describe_error(exc)}")
 
-    def _start_execution(self, state: dict[str, Any]) -> None:
-        """Start the state machine for ``state``; on failure release the lock and say so."""
+    # ------------------------------------------------------------------ executions
+
+    @staticmethod
+    def driver(state: dict[str, Any]) -> str:
+        """The name of the execution that drives ``state``'s rollout (a record written before the
+        name was recorded: the rollout id, the name its start used)."""
+        return str(state.get("execution") or state["rollout_id"])
+
+    def _hand_to(self, state: dict[str, Any], name: str, reason: str) -> dict[str, Any] | None:
+        """Record ``name`` as the execution that drives the rollout, then start it at the recorded
+        seq. The record comes first, so an execution that starts is always the recorded one (its
+        end is then noticed: ``execution-ended``). None when another writer moved the record
+        first (nothing started); AWS errors of StartExecution raise, the new record written."""
+        new = store.handed_on(state, name, reason, int(self.clock()))
+        if not self._write(new, expect_seq=state["seq"]):
+            return None
+        aws.start_execution(self.sfn, self.s.state_machine_arn, name, new)
+        return new
+
+    def _start_execution(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Start the execution ``state`` names; returns the record as it stands after.
+
+        Any failure (an error answer or none: a dropped connection, a timeout) releases the lock
+        (FAILED, ``start-failed``, notified) and raises StartFailed: send the same rollout id again.
+        ExecutionAlreadyExists means an earlier attempt whose answer was lost did start it and it
+        has ended since: a new name is recorded and started. If the failure record loses its
+        conditional write, the execution did start and its first tick moved the record: the
+        rollout runs."""
         if not self.s.state_machine_arn:
-            return
+            return state
+        attempt = state
         try:
-            aws.start_execution(self.sfn, self.s.state_machine_arn, state["rollout_id"], state)
-        except ClientError as exc:
-            err = exc.response["Error"]
+            try:
+                aws.start_execution(self.sfn, self.s.state_machine_arn, self.driver(state), state)
+            except ClientError as exc:
+                if aws.error_code(exc) != "ExecutionAlreadyExists":
+                    raise
+                name = f"{state['rollout_id'][:60]}-{int(self.clock())}"
+                reason = f"execution name {self.driver(state)} was taken by an earlier attempt"
+                attempt = store.handed_on(state, name, reason, int(self.clock()))
+                if not self._write(attempt, expect_seq=state["seq"]):
+                    return self._current()
+                aws.start_execution(self.sfn, self.s.state_machine_arn, name, attempt)
+        except aws.AWS_ERRORS as exc:
             failed = self._decide(
-                state,
+                attempt,
                 "start-failed",
-                f"StartExecution failed ({err.get('Code')}: {err.get('Message')}); lock "
-                "released, send the same rollout id again",
+                f"StartExecution failed ({aws.describe_error(exc)}); lock released, send the "
+                "same rollout id again",
             )
             failed["status"] = r.FAILED
-            self._save(failed, expect_seq=state["seq"])
+            if not self._write(failed, expect_seq=attempt["seq"]):
+                return self._current()  # it did start: its first tick moved the record
             self.notify("canary rollout could not start", failed)
             raise StartFailed(failed["last_reason"]) from None
+        return attempt
 
-    def _start_driver(self, result: dict[str, Any]) -> None:
+    def _start_driver(self, state: dict[str, Any]) -> dict[str, Any] | None:
         """An execution that ticks a pending rollback to its end even if the rollout's own
-        execution has stopped; a second one alive at the same time only sees duplicate seqs."""
+        execution has stopped; a second one alive at the same time only sees duplicate seqs.
+        Returns the record naming it (or, when another writer moved the record first, the record
+        as it is: an execution is ticking it), None when it could not be started (the record
+        then names the execution it named before)."""
         if not self.s.state_machine_arn:
-            return
-        name = f"{result['rollout_id'][:60]}-rb-{int(self.clock())}"
+            return state
+        name = f"{state['rollout_id'][:60]}-rb-{int(self.clock())}"
         try:
-            aws.start_execution(self.sfn, self.s.state_machine_arn, name, result)
-        except ClientError as exc:
-            print(f"StartExecution {name} failed: {exc}")
-            self.notify("canary rollback pending: run make canary-rollback again", result)
+            new = self._hand_to(state, name, f"execution {name} drives the rollback")
+        except aws.AWS_ERRORS as exc:
+            self._name_again(self.driver(state), name, exc)
+            return None
+        return new if new is not None else self._current()
+
+    def _name_again(self, previous: str, failed: str, exc: Exception) -> dict[str, Any]:
+        """StartExecution of ``failed`` failed after the record named it: name ``previous``
+        again (if nobody moved the record since), so that its end is still noticed."""
+        print(f"StartExecution {failed} failed: {aws.describe_error(exc)}")
+        current = self._current()
+        if current.get("execution") != failed:
+            return current
+        back = store.handed_on(
+            current,
+            previous,
+            f"StartExecution {failed} failed ({aws.describe_error(exc)}); {previous} drives it",
+            int(self.clock()),
+        )
+        return back if self._write(back, expect_seq=current["seq"]) else self._current()

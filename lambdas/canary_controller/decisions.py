@@ -2,6 +2,14 @@
 weight second), the rollback's own steps (weight 0 first, bounds second), SageMaker's refusals
 (retried on the next tick), and the conditional write that records each.
 
+Each weight or bounds call handles both kinds of failure (``aws.AWS_ERRORS``): what
+``aws.retry_later`` calls transient (a refusal while Updating, throttling, a 5xx, no answer) is
+retried on the next tick and counted (a RUNNING rollout rolls back at ``MAX_REFUSALS``); anything
+else (AccessDenied) raises, so the state machine retries the tick, then rolls back, and an
+execution that cannot is noticed when it ends (``execution-ended``). A shift whose call got no
+answer may have landed: its percent is recorded as pending, so the next tick does not take its
+own weight for a change made under it.
+
 A rollback is recorded (ROLLING_BACK) before it acts; a write lost to a concurrent tick is
 retried on the fresh record, so an operator's rollback cannot be lost or undone by the next tick.
 """
@@ -9,8 +17,6 @@ retried on the fresh record, so an operator's rollback cannot be lost or undone 
 from __future__ import annotations
 
 from typing import Any
-
-from botocore.exceptions import ClientError
 
 try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
     from lambdas.canary_controller import aws
@@ -31,12 +37,16 @@ END_SUBJECTS = {
     "complete": "canary rollout complete: promote the canary",
     "restore": "canary rolled back",
 }
+#: What a rollback was made of (``rollback_reason``) follows its subject, cut to SNS's 100
+#: characters: "canary rolled back: capacity shortfall: ..."
+ROLLBACK_SUBJECT = END_SUBJECTS["restore"] + ": {}"
 
 
 class DecisionApplier(ControllerIO):
     def _advance(self, state: dict[str, Any]) -> dict[str, Any]:
         now = int(self.clock())
-        decision = r.decide(state, self.observe(), self.s.rules, now, self.evidence)
+        obs = self.observe(alarms=state["status"] == r.RUNNING)
+        decision = r.decide(state, obs, self.s.rules, now, self.evidence)
         return self._apply(state, decision, now)
 
     def _apply(self, state: dict[str, Any], d: r.Decision, now: int) -> dict[str, Any]:
@@ -49,13 +59,16 @@ class DecisionApplier(ControllerIO):
                 assert d.bounds is not None
                 try:
                     aws.set_bounds(self.aas, ep, canary, *d.bounds)
-                except ClientError as exc:
-                    if not aws.refused(exc):
+                except aws.AWS_ERRORS as exc:
+                    if not aws.retry_later(exc):
                         raise
                     return self._refused(state, d, exc)
                 new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}"
             new.update(r.transition(state, d, now))
-            return self._finish(new, seq, END_SUBJECTS[d.kind])
+            subject = END_SUBJECTS[d.kind]
+            if d.kind == "restore" and state.get("rollback_reason"):
+                subject = ROLLBACK_SUBJECT.format(state["rollback_reason"])
+            return self._finish(new, seq, subject)
         try:
             if d.kind == "scale":
                 assert d.bounds is not None and d.instances is not None
@@ -63,11 +76,11 @@ class DecisionApplier(ControllerIO):
                 aws.set_bounds(self.aas, ep, canary, *d.bounds)
                 try:
                     aws.set_instances(self.sm, ep, canary, d.instances)
-                except ClientError as exc:
-                    if not aws.refused(exc):
+                except aws.AWS_ERRORS as exc:
+                    if not aws.retry_later(exc):
                         raise
                     new["last_reason"] += (
-                        f"; desired count refused ({exc.response['Error'].get('Message')}), "
+                        f"; desired count not set ({aws.describe_error(exc)}), "
                         "the raised MinCapacity scales the canary"
                     )
             elif d.kind == "shift":
@@ -76,26 +89,32 @@ class DecisionApplier(ControllerIO):
                 new.update(r.transition(state, d, now))
             elif d.kind == "reapply":
                 self.set_canary_weight(0)
-        except ClientError as exc:
-            if not aws.refused(exc):
+            else:  # bake, wait, hold: no AWS call
+                new.update(r.transition(state, d, now))
+        except aws.AWS_ERRORS as exc:
+            if not aws.retry_later(exc):
                 raise
             return self._refused(state, d, exc)
         if d.kind in ("scale", "shift", "reapply"):
             new["refusals"] = 0
         return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
 
-    def _refused(self, state: dict[str, Any], d: r.Decision, exc: ClientError) -> dict[str, Any]:
-        """SageMaker refused a weight change (endpoint Updating): retry on the next tick."""
+    def _refused(self, state: dict[str, Any], d: r.Decision, exc: Exception) -> dict[str, Any]:
+        """AWS refused a weight or bounds change (endpoint Updating), or gave no answer: retry on
+        the next tick. A shift without an answer may have landed: its percent is pending."""
         count = int(state.get("refusals", 0)) + 1
-        msg = exc.response["Error"].get("Message", "")
+        msg = aws.describe_error(exc)
         if state["status"] == r.RUNNING and count >= r.MAX_REFUSALS:
             return self._begin_rollback(
-                state, f"SageMaker refused the {d.kind} {count} times: {msg}"
+                state, f"SageMaker refused (or did not answer) the {d.kind} {count} times: {msg}"
             )
+        what = "refused by SageMaker" if aws.answered(exc) else "got no answer (it may have landed)"
         new = self._decide(
-            state, "wait", f"{d.kind} refused by SageMaker ({msg}); retry {count} on the next tick"
+            state, "wait", f"{d.kind} {what} ({msg}); retry {count} on the next tick"
         )
         new["refusals"] = count
+        if d.kind == "shift" and aws.error_code(exc) not in aws.RETRY_LATER:
+            new["canary_percent_pending"] = d.percent  # not refused: it may have landed
         result = self._store(new, state["seq"], wait=self.s.rules.check_seconds)
         if state["status"] == r.ROLLING_BACK and count == r.MAX_REFUSALS:
             self.notify(f"canary rollback still refused after {count} attempts", new)
@@ -120,8 +139,8 @@ class DecisionApplier(ControllerIO):
         """Canary weight 0 now; finish at once if DescribeEndpoint already shows it."""
         try:
             self.set_canary_weight(0)
-        except ClientError as exc:
-            if not aws.refused(exc):
+        except aws.AWS_ERRORS as exc:
+            if not aws.retry_later(exc):
                 raise
             return self._refused(state, r.Decision("rollback", "weight 0"), exc)
         return self._advance(state)
@@ -137,8 +156,8 @@ class DecisionApplier(ControllerIO):
             # (the rollback's own ticks also check the live weight before finishing).
             try:
                 self.set_canary_weight(0)
-            except ClientError as again:
-                if not aws.refused(again):
+            except aws.AWS_ERRORS as again:
+                if not aws.retry_later(again):
                     raise
         return self._result(current, duplicate=True)
 

@@ -1,23 +1,51 @@
 """Canary rollout controller: walks the canary variant's traffic weight through configured steps.
 
-One Lambda, four actions, each an event ``{"action": ..., "endpoint_name": ..., ...}``:
+One Lambda, six actions, each an event ``{"action": ..., "endpoint_name": ..., ...}``:
 
 - ``start``    (operator, ``make canary-start``): takes the per-endpoint lock and starts the
-  Step Functions execution. Refused while another rollout holds the lock; the same
-  ``rollout_id`` twice is a no-op. A failed StartExecution releases the lock (FAILED, notified):
-  send the same ``rollout_id`` again.
+  Step Functions execution. The record names that execution (the rollout id) and the endpoint as
+  the rollout found it (its EndpointConfigName and canary share). Refused while another rollout
+  holds the lock; the same ``rollout_id`` twice is a no-op, except that a start whose first
+  attempt never got StartExecution's answer (the Lambda stopped, the answer was lost) issues it
+  again: same name, same input, so Step Functions starts at most one. A failed StartExecution,
+  whatever failed (an error answer, no connection, a connect or read timeout), releases the lock
+  (FAILED, notified): send the same ``rollout_id`` again.
 - ``tick``     (the state machine, every ``check_interval`` or sooner when a bake ends): observes
   the endpoint and the alarms and applies the decision of :func:`rules.decide` (capacity first,
-  weight second; evidence before every step forward). A re-delivered tick has a stale ``seq``
-  and changes nothing but learns the current ``seq``.
+  weight second; evidence, and alarms with data, before every step forward; a deadline on the
+  capacity wait; a rollback when the endpoint changed under it). A re-delivered tick has a stale
+  ``seq`` and changes nothing but learns the current ``seq``.
 - ``rollback`` (operator, or the state machine's catch-all naming its ``rollout_id``): records
   ROLLING_BACK before acting (a lost write is retried), then weight 0 until DescribeEndpoint
   shows it, then the canary's bounds (``rules.decide``). A stale ``rollout_id`` changes nothing.
+- ``continue`` (the state machine, once an execution has looped ``ITERATIONS_PER_EXECUTION``
+  times, stacks/constructs/rollout_state_machine.py): hands the rollout on to a new execution
+  before the execution's history reaches Step Functions' 25,000 events. The new execution's name
+  is recorded, then it is started at the recorded ``seq``; the old one ends (Succeed). If it
+  cannot be started, the record names the old one again, which keeps looping and asks again on
+  its next iteration (its bound leaves room for that).
+- ``execution-ended`` (EventBridge: the state machine's "Step Functions Execution Status Change"
+  events with status FAILED, TIMED_OUT or ABORTED): an execution ended without a Succeed state
+  (its retries exhausted, its timeout, an operator's StopExecution). If the record still holds
+  the lock for that execution (the name it recorded: an event of any other, older execution is
+  ignored), nothing drives the rollout any more. The choice made here: **roll it back, driven by
+  a new execution**. A RUNNING rollout records ROLLING_BACK and tries the rollback at once
+  (weight 0, then bounds: it may end here, ROLLED_BACK and notified); what is left is driven by a
+  new execution (``<rollout>-rb-<time>``, recorded, notified). It is not resumed forward: the
+  execution ended because something kept failing or someone stopped it, and a step forward on
+  that is a guess. If no execution can be started, or ``MAX_LOST_EXECUTIONS`` executions of the
+  rollout have ended this way (the rollback itself keeps failing), the rollout is recorded FAILED
+  and the operator told; the lock is released, and the message says the canary may still take
+  traffic (``make canary-status``, ``make canary-rollback``). Step Functions delivers these events
+  "best effort" (EventBridge events reference, AWS Step Functions events): a lost one leaves the
+  lock held, and ``make canary-status`` shows the time of the last decision.
 - ``status``   (operator): the recorded state, read-only.
 
 State: one DynamoDB item per endpoint (``store.py``). Weights are relative: step ``p`` sets
 canary ``p`` and primary ``100 - p``. Every rollout ends COMPLETED, ROLLED_BACK or FAILED with an
 SNS notification, each of which releases the lock. Promotion is a config change and a deploy.
+Every AWS call handles both kinds of failure, an error answer (ClientError) and none at all
+(BotoCoreError): see ``aws.py``, ``decisions.py`` and ``controller_io.py`` for what each does.
 
 The actions are here; the decisions applied (steps forward, rollback steps, refusals) are in
 ``decisions.py``, the record and the AWS calls in ``controller_io.py``.
@@ -27,6 +55,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
     from lambdas.canary_controller import aws, store
@@ -54,11 +84,20 @@ except ImportError:  # pragma: no cover - the Lambda runtime
 
 # What importers of handler used before it was split keeps working (handler.X).
 __all__ = [
-    "WRITE_ATTEMPTS", "Controller", "EventError", "RolloutConflict", "Settings", "StartFailed",
-    "aws", "handler",
+    "MAX_LOST_EXECUTIONS", "WRITE_ATTEMPTS", "Controller", "EventError", "RolloutConflict",
+    "Settings", "StartFailed", "aws", "handler",
 ]  # fmt: skip
 RUNNING, ROLLING_BACK, COMPLETED, ROLLED_BACK, FAILED = r.RUNNING, r.ROLLING_BACK, *r.ENDED
 SUPERSEDED = store.SUPERSEDED
+#: Executions of one rollout that may end (FAILED, TIMED_OUT, ABORTED) with its lock held: the
+#: rollout's own and the rollback drivers after it. The one that reaches this count is not
+#: replaced: the rollout is recorded FAILED and the operator told.
+MAX_LOST_EXECUTIONS = 3
+#: The method serving each action.
+METHODS = {
+    r.names.CONTINUE: "continue_rollout",
+    r.names.EXECUTION_ENDED: "execution_ended",
+}
 
 
 class Controller(DecisionApplier):
@@ -67,6 +106,9 @@ class Controller(DecisionApplier):
         current = self.load()
         same = current is not None and current["rollout_id"] == rollout_id
         if same and current and current.get("last_decision") != "start-failed":
+            if current["status"] == RUNNING and current.get("last_decision") == "start":
+                # No tick yet: the first attempt may have stopped before StartExecution answered.
+                current = self._start_execution(current)
             return self._result(current, duplicate=True)
         if current and current["status"] in r.LOCKED:
             raise RolloutConflict(
@@ -85,13 +127,12 @@ class Controller(DecisionApplier):
             raise RolloutConflict(f"alarms already firing, start refused: {'; '.join(obs.firing)}")
         by = event.get("requested_by", "unknown")
         reason = "lock taken; first step on the next tick"
-        state = self._fresh(rollout_id, RUNNING, by=by, decision="start", reason=reason)
+        state = self._fresh(rollout_id, RUNNING, by=by, decision="start", reason=reason, obs=obs)
         if not self._write(state, expect_seq=None):
             raise RolloutConflict(
                 f"another rollout took the lock on {self.s.endpoint_name} just now"
             )
-        self._start_execution(state)
-        return self._result(state)
+        return self._result(self._start_execution(state))
 
     def tick(self, event: dict[str, Any]) -> dict[str, Any]:
         state = self.load()
@@ -115,7 +156,12 @@ class Controller(DecisionApplier):
         if state is not None and state["status"] in r.LOCKED:
             result = self._begin_rollback(state, reason)
             if rollout_id is None and result["status"] == ROLLING_BACK:
-                self._start_driver(result)
+                pending = self._current()
+                driven = self._start_driver(pending)
+                if driven is None:
+                    self.notify("canary rollback pending: run make canary-rollback again", pending)
+                else:
+                    result = self._result(driven)
             return result
         if state is not None and rollout_id is not None:
             return self._result(state)  # this execution's rollout already ended
@@ -127,8 +173,100 @@ class Controller(DecisionApplier):
             return self._begin_rollback(self._current(), reason)
         result = self._drive_rollback(fresh)
         if result["status"] == ROLLING_BACK:
-            self._start_execution(self._current())
+            result = self._result(self._start_execution(self._current()))
         return result
+
+    def continue_rollout(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``continue``: hand the rollout on to a new execution (module docstring).
+        ``handed_on`` tells the calling execution to end."""
+        state = self.load()
+        if state is None:
+            raise EventError(f"no rollout recorded for {self.s.endpoint_name}; nothing changed")
+        if state["rollout_id"] != event["rollout_id"]:
+            return {**store.superseded(self.s.endpoint_name, event, state), "handed_on": False}
+        if state["status"] not in r.LOCKED:
+            return {**self._result(state), "handed_on": False}
+        caller = event["execution_name"]
+        if self.driver(state) != caller:  # another execution drives the rollout: this one ends
+            return {**self._result(state, duplicate=True), "handed_on": True}
+        name = f"{state['rollout_id'][:48]}-c{state['seq'] + 1}-{int(self.clock())}"
+        why = f"execution {caller} handed the rollout on to {name} after " \
+            f"{event.get('iteration', '?')} loop iterations (execution history limit)"  # fmt: skip
+        try:
+            new = self._hand_to(state, name, why)
+        except aws.AWS_ERRORS as exc:
+            back = self._name_again(caller, name, exc)
+            return {**self._result(back), "handed_on": False}
+        if new is None:  # another writer moved the record first: loop on, ask again
+            return {**self._result(self._current(), duplicate=True), "handed_on": False}
+        return {**self._result(new), "handed_on": True}
+
+    def execution_ended(self, event: dict[str, Any]) -> dict[str, Any]:
+        """``execution-ended``: the choice is in the module docstring. If even the record cannot
+        be read or written, the operator is told and the error raised (Lambda retries an
+        asynchronous invocation twice)."""
+        name, status = event["execution_name"], event["execution_status"]
+        try:
+            return self._execution_ended(name, status)
+        except (ClientError, BotoCoreError, RolloutConflict) as exc:
+            self.notify(
+                f"canary rollout execution {name} {status}: the controller could not act",
+                {
+                    "endpoint_name": self.s.endpoint_name,
+                    "execution": name,
+                    "last_reason": f"{aws.describe_error(exc)}; the rollout's lock may still be "
+                    "held with nothing driving it: make canary-status, then make canary-rollback",
+                },
+            )
+            raise
+
+    def _execution_ended(self, name: str, status: str) -> dict[str, Any]:
+        state = self.load()
+        if state is None or state["status"] not in r.LOCKED or self.driver(state) != name:
+            current = self.driver(state) if state else None
+            print(f"execution {name} {status}: not the one driving a locked rollout ({current})")
+            return self._result(state) if state else {"endpoint_name": self.s.endpoint_name}
+        lost = int(state.get("lost_executions", 0)) + 1
+        why = f"execution {name} ended {status} while the rollout was {state['status']}"
+        if lost >= MAX_LOST_EXECUTIONS:
+            return self._abandon(
+                state, f"{why}; {lost} executions of this rollout have ended before it did"
+            )
+        state = {**state, "lost_executions": lost}
+        if state["status"] == RUNNING:
+            try:
+                self._begin_rollback(state, f"{why}: nothing drove it any more")
+            except aws.AWS_ERRORS as exc:  # recorded ROLLING_BACK, its first call failed
+                print(f"rollback after {name} {status}: {aws.describe_error(exc)}")
+            state = self._current()
+            if state["status"] == RUNNING:  # the rollback could not even be recorded
+                raise RolloutConflict(f"could not record the rollback after {why}")
+            if state["status"] not in r.LOCKED:
+                return self._result(state)  # rolled back here, and notified
+        driven = self._start_driver({**state, "lost_executions": lost})
+        if driven is None:
+            return self._abandon(
+                self._current(), f"{why}; no execution could be started to drive the rollback"
+            )
+        self.notify(
+            f"canary rollout execution {status}: rolling back, driven by {driven['execution']}",
+            driven,
+        )
+        return self._result(driven)
+
+    def _abandon(self, state: dict[str, Any], why: str) -> dict[str, Any]:
+        """Nothing can drive the rollout: FAILED (the lock released), and the operator told."""
+        new = self._decide(
+            state,
+            "abort",
+            f"{why}: recorded FAILED, lock released. The canary may still take traffic: "
+            "make canary-status, then make canary-rollback",
+        )
+        new["status"] = FAILED
+        if not self._write(new, expect_seq=state["seq"]):
+            return self._result(self._current(), duplicate=True)
+        self.notify("canary rollout FAILED: no execution drives it", new)
+        return self._result(new)
 
     def status(self) -> dict[str, Any]:
         """The recorded state, read-only."""
@@ -146,7 +284,10 @@ def handler(
     ctl = controller or Controller(settings)
     if event["action"] == "status":
         return ctl.status()
-    result: dict[str, Any] = getattr(ctl, event["action"])(event)
-    keys = ("rollout_id", "status", "seq", "last_decision", "last_reason")
+    method = METHODS.get(event["action"], event["action"])
+    result: dict[str, Any] = getattr(ctl, method)(event)
+    if "iteration" in event:  # the state machine's loop count, echoed for its next iteration
+        result["iteration"] = event["iteration"]
+    keys = ("rollout_id", "status", "seq", "last_decision", "last_reason", "execution")
     print(json.dumps({k: result.get(k) for k in keys}))
     return result

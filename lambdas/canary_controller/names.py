@@ -29,6 +29,14 @@ LOCKED: tuple[RolloutStatus, ...] = (RUNNING, ROLLING_BACK)
 #: Statuses a rollout ends in; each releases the lock and is notified.
 ENDED: tuple[RolloutStatus, ...] = (COMPLETED, ROLLED_BACK, FAILED)
 
+#: The controller's actions that its own machinery sends (the state machine, EventBridge): the
+#: construct builds their events, the controller validates and serves them.
+TICK, ROLLBACK, CONTINUE, EXECUTION_ENDED = "tick", "rollback", "continue", "execution-ended"
+#: Step Functions execution statuses that end an execution without a Succeed state
+#: (DescribeExecution ``status``; the "Step Functions Execution Status Change" EventBridge event's
+#: ``detail.status``): the EventBridge rule sends these to the controller as ``execution-ended``.
+EXECUTION_ENDED_STATUSES: tuple[str, ...] = ("FAILED", "TIMED_OUT", "ABORTED")
+
 
 def controller_function_name(endpoint_name: str) -> str:
     return endpoint_name[: 64 - len(_FUNCTION_SUFFIX)].rstrip("-") + _FUNCTION_SUFFIX

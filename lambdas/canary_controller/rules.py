@@ -11,6 +11,15 @@ The loop, one decision per tick:
 - RUNNING, phase ``scaling`` towards step ``i+1``: the canary's instances are raised first
   (scalable-target bounds and desired count); only when the endpoint is InService with at least
   the planned instances is its weight shifted (the canary holds its share before it gets it).
+  A canary still short of them ``capacity_timeout_seconds`` after the phase began (capacity or
+  quota: SageMaker cannot place them) rolls back, the reason naming the shortfall.
+- No data means no step forward: a watched alarm in INSUFFICIENT_DATA holds the shift as it holds
+  the end of a bake, and rolls back once the hold outlasts ``evidence_timeout_seconds``.
+- The endpoint must still be the one the rollout started on: an InService endpoint whose
+  EndpointConfigName or canary share is not what the controller recorded or set (a deploy, the
+  console, a reset of the weights) rolls back, naming what changed (:func:`endpoint_changed`).
+  Rollback rather than hold: a hold keeps the lock, so it blocks the very deploys that would put
+  things right, with no way forward but an operator's rollback anyway.
 - ROLLING_BACK: canary weight to 0 until DescribeEndpoint shows it at 0 on an InService endpoint;
   only then are its scaling bounds restored (weight first, shrink second). Then ROLLED_BACK.
 - Watched alarms are read on every RUNNING tick, also while the endpoint is Updating: an alarm
@@ -41,6 +50,10 @@ TERMINAL_ENDPOINT_STATES = frozenset({"Failed", "OutOfService", "Deleting", "Not
 #: SageMaker refusals of a weight/capacity change on an InService endpoint before a RUNNING
 #: rollout rolls back (a ROLLING_BACK one keeps retrying and tells the operator at this count).
 MAX_REFUSALS = 6
+#: Percentage points by which the live canary share may differ from the one recorded before it
+#: counts as changed under the rollout: the recorded share is a whole percent (the controller sets
+#: whole percents; the share found at the start is rounded), DescribeEndpoint's weights are floats.
+SHARE_TOLERANCE = 0.5
 
 
 # ---------------------------------------------------------------------------- capacity
@@ -142,6 +155,8 @@ class Evidence:
     canary_errors: float
     primary_invocations: float
     primary_errors: float
+    #: Why the metrics could not be read (GetMetricData failed): no evidence either way.
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +167,10 @@ class EvidenceRules:
 
 
 def judge(ev: Evidence, rules: EvidenceRules) -> tuple[str, str]:
-    """``("ok" | "insufficient" | "worse", reason)``. No traffic is no evidence, never health."""
+    """``("ok" | "insufficient" | "worse", reason)``. No traffic is no evidence, never health; nor
+    are metrics that could not be read."""
+    if ev.error is not None:
+        return "insufficient", f"the canary's metrics could not be read ({ev.error})"
     if ev.canary_invocations < rules.min_canary_invocations:
         return "insufficient", (
             f"canary served {ev.canary_invocations:.0f} invocations in the window, fewer than "
@@ -184,9 +202,14 @@ class Rules:
     bake_seconds: int
     check_seconds: int
     evidence: EvidenceRules
-    #: After the bake, how long to wait for enough evidence before rolling back a silent canary.
+    #: After the bake, how long to wait for enough evidence before rolling back a silent canary;
+    #: also how long a shift may be held by alarms without data.
     evidence_timeout_seconds: int
     plan: CapacityPlan
+    #: How long the canary may stay short of a step's instances, from the start of the scaling
+    #: phase, before the rollout rolls back (``rollout.capacity_timeout_minutes``; the stacks and
+    #: the simulator always pass it; None, no deadline, only for settings that predate it).
+    capacity_timeout_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +224,39 @@ class Observation:
     canary_weight: float = 0.0
     primary_instances: int = 0
     primary_weight: float = 0.0
+    #: DescribeEndpoint's EndpointConfigName; None where it is not known (the simulator).
+    endpoint_config_name: str | None = None
+
+    @property
+    def canary_share(self) -> float:
+        """The canary's percentage of the traffic (SageMaker weights are relative)."""
+        total = self.canary_weight + self.primary_weight
+        return 100 * self.canary_weight / total if total > 0 else 0.0
+
+
+def endpoint_changed(state: dict[str, Any], obs: Observation) -> str | None:
+    """What changed on the endpoint under the rollout, or None.
+
+    Compared with the record: the EndpointConfigName found at the start (a deploy or the console
+    put another one: its weights and counts may be anything), and the canary share the controller
+    last set (``canary_percent``; at the start, the share it found). Allowed besides: the share
+    before the shift the previous tick made (DescribeEndpoint may not show it yet) and a shift
+    whose call failed without an answer (``canary_percent_pending``: it may have landed). A
+    record without these fields (a rollout started before they were recorded) is not checked.
+    """
+    was, now = state.get("endpoint_config_name"), obs.endpoint_config_name
+    if was is not None and now is not None and now != was:
+        return f"endpoint config {was} -> {now}"
+    recorded = state.get("canary_percent")
+    if recorded is None:
+        return None
+    allowed = [recorded, state.get("canary_percent_pending")]
+    if state.get("last_decision") == "shift":
+        allowed.append(state.get("canary_percent_before"))
+    share = obs.canary_share
+    if all(a is None or abs(share - a) > SHARE_TOLERANCE for a in allowed):
+        return f"canary weight {recorded:g}% -> {share:.4g}%"
+    return None
 
 
 @dataclass(frozen=True)
@@ -243,21 +299,36 @@ def decide(
         return Decision("abort", f"endpoint is {status}; rollout abandoned")
     if obs.firing:
         return Decision("rollback", f"alarm: {'; '.join(obs.firing)}")
+    steps = rules.steps
+    scaling = state.get("phase") == SCALING
+    if scaling and obs.canary_instances < state["target_instances"]:
+        short = _capacity_deadline(state, obs, rules, now)
+        if short is not None:
+            return short
     if status != "InService":
         return Decision("wait", f"endpoint is {status}, not InService; alarms OK, no change", check)
-    steps = rules.steps
-    if state.get("phase") == SCALING:
+    changed = endpoint_changed(state, obs)
+    if changed is not None:
+        return Decision(
+            "rollback",
+            f"{changed} under the rollout (a deploy or the console changed the endpoint): the "
+            "controller stops moving and rolls the canary back",
+        )
+    if scaling:
         target, need = state["target_index"], state["target_instances"]
         if obs.canary_instances < need:
+            left = _left(state.get("scaling_started_at"), rules.capacity_timeout_seconds, now)
             return Decision(
                 "scale",
                 f"canary has {obs.canary_instances} of the {need} instances {steps[target]}% "
-                "needs; capacity requested again",
+                f"needs; capacity requested again{left}",
                 check,
                 target_index=target,
                 instances=need,
                 bounds=(need, rules.plan.steps[target].max_capacity),
             )
+        if obs.no_data:
+            return _held_without_data(state, obs, rules, now, f"shift to {steps[target]}%")
         return Decision(
             "shift",
             f"canary weight set to {steps[target]}% on {obs.canary_instances} instances, alarms OK",
@@ -306,12 +377,83 @@ def decide(
     )
 
 
+def _left(since: int | None, timeout: int | None, now: int) -> str:
+    if since is None or timeout is None:
+        return ""
+    return f" (rollback in {max(0, since + timeout - now)}s without them)"
+
+
+def _capacity_deadline(
+    state: dict[str, Any], obs: Observation, rules: Rules, now: int
+) -> Decision | None:
+    """Rollback once the canary has been short of its step's instances for
+    ``capacity_timeout_seconds`` since the scaling phase began (also while the endpoint is
+    Updating: instances that do not come are the shortfall)."""
+    since, timeout = state.get("scaling_started_at"), rules.capacity_timeout_seconds
+    if since is None or timeout is None or now - since < timeout:
+        return None
+    target, need = state["target_index"], state["target_instances"]
+    return Decision(
+        "rollback",
+        f"capacity shortfall: the canary has {obs.canary_instances} of the {need} instances "
+        f"{rules.steps[target]}% needs, {now - since}s after they were requested (capacity "
+        f"timeout {timeout}s, rollout.capacity_timeout_minutes): SageMaker could not place them "
+        "(instance capacity or the account's quota)",
+    )
+
+
+def _held_without_data(
+    state: dict[str, Any], obs: Observation, rules: Rules, now: int, move: str
+) -> Decision:
+    """No data, no step forward: hold ``move``; roll back once the hold outlasts
+    ``evidence_timeout_seconds`` (``held_since``, recorded by :func:`transition`)."""
+    silent = ", ".join(obs.no_data)
+    since = state.get("held_since")
+    held = 0 if since is None else now - since
+    if held >= rules.evidence_timeout_seconds:
+        return Decision(
+            "rollback",
+            f"no evidence: {silent} without data for {held}s, {move} held past the evidence "
+            f"timeout ({rules.evidence_timeout_seconds}s)",
+        )
+    left = rules.evidence_timeout_seconds - held
+    why = f"{move} held, alarms without data: {silent}; rollback in {left}s"
+    return Decision("hold", why, rules.check_seconds)
+
+
 def transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
-    """The fields a decision changes once its AWS call was accepted (Lambda and simulator)."""
+    """The fields a decision changes once its AWS call was accepted (Lambda and simulator).
+
+    ``scaling_started_at`` is when the scaling phase towards a step began: a re-request of the same
+    step keeps it (the capacity deadline counts from the first request). ``held_since`` is when the
+    current hold began; any move forward clears it. ``canary_percent`` is the share the controller
+    set (``canary_percent_before`` the one before it: :func:`endpoint_changed`)."""
     if d.kind == "scale":
-        return {"phase": SCALING, "target_index": d.target_index, "target_instances": d.instances}
+        same = (
+            state.get("phase") == SCALING
+            and state.get("target_index") == d.target_index
+            and state.get("scaling_started_at") is not None
+        )
+        return {
+            "phase": SCALING,
+            "target_index": d.target_index,
+            "target_instances": d.instances,
+            "scaling_started_at": state["scaling_started_at"] if same else now,
+            "held_since": None,
+        }
     if d.kind == "shift":
-        return {"phase": BAKING, "step_index": d.target_index, "step_started_at": now}
+        return {
+            "phase": BAKING,
+            "step_index": d.target_index,
+            "step_started_at": now,
+            "canary_percent": d.percent,
+            "canary_percent_before": state.get("canary_percent"),
+            "canary_percent_pending": None,
+            "held_since": None,
+        }
+    if d.kind == "hold":
+        since = state.get("held_since")
+        return {"held_since": now if since is None else since}
     ends = {
         "abort": FAILED,
         "complete": COMPLETED,

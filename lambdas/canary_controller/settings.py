@@ -14,7 +14,10 @@ except ImportError:  # pragma: no cover - the Lambda runtime
     import rules as r  # type: ignore[no-redef]
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
-ACTIONS = ("start", "tick", "rollback", "status")
+#: A Step Functions execution name (StartExecution ``name``: 1-80 characters).
+_EXECUTION = re.compile(r"^\S{1,80}$")
+ACTIONS = ("start", r.names.TICK, r.names.ROLLBACK, "status", r.names.CONTINUE,
+           r.names.EXECUTION_ENDED)  # fmt: skip
 
 
 class EventError(ValueError):
@@ -56,6 +59,9 @@ class Settings:
             ),
             evidence_timeout_seconds=int(env["EVIDENCE_TIMEOUT_SECONDS"]),
             plan=r.CapacityPlan.from_json(env["CAPACITY_PLAN"]),
+            capacity_timeout_seconds=(
+                int(env["CAPACITY_TIMEOUT_SECONDS"]) if "CAPACITY_TIMEOUT_SECONDS" in env else None
+            ),
         )
         return cls(
             endpoint_name=env["ENDPOINT_NAME"],
@@ -83,16 +89,30 @@ def validate_event(event: Any, settings: Settings) -> dict[str, Any]:
             f"manages); got {endpoint!r}"
         )
     rollout_id = event.get("rollout_id")
-    if (action in ("start", "tick") or rollout_id is not None) and (
+    if (action in ("start", r.names.TICK, r.names.CONTINUE) or rollout_id is not None) and (
         not isinstance(rollout_id, str) or not _ID.match(rollout_id)
     ):
         raise EventError(
             f"'rollout_id' must be 1-80 letters, digits, '-' or '_'; got {rollout_id!r}"
         )
-    if action == "tick":
-        seq = event.get("seq")
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise EventError(f"'seq' must be a non-negative integer; got {seq!r}")
+    counters = {"seq": action in (r.names.TICK, r.names.CONTINUE), "iteration": False}
+    for key, required in counters.items():
+        value = event.get(key)
+        if (required or key in event) and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
+            raise EventError(f"'{key}' must be a non-negative integer; got {value!r}")
+    if action in (r.names.CONTINUE, r.names.EXECUTION_ENDED):
+        name = event.get("execution_name")
+        if not isinstance(name, str) or not _EXECUTION.match(name):
+            raise EventError(f"'execution_name' must be an execution's name; got {name!r}")
+    if action == r.names.EXECUTION_ENDED:
+        status = event.get("execution_status")
+        if status not in r.names.EXECUTION_ENDED_STATUSES:
+            raise EventError(
+                f"'execution_status' must be one of {', '.join(r.names.EXECUTION_ENDED_STATUSES)}"
+                f"; got {status!r}"
+            )
     for key in ("reason", "requested_by"):
         if key in event and not isinstance(event[key], str):
             raise EventError(f"'{key}' must be a string; got {event[key]!r}")

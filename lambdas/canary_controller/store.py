@@ -50,6 +50,19 @@ def record(state: dict[str, Any], decision: str, reason: str, now: int) -> dict[
     }
 
 
+def handed_on(state: dict[str, Any], execution: str, reason: str, now: int) -> dict[str, Any]:
+    """The next version of ``state`` driven by the execution named ``execution``: its history
+    says so, its last decision (what the rollout is doing) stays."""
+    entry = {"at": now, "decision": "execution", "reason": reason, "step": state["step_index"]}
+    return {
+        **state,
+        "seq": state["seq"] + 1,
+        "updated_at": now,
+        "execution": execution,
+        "history": [*state.get("history", []), entry][-HISTORY_LIMIT:],
+    }
+
+
 def new_state(
     *,
     endpoint: str,
@@ -59,11 +72,20 @@ def new_state(
     rules: r.Rules,
     alarms: list[str],
     now: int,
+    execution: str | None = None,
+    endpoint_config_name: str | None = None,
+    canary_percent: int | None = None,
 ) -> dict[str, Any]:
+    """A new rollout's record. ``execution``: the name of the state machine execution that drives
+    it (a late event from any other is ignored); ``endpoint_config_name`` and ``canary_percent``:
+    the endpoint as the rollout found it (``rules.endpoint_changed``)."""
     return {
         "endpoint_name": endpoint,
         "rollout_id": rollout_id,
         "status": status,
+        "execution": execution,
+        "endpoint_config_name": endpoint_config_name,
+        "canary_percent": canary_percent,
         "steps": list(rules.steps),
         "step_index": -1,
         "phase": r.BAKING,
@@ -117,6 +139,11 @@ SUMMARY_KEYS = (
     "step_index",
     "phase",
     "target_instances",
+    "scaling_started_at",
+    "held_since",
+    "canary_percent",
+    "endpoint_config_name",
+    "execution",
     "started_at",
     "step_started_at",
     "requested_by",

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from stacks.config.base import Strict
+from stacks.config.base import Strict, section_rule
+
+#: The default capacity wait in instance starts: the request, the endpoint still Updating with an
+#: earlier change (autoscaling, one start), and one launch that fails and is replaced.
+CAPACITY_WAIT_INSTANCE_STARTS = 3
 
 
 class RolloutConfig(Strict):
@@ -22,8 +27,16 @@ class RolloutConfig(Strict):
     #: ...and its 5XX rate may exceed the primary's over the same window by at most this many
     #: percentage points, or it rolls back.
     max_error_rate_increase_percent: Annotated[float, Field(ge=0, le=100)] = 0.5
-    #: After a bake, how long to wait for that evidence before rolling back a silent canary.
+    #: After a bake, how long to wait for that evidence before rolling back a silent canary; also
+    #: how long a shift may be held by watched alarms without data.
     evidence_timeout_minutes: Annotated[int, Field(ge=0, le=10080)] = 60
+    #: How long the canary may stay short of the instances a step needs (SageMaker cannot place
+    #: them: instance capacity, the account's quota) before the rollout rolls back and says so,
+    #: counted from the first request of that step's capacity. Not set:
+    #: CAPACITY_WAIT_INSTANCE_STARTS instance starts (the plan's ASSUMED_READY_SECONDS each) plus
+    #: the check that sees the last one: 29 minutes with check_interval_minutes 5
+    #: (:attr:`capacity_timeout_seconds`).
+    capacity_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] | None = None
 
     @field_validator("steps_percent")
     @classmethod
@@ -37,6 +50,37 @@ class RolloutConfig(Strict):
                 "end the list with 100"
             )
         return steps
+
+    def _capacity_wait_minutes(self, instance_starts: int) -> int:
+        """``instance_starts`` instance starts (from the capacity request to the instance serving,
+        stacks.update_semantics.ASSUMED_READY_SECONDS, 465 s) plus the check that sees the last."""
+        # Imported here: stacks.update_semantics imports this package (its DeploymentConfig).
+        from stacks.update_semantics import ASSUMED_READY_SECONDS
+
+        starts = instance_starts * ASSUMED_READY_SECONDS / 60
+        return math.ceil(starts + self.check_interval_minutes)
+
+    @section_rule
+    def _capacity_wait_covers_an_instance_start(self) -> RolloutConfig:
+        if self.capacity_timeout_minutes is None:
+            return self
+        least = self._capacity_wait_minutes(1)
+        if self.capacity_timeout_minutes < least:
+            raise ValueError(
+                f"capacity_timeout_minutes: {self.capacity_timeout_minutes} is shorter than one "
+                f"instance start plus one check ({least} min): every canary whose instances are "
+                f"still starting would roll back; use {least} or more"
+            )
+        return self
+
+    @property
+    def capacity_timeout_seconds(self) -> int:
+        """``capacity_timeout_minutes`` in seconds, or the default it documents (the Lambda's
+        ``CAPACITY_TIMEOUT_SECONDS``; the simulator's rules)."""
+        minutes = self.capacity_timeout_minutes
+        if minutes is None:
+            minutes = self._capacity_wait_minutes(CAPACITY_WAIT_INSTANCE_STARTS)
+        return minutes * 60
 
 
 class SmokeGateConfig(Strict):

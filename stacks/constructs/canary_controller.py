@@ -3,7 +3,10 @@
 The Lambda (lambdas/canary_controller) holds all the logic and the state (a DynamoDB item per
 endpoint, also the lock). The state machine only loops ``tick -> wait -> tick`` until the rollout
 completes or rolls back, so each decision shows in its execution history; on an unexpected error
-it asks the Lambda to roll back before failing. The state machine's name is derived from the
+it asks the Lambda to roll back before failing, and a long rollout continues as a new execution.
+An EventBridge rule tells the Lambda of an execution that ended otherwise (failed, timed out,
+stopped), so that no rollout is left holding the lock with nothing driving it
+(stacks/constructs/rollout_state_machine.py). The state machine's name is derived from the
 endpoint name (``<endpoint>-canary-rollout``) so the Lambda can start it without a reference
 cycle (the state machine already references the Lambda); the function's name is derived from it
 too (``<endpoint>-canary-controller``) so ``tools/canary.py`` can invoke it by endpoint name.
@@ -38,13 +41,14 @@ from stacks.constructs.python_lambda import (
     python_function,
     tidy_function,
 )
-from stacks.constructs.rollout_state_machine import rollout_state_machine
+from stacks.constructs.rollout_state_machine import execution_ended_rule, rollout_state_machine
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
 
 
 class CanaryController(Construct):
-    """``function``, ``state_machine``, ``table``, ``role``; ``rollout`` is the config's section
+    """``function``, ``state_machine``, ``execution_ended`` (the EventBridge rule), ``table``,
+    ``role``; ``rollout`` is the config's section
     of that name, ``alarms`` the ones that stop the rollout (plus ``rollout.extra_alarm_names``).
     """
 
@@ -170,6 +174,7 @@ class CanaryController(Construct):
                 "MIN_CANARY_INVOCATIONS": str(rollout.min_canary_invocations_per_step),
                 "MAX_ERROR_RATE_INCREASE_PERCENT": str(rollout.max_error_rate_increase_percent),
                 "EVIDENCE_TIMEOUT_SECONDS": str(rollout.evidence_timeout_minutes * 60),
+                "CAPACITY_TIMEOUT_SECONDS": str(rollout.capacity_timeout_seconds),
                 "CAPACITY_PLAN": self.capacity_plan.to_json(),
                 "PRIMARY_VARIANT": "primary",
                 "CANARY_VARIANT": "canary",
@@ -180,6 +185,12 @@ class CanaryController(Construct):
             function=self.function,
             endpoint_name=endpoint_name,
             state_machine_name=self.state_machine_name,
+        )
+        self.execution_ended = execution_ended_rule(
+            self,
+            state_machine=self.state_machine,
+            function=self.function,
+            endpoint_name=endpoint_name,
         )
         tidy_function(self.function, self.role)
         tidy_function(self.state_machine, self.state_machine.role)

@@ -1,4 +1,5 @@
-"""The canary rollout's state machine: ``tick -> wait -> tick`` until the rollout ends.
+"""The canary rollout's state machine: ``tick -> wait -> tick`` until the rollout ends, and the
+EventBridge rule that tells the controller when one of its executions ended otherwise.
 
 It only keeps time; the controller Lambda decides. Transient task failures are retried with the
 same sequence number (a redelivery to the controller); a persistent one asks the Lambda to roll
@@ -6,18 +7,77 @@ back *this* rollout (the event carries ``rollout_id``, so a stale execution cann
 newer rollout), then keeps looping: the ticks drive the rollback (weight 0 until it lands, then
 the canary's bounds) to ROLLED_BACK. Only if the rollback call itself keeps failing does the
 execution fail. Built as children of the CanaryController (same construct ids).
+
+Every way an execution ends is covered:
+
+- Succeed: COMPLETED, SUPERSEDED, or handed on (below). Fail states (RolledBack, Abandoned) end
+  an execution whose rollout already ended, notified by the controller.
+- Failed otherwise (ControllerFailed: the rollback call kept failing; a runtime error), timed out,
+  or stopped (StopExecution): :func:`execution_ended_rule` sends Step Functions' "Step Functions
+  Execution Status Change" event (status FAILED, TIMED_OUT or ABORTED; EventBridge events
+  reference, AWS Step Functions events: ``source`` aws.states, ``detail`` with ``executionArn``,
+  ``stateMachineArn``, ``name``, ``status``) to the controller as ``execution-ended``; the
+  controller rolls back with a new execution, or records FAILED (handler's docstring).
+- Long rollouts continue as new executions: an execution's history holds at most 25,000 events
+  (Step Functions service quotas, "Maximum execution history size"; the developer guide's
+  "Continue long-running workflows" starts a new execution from a Task state). The loop counts its
+  iterations (``$.iteration``, increased by ``States.MathAdd`` in each Tick's payload, echoed back
+  by the controller) and after :data:`ITERATIONS_PER_EXECUTION` asks the controller to hand on
+  (``continue``: StartExecution of this state machine at the recorded seq, the new name recorded);
+  the old execution then succeeds (HandedOn). If the hand-on fails, it loops on and asks again.
 """
 
 from __future__ import annotations
 
 from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
-from lambdas.canary_controller.names import COMPLETED, ROLLED_BACK, SUPERSEDED
+from lambdas.canary_controller.names import (
+    COMPLETED,
+    CONTINUE,
+    EXECUTION_ENDED,
+    EXECUTION_ENDED_STATUSES,
+    ROLLBACK,
+    ROLLED_BACK,
+    SUPERSEDED,
+    TICK,
+)
 from stacks.constructs.python_lambda import decision_log_group
+
+#: Retries of a failed Tick (same seq: a redelivery), then of the RollbackOnError call.
+TICK_RETRIES, ROLLBACK_RETRIES = 3, 6
+#: Each LambdaInvoke's own retrier (CDK's default ``retry_on_service_exceptions``): Lambda's
+#: service errors (Lambda.ServiceException, ...) retried 6 times, 2 s doubling. Retriers count
+#: apart, so errors that alternate between them get both counts.
+LAMBDA_SERVICE_RETRIES = 6
+#: Step Functions service quota: events in one execution's history.
+HISTORY_EVENT_LIMIT = 25_000
+#: History events of one Task attempt, at most: TaskScheduled, TaskStarted, TaskSubmitted (not
+#: emitted by a request-response Lambda invoke; counted anyway), then TaskSucceeded, TaskFailed or
+#: TaskTimedOut (HistoryEvent ``type``, Step Functions API reference).
+EVENTS_PER_ATTEMPT = 4
+
+
+def task_events(retries: int) -> int:
+    """A Task state's events at most: TaskStateEntered, every attempt (the first, Lambda's
+    service retries, ``retries`` of ours), TaskStateExited."""
+    return 2 + (1 + LAMBDA_SERVICE_RETRIES + retries) * EVENTS_PER_ATTEMPT
+
+
+#: One loop iteration at its worst: a Tick that fails every attempt (42 events), the
+#: RollbackOnError call that succeeds on its last (54), the Done? Choice (ChoiceStateEntered and
+#: Exited, 2) and the Bake Wait (WaitStateEntered and Exited, 2): 100 events. A quiet iteration
+#: has 9 (Task 5, Choice 2, Wait 2).
+EVENTS_PER_ITERATION = task_events(TICK_RETRIES) + task_events(ROLLBACK_RETRIES) + 2 + 2
+#: Iterations before an execution hands the rollout on: worst-case iterations within 80 % of the
+#: history limit (20,000 / 100 = 200; with prod's 5-minute check that is 16 h 40 min of loop, the
+#: simulated prod rollout takes 68), the rest left for hand-on attempts that fail and loop on.
+ITERATIONS_PER_EXECUTION = HISTORY_EVENT_LIMIT * 4 // 5 // EVENTS_PER_ITERATION
 
 
 def rollout_state_machine(
@@ -36,31 +96,34 @@ def rollout_state_machine(
             payload_response_only=True,
         )
 
+    iteration = sfn.JsonPath.number_at("$.iteration")
     tick = invoke(
         "Tick",
         {
-            "action": "tick",
+            "action": TICK,
             "endpoint_name": sfn.JsonPath.string_at("$.endpoint_name"),
             "rollout_id": sfn.JsonPath.string_at("$.rollout_id"),
             "seq": sfn.JsonPath.number_at("$.seq"),
+            "iteration": sfn.JsonPath.math_add(iteration, 1),
         },
     )
     rollback = invoke(
         "RollbackOnError",
         {
-            "action": "rollback",
+            "action": ROLLBACK,
             "endpoint_name": endpoint_name,
             "rollout_id": sfn.JsonPath.string_at("$.rollout_id"),
             "reason": sfn.JsonPath.format(
                 "controller error, rolled back: {}", sfn.JsonPath.string_at("$.error.Cause")
             ),
             "requested_by": "state-machine",
+            "iteration": iteration,
         },
     )
     rollback.add_retry(
         errors=["States.TaskFailed", "States.Timeout"],
         interval=Duration.seconds(30),
-        max_attempts=6,
+        max_attempts=ROLLBACK_RETRIES,
         backoff_rate=2,
     )
     rollback.add_catch(
@@ -71,15 +134,48 @@ def rollout_state_machine(
     tick.add_retry(
         errors=["States.TaskFailed", "States.Timeout"],
         interval=Duration.seconds(20),
-        max_attempts=3,
+        max_attempts=TICK_RETRIES,
         backoff_rate=2,
     )
     tick.add_catch(rollback, result_path="$.error")
     wait = sfn.Wait(scope, "Bake", time=sfn.WaitTime.seconds_path("$.wait_seconds"))
     wait.next(tick)
-    done = (
-        sfn.Choice(scope, "Done?")
-        .when(sfn.Condition.string_equals("$.status", COMPLETED), sfn.Succeed(scope, "Completed"))
+    hand_on = invoke(
+        "HandOn",
+        {
+            "action": CONTINUE,
+            "endpoint_name": endpoint_name,
+            "rollout_id": sfn.JsonPath.string_at("$.rollout_id"),
+            "seq": sfn.JsonPath.number_at("$.seq"),
+            "execution_name": sfn.JsonPath.string_at("$$.Execution.Name"),
+            "iteration": iteration,
+        },
+    )
+    hand_on.add_retry(
+        errors=["States.TaskFailed", "States.Timeout"],
+        interval=Duration.seconds(20),
+        max_attempts=TICK_RETRIES,
+        backoff_rate=2,
+    )
+    hand_on.add_catch(wait, result_path="$.error")  # this execution goes on; it asks again
+    done = sfn.Choice(scope, "Done?")
+    handed = (
+        sfn.Choice(scope, "HandedOn?")
+        .when(
+            sfn.Condition.and_(
+                sfn.Condition.is_present("$.handed_on"),
+                sfn.Condition.boolean_equals("$.handed_on", True),
+            ),
+            sfn.Succeed(scope, "HandedOn", comment="a new execution drives the rollout"),
+        )
+        .when(sfn.Condition.boolean_equals("$.done", True), done)
+        .otherwise(wait)
+    )
+    hand_on.next(handed)
+    (
+        done.when(
+            sfn.Condition.string_equals("$.status", COMPLETED), sfn.Succeed(scope, "Completed")
+        )
         .when(
             sfn.Condition.string_equals("$.status", SUPERSEDED),
             sfn.Succeed(scope, "Superseded", comment="a newer rollout owns the endpoint"),
@@ -91,6 +187,13 @@ def rollout_state_machine(
         .when(
             sfn.Condition.boolean_equals("$.done", True),
             sfn.Fail(scope, "Abandoned", error="CanaryAbandoned", cause_path="$.last_reason"),
+        )
+        .when(
+            sfn.Condition.and_(
+                sfn.Condition.is_present("$.iteration"),
+                sfn.Condition.number_greater_than_equals("$.iteration", ITERATIONS_PER_EXECUTION),
+            ),
+            hand_on,
         )
         .otherwise(wait)
     )
@@ -105,3 +208,44 @@ def rollout_state_machine(
         tracing_enabled=True,
         logs=sfn.LogOptions(destination=rollout_logs, level=sfn.LogLevel.ALL),
     )
+
+
+def execution_ended_rule(
+    scope: Construct,
+    *,
+    state_machine: sfn.IStateMachine,
+    function: lambda_.IFunction,
+    endpoint_name: str,
+) -> events.Rule:
+    """The state machine's executions that end FAILED, TIMED_OUT or ABORTED, sent to the
+    controller as ``execution-ended`` (module docstring). The target's invoke permission is the
+    function's resource policy (``lambda:InvokeFunction`` for events.amazonaws.com, this rule)."""
+    rule = events.Rule(
+        scope,
+        "ExecutionEnded",
+        description=f"Canary rollout executions of {endpoint_name} that end without a Succeed "
+        "state: the controller rolls back or records FAILED",
+        event_pattern=events.EventPattern(
+            source=["aws.states"],
+            detail_type=["Step Functions Execution Status Change"],
+            detail={
+                "stateMachineArn": [state_machine.state_machine_arn],
+                "status": list(EXECUTION_ENDED_STATUSES),
+            },
+        ),
+    )
+    rule.add_target(
+        targets.LambdaFunction(
+            function,
+            event=events.RuleTargetInput.from_object(
+                {
+                    "action": EXECUTION_ENDED,
+                    "endpoint_name": endpoint_name,
+                    "execution_arn": events.EventField.from_path("$.detail.executionArn"),
+                    "execution_name": events.EventField.from_path("$.detail.name"),
+                    "execution_status": events.EventField.from_path("$.detail.status"),
+                }
+            ),
+        )
+    )
+    return rule
