@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -24,6 +24,36 @@ from stacks.constructs.scaling import EndpointScaling, ScalingProps
 from stacks.constructs.smoke_gate import SmokeGate
 from stacks.rollout_plan import rollout_capacity_plan
 from stacks.update_semantics import reset_properties
+
+#: What CloudWatch Logs does with a log group's key (the user guide's policy, below).
+LOGS_KEY_ACTIONS = [
+    "kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*",
+]  # fmt: skip
+
+
+def logs_key_statement(stack: Stack) -> iam.PolicyStatement:
+    """CloudWatch Logs may use the key for this account's log groups in this region only: the
+    encryption context CloudWatch Logs sends names the log group, and the condition on it keeps
+    the service from using the key for another account's group (the confused deputy). The
+    statement of CloudWatch Logs User Guide, "Encrypt log data in CloudWatch Logs using AWS KMS",
+    step 2: ``kms:EncryptionContext:aws:logs:arn`` ``ArnLike``
+    ``arn:aws:logs:<region>:<account>:log-group:*``."""
+    return iam.PolicyStatement(
+        sid="CloudWatchLogsOfThisAccount",
+        principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+        actions=LOGS_KEY_ACTIONS,
+        resources=["*"],
+        conditions={
+            "ArnLike": {
+                "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
+                    service="logs",
+                    resource="log-group",
+                    resource_name="*",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+            }
+        },
+    )
 
 
 class EndpointStack(Stack):
@@ -46,7 +76,7 @@ class EndpointStack(Stack):
             # it decrypts the log group kept past the stack; kept too, except a failed create
             removal_policy=KEEP_EXCEPT_FAILED_CREATE,
         )
-        self.key.grant_encrypt_decrypt(iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com"))
+        self.key.add_to_resource_policy(logs_key_statement(self))
         # The endpoint by name: its ARN, grants and metrics for everything that watches or calls it.
         self.endpoint_ref = endpoint = EndpointRef.of(self, cfg.endpoint_name)
         self.rollback_alarms = RollbackAlarms(

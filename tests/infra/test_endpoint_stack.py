@@ -168,6 +168,24 @@ def test_key_rotation_is_on(endpoint: Template) -> None:
     endpoint.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
 
 
+def test_cloudwatch_logs_may_use_the_key_for_this_accounts_log_groups_only(
+    endpoint: Template,
+) -> None:
+    """The confused deputy: without a condition on the encryption context, CloudWatch Logs could
+    be made to use the key for another account's log group (CloudWatch Logs User Guide,
+    "Encrypt log data in CloudWatch Logs using AWS KMS")."""
+    [key] = endpoint.find_resources("AWS::KMS::Key").values()
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    logs = [
+        s for s in statements
+        if "logs." in json.dumps(s.get("Principal", {}))
+    ]  # fmt: skip
+    assert len(logs) == 1
+    condition = logs[0]["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
+    text = json.dumps(condition)
+    assert ":logs:" in text and ":log-group:*" in text and "AWS::AccountId" in text
+
+
 def test_prod_wires_the_canary_controller_and_the_smoke_gate(endpoint: Template) -> None:
     functions = endpoint.find_resources("AWS::Lambda::Function")
     ours = [f for f in functions.values() if f["Properties"].get("Handler") == "handler.handler"]
