@@ -75,6 +75,14 @@ class Settings:
         )
 
 
+#: Longest free text an event may carry: it lands in the record (a DynamoDB item, 400 KB at most
+#: with its history) and in SNS subjects and bodies. ``requested_by`` is what the operator tools
+#: send (the caller's STS identity ARN, tools/canary.py): a direct Lambda Invoke carries no
+#: caller identity the function could read instead (its context's ``identity`` is Amazon
+#: Cognito's only, Lambda developer guide, "Lambda context object in Python").
+TEXT_LIMITS = {"reason": 500, "requested_by": 256}
+
+
 def validate_event(event: Any, settings: Settings) -> dict[str, Any]:
     """Reject anything but a well-formed event for this function's endpoint, with the reason."""
     if not isinstance(event, dict):
@@ -90,7 +98,7 @@ def validate_event(event: Any, settings: Settings) -> dict[str, Any]:
         )
     rollout_id = event.get("rollout_id")
     if (action in ("start", r.names.TICK, r.names.CONTINUE) or rollout_id is not None) and (
-        not isinstance(rollout_id, str) or not _ID.match(rollout_id)
+        not isinstance(rollout_id, str) or not _ID.fullmatch(rollout_id)
     ):
         raise EventError(
             f"'rollout_id' must be 1-80 letters, digits, '-' or '_'; got {rollout_id!r}"
@@ -104,7 +112,7 @@ def validate_event(event: Any, settings: Settings) -> dict[str, Any]:
             raise EventError(f"'{key}' must be a non-negative integer; got {value!r}")
     if action in (r.names.CONTINUE, r.names.EXECUTION_ENDED):
         name = event.get("execution_name")
-        if not isinstance(name, str) or not _EXECUTION.match(name):
+        if not isinstance(name, str) or not _EXECUTION.fullmatch(name):
             raise EventError(f"'execution_name' must be an execution's name; got {name!r}")
     if action == r.names.EXECUTION_ENDED:
         status = event.get("execution_status")
@@ -113,7 +121,14 @@ def validate_event(event: Any, settings: Settings) -> dict[str, Any]:
                 f"'execution_status' must be one of {', '.join(r.names.EXECUTION_ENDED_STATUSES)}"
                 f"; got {status!r}"
             )
-    for key in ("reason", "requested_by"):
-        if key in event and not isinstance(event[key], str):
-            raise EventError(f"'{key}' must be a string; got {event[key]!r}")
+    for key, limit in TEXT_LIMITS.items():
+        if key not in event:
+            continue
+        value = event[key]
+        if not isinstance(value, str):
+            raise EventError(f"'{key}' must be a string; got {value!r}")
+        if len(value) > limit:
+            raise EventError(f"'{key}' must be at most {limit} characters; got {len(value)}")
+        if any(ch < " " or ch == "\x7f" for ch in value):
+            raise EventError(f"'{key}' must be one line without control characters; got {value!r}")
     return event

@@ -42,6 +42,7 @@ from stacks.constructs.python_lambda import (
     tidy_function,
 )
 from stacks.constructs.rollout_state_machine import execution_ended_rule, rollout_state_machine
+from stacks.constructs.scaling import SCALABLE_DIMENSION
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
 
@@ -148,10 +149,26 @@ class CanaryController(Construct):
                 ["kms:GenerateDataKey", "kms:Decrypt"],
                 [topic.master_key.key_arn],
             )
+        # The bounds it registers are SageMaker variant counts only: RegisterScalableTarget
+        # supports application-autoscaling:service-namespace and :scalable-dimension (Service
+        # Authorization Reference, Application Auto Scaling), which the ARN cannot narrow.
+        conditions = {
+            "CanaryScalingBounds": {
+                "StringEquals": {
+                    "application-autoscaling:service-namespace": "sagemaker",
+                    "application-autoscaling:scalable-dimension": SCALABLE_DIMENSION,
+                }
+            }
+        }
         for sid, (actions, resources) in statements.items():
             if resources:
                 self.role.add_to_policy(
-                    iam.PolicyStatement(sid=sid, actions=actions, resources=resources)
+                    iam.PolicyStatement(
+                        sid=sid,
+                        actions=actions,
+                        resources=resources,
+                        conditions=conditions.get(sid),
+                    )
                 )
         self.function = python_function(
             self,

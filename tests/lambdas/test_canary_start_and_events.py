@@ -96,6 +96,30 @@ def test_tick_without_any_rollout_is_rejected(world: World) -> None:
         ({"action": "tick", "endpoint_name": ENDPOINT, "rollout_id": "r1", "seq": "1"}, "'seq'"),
         ({"action": "tick", "endpoint_name": ENDPOINT, "rollout_id": "r1", "seq": True}, "'seq'"),
         ({"action": "rollback", "endpoint_name": ENDPOINT, "reason": 5}, "'reason' must be"),
+        # `$` alone would accept a trailing newline: the id is matched whole
+        ({"action": "start", "endpoint_name": ENDPOINT, "rollout_id": "r1\n"}, "'rollout_id'"),
+        (
+            {"action": "rollback", "endpoint_name": ENDPOINT, "reason": "x" * 501},
+            "'reason' must be at most 500 characters; got 501",
+        ),
+        (
+            {
+                "action": "start",
+                "endpoint_name": ENDPOINT,
+                "rollout_id": "r1",
+                "requested_by": "ops\r\nSubject: forged",
+            },
+            "'requested_by' must be one line without control characters",
+        ),
+        (
+            {
+                "action": "start",
+                "endpoint_name": ENDPOINT,
+                "rollout_id": "r1",
+                "requested_by": "a" * 257,
+            },
+            "'requested_by' must be at most 256",
+        ),
     ],
 )
 def test_malformed_events_are_rejected_without_side_effects(

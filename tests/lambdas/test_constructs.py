@@ -150,6 +150,14 @@ def test_canary_role_names_endpoint_alarms_table_topic_and_machine_only(prod: Te
     assert bounds["Action"] == "application-autoscaling:RegisterScalableTarget"
     assert ":application-autoscaling:" in arn_text(bounds["Resource"])
     assert "scalable-target/*" in arn_text(bounds["Resource"])
+    # the ARN cannot name the endpoint's targets (a generated id): the conditions keep the
+    # controller to SageMaker variant counts
+    assert bounds["Condition"] == {
+        "StringEquals": {
+            "application-autoscaling:service-namespace": "sagemaker",
+            "application-autoscaling:scalable-dimension": "sagemaker:variant:DesiredInstanceCount",
+        }
+    }
     assert by_sid["Evidence"] == {
         "Sid": "Evidence", "Action": "cloudwatch:GetMetricData", "Effect": "Allow", "Resource": "*"
     }  # fmt: skip
