@@ -99,10 +99,25 @@ class ServingEndpoint(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        # Confused deputy: SageMaker may assume the role for this account's resources in this
+        # region only (SageMaker developer guide, "Cross-service confused deputy prevention":
+        # aws:SourceAccount and aws:SourceArn in the execution role's trust policy, its
+        # "SageMaker AI Inference" example; the model and endpoint names are generated, so the
+        # ARN is the account's SageMaker resources in this region).
         self.role = iam.Role(
             self,
             "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal(
+                "sagemaker.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="sagemaker", resource="*", resource_name=None
+                        )
+                    },
+                },
+            ),
             description=f"SageMaker execution role for {endpoint_name}",
         )
         log_group_arn = stack.format_arn(

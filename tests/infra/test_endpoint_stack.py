@@ -168,6 +168,20 @@ def test_key_rotation_is_on(endpoint: Template) -> None:
     endpoint.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
 
 
+def test_sagemaker_assumes_the_execution_role_for_this_account_only(endpoint: Template) -> None:
+    """The confused deputy, in the execution role's trust: aws:SourceAccount and aws:SourceArn
+    (SageMaker developer guide, "Cross-service confused deputy prevention")."""
+    roles = endpoint.find_resources("AWS::IAM::Role")
+    [role] = [r for lid, r in roles.items() if "ExecutionRole" in lid]
+    [statement] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+    assert statement["Condition"]["StringEquals"] == {
+        "aws:SourceAccount": {"Ref": "AWS::AccountId"}
+    }
+    source_arn = json.dumps(statement["Condition"]["ArnLike"]["aws:SourceArn"])
+    assert ":sagemaker:" in source_arn and "AWS::AccountId" in source_arn
+
+
 def test_cloudwatch_logs_may_use_the_key_for_this_accounts_log_groups_only(
     endpoint: Template,
 ) -> None:
