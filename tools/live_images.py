@@ -61,6 +61,27 @@ def builds_from_source(cfg: DeploymentConfig, variant: VariantName) -> bool:
     return cfg.image.mode == "build" and cfg.variants[variant].image_tag is None
 
 
+def refuse_builds(
+    cfg: DeploymentConfig, wanted: Mapping[str, str | None], tags: Mapping[str, str]
+) -> None:
+    """``image.deploy_builds: false``: a variant left on an image CDK builds is refused
+    (stacks/config/model.py says why)."""
+    if cfg.image.deploy_builds:
+        return
+    built = [
+        v for v in VARIANT_NAMES
+        if v not in tags and wanted[v] is None and builds_from_source(cfg, v)
+    ]  # fmt: skip
+    if built:
+        raise ImageRefused(
+            f"config/{cfg.env}.yaml sets image.deploy_builds: false, and {', '.join(built)} "
+            f"would get an image CDK builds from container/ (published to the CDK asset "
+            f"repository: no scan on push, no customer key). Deploy a pushed tag: "
+            f"IMAGE_TAG=<tag> (make push-image ENV={cfg.env} TAG=<tag>) or IMAGE_TAG={LIVE_TAG}; "
+            "nothing was changed"
+        )
+
+
 def resolve(
     cfg: DeploymentConfig, release: DeployOptions, images: Mapping[str, str]
 ) -> DeployOptions:
@@ -100,6 +121,7 @@ def resolve(
                 f"IMAGE_TAG={LIVE_TAG} to keep what each variant runs, or IMAGE_TAG=<tag> / "
                 f"IMAGE_TAG={variant}=<tag> for another; nothing was changed"
             )
+    refuse_builds(cfg, wanted, tags)
     if not tags:
         return release
     if every is not None and every != LIVE_TAG and set(tags.values()) == {every}:

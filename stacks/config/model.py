@@ -200,6 +200,12 @@ class ImageConfig(Strict):
     repository_name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/-]{1,255}$")] | None = None
     tag: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")] | None = None
     keep_last_images: Annotated[int, Field(ge=1, le=1000)] = 20
+    #: False: ``make deploy`` refuses to ship an image CDK builds (image.mode build): CDK
+    #: publishes it to the bootstrap's asset repository, which has no scan on push and no
+    #: customer key, outside this repository's lifecycle rules. Deploys then name their tags
+    #: (``IMAGE_TAG=<sha>`` from CI's make push-image, or ``IMAGE_TAG=live``). Synth, the plan
+    #: and make demo still build the template in build mode.
+    deploy_builds: bool = True
 
     @section_rule
     def _tag_when_needed(self) -> ImageConfig:

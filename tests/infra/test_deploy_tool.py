@@ -369,16 +369,30 @@ def main(*argv: str, stub: Callable[[Stubber, Stubber], None]) -> tuple[int, Rec
 
 
 def test_an_updating_endpoint_is_refused_and_nothing_is_deployed(capsys) -> None:
-    rc, deploy = main(stub=lambda sms, aass: stub_live(sms, aass, status="Updating", images=True))
+    rc, deploy = main(
+        "--image-tag",
+        "abc",
+        stub=lambda sms, aass: stub_live(sms, aass, status="Updating", images=True),
+    )
     assert rc == 1 and deploy.calls == []
     assert "refused: mangaassist-vllm-prod is Updating" in capsys.readouterr().err
+
+
+def test_prod_refuses_to_deploy_an_image_cdk_builds(capsys) -> None:
+    """image.deploy_builds: false (config/prod.yaml): the CDK-built image would go to the CDK
+    asset repository (no scan on push, no customer key); refused before anything changes."""
+    rc, deploy = main(stub=lambda sms, aass: stub_live(sms, aass, images=True))
+    assert rc == 1 and deploy.calls == []
+    err = capsys.readouterr().err
+    assert "image.deploy_builds: false" in err and "IMAGE_TAG=<tag>" in err
 
 
 def test_dry_run_prints_the_steps_and_deploys_nothing(capsys) -> None:
     busy = {"primary": (8, 95.0), "canary": (2, 5.0)}
     rc, deploy = main(
-        "--dry-run", stub=lambda sms, aass: stub_live(sms, aass, variants=busy, images=True)
-    )
+        "--dry-run", "--image-tag", "abc",
+        stub=lambda sms, aass: stub_live(sms, aass, variants=busy, images=True),
+    )  # fmt: skip
     assert rc == 0 and deploy.calls == []
     assert "step 1: deploy" in capsys.readouterr().out
 

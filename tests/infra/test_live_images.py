@@ -80,16 +80,31 @@ def test_one_tag_for_every_variant_stays_image_mode_tag(prod: Any) -> None:
 
 
 def test_what_the_yaml_names_or_builds_over_a_cdk_image_deploys_as_written(prod: Any) -> None:
+    raw = raw_config("prod")
+    raw["image"]["deploy_builds"] = True
+    builds = parse(raw)
     # CDK-built images live: a build-mode deploy rebuilds, as it always did
-    assert resolve(prod, DeployOptions(), {"primary": ASSET, "canary": ASSET}).image_tags == {}
+    assert resolve(builds, DeployOptions(), {"primary": ASSET, "canary": ASSET}).image_tags == {}
     # a first deploy: nothing live
-    assert resolve(prod, DeployOptions(), {}).image_tags == {}
+    assert resolve(builds, DeployOptions(), {}).image_tags == {}
     # the YAML names the tag: a decision, deployed over a release's image
     raw = raw_config("prod")
     raw["image"] = {"mode": "tag", "tag": "yaml-tag", "repository_name": REPO}
     pinned = parse(raw)
     live = {"primary": tagged("sha1"), "canary": tagged("sha1")}
     assert resolve(pinned, DeployOptions(), live).image_tags == {}
+
+
+def test_prod_ships_only_pushed_tags(prod: Any) -> None:
+    """image.deploy_builds: false: CDK would publish a built image to its asset repository (no
+    scan on push, no customer key); a deploy that leaves any variant on it is refused."""
+    assert prod.image.deploy_builds is False
+    for live in ({}, {"primary": ASSET, "canary": ASSET}):
+        with pytest.raises(ImageRefused, match=r"image\.deploy_builds: false, and primary, canary"):
+            resolve(prod, DeployOptions(), live)
+    with pytest.raises(ImageRefused, match="and primary would get"):
+        resolve(prod, DeployOptions(image_tags={"canary": "sha1"}), {"primary": ASSET})
+    assert resolve(prod, DeployOptions(image_tags={"": "sha1"}), {}).image_tags == {"": "sha1"}
 
 
 def test_live_is_resolved_by_make_deploy_only() -> None:

@@ -401,19 +401,22 @@ def test_a_finished_release_run_again_changes_no_image(
     assert account.state() == RELEASED
 
 
-def test_a_canary_deploy_over_a_primary_built_by_cdk_gives_the_primary_the_configs_image(
+def test_a_canary_deploy_over_a_primary_built_by_cdk_is_refused_in_prod(
     account: Account, sequence: list[Any], capsys: Any
 ) -> None:
     """Only a tag of the repository can be kept: a primary on the image CDK builds (image.mode
-    build, before any promotion) gets what the config says, and the deploy says so."""
+    build, before any promotion) would get the config's image, which prod refuses to build
+    (image.deploy_builds: false): the deploy stops before any change, naming the way out."""
     built = image_uris(account.cfg)["primary"]
     assert "container-assets" in built
     account.models[account.configs[account.endpoint["config"]]["primary"]["model"]] = built
+    before = account.state()
     [deploy] = release(account, sequence[:1], capsys)
-    assert deploy.rc == 0
+    assert deploy.rc == 1
     assert (
         f"IMAGE_TAG does not name primary: it runs {built}, not a tag of {REPOSITORY}, so it "
         "gets the config's image" in deploy.out
     )
-    assert f"cdk deploy image_tag=canary={SHA}" in deploy.calls
-    assert account.state()["images"] == {"primary": "built", "canary": SHA}
+    assert "image.deploy_builds: false, and primary would get an image CDK builds" in deploy.err
+    assert not [c for c in deploy.calls if c.startswith("cdk deploy")]
+    assert account.state() == before

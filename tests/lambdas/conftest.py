@@ -342,6 +342,8 @@ def write_test_config(root: Path) -> Path:
     """``root/config/test.yaml``: prod.yaml with env ``test`` and the world's endpoint name."""
     raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
     raw.update(env="test", endpoint_name=ENDPOINT)
+    # these deploys are about rollouts, not images: CDK may build (prod itself refuses it)
+    raw["image"]["deploy_builds"] = True
     (root / "config").mkdir(exist_ok=True)
     path = root / "config" / "test.yaml"
     path.write_text(yaml.safe_dump(raw))
