@@ -80,7 +80,7 @@ lint-infra: venv ## development | ruff, format check, mypy, validate dev and pro
 	$(MAKE) --no-print-directory validate ENV=dev
 	$(MAKE) --no-print-directory validate ENV=prod
 
-lint: $(LINT_TARGETS) ## development | ruff, mypy, cfn-lint, cdk-nag, checkov, hadolint
+lint: $(LINT_TARGETS) ## development | ruff, mypy, cfn-lint, cdk-nag, checkov, hadolint, actionlint, zizmor
 
 test-infra: venv checkov-venv ## development | tests/infra: config, capacity, stacks, snapshots, validators
 	$(VENV)/bin/pytest -q tests/infra
