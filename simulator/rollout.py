@@ -21,6 +21,10 @@ minute by minute, on the normal-day trace:
   the controller waits.
 - The state machine's loop: the next tick comes ``wait_seconds`` after the last one.
 
+A rollback is replayed as its end at once (canary weight 0, its bounds restored); the steps the
+controller takes before it (the primary's capacity first, within the rollback capacity timeout:
+``rules.decide``'s ROLLING_BACK branch) are not replayed here.
+
 ``capacity_first=False`` replays the rollout as the controller ran before issue 10: weights only,
 the canary's bounds left at the config's (the "before" figures).
 """
@@ -60,6 +64,7 @@ def controller_rules(cfg: DeploymentConfig) -> r.Rules:
         evidence_timeout_seconds=ro.evidence_timeout_minutes * 60,
         plan=rollout_capacity_plan(cfg),
         capacity_timeout_seconds=ro.capacity_timeout_seconds,
+        rollback_capacity_timeout_seconds=ro.rollback_capacity_timeout_seconds,
     )
 
 
@@ -191,6 +196,7 @@ def simulate_rollout(
                 canary_weight=weights["canary"],
                 primary_instances=max(prim.in_service(t), prim.desired),
                 primary_weight=weights["primary"],
+                primary_in_service=prim.in_service(t),
             )
 
             def evidence(start: int, end: int) -> r.Evidence:

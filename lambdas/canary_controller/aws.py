@@ -12,8 +12,10 @@ AWS behaviour relied on, with its source:
   rewrites a weight another actor (an operator's rollback) just set.
 - RegisterScalableTarget on an existing target updates it, and for an active resource "changes
   the resource's current capacity to a value that is inside of this range" (Application Auto
-  Scaling API reference, RegisterScalableTarget): raising MinCapacity scales the canary out,
-  lowering MaxCapacity scales it in, and no scaling policy leaves the range.
+  Scaling API reference, RegisterScalableTarget): raising MinCapacity scales the canary (or, in a
+  rollback, the primary) out, lowering MaxCapacity scales it in, and no scaling policy leaves the
+  range. On a resource without a target it registers a new one, so the primary's bounds are read
+  first (DescribeScalableTargets) and only an existing target's are raised.
 - DescribeEndpoint's ProductionVariants carry CurrentWeight/DesiredWeight and
   CurrentInstanceCount/DesiredInstanceCount per variant (SageMaker API reference).
 - DescribeEndpoint's ``EndpointConfigName`` names the config the endpoint runs; an UpdateEndpoint
@@ -135,6 +137,17 @@ def set_instances(sm: Any, endpoint: str, variant: str, count: int) -> None:
     )
 
 
+def scalable_bounds(aas: Any, endpoint: str, variant: str) -> tuple[int, int] | None:
+    """``(MinCapacity, MaxCapacity)`` of the variant's scalable target, None when it has none
+    (DescribeScalableTargets, Application Auto Scaling API reference)."""
+    found = aas.describe_scalable_targets(
+        ServiceNamespace="sagemaker",
+        ResourceIds=[f"endpoint/{endpoint}/variant/{variant}"],
+        ScalableDimension=SCALABLE_DIMENSION,
+    )["ScalableTargets"]
+    return (int(found[0]["MinCapacity"]), int(found[0]["MaxCapacity"])) if found else None
+
+
 def set_bounds(aas: Any, endpoint: str, variant: str, low: int, high: int) -> None:
     aas.register_scalable_target(
         ServiceNamespace="sagemaker",
@@ -213,6 +226,7 @@ def observe(
         ),
         primary_weight=float(p.get("CurrentWeight") or 0.0),
         endpoint_config_name=config,
+        primary_in_service=int(p.get("CurrentInstanceCount") or 0),
     )
 
 

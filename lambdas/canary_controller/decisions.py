@@ -12,6 +12,12 @@ own weight for a change made under it.
 
 A rollback is recorded (ROLLING_BACK) before it acts; a write lost to a concurrent tick is
 retried on the fresh record, so an operator's rollback cannot be lost or undone by the next tick.
+It gives the primary its capacity back before the canary's weight moves (``raise-primary``,
+``rules.decide``): the primary's scalable target is read (DescribeScalableTargets), its minimum
+raised and its desired count set. A capacity call that fails moves the weight at once
+(availability first: a partly sized primary beats a broken canary), and says so; a desired
+count SageMaker refuses (Updating) is asked for again on the next tick. Once the canary's weight
+is 0 its bounds are restored, then the primary's put back (``rules.primary_restore_bounds``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ END_SUBJECTS = {
 #: What a rollback was made of (``rollback_reason``) follows its subject, cut to SNS's 100
 #: characters: "canary rolled back: capacity shortfall: ..."
 ROLLBACK_SUBJECT = END_SUBJECTS["restore"] + ": {}"
+#: ...and a rollback that moved the weight with the primary short of its instances says so first
+#: (the body's ``primary_capacity`` says it whole): "canary rolled back, primary had 2 of 8
+#: needed: ...", the instances the primary had when the weight moved and those it needed.
+ROLLBACK_SHORT_SUBJECT = END_SUBJECTS["restore"] + ", primary had {} of {} needed: {}"
 
 
 class DecisionApplier(ControllerIO):
@@ -54,21 +64,21 @@ class DecisionApplier(ControllerIO):
         new = self._decide(state, d.kind, d.reason)
         if d.kind == "rollback":
             return self._begin_rollback(state, d.reason)
+        if d.kind == "raise-primary":
+            return self._raise_primary(state, d, now)
         if d.kind in END_SUBJECTS:
             if d.kind == "restore":
                 assert d.bounds is not None
                 try:
                     aws.set_bounds(self.aas, ep, canary, *d.bounds)
+                    primary = self._restore_primary(state)
                 except aws.AWS_ERRORS as exc:
                     if not aws.retry_later(exc):
                         raise
                     return self._refused(state, d, exc)
-                new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}"
+                new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}{primary}"
             new.update(r.transition(state, d, now))
-            subject = END_SUBJECTS[d.kind]
-            if d.kind == "restore" and state.get("rollback_reason"):
-                subject = ROLLBACK_SUBJECT.format(state["rollback_reason"])
-            return self._finish(new, seq, subject)
+            return self._finish(new, seq, self._end_subject(state, d.kind))
         try:
             if d.kind == "scale":
                 assert d.bounds is not None and d.instances is not None
@@ -89,6 +99,7 @@ class DecisionApplier(ControllerIO):
                 new.update(r.transition(state, d, now))
             elif d.kind == "reapply":
                 self.set_canary_weight(0)
+                new.update(r.transition(state, d, now))
             else:  # bake, wait, hold: no AWS call
                 new.update(r.transition(state, d, now))
         except aws.AWS_ERRORS as exc:
@@ -136,7 +147,22 @@ class DecisionApplier(ControllerIO):
         raise RolloutConflict(f"could not record the rollback in {WRITE_ATTEMPTS} attempts; retry")
 
     def _drive_rollback(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Canary weight 0 now; finish at once if DescribeEndpoint already shows it."""
+        """As far as a rollback goes now: the primary's capacity first (``rules.decide``), then
+        canary weight 0, tried at once even on an endpoint that is not InService (SageMaker refuses
+        it while Updating; the ticks retry it), finishing at once if DescribeEndpoint already shows
+        it. An endpoint that cannot be read gets weight 0 without the capacity step, as before."""
+        now = int(self.clock())
+        try:
+            obs = self.observe(alarms=False)
+        except aws.AWS_ERRORS as exc:
+            print(f"rollback without the primary's capacity step: {aws.describe_error(exc)}")
+            return self._weight_now(state)
+        d = r.decide(state, obs, self.s.rules, now, self.evidence)
+        if d.kind == "reapply" or (d.kind == "wait" and d.percent == 0):
+            return self._weight_now({**state, **r.transition(state, d, now)})
+        return self._apply(state, d, now)
+
+    def _weight_now(self, state: dict[str, Any]) -> dict[str, Any]:
         try:
             self.set_canary_weight(0)
         except aws.AWS_ERRORS as exc:
@@ -144,6 +170,86 @@ class DecisionApplier(ControllerIO):
                 raise
             return self._refused(state, r.Decision("rollback", "weight 0"), exc)
         return self._advance(state)
+
+    def _raise_primary(self, state: dict[str, Any], d: r.Decision, now: int) -> dict[str, Any]:
+        """The primary's capacity for its full share, before the canary's weight moves: its
+        scalable target's bounds (read, then raised; once per rollback) and its desired count
+        (each tick while it is below the need). The raise is recorded before it is made, so a
+        write lost to a concurrent tick raises nothing that the record would not put back. A
+        failed bounds call moves the weight at once (availability first), the record saying why;
+        a refused desired count is asked for again on the next tick (the raised minimum scales
+        the primary meanwhile, if it has a target)."""
+        assert d.primary is not None
+        ep, primary = self.s.endpoint_name, self.s.primary_variant
+        new = self._decide(state, d.kind, d.reason)
+        new.update(r.transition(state, d, now))
+        notes = []
+        if "primary_bounds" not in state:
+            try:
+                live = aws.scalable_bounds(self.aas, ep, primary)
+            except aws.AWS_ERRORS as exc:
+                return self._primary_failed(state, new, exc)
+            bounds = r.primary_raise_bounds(d.primary.need, live)
+            new["primary_bounds"] = {
+                "before": None if live is None else list(live),
+                "set": None if bounds is None else list(bounds),
+            }
+            if bounds is not None:
+                if not self._write(new, expect_seq=state["seq"]):
+                    return self._result(self._current(), duplicate=True)
+                state, new = new, self._decide(new, d.kind, d.reason)
+                try:
+                    aws.set_bounds(self.aas, ep, primary, *bounds)
+                except aws.AWS_ERRORS as exc:
+                    new["primary_bounds"] = {**new["primary_bounds"], "set": None}
+                    return self._primary_failed(state, new, exc)
+        if d.instances is not None:
+            try:
+                aws.set_instances(self.sm, ep, primary, d.instances)
+            except aws.AWS_ERRORS as exc:
+                notes.append(
+                    f"desired count not set ({aws.describe_error(exc)}), asked for again on the "
+                    "next tick"
+                )
+        if notes:
+            new["last_reason"] = "; ".join([new["last_reason"], *notes])
+        return self._store(new, state["seq"], wait=d.wait_seconds)
+
+    def _primary_failed(
+        self, state: dict[str, Any], new: dict[str, Any], exc: Exception
+    ) -> dict[str, Any]:
+        """A capacity call for the primary failed: recorded (``primary_raise_failed``), then the
+        weight moves at once, the primary as it is (availability first)."""
+        failure = aws.describe_error(exc)
+        new["primary_raise_failed"] = failure
+        new["last_reason"] = f"{new['last_reason']}; the primary's bounds could not be raised: " \
+            f"{failure}; the canary's weight moves now"  # fmt: skip
+        if not self._write(new, expect_seq=state["seq"]):
+            return self._result(self._current(), duplicate=True)
+        return self._drive_rollback(new)
+
+    def _restore_primary(self, state: dict[str, Any]) -> str:
+        """Put back the primary's bounds a rollback raised (``rules.primary_restore_bounds``);
+        returns what to add to the reason. AWS errors raise (the restore is retried)."""
+        recorded = state.get("primary_bounds")
+        if not recorded or not recorded.get("set"):
+            return ""
+        ep, primary = self.s.endpoint_name, self.s.primary_variant
+        back, said = r.primary_restore_bounds(recorded, aws.scalable_bounds(self.aas, ep, primary))
+        if back is not None:
+            aws.set_bounds(self.aas, ep, primary, *back)
+        return f"; {said}"
+
+    @staticmethod
+    def _end_subject(state: dict[str, Any], kind: str) -> str:
+        """The subject of a rollout's end; a rollback's names its reason, and first the primary's
+        shortfall when the weight moved without all the instances it needed."""
+        if kind != "restore":
+            return END_SUBJECTS[kind]
+        reason, short = state.get("rollback_reason"), state.get("primary_shortfall")
+        if short:
+            return ROLLBACK_SHORT_SUBJECT.format(short[0], short[1], reason or "")
+        return ROLLBACK_SUBJECT.format(reason) if reason else END_SUBJECTS[kind]
 
     def _store(
         self, new: dict[str, Any], seq: int, *, wait: int, moved_weight: bool = False

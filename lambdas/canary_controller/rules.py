@@ -20,8 +20,23 @@ The loop, one decision per tick:
   console, a reset of the weights) rolls back, naming what changed (:func:`endpoint_changed`).
   Rollback rather than hold: a hold keeps the lock, so it blocks the very deploys that would put
   things right, with no way forward but an operator's rollback anyway.
-- ROLLING_BACK: canary weight to 0 until DescribeEndpoint shows it at 0 on an InService endpoint;
-  only then are its scaling bounds restored (weight first, shrink second). Then ROLLED_BACK.
+- ROLLING_BACK: the primary's capacity first, then canary weight 0 until DescribeEndpoint shows
+  it at 0 on an InService endpoint; only then are the canary's scaling bounds restored, and the
+  primary's bounds put back (weight first, shrink second). Then ROLLED_BACK.
+- The primary's capacity before the weight moves: while the canary carried most of the traffic,
+  the primary's autoscaling sized it to its small share, and weight 0 in one move would land all
+  the traffic on those few instances, exactly during an incident. So a rollback first asks for
+  the instances the primary's full share needs (:func:`primary_instances_needed`): its
+  scalable-target bounds raised to at least that (``primary_raise_bounds``) and its desired count
+  (decision ``raise-primary``), and moves the weight once the endpoint is InService with at least
+  that many primary instances. A primary that already has them moves it at once (no wait). The
+  wait is bounded by ``rollback_capacity_timeout_seconds``: past it, or when the capacity calls
+  fail, the weight moves anyway (availability first: a partly sized primary beats a broken
+  canary), and the record (``primary_capacity``, ``primary_shortfall``) and the rollback's
+  notification say that the primary had X of the Y instances it needed. The primary's bounds are
+  put back to what they were before the raise, unless something else (a scheduled action, a
+  deploy) set them since (``primary_restore_bounds``; the deploy tool's ``restore_minimums`` rule):
+  the configured bounds would undo a schedule's floor active at the time (prod's evening 5).
 - Watched alarms are read on every RUNNING tick, also while the endpoint is Updating: an alarm
   rolls back at once (the weight call itself is retried until SageMaker accepts it).
 """
@@ -144,6 +159,69 @@ def instances_for_step(
     return min(max(need, step.min_capacity), step.max_capacity)
 
 
+def primary_instances_needed(
+    plan: CapacityPlan,
+    *,
+    primary_instances: int,
+    primary_weight: float,
+    canary_instances: int,
+    canary_weight: float,
+) -> int:
+    """Primary instances a rollback gives the primary before it takes the whole traffic.
+
+    Demand in primary instances, as :func:`instances_for_step` measures it: the primary's
+    instances plus the canary's converted back (``/ canary_per_primary``), each variant counted as
+    sized to its share; but no more than the primary's instances divided by its share while it has
+    one, since a canary at an early step runs its step's minimum, not its share (prod: 2 canary
+    instances at 5 %), and counting that floor as demand would make such a rollback wait an
+    instance start for instances nobody needs. Capped at the primary's configured maximum (its
+    scalable target could not hold more). Rounded to the nearest instance, not up: the primary's
+    autoscaling keeps headroom per instance (target tracking below what one serves), which takes
+    less than half an instance of extra load; rounding up would hold every rollback from the first
+    step (primary at 95 %) an instance start for 5 % more load.
+
+    Examples (same instance type): primary 2 at 0 %, canary 8 at 100 % -> 10, capped at 8;
+    primary 4 at 50 %, canary 3 -> 7; primary 4 at 95 %, canary 1 -> 4.2 -> 4 (no wait).
+    """
+    demand = primary_instances + canary_instances / plan.canary_per_primary
+    total = primary_weight + canary_weight
+    share = primary_weight / total if total > 0 else 0.0
+    if share > 0:
+        demand = min(demand, primary_instances / share)
+    return min(plan.primary_max, math.floor(round(demand, 9) + 0.5))
+
+
+def primary_raise_bounds(need: int, live: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The primary's scalable-target bounds for a rollback that needs ``need`` instances, from its
+    live ``(MinCapacity, MaxCapacity)``: MinCapacity raised to ``need`` (RegisterScalableTarget
+    moves the count into the range, and no scale-in policy goes below it), MaxCapacity at least
+    that. None: nothing to register (no scalable target, whose registration would create one; or a
+    minimum already that high, never lowered)."""
+    if live is None or live[0] >= need:
+        return None
+    return (need, max(need, live[1]))
+
+
+def primary_restore_bounds(
+    recorded: dict[str, Any] | None, live: tuple[int, int] | None
+) -> tuple[tuple[int, int] | None, str]:
+    """What the rollback puts back on the primary's scalable target once the canary's weight is 0:
+    ``(bounds or None, what is said)``. ``recorded`` is the record's ``primary_bounds``
+    (``before``/``set``). The bounds found before the raise come back only if the target still
+    shows what the rollback set; otherwise a scheduled action or a deploy set them since, and they
+    are theirs."""
+    if not recorded or not recorded.get("set"):
+        return None, ""
+    before, done = recorded["before"], (recorded["set"][0], recorded["set"][1])
+    if live != done:
+        now = "no scalable target" if live is None else f"{live[0]}..{live[1]}"
+        return None, (
+            f"the primary's bounds left at {now}: changed since the rollback set "
+            f"{done[0]}..{done[1]} (a scheduled action or a deploy)"
+        )
+    return (before[0], before[1]), f"the primary's bounds back to {before[0]}..{before[1]}"
+
+
 # ---------------------------------------------------------------------------- evidence
 
 
@@ -210,6 +288,11 @@ class Rules:
     #: phase, before the rollout rolls back (``rollout.capacity_timeout_minutes``; the stacks and
     #: the simulator always pass it; None, no deadline, only for settings that predate it).
     capacity_timeout_seconds: int | None = None
+    #: How long a rollback waits for the primary's instances (its full share's) before it moves
+    #: the canary's weight anyway (``rollout.rollback_capacity_timeout_seconds``: one instance
+    #: start and one check; the stacks and the simulator always pass it). None, only for settings
+    #: that predate it: no capacity step, the weight moves at once as it did before.
+    rollback_capacity_timeout_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -226,6 +309,16 @@ class Observation:
     primary_weight: float = 0.0
     #: DescribeEndpoint's EndpointConfigName; None where it is not known (the simulator).
     endpoint_config_name: str | None = None
+    #: The primary's CurrentInstanceCount (``primary_instances`` is the larger of current and
+    #: desired); None where only ``primary_instances`` is known.
+    primary_in_service: int | None = None
+
+    @property
+    def primary_serving(self) -> int:
+        """Primary instances in service now."""
+        return (
+            self.primary_instances if self.primary_in_service is None else self.primary_in_service
+        )
 
     @property
     def canary_share(self) -> float:
@@ -260,15 +353,38 @@ def endpoint_changed(state: dict[str, Any], obs: Observation) -> str | None:
 
 
 @dataclass(frozen=True)
+class PrimaryCapacity:
+    """What a rollback knows of the primary's capacity when it decides."""
+
+    #: Instances the primary's full share needs (:func:`primary_instances_needed`).
+    need: int
+    #: Instances in service (DescribeEndpoint CurrentInstanceCount).
+    have: int
+    #: One sentence for the record and the notification.
+    note: str
+
+    @property
+    def short(self) -> bool:
+        return self.have < self.need
+
+
+@dataclass(frozen=True)
 class Decision:
-    #: abort | rollback | wait | bake | hold | scale | shift | complete | reapply | restore
+    #: abort | rollback | wait | bake | hold | scale | shift | complete | reapply | restore |
+    #: raise-primary
     kind: str
     reason: str
     wait_seconds: int = 0
     target_index: int | None = None
+    #: ``scale``: the canary's desired count; ``raise-primary``: the primary's, None when its
+    #: desired count already covers the need.
     instances: int | None = None
     bounds: tuple[int, int] | None = None
+    #: ``shift``: the canary's new share; a rollback's ``wait`` with 0: the weight is due but the
+    #: endpoint is not InService (the rollback's first call tries it anyway).
     percent: int | None = None
+    #: A rollback's view of the primary (``raise-primary``, and the weight move after it).
+    primary: PrimaryCapacity | None = None
 
 
 def decide(
@@ -285,10 +401,10 @@ def decide(
     if state["status"] == ROLLING_BACK:
         if status in TERMINAL_ENDPOINT_STATES:
             return Decision("abort", f"endpoint is {status}; rollback cannot complete")
+        if obs.canary_weight > 0:
+            return _rollback_weight(state, obs, rules, now)
         if status != "InService":
             return Decision("wait", f"rollback pending: endpoint is {status}", check)
-        if obs.canary_weight > 0:
-            return Decision("reapply", f"canary weight is {obs.canary_weight:g}, setting 0", check)
         return Decision(
             "restore",
             "canary weight 0 on an InService endpoint; canary scaling bounds restored to "
@@ -377,6 +493,80 @@ def decide(
     )
 
 
+def _rollback_weight(state: dict[str, Any], obs: Observation, rules: Rules, now: int) -> Decision:
+    """The canary still has weight: the primary's capacity first (:func:`_primary_first`), then
+    weight 0, which SageMaker takes only on an InService endpoint."""
+    check, status = rules.check_seconds, obs.endpoint_status
+    primary = _primary_first(state, obs, rules, now)
+    if isinstance(primary, Decision):
+        return primary
+    if status != "InService":
+        why = f"rollback pending: endpoint is {status}"
+        return Decision("wait", why, check, percent=0, primary=primary)
+    why = f"canary weight is {obs.canary_weight:g}, setting 0"
+    if primary is not None:
+        why += f"; {primary.note}"
+    return Decision("reapply", why, check, primary=primary)
+
+
+def _primary_first(
+    state: dict[str, Any], obs: Observation, rules: Rules, now: int
+) -> Decision | PrimaryCapacity | None:
+    """``raise-primary`` while the primary is short of its full share's instances and the wait is
+    not over; otherwise what the weight move says of the primary (None: no capacity step).
+
+    The need is measured once, at the first look (``primary_need``), and the deadline counts from
+    the first request (``primary_requested_at``). Each tick of the wait asks again (bounds once,
+    the desired count while it is below the need: SageMaker refuses it while Updating)."""
+    timeout = rules.rollback_capacity_timeout_seconds
+    if timeout is None:
+        return None
+    have = obs.primary_serving
+    need = state.get("primary_need")
+    if need is None:
+        need = primary_instances_needed(
+            rules.plan,
+            primary_instances=obs.primary_instances,
+            primary_weight=obs.primary_weight,
+            canary_instances=obs.canary_instances,
+            canary_weight=obs.canary_weight,
+        )
+    failed, since = state.get("primary_raise_failed"), state.get("primary_requested_at")
+    if failed is not None:
+        return PrimaryCapacity(need, have, (
+            f"the primary's capacity could not be raised ({failed}): the canary's weight moves "
+            f"anyway, the primary had {have} of the {need} instances it needed"
+        ))  # fmt: skip
+    if since is None and have >= need:
+        return PrimaryCapacity(need, have, (
+            f"the primary already had {have} instances, {need} needed for its full share: "
+            "no capacity wait"
+        ))  # fmt: skip
+    waited = 0 if since is None else now - since
+    if since is not None and have >= need and obs.endpoint_status == "InService":
+        return PrimaryCapacity(need, have, (
+            f"the primary is InService with {have} of the {need} instances it needed, "
+            f"{waited}s after they were requested"
+        ))  # fmt: skip
+    if waited >= timeout:
+        return PrimaryCapacity(need, have, (
+            f"the primary had {have} of the {need} instances it needed {waited}s after they "
+            f"were requested (rollback capacity timeout {timeout}s): the canary's weight moves "
+            "anyway, availability first"
+        ))  # fmt: skip
+    left = timeout - waited
+    again = "raised" if since is None else "asked for again"
+    return Decision(
+        "raise-primary",
+        f"rollback: the primary has {have} of the {need} instances its full share needs; "
+        f"capacity {again} (scalable-target minimum, desired count): the canary's weight moves "
+        f"once they are InService, at the latest in {left}s",
+        min(rules.check_seconds, left),
+        instances=need if obs.primary_instances < need else None,
+        primary=PrimaryCapacity(need, have, f"the primary has {have} of the {need} instances"),
+    )
+
+
 def _left(since: int | None, timeout: int | None, now: int) -> str:
     if since is None or timeout is None:
         return ""
@@ -427,7 +617,10 @@ def transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
     ``scaling_started_at`` is when the scaling phase towards a step began: a re-request of the same
     step keeps it (the capacity deadline counts from the first request). ``held_since`` is when the
     current hold began; any move forward clears it. ``canary_percent`` is the share the controller
-    set (``canary_percent_before`` the one before it: :func:`endpoint_changed`)."""
+    set (``canary_percent_before`` the one before it: :func:`endpoint_changed`). A rollback's
+    ``raise-primary`` records the need and when capacity was first requested (the rollback
+    capacity deadline counts from it); its weight move what it says of the primary
+    (:func:`primary_record`)."""
     if d.kind == "scale":
         same = (
             state.get("phase") == SCALING
@@ -454,6 +647,15 @@ def transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
     if d.kind == "hold":
         since = state.get("held_since")
         return {"held_since": now if since is None else since}
+    if d.kind == "raise-primary":
+        assert d.primary is not None
+        since = state.get("primary_requested_at")
+        return {
+            "primary_need": d.primary.need,
+            "primary_requested_at": now if since is None else since,
+        }
+    if d.kind in ("reapply", "wait") and d.primary is not None:
+        return primary_record(d.primary)
     ends = {
         "abort": FAILED,
         "complete": COMPLETED,
@@ -461,3 +663,13 @@ def transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
         "rollback": ROLLING_BACK,
     }
     return {"status": ends[d.kind]} if d.kind in ends else {}
+
+
+def primary_record(p: PrimaryCapacity) -> dict[str, Any]:
+    """The record's view of the primary when the canary's weight moves: ``primary_capacity`` (the
+    sentence), ``primary_shortfall`` (``[had, needed]`` when short, the notification's subject
+    names it)."""
+    return {
+        "primary_capacity": p.note,
+        "primary_shortfall": [p.have, p.need] if p.short else None,
+    }

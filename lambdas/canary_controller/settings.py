@@ -62,6 +62,11 @@ class Settings:
             capacity_timeout_seconds=(
                 int(env["CAPACITY_TIMEOUT_SECONDS"]) if "CAPACITY_TIMEOUT_SECONDS" in env else None
             ),
+            rollback_capacity_timeout_seconds=(
+                int(env["ROLLBACK_CAPACITY_TIMEOUT_SECONDS"])
+                if "ROLLBACK_CAPACITY_TIMEOUT_SECONDS" in env
+                else None
+            ),
         )
         return cls(
             endpoint_name=env["ENDPOINT_NAME"],

@@ -35,9 +35,11 @@ def save(table: Any, state: dict[str, Any], *, expect_seq: int | None) -> None:
 
 
 def record(state: dict[str, Any], decision: str, reason: str, now: int) -> dict[str, Any]:
-    """The next version of ``state`` with a decision; routine checks stay out of the history."""
+    """The next version of ``state`` with a decision; routine checks (and a rollback's repeated
+    requests for the primary's capacity) stay out of the history."""
     history = list(state.get("history", []))
-    if decision not in ("bake", "wait", "hold") or decision != state.get("last_decision"):
+    routine = ("bake", "wait", "hold", "raise-primary")
+    if decision not in routine or decision != state.get("last_decision"):
         entry = {"at": now, "decision": decision, "reason": reason, "step": state["step_index"]}
         history = [*history, entry][-HISTORY_LIMIT:]
     return {
@@ -150,6 +152,7 @@ SUMMARY_KEYS = (
     "last_decision",
     "last_reason",
     "rollback_reason",
+    "primary_capacity",
     "history",
 )
 

@@ -12,6 +12,10 @@ from stacks.config.base import Strict, section_rule
 #: The default capacity wait in instance starts: the request, the endpoint still Updating with an
 #: earlier change (autoscaling, one start), and one launch that fails and is replaced.
 CAPACITY_WAIT_INSTANCE_STARTS = 3
+#: A rollback's wait for the primary's instances, in instance starts: the one start that brings
+#: them (they launch together). A rollback waits with a faulty canary still on its share, so it
+#: does not allow for a retried launch: past it the weight moves anyway.
+ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS = 1
 
 
 class RolloutConfig(Strict):
@@ -81,6 +85,15 @@ class RolloutConfig(Strict):
         if minutes is None:
             minutes = self._capacity_wait_minutes(CAPACITY_WAIT_INSTANCE_STARTS)
         return minutes * 60
+
+    @property
+    def rollback_capacity_timeout_seconds(self) -> int:
+        """How long a rollback waits for the primary's instances before it moves the canary's
+        weight anyway: ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS instance starts (the plan's
+        ASSUMED_READY_SECONDS) plus the check that sees them, 13 minutes with
+        check_interval_minutes 5 (the Lambda's ``ROLLBACK_CAPACITY_TIMEOUT_SECONDS``; the
+        simulator's rules)."""
+        return self._capacity_wait_minutes(ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS) * 60
 
 
 class SmokeGateConfig(Strict):

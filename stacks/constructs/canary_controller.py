@@ -14,7 +14,8 @@ too (``<endpoint>-canary-controller``) so ``tools/canary.py`` can invoke it by e
 The canary's capacity per step is planned at synth, from what one instance serves
 (stacks/rollout_plan.py, from stacks.capacity; the stack passes it in as ``capacity_plan``), and
 handed to the Lambda as JSON data; the Lambda raises the canary's scalable-target bounds and
-desired count before each weight step.
+desired count before each weight step, and in a rollback the primary's before the traffic goes
+back to it (within ``rollout.rollback_capacity_timeout_seconds``).
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ class CanaryController(Construct):
             sid="Endpoint",
         )
         statements = {
-            # RegisterScalableTarget on the canary's existing target (raise/restore its bounds).
+            # RegisterScalableTarget on the canary's existing target (raise/restore its bounds),
+            # and on the primary's in a rollback (its capacity before the canary's weight moves).
             # Scalable-target ARNs carry a generated id, so the account's targets in this region
             # are named; SageMaker's own permissions above scope what the call may touch
             # (SageMaker "Auto scaling prerequisites": DescribeEndpoint, DescribeEndpointConfig,
@@ -125,6 +127,11 @@ class CanaryController(Construct):
                     )
                 ],
             ),
+            # A rollback reads the primary's target before raising its bounds (a target that does
+            # not exist would be created by RegisterScalableTarget). Service Authorization
+            # Reference, Application Auto Scaling: DescribeScalableTargets lists no resource
+            # type, so the resource is "*".
+            "ScalableTargets": (["application-autoscaling:DescribeScalableTargets"], ["*"]),
             "EndpointConfigs": (
                 ["sagemaker:DescribeEndpointConfig"],
                 [
@@ -192,6 +199,7 @@ class CanaryController(Construct):
                 "MAX_ERROR_RATE_INCREASE_PERCENT": str(rollout.max_error_rate_increase_percent),
                 "EVIDENCE_TIMEOUT_SECONDS": str(rollout.evidence_timeout_minutes * 60),
                 "CAPACITY_TIMEOUT_SECONDS": str(rollout.capacity_timeout_seconds),
+                "ROLLBACK_CAPACITY_TIMEOUT_SECONDS": str(rollout.rollback_capacity_timeout_seconds),
                 "CAPACITY_PLAN": self.capacity_plan.to_json(),
                 "PRIMARY_VARIANT": "primary",
                 "CANARY_VARIANT": "canary",
@@ -216,9 +224,10 @@ class CanaryController(Construct):
             [
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "cloudwatch:GetMetricData has no resource-level permissions; "
-                    "scalable-target and endpoint-config ARNs carry generated ids (the canary's "
-                    "target and this endpoint's configs); each statement names one action.",
+                    "reason": "cloudwatch:GetMetricData and application-autoscaling:"
+                    "DescribeScalableTargets have no resource-level permissions; "
+                    "scalable-target and endpoint-config ARNs carry generated ids (the variants' "
+                    "targets and this endpoint's configs); each statement names one action.",
                     "applies_to": [
                         "Resource::*",
                         "Resource::arn:<AWS::Partition>:application-autoscaling:<AWS::Region>:"

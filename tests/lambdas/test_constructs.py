@@ -104,7 +104,7 @@ def dev(stacks: dict[str, cdk.Stack]) -> Template:
 
 EXPECTED_SIDS = {
     "Endpoint", "Alarms", "State", "StartRollout", "Notify", "TopicKey", "CanaryScalingBounds",
-    "EndpointConfigs", "Evidence",
+    "EndpointConfigs", "Evidence", "ScalableTargets",
 }  # fmt: skip
 
 
