@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stacks.speed_plan import TYPICAL_PREFIX_HIT_RATE
 from stacks.update_semantics import ASSUMED_PROVISION_SECONDS, ASSUMED_STARTUP_SECONDS
 
 
@@ -15,15 +16,19 @@ class Assumptions:
     provision_seconds: float = ASSUMED_PROVISION_SECONDS
     #: Container start to /ping 200 (model load, adapters, warmup).
     startup_seconds: float = ASSUMED_STARTUP_SECONDS
-    #: Decode speed one sequence sees while the batch is full (tokens/s). 45 tok/s x ~85 running
-    #: sequences is ~3,800 tok/s per A10G: the optimistic end, chosen so the original team's "one
-    #: instance handles ~1,200 requests/minute" is reproduced; the memory-bandwidth bound is lower
-    #: (``python -m simulator capacity`` prints both).
-    decode_tokens_per_second: float = 45.0
-    #: Prefill speed one request sees (tokens/s of the uncached part of its prompt).
-    prefill_tokens_per_second: float = 10_000.0
-    #: Share of prompt tokens served from vLLM's prefix cache (the original team measured ~72%).
-    prefix_cache_hit_rate: float = 0.72
+    #: Per-instance speed. None (the default): the speed model (stacks/speed_model.py, fitted to
+    #: vLLM on a GPU, docs/measurements/speed_h100_vllm0.26.json, carried to the instance's GPU by
+    #: bandwidth and compute) gives the time to first token and the end-to-end time of the
+    #: request shape at the instance's concurrency. A number: the old what-if arithmetic instead,
+    #: prompt x (1 - hit rate) / prefill_tokens_per_second + output / this (until issue 24 the
+    #: default was 45 tok/s, tuned to the brief's "~1,200 requests/minute" per ml.g5.xlarge).
+    decode_tokens_per_second: float | None = None
+    #: Prefill tokens/s of the uncached prompt, with decode_tokens_per_second only (default 10,000).
+    prefill_tokens_per_second: float | None = None
+    #: Share of prompt tokens served from vLLM's prefix cache (the original team measured ~72%);
+    #: the speed model takes the config's system prompt (engine.context_budget.system_tokens) as
+    #: shared by every request and the rest of the hit as each conversation's own history.
+    prefix_cache_hit_rate: float = TYPICAL_PREFIX_HIT_RATE
     #: SageMaker applies one capacity change at a time: while instances are being added the
     #: endpoint is Updating and a further change waits for it to finish.
     serialize_updates: bool = True
@@ -47,8 +52,10 @@ class Assumptions:
             "tick_seconds": self.tick_seconds in (5, 10, 30, 60),
             "provision_seconds": self.provision_seconds >= 0,
             "startup_seconds": self.startup_seconds >= 0,
-            "decode_tokens_per_second": self.decode_tokens_per_second > 0,
-            "prefill_tokens_per_second": self.prefill_tokens_per_second > 0,
+            "decode_tokens_per_second": self.decode_tokens_per_second is None
+            or self.decode_tokens_per_second > 0,
+            "prefill_tokens_per_second": self.prefill_tokens_per_second is None
+            or (self.prefill_tokens_per_second > 0 and self.decode_tokens_per_second is not None),
             "prefix_cache_hit_rate": 0 <= self.prefix_cache_hit_rate < 1,
             "tt_out_datapoints": self.tt_out_datapoints >= 1,
             "tt_in_datapoints": self.tt_in_datapoints >= 1,

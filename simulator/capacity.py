@@ -1,9 +1,12 @@
-"""Per-instance serving capacity, derived from the engine settings and stacks.capacity.
+"""Per-instance serving capacity, derived from the engine settings, stacks.capacity and the speed
+model (stacks.speed_model).
 
 - Concurrency ``C``: how many sequences of the typical length fit in the KV cache, capped at
   ``engine.max_num_seqs`` (``stacks.capacity.estimate(...).concurrency_at_typical_length``).
-- Service time ``S``: prefill of the uncached part of the prompt plus decode of the output, at the
-  assumed per-sequence speeds (:class:`~simulator.assumptions.Assumptions`).
+- Service time ``S``: the end-to-end time of one request of that shape while ``C`` run at once, and
+  its time to first token, from the speed model on the instance's GPU (vLLM's scheduler on a step
+  cost fitted to H100 measurements and carried by bandwidth and compute; ``--decode-tps`` swaps
+  in the old constant arithmetic for what-ifs). :attr:`InstanceModel.speed_source` says which.
 - Throughput: ``C / S`` requests per second while the batch is full (Little's law).
 - Admission: ``engine.admission_max_inflight`` requests per instance; the next one gets a 429.
 
@@ -16,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.assumptions import Assumptions
+from stacks import speed_model
 from stacks.capacity import Capacity, estimate, sequences_that_fit, weight_bytes
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
+from stacks.speed_plan import cached_tokens
 
 #: Peak memory bandwidth of each catalog GPU (GB/s, vendor spec sheets), for the roofline check.
 GPU_BANDWIDTH_GBPS = {
@@ -39,9 +44,9 @@ class RequestShape:
 
     #: Sequences of this length running at once (the KV cache's share, capped at max_num_seqs).
     concurrency: int
-    #: Prefill of the uncached part of the prompt.
+    #: Arrival to first token (prefill of the uncached prompt, behind the other requests' steps).
     prefill_seconds: float
-    #: Decode of the output at the assumed per-sequence speed.
+    #: First token to last, while ``concurrency`` sequences decode together.
     decode_seconds: float
 
     @property
@@ -54,10 +59,59 @@ class RequestShape:
         return 60 * self.concurrency / self.service_seconds
 
 
-def service_times(prompt: float, output: float, a: Assumptions) -> tuple[float, float]:
-    """(prefill, decode) seconds of one request: the one place the simulator times a request."""
-    prefill = prompt * (1 - a.prefix_cache_hit_rate) / a.prefill_tokens_per_second
-    return prefill, output / a.decode_tokens_per_second
+@dataclass(frozen=True)
+class SpeedSource:
+    """The one place the simulator times a request: (time to first token, end-to-end) seconds of
+    a request shape while ``concurrency`` requests run on one instance."""
+
+    cfg: DeploymentConfig
+    gpu: str
+    a: Assumptions
+
+    @property
+    def constant(self) -> bool:
+        return self.a.decode_tokens_per_second is not None
+
+    def cached_tokens(self, prompt: int) -> tuple[int, int]:
+        """(cached, shared) prompt tokens: the hit rate's share in whole blocks, of which the
+        config's system prompt is common to every request."""
+        return cached_tokens(self.cfg, prompt, self.a.prefix_cache_hit_rate)
+
+    def times(self, concurrency: int, prompt: float, output: float) -> tuple[float, float]:
+        a = self.a
+        if a.decode_tokens_per_second is not None:
+            prefill_tps = a.prefill_tokens_per_second or 10_000.0
+            prefill = prompt * (1 - a.prefix_cache_hit_rate) / prefill_tps
+            return prefill, prefill + output / a.decode_tokens_per_second
+        p, o = max(1, round(prompt)), max(1, round(output))
+        cached, shared = self.cached_tokens(p)
+        eng = self.cfg.engine
+        s = speed_model.closed_loop(
+            self.cfg.architecture,
+            self.cfg.model.quantization,
+            self.gpu,
+            concurrency=max(1, concurrency),
+            prompt=p,
+            output=o,
+            cached=cached,
+            shared=shared,
+            max_num_seqs=eng.max_num_seqs,
+            max_num_batched_tokens=eng.max_num_batched_tokens,
+        )
+        return s.ttft_p50_s, s.e2e_p50_s
+
+    def describe(self) -> str:
+        if self.a.decode_tokens_per_second is not None:
+            return (
+                f"assumed constants: decode {self.a.decode_tokens_per_second:g} tok/s per "
+                f"sequence, prefill {self.a.prefill_tokens_per_second or 10_000.0:g} tok/s "
+                "(--decode-tps/--prefill-tps)"
+            )
+        return speed_model.source(self.gpu)
+
+    def shape(self, concurrency: int, prompt: float, output: float) -> RequestShape:
+        ttft, e2e = self.times(concurrency, prompt, output)
+        return RequestShape(concurrency, ttft, e2e - ttft)
 
 
 @dataclass(frozen=True)
@@ -101,6 +155,12 @@ class InstanceModel:
     #: Memory-bandwidth bound at full batch (None: GPU not in GPU_BANDWIDTH_GBPS).
     roofline: Roofline | None
     assumptions: Assumptions
+    #: Where the service times come from (printed beside every speed).
+    speed: SpeedSource
+
+    @property
+    def speed_source(self) -> str:
+        return self.speed.describe()
 
     @property
     def concurrency(self) -> int:
@@ -119,9 +179,11 @@ class InstanceModel:
         ``estimate`` applies at the typical length, at this minute's length)."""
         length = prompt_tokens + output_tokens
         concurrency = max(1, sequences_that_fit(self.kv_capacity_tokens, length, self.max_num_seqs))
-        return RequestShape(
-            concurrency, *service_times(prompt_tokens, output_tokens, self.assumptions)
-        )
+        return self.speed.shape(concurrency, prompt_tokens, output_tokens)
+
+    def latency(self, concurrency: int, prompt_tokens: float, output_tokens: float) -> RequestShape:
+        """Times of a request while ``concurrency`` (fewer than the batch holds, say) run."""
+        return self.speed.shape(max(1, concurrency), prompt_tokens, output_tokens)
 
 
 def admit(
@@ -143,10 +205,9 @@ def instance_model(cfg: DeploymentConfig, instance_type: str, a: Assumptions) ->
     cap = estimate(cfg, instance_type)
     eng = cfg.engine
     prompt, output = eng.typical_prompt_tokens, eng.typical_output_tokens
-    typical = RequestShape(
-        max(1, cap.concurrency_at_typical_length), *service_times(prompt, output, a)
-    )
     inst = INSTANCE_CATALOG[instance_type]
+    speed = SpeedSource(cfg, inst.gpu, a)
+    typical = speed.shape(max(1, cap.concurrency_at_typical_length), prompt, output)
     return InstanceModel(
         instance_type=instance_type,
         price_per_hour=inst.price_per_hour,
@@ -159,4 +220,5 @@ def instance_model(cfg: DeploymentConfig, instance_type: str, a: Assumptions) ->
         typical=typical,
         roofline=roofline(cfg, inst.gpu, cap, typical),
         assumptions=a,
+        speed=speed,
     )

@@ -20,7 +20,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from simulator.assumptions import Assumptions
-from simulator.capacity import BANDWIDTH_EFFICIENCY
+from simulator.capacity import BANDWIDTH_EFFICIENCY, instance_model
 from simulator.run import Result, instance_models, simulate
 from simulator.scaling_policies import SimulationError
 from simulator.traces import BUILTIN, TraceError, resolve
@@ -46,8 +46,12 @@ FLOAT_OPTIONS = (
         "scaling decision to instance running (observed: 300-480)",
     ),
     ("--startup-seconds", "startup_seconds", "container start to /ping 200 (observed: ~75)"),
-    ("--decode-tps", "decode_tokens_per_second", "decode tokens/s one sequence sees at full batch"),
-    ("--prefill-tps", "prefill_tokens_per_second", "prefill tokens/s"),
+    (
+        "--decode-tps",
+        "decode_tokens_per_second",
+        "what-if: a constant decode tokens/s per sequence instead of the speed model",
+    ),
+    ("--prefill-tps", "prefill_tokens_per_second", "with --decode-tps: prefill tokens/s [10000]"),
     ("--prefix-cache-hit-rate", "prefix_cache_hit_rate", "share of prompt tokens cached"),
     ("--slo-queue-wait-ms", "slo_queue_wait_ms", "a minute is over SLO above this queue wait"),
     ("--slo-error-rate", "slo_error_rate", "...or above this share of rejected requests"),
@@ -168,11 +172,15 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             f"{m.output_tokens} output) = {m.concurrency} sequences "
             f"(engine.max_num_seqs {m.max_num_seqs})"
         )
+        cached, shared = m.speed.cached_tokens(m.prompt_tokens)
         print(
-            f"  service time S = {m.prompt_tokens} x (1 - {a.prefix_cache_hit_rate}) / "
-            f"{a.prefill_tokens_per_second:g} + {m.output_tokens} / "
-            f"{a.decode_tokens_per_second:g} = {m.service_seconds:.2f} s"
+            f"  service time S at {m.concurrency} running = time to first token "
+            f"{m.typical.prefill_seconds:.3f} s + decode {m.typical.decode_seconds:.2f} s "
+            f"({(m.output_tokens - 1) / m.typical.decode_seconds:.1f} tok/s per sequence) = "
+            f"{m.service_seconds:.2f} s; prompt {m.prompt_tokens} of which {cached} cached "
+            f"({a.prefix_cache_hit_rate:.0%}, {shared} shared by every request)"
         )
+        print(f"  speed: {m.speed_source}")
         print(
             f"  throughput = {m.concurrency} / {m.service_seconds:.2f} s = "
             f"{m.requests_per_minute:,.0f} requests/minute (the original team: ~1,200)"
@@ -237,6 +245,11 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
+def speed_line(cfg: DeploymentConfig, a: Assumptions) -> str:
+    """Where the canary's per-instance speed comes from."""
+    return instance_model(cfg, cfg.variants.canary.instance_type, a).speed_source
+
+
 def cmd_rollout(args: argparse.Namespace) -> int:
     from simulator.rollout import NAME, simulate_rollout
     from simulator.rollout_report import chart, table
@@ -251,10 +264,25 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     if not args.no_charts:
         chart(after, out / f"{NAME}.png", before)
     print(table(after, before))
-    over = after["summary"]["canary_minutes_over_capacity"]
-    if over:
-        print(f"error: the canary was over its capacity for {over} minute(s)", file=sys.stderr)
+    summary = after["summary"]
+    over = summary["canary_minutes_over_capacity"]
+    ceiling = summary["canary_minutes_over_capacity_at_ceiling"]
+    if over > ceiling:
+        print(
+            f"error: the canary was over its capacity for {over - ceiling} minute(s) below its "
+            "max_capacity (capacity did not come first)",
+            file=sys.stderr,
+        )
         return 1
+    if ceiling:
+        need = -(-summary["canary_peak_rpm"] // max(1, summary["canary_rpm_per_instance"]))
+        print(
+            f"warning: for {ceiling} minute(s) the canary ran at its max_capacity and still had "
+            f"more traffic than capacity: {summary['canary_peak_rpm']:,} requests/minute at "
+            f"{summary['canary_rpm_per_instance']:,} per instance needs {need} instances "
+            f"({speed_line(cfg, a)}); raise scaling.variants.canary.max_capacity or the "
+            "instance type"
+        )
     return 0
 
 

@@ -21,6 +21,7 @@ Every ``tick_seconds`` (10 s by default):
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,14 +101,16 @@ class VariantSimulation:
             self.s, inst, self.dt, float(cfg.engine.metrics_interval_seconds)
         )
 
-    def _shape(self, minute: int) -> tuple[RequestShape, float]:
-        """This minute's request shape and KV tokens per running sequence (half-way through its
-        output): the trace's own mean tokens, else the config's typical request."""
+    def _shape(self, minute: int) -> tuple[RequestShape, float, tuple[float, float]]:
+        """This minute's request shape, KV tokens per running sequence (half-way through its
+        output) and (prompt, output) tokens: the trace's own means, else the config's typical
+        request."""
         tr, inst = self.trace, self.inst
         if tr.prompt_tokens is None or tr.output_tokens is None:
-            return inst.typical, inst.prompt_tokens + inst.output_tokens / 2
+            p, o = float(inst.prompt_tokens), float(inst.output_tokens)
+            return inst.typical, p + o / 2, (p, o)
         p, o = float(tr.prompt_tokens[minute]), float(tr.output_tokens[minute])
-        return inst.at(p, o), p + o / 2
+        return inst.at(p, o), p + o / 2, (p, o)
 
     # ------------------------------------------------------------ run
     def run(self) -> VariantRun:
@@ -120,7 +123,7 @@ class VariantSimulation:
         activities: list[Activity] = []
         bounds_log: list[tuple[float, str, int, int]] = []
         backlog = 0.0
-        shapes: dict[int, tuple[RequestShape, float]] = {}
+        shapes: dict[int, tuple[RequestShape, float, tuple[float, float]]] = {}
         total_ticks = tr.minutes * 60 // dt
         s = self.s
         deploys: deque[Deploy] = deque(self.deploys)
@@ -189,7 +192,7 @@ class VariantSimulation:
             minute = t // 60
             if minute not in shapes:
                 shapes[minute] = self._shape(minute)
-            shape, kv_seq = shapes[minute]
+            shape, kv_seq, (p_tok, o_tok) = shapes[minute]
             conc, svc, prefill = shape.concurrency, shape.service_seconds, shape.prefill_seconds
             arrivals = float(tr.rpm[minute]) * self.share * dt / 60
             rate = n * conc / svc  # requests/s the in-service fleet completes when full
@@ -211,6 +214,11 @@ class VariantSimulation:
             s.running.append(running)
             s.waiting.append(backlog)
             s.wait_s.append(wait)
+            # a request's times at this tick: queue wait + the speed model's at the concurrency
+            # each instance runs (fewer than the batch holds below capacity: faster)
+            at = inst.latency(math.ceil(running / n - 1e-9) if n else conc, p_tok, o_tok)
+            s.ttft_s.append(wait + at.prefill_seconds)
+            s.e2e_s.append(wait + at.service_seconds)
             s.capacity_rpm.append(rate * 60)
             s.conc.append(conc)
             s.service_s.append(svc)

@@ -62,6 +62,9 @@ class Series:
     running: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
     wait_s: list[float] = field(default_factory=list)
+    #: Time to first token and end-to-end of a request arriving in the tick (wait + speed model).
+    ttft_s: list[float] = field(default_factory=list)
+    e2e_s: list[float] = field(default_factory=list)
     capacity_rpm: list[float] = field(default_factory=list)
     conc: list[int] = field(default_factory=list)
     service_s: list[float] = field(default_factory=list)

@@ -20,6 +20,10 @@ ROWS = (
     ("rejected_pct", "rejected %"),
     ("queue_wait_p50_ms", "queue wait p50 ms"),
     ("queue_wait_p95_ms", "queue wait p95 ms"),
+    ("ttft_p50_ms", "TTFT p50 ms"),
+    ("ttft_p95_ms", "TTFT p95 ms"),
+    ("e2e_p50_ms", "end-to-end p50 ms"),
+    ("e2e_p95_ms", "end-to-end p95 ms"),
     ("minutes_over_slo", "minutes over SLO"),
     ("instance_hours", "instance-hours"),
     ("cost_usd", "cost USD"),
@@ -122,4 +126,6 @@ def table(result: Result, baseline: Result | None = None) -> str:
             assert isinstance(value, int | float) and isinstance(other, int | float)
             line += f"{other:>{base_width},}{value - other:>+12,.6g}"
         lines.append(line)
+    sources = {r.instance.speed_source for r in result.runs.values()}
+    lines += [f"speed: {src}" for src in sorted(sources)]
     return "\n".join(lines)

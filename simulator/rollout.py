@@ -260,12 +260,13 @@ def simulate_rollout(
         "steps": steps,
         "decisions": decisions,
         "status": state["status"],
-        "summary": _summary(cfg, tr, rows, steps, state, start_minute),
+        "summary": _summary(cfg, a, tr, rows, steps, state, start_minute),
     }
 
 
 def _summary(
     cfg: DeploymentConfig,
+    a: Assumptions,
     tr: Trace,
     rows: list[dict[str, Any]],
     steps: list[dict[str, Any]],
@@ -304,6 +305,15 @@ def _summary(
         "status": state["status"],
         "steps": per_step,
         "canary_minutes_over_capacity": len(over),
+        # of which the canary ran at its max_capacity: the fleet's ceiling, not the rollout's
+        # order, was short (a sizing finding for the config, not a controller fault)
+        "canary_minutes_over_capacity_at_ceiling": sum(
+            1 for x in over if x["canary_launched"] >= x["canary_max"]
+        ),
+        "canary_peak_rpm": round(max((x["canary_arrivals"] for x in live), default=0.0)),
+        "canary_rpm_per_instance": round(
+            instance_model(cfg, cfg.variants.canary.instance_type, a).requests_per_minute
+        ),
         "canary_rejected": round(sum(x["canary_rejected"] for x in rows)),
         "primary_rejected": round(sum(x["primary_rejected"] for x in rows)),
         "canary_instance_hours": round(sum(x["canary_launched"] for x in rows) / 60, 1),

@@ -77,6 +77,8 @@ def summarise(
     rejected = np.sum([r.series["rejected"] for r in runs.values()], axis=0)
     served = np.sum([r.series["served"] for r in runs.values()], axis=0)
     waits = np.concatenate([r.series["wait_s"] for r in runs.values()])
+    ttfts = np.concatenate([r.series["ttft_s"] for r in runs.values()])
+    e2es = np.concatenate([r.series["e2e_s"] for r in runs.values()])
     wts = np.concatenate([r.series["arrivals"] - r.series["rejected"] for r in runs.values()])
     queued = float(
         sum(
@@ -119,6 +121,11 @@ def summarise(
         "rejected_pct": round(100 * float(rejected.sum()) / max(1.0, float(arrivals.sum())), 3),
         "queue_wait_p50_ms": round(1000 * _weighted_percentile(waits, wts, 50), 1),
         "queue_wait_p95_ms": round(1000 * _weighted_percentile(waits, wts, 95), 1),
+        "ttft_p50_ms": round(1000 * _weighted_percentile(ttfts, wts, 50), 1),
+        "ttft_p95_ms": round(1000 * _weighted_percentile(ttfts, wts, 95), 1),
+        "e2e_p50_ms": round(1000 * _weighted_percentile(e2es, wts, 50), 1),
+        "e2e_p95_ms": round(1000 * _weighted_percentile(e2es, wts, 95), 1),
+        "speed_source": {v: r.instance.speed_source for v, r in runs.items()},
         "minutes_over_slo": int(over.sum()),
         "instance_hours": round(hours, 2),
         "cost_usd": round(cost, 2),

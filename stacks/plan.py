@@ -18,6 +18,7 @@ from stacks.config import (
     bounds_changes,
 )
 from stacks.plan_deploy import deploy_section, render_deploy
+from stacks.speed_plan import render_speed, speed_section
 
 
 def unreachable_ceiling(scaling: ScalingConfig, variant: VariantName) -> str | None:
@@ -93,6 +94,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
                     "unreachable_ceiling": unreachable_ceiling(cfg.scaling, name),
                 },
                 "capacity": cap.as_dict(),
+                "speed": speed_section(cfg, name),
             }
         )
     alarms = sorted(
@@ -200,6 +202,8 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"{', '.join(sc['step_policies']) or 'none'}; {len(sc['schedules'])} schedules, "
             f"{len(sc['releases'])} releases"
         )
+        if v.get("speed"):
+            lines += render_speed(v["speed"])
         if sc.get("unreachable_ceiling"):
             lines.append(f"          WARNING: {sc['unreachable_ceiling']}")
         if c["preempts_at_full_context"]:

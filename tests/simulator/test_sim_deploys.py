@@ -12,9 +12,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sim_helpers import FAST, flat_trace, make_cfg
+from sim_helpers import FAST, LEGACY_SPEED, flat_trace, make_cfg
 
-from simulator.assumptions import Assumptions
 from simulator.events import CanaryStart, Deploy
 from simulator.run import simulate
 from simulator.scaling_policies import SimulationError
@@ -108,7 +107,7 @@ def test_autoscaling_is_blocked_for_the_whole_update() -> None:
 def test_make_deploy_raises_to_the_schedule_floor_before_the_update() -> None:
     trace = jp_evening(1.0)
     at = trace.start + timedelta(minutes=90)  # 17:30 JST; the 17:45 schedule needs 6
-    res = simulate(PROD, trace, Assumptions(), events=[Deploy(at)])
+    res = simulate(PROD, trace, LEGACY_SPEED, events=[Deploy(at)])
     (raise_,) = [a for a in res.runs["primary"].activities if a.source == "deploy:prescale"]
     assert (raise_.seconds, raise_.desired_from, raise_.desired_to) == (90 * 60, 4, 6)
     log = dict((what, t) for t, what in res.runs["primary"].operator_log)
@@ -119,7 +118,7 @@ def test_make_deploy_raises_to_the_schedule_floor_before_the_update() -> None:
 def test_deploy_at_the_jp_peak_loses_nothing_after_and_thousands_before() -> None:
     trace = jp_evening()
     at = trace.start + timedelta(hours=4)  # 20:00 JST
-    a = Assumptions()
+    a = LEGACY_SPEED
     base = hour_figures(simulate(PROD, trace, a), at)
     after = hour_figures(simulate(PROD, trace, a, events=[Deploy(at)]), at)
     before = hour_figures(
@@ -134,7 +133,7 @@ def test_deploy_at_the_jp_peak_loses_nothing_after_and_thousands_before() -> Non
 
 
 def test_scenario_writes_report_and_charts(tmp_path: Path) -> None:
-    text = write(PROD, Assumptions(), tmp_path, charts=True)
+    text = write(PROD, LEGACY_SPEED, tmp_path, charts=True)
     assert text.count("target (after: no capacity lost, no rejection beyond no deploy): met") == 2
     assert (tmp_path / "deploy-at-peak.json").exists()
     assert (tmp_path / "deploy-at-peak-1.png").stat().st_size > 10_000
@@ -178,7 +177,7 @@ def two_authorities():
 
 @pytest.mark.parametrize("trace", [*BUILTIN.values(), jp_evening()], ids=lambda t: t.name)
 def test_one_scale_in_authority_never_flaps_and_target_tracking_never_scales_in(trace) -> None:
-    res = simulate(PROD, trace, Assumptions())
+    res = simulate(PROD, trace, LEGACY_SPEED)
     assert reversals(res) == 0
     assert not [
         a
@@ -188,4 +187,4 @@ def test_one_scale_in_authority_never_flaps_and_target_tracking_never_scales_in(
 
 
 def test_two_scale_in_authorities_flap_on_the_busy_evening() -> None:
-    assert reversals(simulate(two_authorities(), jp_evening(), Assumptions())) >= 2
+    assert reversals(simulate(two_authorities(), jp_evening(), LEGACY_SPEED)) >= 2

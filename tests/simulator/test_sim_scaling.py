@@ -7,13 +7,24 @@ InvocationsPerInstance (Average over 60 s) = requests per minute / instances in 
 
 from __future__ import annotations
 
-from sim_helpers import IDLE_IN, desired_at_minute, flat_trace, in_service_at_minute, make_cfg, run
+from dataclasses import replace
+
+from sim_helpers import (
+    IDLE_IN,
+    LEGACY_SPEED,
+    desired_at_minute,
+    flat_trace,
+    in_service_at_minute,
+    make_cfg,
+    run,
+)
 
 from container.serving import metrics_contract as mc
-from simulator.assumptions import Assumptions
 from simulator.fleet_metrics import SUPPORTED_METRICS
 
-SLOW = Assumptions(provision_seconds=3600, startup_seconds=0)  # nothing arrives during a test
+SLOW = replace(
+    LEGACY_SPEED, provision_seconds=3600, startup_seconds=0
+)  # nothing arrives during a test
 
 
 def step_out(cooldown: int = 600, **kw: object) -> dict[str, object]:
@@ -74,7 +85,7 @@ def test_scale_in_waits_for_evaluation_periods_and_cooldown_and_stops_at_min() -
 
 def test_new_instances_serve_only_after_provisioning_and_startup() -> None:
     cfg = make_cfg(primary(step_policies=[step_out(cooldown=3600)]))
-    a = Assumptions(provision_seconds=300, startup_seconds=75)
+    a = replace(LEGACY_SPEED, provision_seconds=300, startup_seconds=75)
     res = run(cfg, flat_trace([(15, 1500)]), a)
     # decided at 60 s, serving from the first 10 s tick at or after 60 + 375 = 435 s: 440 s
     in_service = res.runs["primary"].series["in_service"]
@@ -93,7 +104,7 @@ def test_target_tracking_invocations_out_after_three_minutes_in_after_fifteen() 
     res = run(
         cfg,
         flat_trace([(20, 3000), (40, 1000)]),
-        Assumptions(provision_seconds=600, startup_seconds=0),
+        replace(LEGACY_SPEED, provision_seconds=600, startup_seconds=0),
     )
     acts = [(a.seconds, a.desired_to) for a in res.runs["primary"].activities]
     # 1,500/instance > 1,000 for minutes 0-2 -> ceil(2 x 1500 / 1000) = 3 at 180 s; in service
@@ -121,21 +132,23 @@ def test_max_capacity_caps_every_policy() -> None:
 
 def test_disabled_policy_is_left_out() -> None:
     cfg = make_cfg(primary(step_policies=[step_out()]))
-    a = Assumptions(provision_seconds=60, startup_seconds=0, disabled_policies=("inv-out",))
+    a = replace(
+        LEGACY_SPEED, provision_seconds=60, startup_seconds=0, disabled_policies=("inv-out",)
+    )
     res = run(cfg, flat_trace([(5, 2600)]), a)
     assert res.runs["primary"].activities == []
 
 
 def test_serialized_updates_wait_for_starting_instances() -> None:
     cfg = make_cfg(primary(step_policies=[step_out(cooldown=0)]))
-    a = Assumptions(provision_seconds=240, startup_seconds=0)
+    a = replace(LEGACY_SPEED, provision_seconds=240, startup_seconds=0)
     res = run(cfg, flat_trace([(12, 1500)]), a)
     launched = res.runs["primary"].series["launched"]
     # +1 decided at 60 s (3 launched); desired rises by 1 every minute (4, 5, 6, then 7 at
     # 300 s, still measured on 2 instances), but the next instances launch only once the first
     # is in service at 300 s: straight to 7.
     assert [int(launched[m * 6]) for m in (2, 4, 5, 6)] == [3, 3, 7, 7]
-    free = Assumptions(provision_seconds=240, startup_seconds=0, serialize_updates=False)
+    free = replace(LEGACY_SPEED, provision_seconds=240, startup_seconds=0, serialize_updates=False)
     res2 = run(cfg, flat_trace([(12, 1500)]), free)
     assert int(res2.runs["primary"].series["launched"][2 * 6]) == 4
 
