@@ -10,6 +10,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from stacks.capacity import estimate
 from stacks.config import (
+    ConfigError,
     DeploymentConfig,
     config_path,
     deploy_access_stack_name,
@@ -21,6 +22,7 @@ from stacks.deploy_options import DeployOptions
 from stacks.endpoint_stack import EndpointStack
 from stacks.image_stack import ImageStack
 from stacks.model_release_stack import ModelReleaseStack
+from stacks.speed_plan import rollback_latency_problems
 
 
 def cdk_json_context(repo_root: Path) -> dict[str, object]:
@@ -52,6 +54,9 @@ def build_stacks(
     cfg = options.apply(cfg)
     for variant in (cfg.variants.primary, cfg.variants.canary):
         estimate(cfg, variant.instance_type)  # raises CapacityError if the model cannot fit
+    latency = rollback_latency_problems(cfg)
+    if latency:
+        raise ConfigError("; ".join(latency))
     env = cdk.Environment(account=cfg.account, region=cfg.region)
     release = ModelReleaseStack(app, release_stack_name(cfg), cfg=cfg, env=env)
     image = ImageStack(app, stack_name(cfg, "image"), cfg=cfg, env=env)
