@@ -14,7 +14,8 @@ multi-container endpoint"; CloudFormation replaces an AWS::SageMaker::Model whos
   ``image.repository_name`` it runs now (refused when it runs anything else);
 - not named while another variant is (``IMAGE_TAG=canary=TAG``): keeps the repository tag it runs
   (a release's canary deploy never moves the primary; a release re-run after ``make promote``
-  does not undo the promotion);
+  does not undo the promotion); on the first deploy, with no endpoint yet, it starts on the tag
+  given (nothing runs to keep), so CI's first release needs no other command;
 - nothing named, and the variant runs a repository tag while the config would build it from
   ``container/`` (image.mode build, no ``variants.<name>.image_tag``): refused, naming
   ``IMAGE_TAG=live`` (keep what runs) and ``IMAGE_TAG=<tag>``. A YAML that names a tag
@@ -107,6 +108,12 @@ def resolve(
             tags[variant] = running
         elif want is not None:
             tags[variant] = want
+        elif not images and len(set(filter(None, wanted.values())) - {LIVE_TAG}) == 1:
+            # The first deploy (no endpoint yet) of a release that names one variant: nothing
+            # runs to keep or to compare with, so every variant starts on the tag given.
+            first = next(t for t in wanted.values() if t and t != LIVE_TAG)
+            print(f"no endpoint yet: {variant} starts on {first} too (IMAGE_TAG names one tag)")
+            tags[variant] = first
         elif any(wanted.values()) and uri:
             if running is not None:
                 print(f"IMAGE_TAG does not name {variant}: it keeps {uri}")

@@ -73,6 +73,15 @@ def test_naming_one_variant_keeps_the_others_release_tag(prod: Any) -> None:
     assert out.image_tags == {"primary": "promoted", "canary": "new"}
 
 
+def test_a_first_release_that_names_the_canary_starts_both_variants_on_it(prod: Any) -> None:
+    """No endpoint yet: nothing to keep, so CI's canary deploy (IMAGE_TAG=canary=<sha>) starts
+    the primary on the same tag instead of a CDK build prod refuses."""
+    out = resolve(prod, DeployOptions(image_tags={"canary": "sha1"}), {})
+    assert out.image_tags == {"primary": "sha1", "canary": "sha1"}
+    cfg = out.apply(prod)
+    assert (cfg.variants.primary.image_tag, cfg.variants.canary.image_tag) == ("sha1", "sha1")
+
+
 def test_one_tag_for_every_variant_stays_image_mode_tag(prod: Any) -> None:
     out = resolve(prod, DeployOptions(image_tags={"": "sha9"}), {"primary": ASSET, "canary": ASSET})
     assert out.image_tags == {"": "sha9"}
@@ -103,7 +112,9 @@ def test_prod_ships_only_pushed_tags(prod: Any) -> None:
         with pytest.raises(ImageRefused, match=r"image\.deploy_builds: false, and primary, canary"):
             resolve(prod, DeployOptions(), live)
     with pytest.raises(ImageRefused, match="and primary would get"):
-        resolve(prod, DeployOptions(image_tags={"canary": "sha1"}), {"primary": ASSET})
+        resolve(
+            prod, DeployOptions(image_tags={"canary": "sha1"}), {"primary": ASSET, "canary": ASSET}
+        )
     assert resolve(prod, DeployOptions(image_tags={"": "sha1"}), {}).image_tags == {"": "sha1"}
 
 
