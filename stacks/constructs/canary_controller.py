@@ -43,7 +43,7 @@ from stacks.constructs.python_lambda import (
     tidy_function,
 )
 from stacks.constructs.rollout_state_machine import execution_ended_rule, rollout_state_machine
-from stacks.constructs.scaling import SCALABLE_DIMENSION
+from stacks.constructs.scaling import register_variant_bounds
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
 
@@ -110,23 +110,6 @@ class CanaryController(Construct):
             sid="Endpoint",
         )
         statements = {
-            # RegisterScalableTarget on the canary's existing target (raise/restore its bounds),
-            # and on the primary's in a rollback (its capacity before the canary's weight moves).
-            # Scalable-target ARNs carry a generated id, so the account's targets in this region
-            # are named; SageMaker's own permissions above scope what the call may touch
-            # (SageMaker "Auto scaling prerequisites": DescribeEndpoint, DescribeEndpointConfig,
-            # UpdateEndpointWeightsAndCapacities for whoever registers a variant).
-            "CanaryScalingBounds": (
-                ["application-autoscaling:RegisterScalableTarget"],
-                [
-                    stack.format_arn(
-                        service="application-autoscaling",
-                        resource="scalable-target",
-                        resource_name="*",
-                        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-                    )
-                ],
-            ),
             # A rollback reads the primary's target before raising its bounds (a target that does
             # not exist would be created by RegisterScalableTarget). Service Authorization
             # Reference, Application Auto Scaling: DescribeScalableTargets lists no resource
@@ -156,26 +139,13 @@ class CanaryController(Construct):
                 ["kms:GenerateDataKey", "kms:Decrypt"],
                 [topic.master_key.key_arn],
             )
-        # The bounds it registers are SageMaker variant counts only: RegisterScalableTarget
-        # supports application-autoscaling:service-namespace and :scalable-dimension (Service
-        # Authorization Reference, Application Auto Scaling), which the ARN cannot narrow.
-        conditions = {
-            "CanaryScalingBounds": {
-                "StringEquals": {
-                    "application-autoscaling:service-namespace": "sagemaker",
-                    "application-autoscaling:scalable-dimension": SCALABLE_DIMENSION,
-                }
-            }
-        }
+        # Its own bounds (raise/restore the canary's), and the primary's in a rollback (its
+        # capacity before the canary's weight moves): SageMaker variant counts only.
+        self.role.add_to_policy(register_variant_bounds(stack, "CanaryScalingBounds"))
         for sid, (actions, resources) in statements.items():
             if resources:
                 self.role.add_to_policy(
-                    iam.PolicyStatement(
-                        sid=sid,
-                        actions=actions,
-                        resources=resources,
-                        conditions=conditions.get(sid),
-                    )
+                    iam.PolicyStatement(sid=sid, actions=actions, resources=resources)
                 )
         self.function = python_function(
             self,

@@ -42,7 +42,7 @@ from constructs import Construct
 
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
-from stacks.constructs.scaling import SCALABLE_DIMENSION
+from stacks.constructs.scaling import register_variant_bounds
 
 #: GitHub's OIDC issuer host: the provider URL, and the prefix of its condition keys.
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -266,28 +266,7 @@ class DeployRole(Construct):
             _NO_RESOURCE_TYPE.format("application-autoscaling:DescribeScalableTargets"), r"\*"
         )
         # tools/deploy.py raises a variant's registered minimum for the update and puts it back.
-        # Scalable-target ARNs carry a generated id, so every target of the account is named;
-        # the condition keys narrow it to SageMaker variant counts (Service Authorization
-        # Reference, Application Auto Scaling: RegisterScalableTarget supports
-        # application-autoscaling:service-namespace and :scalable-dimension).
-        self._allow(
-            "ScalingMinimum",
-            ["application-autoscaling:RegisterScalableTarget"],
-            [
-                stack.format_arn(
-                    service="application-autoscaling",
-                    resource="scalable-target",
-                    resource_name="*",
-                    arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-                )
-            ],
-            conditions={
-                "StringEquals": {
-                    "application-autoscaling:service-namespace": "sagemaker",
-                    "application-autoscaling:scalable-dimension": SCALABLE_DIMENSION,
-                }
-            },
-        )
+        self.role.add_to_policy(register_variant_bounds(stack, "ScalingMinimum"))
         self._wildcard(
             "scalable-target ARNs carry a generated id; the service-namespace and "
             "scalable-dimension conditions admit SageMaker variant counts only",

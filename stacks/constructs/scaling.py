@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Duration, Stack, TimeZone
+from aws_cdk import ArnFormat, Duration, Stack, TimeZone
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -36,6 +36,34 @@ from stacks.config import (
 from stacks.constructs.metrics import variant_metric
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+
+
+def register_variant_bounds(stack: Stack, sid: str) -> iam.PolicyStatement:
+    """RegisterScalableTarget on SageMaker variant counts only (the canary controller and the
+    deploy role raise and restore bounds). Scalable-target ARNs carry a generated id, so the
+    account's targets in the region are named; RegisterScalableTarget supports the condition
+    keys application-autoscaling:service-namespace and :scalable-dimension (Service
+    Authorization Reference, Application Auto Scaling), which keep it to SageMaker variants."""
+    return iam.PolicyStatement(
+        sid=sid,
+        actions=["application-autoscaling:RegisterScalableTarget"],
+        resources=[
+            stack.format_arn(
+                service="application-autoscaling",
+                resource="scalable-target",
+                resource_name="*",
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            )
+        ],
+        conditions={
+            "StringEquals": {
+                "application-autoscaling:service-namespace": "sagemaker",
+                "application-autoscaling:scalable-dimension": SCALABLE_DIMENSION,
+            }
+        },
+    )
+
+
 # Application Auto Scaling uses (and creates if missing) this service-linked role for SageMaker.
 SERVICE_LINKED_ROLE = (
     "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
