@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stacks.speed_plan import TYPICAL_PREFIX_HIT_RATE
+from stacks.scaling_target import TYPICAL_PREFIX_HIT_RATE
 from stacks.update_semantics import ASSUMED_PROVISION_SECONDS, ASSUMED_STARTUP_SECONDS
 
 

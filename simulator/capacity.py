@@ -23,7 +23,7 @@ from stacks import speed_model
 from stacks.capacity import Capacity, estimate, sequences_that_fit, weight_bytes
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
-from stacks.speed_plan import cached_tokens
+from stacks.scaling_target import cached_tokens
 
 #: Peak memory bandwidth of each catalog GPU (GB/s, vendor spec sheets), for the roofline check.
 GPU_BANDWIDTH_GBPS = {

@@ -42,7 +42,7 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model
 from simulator.schedule import timeline
 from simulator.traces import JST, Trace, normal_day
-from stacks.capacity import concurrency_target
+from stacks.scaling_target import concurrency_target
 from stacks.config import DeploymentConfig, VariantName
 from stacks.rollout_plan import rollout_capacity_plan
 

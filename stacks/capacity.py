@@ -338,17 +338,3 @@ def assumed_engine(cfg: DeploymentConfig) -> dict[str, Any]:
         "max_lora_rank": eng.max_lora_rank if lora_on else None,
         "cuda_graph_memory_in_kv_budget": CUDA_GRAPH_MEMORY_IN_KV_BUDGET,
     }
-
-
-def concurrency_target(cfg: DeploymentConfig, variant: VariantName) -> float:
-    """Target of concurrency target tracking: a fraction of what one instance really runs at once.
-
-    That is max_num_seqs, capped by the KV cache at the typical request length (on Llama-3-8B AWQ
-    on an A10G: 74 sequences, not 128). A target above the real capacity is never reached by
-    running requests, so the policy would scale in an overloaded fleet (simulator finding).
-    """
-    tt = cfg.scaling.variants[variant].target_tracking
-    assert tt is not None
-    cap = estimate(cfg, cfg.variants[variant].instance_type)
-    effective = min(cfg.engine.max_num_seqs, cap.concurrency_at_typical_length)
-    return round(tt.target_fraction_of_concurrency * effective, 2)

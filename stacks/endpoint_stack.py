@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import Annotations, ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -23,6 +23,7 @@ from stacks.constructs.rollback_alarms import RollbackAlarms
 from stacks.constructs.scaling import EndpointScaling, ScalingProps
 from stacks.constructs.smoke_gate import SmokeGate
 from stacks.rollout_plan import rollout_capacity_plan
+from stacks.scaling_target import unmet_slo_warnings
 from stacks.update_semantics import reset_properties
 
 #: What CloudWatch Logs does with a log group's key (the user guide's policy, below).
@@ -101,6 +102,8 @@ class EndpointStack(Stack):
             endpoint=self.serving.endpoint,
             suspended=suspend_scaling,
         )
+        for i, warning in enumerate(unmet_slo_warnings(cfg)):
+            Annotations.of(self.scaling).add_warning_v2(f"scaling:slo-unmet-{i}", warning)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from container.model_prep.manifest import summary
-from stacks.capacity import concurrency_target, estimate
+from stacks.capacity import estimate
+from stacks.scaling_target import concurrency_target
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
 from stacks.config import (
     VARIANT_NAMES,

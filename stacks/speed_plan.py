@@ -11,56 +11,31 @@ import math
 from typing import Any
 
 from stacks import speed_model
-from stacks.capacity import concurrency_target, estimate
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
-
-#: Share of prompt tokens served from vLLM's prefix cache: the original team's measured ~72%
-#: (the simulator's --prefix-cache-hit-rate default). The config's system prompt
-#: (engine.context_budget.system_tokens) is taken as shared by every request.
-TYPICAL_PREFIX_HIT_RATE = 0.72
-BLOCK = 16
-
-
-def cached_tokens(cfg: DeploymentConfig, prompt: int, hit_rate: float) -> tuple[int, int]:
-    """(cached, shared) prompt tokens: whole blocks of the hit rate's share, of which the system
-    prompt is common to every request."""
-    cached = int(prompt * hit_rate) // BLOCK * BLOCK
-    return cached, min(cached, cfg.engine.context_budget.system_tokens)
+from stacks.scaling_target import (
+    SLO_LIMITS,
+    concurrency_target,
+    target_basis,
+    typical_request,
+)
 
 
-def speed_section(
-    cfg: DeploymentConfig, variant: VariantName, hit_rate: float = TYPICAL_PREFIX_HIT_RATE
-) -> dict[str, Any]:
-    """The typical request on one instance at the KV-cache bound, and the SLO bounds."""
+def speed_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]:
+    """The typical request on one instance at the KV-cache bound, the SLO bounds and the one that
+    sets the scaling target (stacks.scaling_target)."""
     inst = INSTANCE_CATALOG[cfg.variants[variant].instance_type]
-    eng, mon = cfg.engine, cfg.monitoring
-    prompt, output = eng.typical_prompt_tokens, eng.typical_output_tokens
-    cached, shared = cached_tokens(cfg, prompt, hit_rate)
-    kv_bound = max(1, estimate(cfg, inst.name).concurrency_at_typical_length)
-    kw: dict[str, Any] = {
-        "prompt": prompt,
-        "output": output,
-        "cached": cached,
-        "shared": shared,
-        "max_num_seqs": eng.max_num_seqs,
-        "max_num_batched_tokens": eng.max_num_batched_tokens,
-    }
+    req = typical_request(cfg)
+    basis = target_basis(cfg, variant)
+    kv_bound = basis.kv_bound
     arch, quant = cfg.architecture, cfg.model.quantization
-    full = speed_model.closed_loop(arch, quant, inst.gpu, concurrency=kv_bound, **kw)
-    bounds = speed_model.slo_bounds(
-        arch,
-        quant,
-        inst.gpu,
-        ceiling=kv_bound,
-        ttft_p50_ms=mon.slo_ttft_p50_ms,
-        latency_p99_ms=mon.slo_latency_p99_ms,
-        **kw,
-    )
-    binding = min(bounds, key=lambda b: b.concurrency)
+    full = speed_model.closed_loop(arch, quant, inst.gpu, concurrency=kv_bound, **req)
+    tt = cfg.scaling.variants[variant].target_tracking
+    tracks_concurrency = tt is not None and tt.metric == "concurrency"
     return {
         "source": speed_model.source(inst.gpu),
-        "shape": f"{prompt}+{output} tokens, {cached} cached ({shared} shared)",
+        "shape": f"{req['prompt']}+{req['output']} tokens, {req['cached']} cached "
+        f"({req['shared']} shared)",
         "kv_bound": kv_bound,
         "at_kv_bound": {
             # Little's law, as the simulator serves it (simulator/capacity.py): C / S
@@ -76,14 +51,22 @@ def speed_section(
                 "max_in_flight": b.concurrency,
                 "best_ms": round(b.best),
                 "at_kv_bound_ms": round(b.at_ceiling),
+                "binds_target": b.slo in {SLO_LIMITS[k][0] for k in basis.binding_slos},
             }
-            for b in bounds
+            for b in basis.slo
         ],
-        "binding": binding.slo if binding.concurrency < kv_bound else "KV cache",
+        "binding": basis.binding,
+        "binding_in_flight": basis.concurrency,
+        "target": {
+            "concurrency": concurrency_target(cfg, variant) if tracks_concurrency else None,
+            "fraction": tt.target_fraction_of_concurrency
+            if tt is not None and tracks_concurrency
+            else None,
+        },
         "rollback_latency": {
             "threshold_ms": cfg.deployment.rollback_model_latency_p99_ms,
             "healthy_p99_ms": round(healthy_latency_p99_ms(cfg, variant))
-            if cfg.scaling.variants[variant].target_tracking is not None
+            if tt is not None
             else None,
         },
     }
@@ -105,11 +88,25 @@ def render_speed(s: dict[str, Any]) -> list[str]:
                 f"NOT MET at any concurrency for this shape: best {b['best_ms']:,} ms with one "
                 "request in flight"
             )
+        role = "" if b["binds_target"] else " (not a scaling bound: target_tracking.slos)"
         lines.append(
             f"          SLO {b['slo']} < {b['limit_ms']:g} ms (Poisson arrivals): {verdict}; "
-            f"{b['at_kv_bound_ms']:,} ms at {s['kv_bound']}"
+            f"{b['at_kv_bound_ms']:,} ms at {s['kv_bound']}{role}"
         )
-    lines.append(f"          binding bound: {s['binding']} (target tracking unchanged: KV bound)")
+    tgt = s["target"]
+    why = {
+        "KV cache": "the KV cache holds no more typical requests",
+        "max_num_seqs": "engine.max_num_seqs: vLLM runs no more sequences",
+    }.get(s["binding"], f"above it the {s['binding']} SLO fails")
+    lines.append(
+        f"          binding bound: {s['binding']} at {s['binding_in_flight']} in flight ({why})"
+        + (
+            f"; target tracking {tgt['fraction']:g} x {s['binding_in_flight']} = "
+            f"{tgt['concurrency']:g}"
+            if tgt["concurrency"] is not None
+            else ""
+        )
+    )
     rb = s.get("rollback_latency") or {}
     if rb.get("healthy_p99_ms") is not None:
         lines.append(
@@ -139,16 +136,12 @@ def healthy_latency_p99_ms(cfg: DeploymentConfig, variant: VariantName) -> float
     AWS documents no other meaning for InvokeEndpointWithResponseStream, so a streamed answer is
     taken the same way, which can only make the threshold safer."""
     inst = INSTANCE_CATALOG[cfg.variants[variant].instance_type]
-    eng = cfg.engine
-    prompt, output = eng.typical_prompt_tokens, eng.typical_output_tokens
-    cached, shared = cached_tokens(cfg, prompt, TYPICAL_PREFIX_HIT_RATE)
     in_flight = max(1, math.ceil(concurrency_target(cfg, variant)))
     # Poisson arrivals at the rate that keeps the target in flight: what target tracking holds
     # an instance at, with the tails a closed loop does not have.
     speed = speed_model.open_loop_at(
         cfg.architecture, cfg.model.quantization, inst.gpu, in_flight=in_flight,
-        prompt=prompt, output=output, cached=cached, shared=shared,
-        max_num_seqs=eng.max_num_seqs, max_num_batched_tokens=eng.max_num_batched_tokens,
+        **typical_request(cfg),
     )  # fmt: skip
     return 1000 * speed.e2e_p99_s
 

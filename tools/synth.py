@@ -50,6 +50,10 @@ def synth(
         for m in s.messages
         if m.level == cdk.cx_api.SynthesisMessageLevel.ERROR
     ]
+    for s in assembly.stacks:
+        for m in s.messages:
+            if m.level == cdk.cx_api.SynthesisMessageLevel.WARNING:
+                print(f"warning: {s.stack_name}{m.id}: {m.entry.data}", file=sys.stderr)
     plan = build_plan(cfg, templates)
     (out / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")
     text = render_plan(plan)

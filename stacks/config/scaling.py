@@ -45,14 +45,22 @@ def _check_metric(name: str) -> str:
 class TargetTracking(Strict):
     """Track concurrency per instance or invocations per instance.
 
-    Concurrency target = ``target_fraction_of_concurrency`` x what one instance really runs at
-    once: engine.max_num_seqs capped by the KV cache at the typical request length
-    (stacks.capacity.concurrency_target). Seeds: scale out at 85%.
+    Concurrency target = ``target_fraction_of_concurrency`` x what one instance can run at once
+    within its SLOs: the lowest of engine.max_num_seqs, the KV cache at the typical request
+    length and the concurrency at which each SLO of ``slos`` holds by the speed model
+    (stacks.scaling_target.concurrency_target). Seeds: scale out at 85%.
     """
 
     metric: Literal["concurrency", "invocations"] = "concurrency"
     #: For ``concurrency``: target = this fraction x engine.max_num_seqs.
     target_fraction_of_concurrency: Annotated[float, Field(gt=0, le=1)] = 0.85
+    #: For ``concurrency``: the latency SLOs (monitoring.slo_*) that may bound the target, beside
+    #: max_num_seqs and the KV cache (stacks.scaling_target). One the speed model says no
+    #: concurrency meets on the variant's instance cannot bind: synth warns, naming it; leaving
+    #: it out of this list acknowledges that (its alarm stays).
+    slos: Annotated[
+        list[Literal["ttft_p50", "latency_p99"]], Field(max_length=2)
+    ] = ["ttft_p50", "latency_p99"]
     #: For ``invocations``: InvocationsPerInstance per minute.
     invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
     scale_out_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60
@@ -60,6 +68,13 @@ class TargetTracking(Strict):
     #: False synthesizes ``DisableScaleIn``: the policy only scales out and a step policy with
     #: ``direction: in`` owns scale-in (one scale-in authority per target, VariantScaling).
     scale_in: bool = True
+
+    @field_validator("slos")
+    @classmethod
+    def _slos_once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"each SLO once: {value}")
+        return value
 
     @section_rule
     def _scale_in_slower(self) -> TargetTracking:

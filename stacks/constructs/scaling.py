@@ -25,7 +25,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from stacks.capacity import concurrency_target
+from stacks.scaling_target import concurrency_target
 from stacks.config import (
     DeploymentConfig,
     ScalingConfig,

@@ -6,7 +6,6 @@ import pytest
 
 from stacks.capacity import (
     CapacityError,
-    concurrency_target,
     estimate,
     kv_bytes_per_token,
     sampler_bytes,
@@ -15,6 +14,7 @@ from stacks.capacity import (
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 from stacks.config import BaseModelConfig, ModelArchitecture
 from stacks.plan import build_plan, render_plan
+from stacks.scaling_target import concurrency_target
 
 REQUIRED = {
     "ml.g4dn.xlarge",

@@ -1,0 +1,167 @@
+"""The concurrency target tracking holds each instance at, and which bound sets it.
+
+An instance can only be held at a concurrency it can run and answer within its SLOs. Three
+bounds, the lowest binds:
+
+- ``engine.max_num_seqs``: vLLM never runs more sequences at once;
+- the KV cache at the typical request length (stacks.capacity): a target above it is never
+  reached by running requests, so the policy would scale in an overloaded fleet (simulator
+  finding);
+- each latency SLO the config lets bind (``target_tracking.slos``: ``monitoring.slo_ttft_p50_ms``,
+  ``monitoring.slo_latency_p99_ms``): the most requests in flight at which the speed model
+  (stacks.speed_model, fitted to GPU measurements) meets it under Poisson arrivals, for the
+  typical request with the brief's prefix-cache hit rate.
+
+The target is ``target_fraction_of_concurrency`` x the binding bound. The queue-wait SLO
+(``monitoring.slo_queue_wait_p95_ms``) has no term of its own: below the KV bound vLLM schedules
+an arriving request at once, and the speed model has no waiting-queue term to say more.
+
+An SLO that cannot be met at any concurrency for the configured request shape (a 180-token answer
+within 2 s p99 on an A10G: the best is one request alone) cannot bind; synth says so, naming the
+SLO, the shape and the best the instance can do (:func:`unmet_slo_warnings`), and the plan prints
+it. Listing only the SLOs that can bind (``target_tracking.slos``) is how a config acknowledges
+it; the SLO's alarm stays either way.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from stacks import speed_model
+from stacks.capacity import estimate
+from stacks.catalog import INSTANCE_CATALOG
+from stacks.config import DeploymentConfig, VariantName
+from stacks.config.model import ModelArchitecture
+
+#: Share of prompt tokens served from vLLM's prefix cache: the original team's measured ~72%
+#: (the simulator's --prefix-cache-hit-rate default). The config's system prompt
+#: (engine.context_budget.system_tokens) is taken as shared by every request.
+TYPICAL_PREFIX_HIT_RATE = 0.72
+#: vLLM's KV-cache block: a prefix is cached in whole blocks.
+BLOCK = 16
+
+#: ``target_tracking.slos`` entries: the speed model's name for each and the monitoring field
+#: that holds its limit.
+SLO_LIMITS: dict[str, tuple[str, str]] = {
+    "ttft_p50": ("TTFT p50", "slo_ttft_p50_ms"),
+    "latency_p99": ("end-to-end p99", "slo_latency_p99_ms"),
+}
+
+
+def cached_tokens(cfg: DeploymentConfig, prompt: int, hit_rate: float) -> tuple[int, int]:
+    """(cached, shared) prompt tokens: whole blocks of the hit rate's share, of which the system
+    prompt is common to every request."""
+    cached = int(prompt * hit_rate) // BLOCK * BLOCK
+    return cached, min(cached, cfg.engine.context_budget.system_tokens)
+
+
+@dataclass(frozen=True)
+class TargetBasis:
+    """What sets one variant's concurrency target."""
+
+    max_num_seqs: int
+    kv_bound: int
+    #: Every latency SLO of the config, met or not (the plan prints them all).
+    slo: tuple[speed_model.SloBound, ...]
+    #: Keys of :data:`SLO_LIMITS` the config lets bind (``target_tracking.slos``).
+    binding_slos: tuple[str, ...]
+    #: The bound that binds: "max_num_seqs", "KV cache" or an SLO's name.
+    binding: str
+    #: The binding bound, in requests in flight per instance.
+    concurrency: int
+
+    @property
+    def unmet(self) -> tuple[speed_model.SloBound, ...]:
+        """SLOs allowed to bind that no concurrency meets."""
+        names = {SLO_LIMITS[k][0] for k in self.binding_slos}
+        return tuple(b for b in self.slo if b.slo in names and b.concurrency == 0)
+
+
+@functools.lru_cache(maxsize=256)
+def _slo_bounds(arch_json: str, quantization: str, gpu: str, **kw: Any) -> tuple[Any, ...]:
+    arch = ModelArchitecture.model_validate(json.loads(arch_json))
+    return speed_model.slo_bounds(arch, quantization, gpu, **kw)
+
+
+def typical_request(cfg: DeploymentConfig) -> dict[str, int]:
+    """The speed model's keywords for the config's typical request on its engine."""
+    eng = cfg.engine
+    prompt, output = eng.typical_prompt_tokens, eng.typical_output_tokens
+    cached, shared = cached_tokens(cfg, prompt, TYPICAL_PREFIX_HIT_RATE)
+    return {
+        "prompt": prompt,
+        "output": output,
+        "cached": cached,
+        "shared": shared,
+        "max_num_seqs": eng.max_num_seqs,
+        "max_num_batched_tokens": eng.max_num_batched_tokens,
+    }
+
+
+def target_basis(cfg: DeploymentConfig, variant: VariantName) -> TargetBasis:
+    """The bounds of ``variant``'s concurrency target and the one that binds."""
+    inst = INSTANCE_CATALOG[cfg.variants[variant].instance_type]
+    kv_bound = max(1, estimate(cfg, inst.name).concurrency_at_typical_length)
+    mon = cfg.monitoring
+    bounds = _slo_bounds(
+        cfg.architecture.model_dump_json(),
+        cfg.model.quantization,
+        inst.gpu,
+        ceiling=kv_bound,
+        ttft_p50_ms=mon.slo_ttft_p50_ms,
+        latency_p99_ms=mon.slo_latency_p99_ms,
+        **typical_request(cfg),
+    )
+    tt = cfg.scaling.variants[variant].target_tracking
+    binding_slos = tuple(tt.slos) if tt is not None else tuple(SLO_LIMITS)
+    candidates = [("max_num_seqs", cfg.engine.max_num_seqs), ("KV cache", kv_bound)]
+    names = {SLO_LIMITS[k][0] for k in binding_slos}
+    candidates += [(b.slo, b.concurrency) for b in bounds if b.slo in names and b.concurrency > 0]
+    # the lowest binds; on a tie the engine's own limits are named (they hold without a model)
+    binding, concurrency = min(candidates, key=lambda c: c[1])
+    return TargetBasis(
+        max_num_seqs=cfg.engine.max_num_seqs,
+        kv_bound=kv_bound,
+        slo=tuple(bounds),
+        binding_slos=binding_slos,
+        binding=binding,
+        concurrency=concurrency,
+    )
+
+
+def concurrency_target(cfg: DeploymentConfig, variant: VariantName) -> float:
+    """Target of concurrency target tracking: ``target_fraction_of_concurrency`` x the binding
+    bound of :func:`target_basis` (on Llama-3-8B AWQ on an A10G: the KV cache's 73 sequences
+    at the typical length, which the TTFT p50 SLO also allows)."""
+    tt = cfg.scaling.variants[variant].target_tracking
+    assert tt is not None
+    return round(tt.target_fraction_of_concurrency * target_basis(cfg, variant).concurrency, 2)
+
+
+def unmet_slo_warnings(cfg: DeploymentConfig) -> list[str]:
+    """One line per (variant, SLO) that ``target_tracking.slos`` lets bind and that no
+    concurrency meets for the typical request: the SLO, the shape, the best the instance can do
+    and what to change."""
+    lines = []
+    for variant, vs in cfg.scaling.variants.items():
+        if vs.target_tracking is None or vs.target_tracking.metric != "concurrency":
+            continue
+        basis = target_basis(cfg, variant)
+        itype = cfg.variants[variant].instance_type
+        req = typical_request(cfg)
+        for b in basis.unmet:
+            key = next(k for k, (name, _) in SLO_LIMITS.items() if name == b.slo)
+            lines.append(
+                f"scaling.variants.{variant}.target_tracking.slos: {key} "
+                f"(monitoring.{SLO_LIMITS[key][1]} {b.limit:g} ms) cannot be met at any "
+                f"concurrency on {itype} for the typical request ({req['prompt']}+{req['output']}"
+                f" tokens, {req['cached']} cached): the best is {b.best:,.0f} ms with one request "
+                f"in flight ({speed_model.source(INSTANCE_CATALOG[itype].gpu)}), so it cannot "
+                f"bound the target ({basis.binding} does: {basis.concurrency} in flight). Drop it "
+                "from slos to acknowledge (its alarm stays), or change the instance type or "
+                "engine.typical_output_tokens"
+            )
+    return lines

@@ -1,0 +1,109 @@
+"""The concurrency target from the binding bound (issue 24 item 3): engine.max_num_seqs, the KV
+cache at the typical length, and each latency SLO ``target_tracking.slos`` lets bind, by the
+speed model; an SLO no concurrency meets is said at synth, naming the SLO, the shape and the best
+the instance can do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+
+from stacks.app_builder import build_stacks
+from stacks.config import ConfigError, DeploymentConfig
+from stacks.plan import build_plan, render_plan
+from stacks.scaling_target import concurrency_target, target_basis, unmet_slo_warnings
+from tests.infra.conftest import parse
+
+
+def _cfg(raw: dict[str, Any]) -> DeploymentConfig:
+    return parse(raw)
+
+
+def _ttft(raw: dict[str, Any], ms: float) -> dict[str, Any]:
+    raw.setdefault("monitoring", {})["slo_ttft_p50_ms"] = ms
+    return raw
+
+
+def test_prod_target_is_bound_by_the_kv_cache_and_the_ttft_slo_holds_there(prod_cfg) -> None:
+    basis = target_basis(prod_cfg, "primary")
+    assert (basis.binding, basis.concurrency, basis.kv_bound) == ("KV cache", 73, 73)
+    ttft = next(b for b in basis.slo if b.slo == "TTFT p50")
+    assert ttft.concurrency == 73  # TTFT p50 < 200 ms holds at the KV bound
+    assert concurrency_target(prod_cfg, "primary") == 62.05
+    # prod acknowledges the p99 SLO it cannot meet: no warning
+    assert unmet_slo_warnings(prod_cfg) == []
+
+
+def test_a_tighter_ttft_slo_binds_the_target_below_the_kv_cache(mutate) -> None:
+    cfg = _cfg(_ttft(mutate("project", "mangaassist"), 120))
+    basis = target_basis(cfg, "primary")
+    assert basis.binding == "TTFT p50"
+    assert 0 < basis.concurrency < basis.kv_bound
+    ttft = next(b for b in basis.slo if b.slo == "TTFT p50")
+    assert ttft.limit == 120 and basis.concurrency == ttft.concurrency
+    assert concurrency_target(cfg, "primary") == round(0.85 * basis.concurrency, 2)
+    # the plan says which bound binds and why, and the target it gives
+    text = render_plan(build_plan(cfg, {}))
+    assert (
+        f"binding bound: TTFT p50 at {basis.concurrency} in flight (above it the TTFT p50 SLO "
+        f"fails); target tracking 0.85 x {basis.concurrency} = "
+        f"{concurrency_target(cfg, 'primary'):g}"
+    ) in text
+
+
+def test_the_synthesized_target_value_is_the_slo_bound(mutate) -> None:
+    cfg = _cfg(_ttft(mutate("project", "mangaassist"), 120))
+    app = cdk.App()
+    _, endpoint = build_stacks(app, cfg)
+    policies = Template.from_stack(endpoint).find_resources(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {"Properties": {"PolicyType": "TargetTrackingScaling"}},
+    )
+    values = sorted(
+        p["Properties"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"]
+        for p in policies.values()
+    )
+    assert values == [concurrency_target(cfg, "canary"), concurrency_target(cfg, "primary")]
+    assert values[0] < 62.05
+
+
+def test_an_slo_left_out_of_slos_does_not_bind(mutate) -> None:
+    raw = _ttft(mutate("project", "mangaassist"), 120)
+    raw["scaling"]["variants"]["primary"]["target_tracking"]["slos"] = []
+    cfg = _cfg(raw)
+    assert target_basis(cfg, "primary").binding == "KV cache"
+    assert target_basis(cfg, "canary").binding == "TTFT p50"
+
+
+def test_an_unmet_slo_that_may_bind_is_said_at_synth_naming_slo_shape_and_best(mutate) -> None:
+    raw = mutate("scaling.variants.primary.target_tracking.slos", ["ttft_p50", "latency_p99"])
+    cfg = _cfg(raw)
+    (warning,) = unmet_slo_warnings(cfg)
+    assert warning.startswith("scaling.variants.primary.target_tracking.slos: latency_p99")
+    assert "monitoring.slo_latency_p99_ms 2000 ms" in warning
+    assert "ml.g5.xlarge" in warning and "1200+180 tokens" in warning
+    assert "the best is 2,386 ms with one request in flight" in warning
+    # it does not bind: the KV cache still does
+    assert concurrency_target(cfg, "primary") == 62.05
+    app = cdk.App()
+    build_stacks(app, cfg)
+    messages = [
+        m.entry.data
+        for s in app.synth().stacks
+        for m in s.messages
+        if m.level == cdk.cx_api.SynthesisMessageLevel.WARNING
+    ]
+    assert any(warning in str(m) for m in messages)
+
+
+@pytest.mark.parametrize(
+    ("slos", "reason"),
+    [(["ttft_p50", "ttft_p50"], "each SLO once"), (["queue_wait_p95"], "ttft_p50")],
+)
+def test_bad_slos_fail_naming_the_field(mutate, slos, reason) -> None:
+    with pytest.raises(ConfigError, match=r"target_tracking.slos") as err:
+        _cfg(mutate("scaling.variants.primary.target_tracking.slos", slos))
+    assert reason in str(err.value)
