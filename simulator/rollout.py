@@ -42,9 +42,9 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model
 from simulator.schedule import timeline
 from simulator.traces import JST, Trace, normal_day
-from stacks.scaling_target import concurrency_target
 from stacks.config import DeploymentConfig, VariantName
 from stacks.rollout_plan import rollout_capacity_plan
+from stacks.scaling_target import concurrency_target
 
 NAME = "canary-rollout"
 #: The rollout starts at 14:00 JST: its last steps meet the JP evening peak (18:00-22:00).

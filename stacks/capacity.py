@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig, ModelArchitecture, VariantName
+from stacks.config import DeploymentConfig, ModelArchitecture
 
 GIB = 1024**3
 FP16_BYTES = 2

@@ -7,7 +7,6 @@ from typing import Any
 
 from container.model_prep.manifest import summary
 from stacks.capacity import estimate
-from stacks.scaling_target import concurrency_target
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
 from stacks.config import (
     VARIANT_NAMES,
@@ -19,6 +18,7 @@ from stacks.config import (
     bounds_changes,
 )
 from stacks.plan_deploy import deploy_section, render_deploy
+from stacks.scaling_target import concurrency_target
 from stacks.speed_plan import render_speed, speed_section
 
 

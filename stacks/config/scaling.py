@@ -58,9 +58,10 @@ class TargetTracking(Strict):
     #: max_num_seqs and the KV cache (stacks.scaling_target). One the speed model says no
     #: concurrency meets on the variant's instance cannot bind: synth warns, naming it; leaving
     #: it out of this list acknowledges that (its alarm stays).
-    slos: Annotated[
-        list[Literal["ttft_p50", "latency_p99"]], Field(max_length=2)
-    ] = ["ttft_p50", "latency_p99"]
+    slos: Annotated[list[Literal["ttft_p50", "latency_p99"]], Field(max_length=2)] = [
+        "ttft_p50",
+        "latency_p99",
+    ]
     #: For ``invocations``: InvocationsPerInstance per minute.
     invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
     scale_out_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60

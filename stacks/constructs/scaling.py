@@ -25,7 +25,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from stacks.scaling_target import concurrency_target
 from stacks.config import (
     DeploymentConfig,
     ScalingConfig,
@@ -34,6 +33,7 @@ from stacks.config import (
     bounds_changes,
 )
 from stacks.constructs.metrics import variant_metric
+from stacks.scaling_target import concurrency_target
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
