@@ -34,7 +34,15 @@ LARGE_SECONDS = float(os.environ.get("BENCH_LARGE_SECONDS", "20"))
 LARGE_SENDERS = int(os.environ.get("BENCH_LARGE_SENDERS", "2"))
 LARGE_BYTES = int(os.environ.get("BENCH_LARGE_BYTES", str(1_500_000)))
 REPO = Path(__file__).resolve().parents[1]
-BODY = warmup.chat("Recommend a manga like Frieren for a new reader.", max_tokens=16)
+PROMPT = "Recommend a manga like Frieren for a new reader."
+#: The adapter travels in the header here; a body that names it puts ``model`` first
+#: (:func:`adapter_body`): the key order prefix-aware routing needs (docs/routing.md).
+BODY = warmup.chat(PROMPT, max_tokens=16)
+
+
+def adapter_body(adapter: str) -> bytes:
+    """The bench's body with the adapter in ``model``, as a client of the endpoint sends it."""
+    return json.dumps(warmup.chat(PROMPT, max_tokens=16, model=adapter)).encode()
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
@@ -98,7 +106,7 @@ def hooks_cost_us(s: settings_mod.Settings, n: int = 3000) -> float:
     app = AdmissionMiddleware(
         ShapingMiddleware(noop, config=config, counter=lambda: counter), max_inflight=8
     )
-    body = json.dumps({**BODY, "model": next(iter(config.adapters), s.served_model_name)}).encode()
+    body = adapter_body(next(iter(config.adapters), s.served_model_name))
 
     async def one() -> None:
         sent = [{"type": "http.request", "body": body, "more_body": False}]

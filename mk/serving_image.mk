@@ -56,7 +56,7 @@ TINY_RUN_OVERRIDES = $(filter-out MODEL_PATH=% LORA_PATH=% MANIFEST_PATH=% SERVI
 TEST_TARGETS += test-image
 TEST_FIRST += container-engine
 
-.PHONY: container-engine image-engine debian-image base-cpu-image build-image tiny-image run-image test-image tiny-release fetch-model
+.PHONY: container-engine image-engine debian-image base-cpu-image build-image tiny-image image-size run-image test-image tiny-release fetch-model
 
 # docker if an engine answers; else podman, runc and debootstrap, installed when root can (apt-get),
 # or a stop naming the exact command (tools/container_engine.sh).
@@ -118,6 +118,9 @@ build-image: image-engine $(IMAGE_BUILD_DIR)/pip.conf ## serving | build contain
 
 tiny-image: ## serving | build the tiny CPU image (tiny AWQ model baked in), cached
 	$(MAKE) --no-print-directory build-image IMAGE_BASE=cpu IMAGE_MODEL=tiny IMAGE=$(TINY_IMAGE)
+
+image-size: tiny-image venv ## serving | measure the product's own layers on the tiny image (docs/measurements/image_size.json: the plan's scale-out time)
+	$(PY) -m tools.image_size --engine "$(ENGINE_CMD)" --image $(TINY_IMAGE) --base $(CPU_BASE_IMAGE)
 
 $(IMAGE_BUILD_DIR)/run-$(ENV).env: venv config/$(ENV).yaml stacks/constructs/endpoint.py tools/container_env.py
 	mkdir -p $(@D)

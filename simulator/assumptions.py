@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stacks.config import DeploymentConfig, VariantName
+from stacks.scale_out_time import time_to_serve
 from stacks.scaling_target import TYPICAL_PREFIX_HIT_RATE
-from stacks.update_semantics import ASSUMED_PROVISION_SECONDS, ASSUMED_STARTUP_SECONDS
+from stacks.update_semantics import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
 
 
 @dataclass(frozen=True)
 class Assumptions:
     #: Simulation step. 10 s is the resolution of SageMaker's high-resolution concurrency metric.
     tick_seconds: int = 10
-    #: From the scaling decision to the instance running the container (the plan assumes the same).
-    provision_seconds: float = ASSUMED_PROVISION_SECONDS
-    #: Container start to /ping 200 (model load, adapters, warmup).
+    #: From the scaling decision to the instance running the container. None (the default): a
+    #: scale-out serves after the plan's figure for the variant's instance type and this
+    #: product's image, cached (stacks.scale_out_time: AWS's published P50s), and deploys and
+    #: canary instances of a new tag after the plan's per-start bound (ASSUMED_READY_SECONDS).
+    #: A number: every new instance, scale-out or deploy, serves after it + startup_seconds.
+    provision_seconds: float | None = None
+    #: Container start to /ping 200 (model load, adapters, warmup); part of the figure above.
     startup_seconds: float = ASSUMED_STARTUP_SECONDS
     #: Per-instance speed. None (the default): the speed model (stacks/speed_model.py, fitted to
     #: vLLM on a GPU, docs/measurements/speed_h100_vllm0.26.json, carried to the instance's GPU by
@@ -50,7 +56,7 @@ class Assumptions:
     def __post_init__(self) -> None:
         checks = {
             "tick_seconds": self.tick_seconds in (5, 10, 30, 60),
-            "provision_seconds": self.provision_seconds >= 0,
+            "provision_seconds": self.provision_seconds is None or self.provision_seconds >= 0,
             "startup_seconds": self.startup_seconds >= 0,
             "decode_tokens_per_second": self.decode_tokens_per_second is None
             or self.decode_tokens_per_second > 0,
@@ -71,6 +77,15 @@ class Assumptions:
         ):
             raise ValueError("tt_out_datapoint_seconds must be a multiple of tick_seconds")
 
+    def scale_out_seconds(self, cfg: DeploymentConfig, variant: VariantName) -> float:
+        """A scale-out of the tag the variant runs: decision to serving."""
+        if self.provision_seconds is None:
+            return time_to_serve(cfg, variant).cached_seconds
+        return self.provision_seconds + self.startup_seconds
+
     @property
-    def ready_delay_seconds(self) -> float:
+    def new_tag_seconds(self) -> float:
+        """An instance of a tag not yet running (a deploy's green fleet, canary instances)."""
+        if self.provision_seconds is None:
+            return ASSUMED_READY_SECONDS
         return self.provision_seconds + self.startup_seconds

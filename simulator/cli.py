@@ -7,6 +7,9 @@ Commands:
   scenarios  operator events on a timeline (simulator/scenarios.py), e.g. deploy-at-peak
   rollout    canary rollout 5 -> 100 on a normal day with the controller's own rules
              (simulator/rollout.py) -> <out>/canary-rollout.png, canary-rollout.json
+  routing    multi-turn sessions under RANDOM, LEAST_OUTSTANDING_REQUESTS and PREFIX_AWARE
+             routing with vLLM's prefix cache per instance (simulator/routing.py)
+             -> <out>/routing.json
 """
 
 from __future__ import annotations
@@ -18,15 +21,18 @@ import sys
 import time
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import cast
 
 from simulator.assumptions import Assumptions
 from simulator.capacity import BANDWIDTH_EFFICIENCY, instance_model
+from simulator.routing import MINUTES, WARMUP, WINDOWS
 from simulator.run import Result, instance_models, simulate
 from simulator.scaling_policies import SimulationError
 from simulator.traces import BUILTIN, TraceError, resolve
 from stacks.capacity import CapacityError
-from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+from stacks.config import ConfigError, DeploymentConfig, VariantName, config_path, load_config
 from stacks.config.yaml_source import read_yaml
+from stacks.scale_out_time import time_to_serve
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,7 +49,8 @@ FLOAT_OPTIONS = (
     (
         "--provision-seconds",
         "provision_seconds",
-        "scaling decision to instance running (observed: 300-480)",
+        "scaling decision to instance running (default: the plan's scale-out figure, image "
+        "cached; deploys: ASSUMED_READY_SECONDS)",
     ),
     ("--startup-seconds", "startup_seconds", "container start to /ping 200 (observed: ~75)"),
     (
@@ -89,6 +96,39 @@ def _assumption_args(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="leave this step policy out (repeatable)",
     )
+
+
+def _routing_args(p: argparse.ArgumentParser) -> None:
+    from simulator.sessions import SessionModel
+
+    d = SessionModel()
+    g = p.add_argument_group("routing comparison (simulator/routing.py, simulator/sessions.py)")
+    g.add_argument("--routing-trace", default="normal-day", help="arrival rates [%(default)s]")
+    g.add_argument(
+        "--window",
+        action="append",
+        metavar="HH:MM",
+        help=f"start of a measured window, JST (repeatable) [{' '.join(WINDOWS)}]",
+    )
+    g.add_argument("--minutes", type=int, default=MINUTES, help="measured minutes [%(default)s]")
+    g.add_argument(
+        "--warmup-minutes",
+        type=int,
+        default=WARMUP,
+        help="minutes before, not measured [%(default)s]",
+    )
+    g.add_argument(
+        "--instances", type=int, default=None, help="fleet size [the scaling simulation's]"
+    )
+    g.add_argument("--variant", choices=("primary", "canary"), default="primary")
+    g.add_argument("--mean-turns", type=float, default=d.mean_turns, help="[%(default)s]")
+    g.add_argument(
+        "--think-seconds",
+        type=float,
+        default=d.think_seconds,
+        help="mean seconds between an answer and the next turn [%(default)s]",
+    )
+    g.add_argument("--seed", type=int, default=0, help="[%(default)s]")
 
 
 def _assumptions(args: argparse.Namespace) -> Assumptions:
@@ -163,6 +203,22 @@ def _activities(res: Result) -> list[dict[str, object]]:
     return [{"variant": v, **x.as_dict()} for v, r in res.runs.items() for x in r.activities]
 
 
+def _scale_out_source(cfg: DeploymentConfig, variant: VariantName, a: Assumptions) -> str:
+    """Where the simulator's scale-out and new-tag delays come from (printed with them)."""
+    if a.provision_seconds is not None:
+        return (
+            f"every new instance serves {a.scale_out_seconds(cfg, variant):g} s after the "
+            "decision (--provision-seconds + --startup-seconds)"
+        )
+    t = time_to_serve(cfg, variant)
+    return (
+        f"a scale-out serves {t.cached_seconds:g} s after the decision (AWS's P50 with the image "
+        f"cached, stacks/scale_out_time.py; {t.uncached_seconds:g} s uncached for this "
+        f"{t.image_gb:g} GB image); a new tag's instances {a.new_tag_seconds:g} s (the plan's "
+        "per-start bound)"
+    )
+
+
 def cmd_capacity(args: argparse.Namespace) -> int:
     cfg, a = _config(args), _assumptions(args)
     for variant, m in instance_models(cfg, a).items():
@@ -181,6 +237,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             f"({a.prefix_cache_hit_rate:.0%}, {shared} shared by every request)"
         )
         print(f"  speed: {m.speed_source}")
+        print(f"  scale-out: {_scale_out_source(cfg, cast(VariantName, variant), a)}")
         print(
             f"  throughput = {m.concurrency} / {m.service_seconds:.2f} s = "
             f"{m.requests_per_minute:,.0f} requests/minute (the original team: ~1,200)"
@@ -286,6 +343,38 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_routing(args: argparse.Namespace) -> int:
+    """The routing comparison (simulator/routing.py) on windows of a trace; the fleet is what the
+    scaling simulation has in service then (``--instances`` to fix it)."""
+    from simulator.routing import compare, table, windows
+    from simulator.sessions import SessionModel
+
+    cfg, a = _config(args), _assumptions(args)
+    tr = resolve(args.routing_trace)
+    started = time.perf_counter()
+    in_service = None
+    if args.instances is None:
+        in_service = simulate(cfg, tr, a).sampled("in_service", args.variant)
+    sessions = SessionModel(mean_turns=args.mean_turns, think_seconds=args.think_seconds)
+    out = output_dir(args, cfg.env, "")
+    out.mkdir(parents=True, exist_ok=True)
+    report = []
+    for window in windows(
+        tr,
+        in_service,
+        starts=tuple(args.window) if args.window else WINDOWS,
+        minutes=args.minutes,
+        warmup=args.warmup_minutes,
+        instances=args.instances,
+    ):
+        c = compare(cfg, window, variant=args.variant, sessions=sessions, seed=args.seed)
+        report.append(c.as_dict())
+        print(table(c), end="\n\n")
+    (out / "routing.json").write_text(json.dumps(report, indent=2, default=str))
+    print(f"wrote routing.json to {out}/ in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
@@ -299,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         ("validate", cmd_validate),
         ("scenarios", cmd_scenarios),
         ("rollout", cmd_rollout),
+        ("routing", cmd_routing),
     )
     for name, func in commands:
         p = sub.add_parser(name)
@@ -323,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--label", help="name of the candidate in tables and charts")
         if name == "scenarios":
             p.add_argument("--scenario", action="append", help="one scenario (repeatable)")
+        if name == "routing":
+            _routing_args(p)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

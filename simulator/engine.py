@@ -3,9 +3,10 @@
 Every ``tick_seconds`` (10 s by default):
 
 1. Scheduled/calendar bounds that are due are applied; desired capacity is clamped into them.
-2. The fleet moves towards desired capacity. New instances serve after ``provision_seconds +
-   startup_seconds``. With ``serialize_updates`` a further change waits until instances still
-   starting are in service (the endpoint is Updating meanwhile). Scale-in removes instances at once.
+2. The fleet moves towards desired capacity. New instances serve after
+   ``Assumptions.scale_out_seconds`` (by default the plan's scale-out figure, image cached). With
+   ``serialize_updates`` a further change waits until instances still starting are in service
+   (the endpoint is Updating meanwhile). Scale-in removes instances at once.
 3. Traffic (the trace's minute, times this variant's weight share) arrives. The in-service fleet
    serves up to ``n x C / S`` requests per second (``C`` concurrent sequences per instance, ``S``
    seconds each, see :mod:`simulator.capacity`); the rest waits, FIFO, inside vLLM. Requests beyond
@@ -88,6 +89,8 @@ class VariantSimulation:
         events: Sequence[OperatorEvent] = (),
     ) -> None:
         self.cfg, self.variant, self.inst, self.a, self.trace = cfg, variant, inst, a, trace
+        #: decision to serving for a scale-out of the tag the variant runs
+        self.scale_out_delay = a.scale_out_seconds(cfg, variant)
         self.share = share
         unsupported = [e.label for e in events if not isinstance(e, Deploy)]
         if unsupported:
@@ -169,7 +172,7 @@ class VariantSimulation:
             starting = sum(1 for r in ready if r > t)
             if update is None and not (a.serialize_updates and starting):
                 if desired > len(ready):
-                    ready += [t + a.ready_delay_seconds] * (desired - len(ready))
+                    ready += [t + self.scale_out_delay] * (desired - len(ready))
                 elif desired < len(ready):
                     ready.sort()
                     del ready[desired:]

@@ -141,7 +141,7 @@ def _fleet(
         low=low,
         high=high,
         desired=initial,
-        delay=a.ready_delay_seconds,
+        delay=a.new_tag_seconds,
         a=a,
         scale_in_cooldown=tt.scale_in_cooldown_seconds if tt else 600,
     )

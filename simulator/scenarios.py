@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from simulator import scenario_deploy
+from simulator import scenario_deploy, scenario_pools
 from simulator.assumptions import Assumptions
 from stacks.config import DeploymentConfig
 
@@ -22,4 +22,5 @@ class Scenario(Protocol):
 
 SCENARIOS: dict[str, Scenario] = {
     scenario_deploy.NAME: scenario_deploy.write,
+    scenario_pools.NAME: scenario_pools.write,
 }

@@ -8,8 +8,9 @@ from pathlib import Path
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.capacity import estimate
+from stacks.capacity import pool_capacities
 from stacks.config import (
+    VARIANT_NAMES,
     ConfigError,
     DeploymentConfig,
     config_path,
@@ -52,8 +53,8 @@ def build_stacks(
     section, also ``<project>-<env>-deploy-access`` (DeployAccessStack), likewise on its own."""
     options = options or DeployOptions()
     cfg = options.apply(cfg)
-    for variant in (cfg.variants.primary, cfg.variants.canary):
-        estimate(cfg, variant.instance_type)  # raises CapacityError if the model cannot fit
+    for variant in VARIANT_NAMES:
+        pool_capacities(cfg, variant)  # raises CapacityError if the model cannot fit a pool
     latency = rollback_latency_problems(cfg)
     if latency:
         raise ConfigError("; ".join(latency))

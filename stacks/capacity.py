@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig, ModelArchitecture
+from stacks.config import DeploymentConfig, InstancePool, ModelArchitecture, VariantName
 
 GIB = 1024**3
 FP16_BYTES = 2
@@ -338,3 +338,31 @@ def assumed_engine(cfg: DeploymentConfig) -> dict[str, Any]:
         "max_lora_rank": eng.max_lora_rank if lora_on else None,
         "cuda_graph_memory_in_kv_budget": CUDA_GRAPH_MEMORY_IN_KV_BUDGET,
     }
+
+
+@dataclass(frozen=True)
+class PoolCapacity:
+    """One instance pool of a variant with the config its engine runs (the variant's engine with
+    the pool's ``engine`` settings) and that engine's capacity on the pool's GPU."""
+
+    pool: InstancePool
+    cfg: DeploymentConfig
+    capacity: Capacity
+
+    @property
+    def runs(self) -> int:
+        """Sequences one instance runs at once at the typical length: max_num_seqs capped by
+        the KV cache."""
+        return max(
+            1, min(self.cfg.engine.max_num_seqs, self.capacity.concurrency_at_typical_length)
+        )
+
+
+def pool_capacities(cfg: DeploymentConfig, variant: VariantName) -> tuple[PoolCapacity, ...]:
+    """Every pool of ``variant`` by priority (one, ``instance_type``, without instance pools);
+    raises CapacityError for a pool whose GPU cannot hold the model."""
+    out = []
+    for pool in cfg.variants[variant].pools:
+        pool_cfg = cfg.for_pool(pool)
+        out.append(PoolCapacity(pool, pool_cfg, estimate(pool_cfg, pool.instance_type)))
+    return tuple(out)

@@ -54,7 +54,8 @@ class DeployOptions:
         if unknown:
             raise ConfigError(f"suspend_scaling/pin_instance_type: unknown variant(s) {unknown}")
         for variant, itype in self.pin_instance_types.items():
-            if itype not in INSTANCE_CATALOG:
+            # a placement: one type, or instance pools' types by priority joined with "+"
+            if any(t not in INSTANCE_CATALOG for t in itype.split("+")):
                 raise ConfigError(f"pin_instance_type: {variant}={itype} is not a known type")
         bad_variants = [v for v in self.image_tags if v and v not in VARIANT_NAMES]
         if bad_variants:
@@ -137,7 +138,7 @@ class DeployOptions:
             return cfg
         data = cfg.model_dump(exclude_unset=True)
         for variant, itype in self.pin_instance_types.items():
-            data["variants"][variant]["instance_type"] = itype
+            data["variants"][variant] = pinned_variant(data["variants"][variant], itype)
         if self.reset is not None:
             data.setdefault("deployment", {})["reset_on_update"] = list(self.reset)
         for name, tag in self.image_tags.items():
@@ -156,3 +157,23 @@ class DeployOptions:
             return DeploymentConfig.model_validate(data)
         except ValidationError as err:
             raise ConfigError(f"deploy options {self.as_context()}: {err}") from None
+
+
+def pinned_variant(variant: dict[str, Any], placement: str) -> dict[str, Any]:
+    """A variant's config data moved to ``placement`` (``VariantConfig.placement``: one type, or
+    pool types by priority joined with ``+``). A pool type the config also lists keeps its
+    ``engine`` settings (its own Model); the rest run the variant's engine."""
+    types = placement.split("+")
+    out = {k: v for k, v in variant.items() if k not in ("instance_pools", "instance_type")}
+    out["instance_type"] = types[0]
+    if len(types) > 1:
+        engines = {
+            p["instance_type"]: p["engine"]
+            for p in variant.get("instance_pools") or []
+            if p.get("engine")
+        }
+        out["instance_pools"] = [
+            {"instance_type": t, "priority": i, **({"engine": engines[t]} if t in engines else {})}
+            for i, t in enumerate(types, start=1)
+        ]
+    return out

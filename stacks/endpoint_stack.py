@@ -14,10 +14,15 @@ from constructs import Construct
 
 from stacks.config import VARIANT_NAMES, DeploymentConfig
 from stacks.constructs.canary_controller import CanaryController
-from stacks.constructs.endpoint import ServingEndpoint, container_environment
+from stacks.constructs.endpoint import (
+    ServingEndpoint,
+    container_environment,
+    pool_environments,
+)
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.image import ServingImage
 from stacks.constructs.monitoring import Monitoring
+from stacks.constructs.relative_latency import RelativeLatencyAlarms
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 from stacks.constructs.rollback_alarms import RollbackAlarms
 from stacks.constructs.scaling import EndpointScaling, ScalingProps
@@ -90,10 +95,12 @@ class EndpointStack(Stack):
             variants=cfg.variants,
             deployment=cfg.deployment,
             environments={v: container_environment(cfg, v) for v in VARIANT_NAMES},
+            pool_environments={v: pool_environments(cfg, v) for v in VARIANT_NAMES},
             image_uris={v: image.image_uri(cfg.variants[v].image_tag) for v in VARIANT_NAMES},
             resets=reset_properties(cfg),
             rollback_alarms=self.rollback_alarms.all,
             volume_key=self.key,
+            metrics_path=cfg.monitoring.metrics_path,
         )
         self.scaling = EndpointScaling(
             self,
@@ -116,6 +123,9 @@ class EndpointStack(Stack):
             rollback_alarms=self.rollback_alarms,
             key=self.key,
         )
+        self.relative_latency = RelativeLatencyAlarms(
+            self, "RelativeLatency", endpoint=endpoint, rollout=cfg.rollout
+        )
         self.canary = CanaryController(
             self,
             "CanaryController",
@@ -129,6 +139,9 @@ class EndpointStack(Stack):
                 # A canary whose engine dies (a CUDA OOM under the new image or settings) is not
                 # promoted: one restart rolls the rollout back.
                 self.monitoring.alarms["canary/engine-restarts"],
+                # A canary slower than the primary on the same traffic: a regression, whatever
+                # the absolute figures (issue 20 item 2).
+                *self.relative_latency.alarms,
             ],
             topic=self.monitoring.topic,
         )

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from container.model_prep.manifest import summary
-from stacks.capacity import estimate
+from stacks.capacity import pool_capacities
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
 from stacks.config import (
     VARIANT_NAMES,
@@ -16,9 +16,11 @@ from stacks.config import (
     artifact_dir,
     artifact_version,
     bounds_changes,
+    prefix_floor_bytes,
 )
 from stacks.plan_deploy import deploy_section, render_deploy
-from stacks.scaling_target import concurrency_target
+from stacks.scale_out_time import render_scale_out, scale_out_section
+from stacks.scaling_target import concurrency_target, pool_bases
 from stacks.speed_plan import render_speed, speed_section
 
 
@@ -55,18 +57,118 @@ def release_facts(cfg: DeploymentConfig) -> dict[str, Any]:
     return {"version": version, "pinned": cfg.model.artifact is not None, "line": line}
 
 
+def routing_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]:
+    """The variant's RoutingConfig as the template carries it, with the figures the loader
+    checked it against (stacks.config.routing_errors): the shortest prefix that reaches past the
+    system prompt into the conversation, and what one instance runs at once."""
+    routing = cfg.variants[variant].routing
+    if routing is None:
+        return {"strategy": None}
+    out: dict[str, Any] = routing.model_dump()
+    if routing.strategy == "PREFIX_AWARE":
+        budget = cfg.engine.context_budget
+        out["prefix_floor_bytes"] = prefix_floor_bytes(
+            budget.system_tokens, [a.name for a in cfg.adapters]
+        )
+        out["system_tokens"] = budget.system_tokens
+        # every pool's instances can be prefix-selected: the smallest pool's figure
+        out["instance_runs"] = min(pc.runs for pc in pool_capacities(cfg, variant))
+    return out
+
+
+def render_routing(r: dict[str, Any]) -> str:
+    """One plan line: how SageMaker picks this variant's instance for a request."""
+    if r["strategy"] is None:
+        return "          routing: SageMaker's default (random; no RoutingConfig)"
+    if r["strategy"] != "PREFIX_AWARE":
+        return f"          routing: {r['strategy']}"
+    return (
+        f"          routing: PREFIX_AWARE on the body's first {r['prefix_length_bytes']:,} bytes "
+        f"(>= {r['prefix_floor_bytes']:,}: a {r['system_tokens']}-token system prompt + the "
+        f"conversation's start); spills from {r['concurrency_threshold']} in flight (one "
+        f"instance runs {r['instance_runs']})"
+    )
+
+
+def pools_section(cfg: DeploymentConfig, variant: VariantName) -> list[dict[str, Any]]:
+    """Each instance pool of ``variant`` (none without ``instance_pools``): its type, price,
+    engine settings, the capacity plan on its GPU (memory terms, KV tokens, concurrency) and its
+    concurrency bound (stacks.scaling_target.pool_bases; the variant's target is the lowest)."""
+    if cfg.variants[variant].instance_pools is None:
+        return []
+    bases = {b.instance_type: b for b in pool_bases(cfg, variant)}
+    out = []
+    for pc in pool_capacities(cfg, variant):
+        inst = INSTANCE_CATALOG[pc.pool.instance_type]
+        basis = bases[pc.pool.instance_type]
+        out.append(
+            {
+                "priority": pc.pool.priority,
+                "instance_type": pc.pool.instance_type,
+                "gpu": f"{inst.gpu_count} x {inst.gpu} {inst.gpu_memory_gib} GB",
+                "price_per_hour": inst.price_per_hour,
+                "engine_overrides": pc.pool.engine.overrides(),
+                "own_model": bool(pc.pool.engine.overrides()),
+                "engine": pc.cfg.engine.model_dump(exclude={"context_budget"}),
+                "capacity": pc.capacity.as_dict(),
+                "bound": {"binding": basis.binding, "in_flight": basis.concurrency},
+            }
+        )
+    return out
+
+
+def render_pools(v: dict[str, Any]) -> list[str]:
+    """The variant's instance pools, one block each: what an instance that lands there runs."""
+    pools = v.get("pools") or []
+    if not pools:
+        return []
+    timeout = v.get("provision_timeout_seconds")
+    lines = [
+        f"          instance pools (SageMaker falls back on insufficient capacity, by priority; "
+        f"provisioning timeout {f'{timeout} s' if timeout else 'SageMaker default'}):"
+    ]
+    for pool in pools:
+        c, eng = pool["capacity"], pool["engine"]
+        own = (
+            "own Model: " + ", ".join(f"{k}={val}" for k, val in pool["engine_overrides"].items())
+            if pool["own_model"]
+            else "the variant's Model"
+        )
+        lines += [
+            f"          pool {pool['priority']}: {pool['instance_type']} ({pool['gpu']}) "
+            f"${pool['price_per_hour']:g}/h; {own}",
+            *("  " + line for line in render_memory_terms(c, eng)),
+            f"            concurrency: {c['concurrency_at_full_context']} seqs at full context, "
+            f"{c['concurrency_at_typical_length']} at typical; max_num_seqs={c['max_num_seqs']}; "
+            f"bound {pool['bound']['in_flight']} in flight ({pool['bound']['binding']})",
+        ]
+    low = min(pools, key=lambda p: p["bound"]["in_flight"])
+    lines.append(
+        f"            scaling target from the lowest bound, pool {low['priority']} "
+        f"({low['instance_type']}): target tracking averages ConcurrentRequestsPerModel over "
+        "every instance of the variant, whichever pool it landed in"
+    )
+    return lines
+
+
 def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
     release = release_facts(cfg)
     variants: list[dict[str, Any]] = []
     monthly_initial = monthly_min = monthly_max = 0.0
+    # every instance on its variant's dearest pool: what a capacity shortage can cost
+    dearest_initial = dearest_min = dearest_max = 0.0
     for name in VARIANT_NAMES:
         v = cfg.variants[name]
         sc = cfg.scaling.variants[name]
         inst = INSTANCE_CATALOG[v.instance_type]
-        cap = estimate(cfg, v.instance_type)
+        cap = pool_capacities(cfg, name)[0].capacity  # the first pool's
         monthly_initial += v.initial_instance_count * inst.monthly_price
         monthly_min += sc.min_capacity * inst.monthly_price
         monthly_max += sc.max_capacity * inst.monthly_price
+        dear = max(INSTANCE_CATALOG[t].monthly_price for t in v.pool_types)
+        dearest_initial += v.initial_instance_count * dear
+        dearest_min += sc.min_capacity * dear
+        dearest_max += sc.max_capacity * dear
         variants.append(
             {
                 "name": name,
@@ -95,7 +197,11 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
                     "unreachable_ceiling": unreachable_ceiling(cfg.scaling, name),
                 },
                 "capacity": cap.as_dict(),
+                "routing": routing_section(cfg, name),
+                "pools": pools_section(cfg, name),
+                "provision_timeout_seconds": v.provision_timeout_seconds,
                 "speed": speed_section(cfg, name),
+                "scale_out": scale_out_section(cfg, name),
             }
         )
     alarms = sorted(
@@ -129,8 +235,20 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
             "monthly_at_initial_counts": round(monthly_initial, 2),
             "monthly_at_min_capacity": round(monthly_min, 2),
             "monthly_at_max_capacity": round(monthly_max, 2),
+            # the figures above price every instance on its first pool; these on its dearest
+            "dearest_pool": {
+                "monthly_at_initial_counts": round(dearest_initial, 2),
+                "monthly_at_min_capacity": round(dearest_min, 2),
+                "monthly_at_max_capacity": round(dearest_max, 2),
+            }
+            if any(cfg.variants[n].instance_pools for n in VARIANT_NAMES)
+            else None,
             "price_sources": sorted(
-                {INSTANCE_CATALOG[v["instance_type"]].price_source for v in variants}
+                {
+                    INSTANCE_CATALOG[t].price_source
+                    for n in VARIANT_NAMES
+                    for t in cfg.variants[n].pool_types
+                }
             ),
         },
         "rollout": {
@@ -197,6 +315,9 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"({eng['typical_prompt_tokens']}+{eng['typical_output_tokens']} tok); "
             f"max_num_seqs={c['max_num_seqs']}",
         ]
+        lines += render_pools(v)
+        if "routing" in v:
+            lines.append(render_routing(v["routing"]))
         sc = v["scaling"]
         lines.append(
             f"          scaling: target tracking {sc['target_tracking'] or 'off'}; steps "
@@ -205,6 +326,8 @@ def render_plan(plan: dict[str, Any]) -> str:
         )
         if v.get("speed"):
             lines += render_speed(v["speed"])
+        if v.get("scale_out"):
+            lines += render_scale_out(v["scale_out"])
         if sc.get("unreachable_ceiling"):
             lines.append(f"          WARNING: {sc['unreachable_ceiling']}")
         if c["preempts_at_full_context"]:
@@ -221,6 +344,13 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"max ${cost['monthly_at_max_capacity']:,.0f});"
         f" on-demand {cost['price_region']}, {cost['hours_per_month']} h/month"
     )
+    dear = cost.get("dearest_pool")
+    if dear:
+        lines.append(
+            f"          those price every instance on its first pool; on its dearest pool "
+            f"${dear['monthly_at_initial_counts']:,.0f}/month at initial counts (min "
+            f"${dear['monthly_at_min_capacity']:,.0f}, max ${dear['monthly_at_max_capacity']:,.0f})"
+        )
     r = plan["rollout"]
     bg = r["blue_green"]
     step = f" {bg['step']}" if bg["step"] else ""

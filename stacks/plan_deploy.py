@@ -54,10 +54,9 @@ def deploy_section(cfg: DeploymentConfig) -> dict[str, Any]:
     floor = _guardrail_floor(cfg)
     kind, value = cfg.deployment.traffic_shift.capacity_size
     per_instance = {
-        cfg.variants[v].instance_type: round(
-            INSTANCE_CATALOG[cfg.variants[v].instance_type].monthly_price, 2
-        )
+        t: round(INSTANCE_CATALOG[t].monthly_price, 2)
         for v in VARIANT_NAMES
+        for t in cfg.variants[v].pool_types
     }
     return {
         "keeps": list(retained_properties(cfg)),

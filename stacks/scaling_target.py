@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stacks import speed_model
-from stacks.capacity import estimate
+from stacks.capacity import pool_capacities
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig, VariantName
 from stacks.config.model import ModelArchitecture
@@ -72,6 +72,8 @@ class TargetBasis:
     binding: str
     #: The binding bound, in requests in flight per instance.
     concurrency: int
+    #: The instance type (pool) these bounds are for; for a variant, the pool that binds.
+    instance_type: str = ""
 
     @property
     def unmet(self) -> tuple[speed_model.SloBound, ...]:
@@ -102,9 +104,44 @@ def typical_request(cfg: DeploymentConfig) -> dict[str, int]:
 
 
 def target_basis(cfg: DeploymentConfig, variant: VariantName) -> TargetBasis:
-    """The bounds of ``variant``'s concurrency target and the one that binds."""
-    inst = INSTANCE_CATALOG[cfg.variants[variant].instance_type]
-    kv_bound = max(1, estimate(cfg, inst.name).concurrency_at_typical_length)
+    """The bounds of ``variant``'s concurrency target and the one that binds: the lowest over
+    the variant's instance pools (:func:`pool_bases`; one pool without ``instance_pools``).
+
+    Why the lowest: target tracking on ``ConcurrentRequestsPerModel`` reads one figure for the
+    variant, "aggregate[d] across all instance types in the variant" (SageMaker developer guide,
+    "Deploy to multiple instance types with instance pools", Auto-scaling with instance pools:
+    predefined metrics "aggregate across all instance types in the variant, so the scaling
+    behavior is the same as a standard endpoint. This is the simplest approach when all instance
+    types in your pools have similar capacity"). SageMaker's routing gives every instance about
+    the same share of requests (random by default; least outstanding requests and prefix-aware
+    spill by requests in flight, not by what an instance can run), so the average it holds is
+    what each instance runs. A target above the smallest pool's bound then holds the fallback
+    instances past their KV cache or SLO whenever a scale-out lands there, and the average,
+    met by the others, never asks for more. The guide's alternative, a weighted metric-math
+    average per InstanceType dimension, still needs a target each pool can run; the lowest bound
+    is the one target right on every mix of pools, at the cost of headroom on the larger pools
+    (the plan prints each pool's bound, so the cost is visible).
+    """
+    bases = pool_bases(cfg, variant)
+    return min(bases, key=lambda b: b.concurrency)
+
+
+def pool_bases(cfg: DeploymentConfig, variant: VariantName) -> tuple[TargetBasis, ...]:
+    """:class:`TargetBasis` of each of ``variant``'s pools, by priority."""
+    return tuple(
+        _basis(
+            pc.cfg,
+            variant,
+            pc.pool.instance_type,
+            max(1, pc.capacity.concurrency_at_typical_length),
+        )
+        for pc in pool_capacities(cfg, variant)
+    )
+
+
+def _basis(cfg: DeploymentConfig, variant: VariantName, itype: str, kv_bound: int) -> TargetBasis:
+    """One instance type's bounds; ``cfg`` carries the engine that type runs."""
+    inst = INSTANCE_CATALOG[itype]
     mon = cfg.monitoring
     bounds = _slo_bounds(
         cfg.architecture.model_dump_json(),
@@ -129,6 +166,7 @@ def target_basis(cfg: DeploymentConfig, variant: VariantName) -> TargetBasis:
         binding_slos=binding_slos,
         binding=binding,
         concurrency=concurrency,
+        instance_type=itype,
     )
 
 
@@ -149,10 +187,11 @@ def unmet_slo_warnings(cfg: DeploymentConfig) -> list[str]:
     for variant, vs in cfg.scaling.variants.items():
         if vs.target_tracking is None or vs.target_tracking.metric != "concurrency":
             continue
-        basis = target_basis(cfg, variant)
-        itype = cfg.variants[variant].instance_type
         req = typical_request(cfg)
-        for b in basis.unmet:
+        # every pool: a fallback pool that cannot meet an SLO is as much the operator's to know
+        unmet = [(basis, b) for basis in pool_bases(cfg, variant) for b in basis.unmet]
+        for basis, b in unmet:
+            itype = basis.instance_type
             key = next(k for k, (name, _) in SLO_LIMITS.items() if name == b.slo)
             lines.append(
                 f"scaling.variants.{variant}.target_tracking.slos: {key} "

@@ -24,15 +24,16 @@ from stacks.scaling_target import (
 def speed_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]:
     """The typical request on one instance at the KV-cache bound, the SLO bounds and the one that
     sets the scaling target (stacks.scaling_target)."""
-    inst = INSTANCE_CATALOG[cfg.variants[variant].instance_type]
-    req = typical_request(cfg)
-    basis = target_basis(cfg, variant)
+    basis = target_basis(cfg, variant)  # the binding pool's (the only one without pools)
+    inst = INSTANCE_CATALOG[basis.instance_type]
+    req = typical_request(_pool_cfg(cfg, variant, basis.instance_type))
     kv_bound = basis.kv_bound
     arch, quant = cfg.architecture, cfg.model.quantization
     full = speed_model.closed_loop(arch, quant, inst.gpu, concurrency=kv_bound, **req)
     tt = cfg.scaling.variants[variant].target_tracking
     tracks_concurrency = tt is not None and tt.metric == "concurrency"
     return {
+        "instance_type": basis.instance_type,
         "source": speed_model.source(inst.gpu),
         "shape": f"{req['prompt']}+{req['output']} tokens, {req['cached']} cached "
         f"({req['shared']} shared)",
@@ -123,10 +124,16 @@ def render_speed(s: dict[str, Any]) -> list[str]:
 ROLLBACK_LATENCY_HEADROOM = 1.25
 
 
+def _pool_cfg(cfg: DeploymentConfig, variant: VariantName, itype: str) -> DeploymentConfig:
+    """The config ``variant``'s pool of type ``itype`` runs (its engine settings)."""
+    pool = next(p for p in cfg.variants[variant].pools if p.instance_type == itype)
+    return cfg.for_pool(pool)
+
+
 def healthy_latency_p99_ms(cfg: DeploymentConfig, variant: VariantName) -> float:
     """ModelLatency p99 a healthy instance of ``variant`` shows at its scaling target (the
     concurrency target tracking holds it at, under Poisson arrivals), for the typical request,
-    by the speed model.
+    by the speed model; with instance pools, on the slowest pool (:func:`slowest_pool_p99`).
 
     ModelLatency is "the interval of time taken by a model to respond as viewed from SageMaker
     ... the local communication times taken to send the request and to fetch the response from
@@ -135,15 +142,27 @@ def healthy_latency_p99_ms(cfg: DeploymentConfig, variant: VariantName) -> float
     (non-streamed) answer that is the request's end-to-end time: prefill and every output token.
     AWS documents no other meaning for InvokeEndpointWithResponseStream, so a streamed answer is
     taken the same way, which can only make the threshold safer."""
-    inst = INSTANCE_CATALOG[cfg.variants[variant].instance_type]
+    return slowest_pool_p99(cfg, variant)[0]
+
+
+def slowest_pool_p99(cfg: DeploymentConfig, variant: VariantName) -> tuple[float, str]:
+    """(ModelLatency p99 ms, instance type) of the pool slowest at the variant's target: the
+    rollback alarm reads ModelLatency over every instance of the variant (its InstanceType
+    dimension is per-type only: developer guide, "Monitor instance pools"), so a deploy that
+    lands on the fallback pool must stay under the threshold too."""
     in_flight = max(1, math.ceil(concurrency_target(cfg, variant)))
-    # Poisson arrivals at the rate that keeps the target in flight: what target tracking holds
-    # an instance at, with the tails a closed loop does not have.
-    speed = speed_model.open_loop_at(
-        cfg.architecture, cfg.model.quantization, inst.gpu, in_flight=in_flight,
-        **typical_request(cfg),
-    )  # fmt: skip
-    return 1000 * speed.e2e_p99_s
+    worst = (0.0, cfg.variants[variant].instance_type)
+    for pool in cfg.variants[variant].pools:
+        pool_cfg = cfg.for_pool(pool)
+        # Poisson arrivals at the rate that keeps the target in flight: what target tracking
+        # holds an instance at, with the tails a closed loop does not have.
+        speed = speed_model.open_loop_at(
+            pool_cfg.architecture, pool_cfg.model.quantization,
+            INSTANCE_CATALOG[pool.instance_type].gpu, in_flight=in_flight,
+            **typical_request(pool_cfg),
+        )  # fmt: skip
+        worst = max(worst, (1000 * speed.e2e_p99_s, pool.instance_type))
+    return worst
 
 
 def rollback_latency_problems(cfg: DeploymentConfig) -> list[str]:
@@ -155,7 +174,7 @@ def rollback_latency_problems(cfg: DeploymentConfig) -> list[str]:
     for variant in VARIANT_NAMES:
         if cfg.scaling.variants[variant].target_tracking is None:
             continue
-        healthy = healthy_latency_p99_ms(cfg, variant)
+        healthy, itype = slowest_pool_p99(cfg, variant)
         if limit < healthy * ROLLBACK_LATENCY_HEADROOM:
             need = math.ceil(healthy * ROLLBACK_LATENCY_HEADROOM / 1000) * 1000
             problems.append(
@@ -163,8 +182,7 @@ def rollback_latency_problems(cfg: DeploymentConfig) -> list[str]:
                 f"{variant} answers in: ModelLatency p99 {healthy:,.0f} ms for the typical request "
                 f"({cfg.engine.typical_prompt_tokens}+{cfg.engine.typical_output_tokens} tokens) "
                 f"at its scaling target of {math.ceil(concurrency_target(cfg, variant))} in flight "
-                f"on {cfg.variants[variant].instance_type} "
-                f"({speed_model.source(INSTANCE_CATALOG[cfg.variants[variant].instance_type].gpu)}"
+                f"on {itype} ({speed_model.source(INSTANCE_CATALOG[itype].gpu)}"
                 f"), so every blue/green deploy would roll back. Set at least {need} ms "
                 f"({ROLLBACK_LATENCY_HEADROOM:g} x the prediction: the model's p99 error)"
             )

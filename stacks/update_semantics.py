@@ -44,7 +44,11 @@ ALL_PROPERTIES: tuple[VariantProperty, ...] = ("DesiredInstanceCount", "DesiredW
 ASSUMED_PROVISION_SECONDS = 390.0
 #: Assumed: container start to /ping 200 (model load, adapters, warmup), ~75 s on ml.g5.xlarge.
 ASSUMED_STARTUP_SECONDS = 75.0
-#: When a new instance serves, counted from the decision that asked for it (plan and simulator).
+#: When an instance of a new tag serves, counted from the decision that asked for it: the
+#: per-start bound of deploy times, the canary controller's capacity waits and the simulator's
+#: deploys and canary instances. A bound, not a median: the plan checks it is not below the
+#: uncached P50 it computes from AWS's figures and the image's size (stacks.scale_out_time,
+#: 421 s for prod's image on ml.g5.xlarge); a scale-out of a running tag is faster (cached, 216 s).
 ASSUMED_READY_SECONDS = ASSUMED_PROVISION_SECONDS + ASSUMED_STARTUP_SECONDS
 
 
@@ -127,17 +131,27 @@ def deploy_footprint(
     cfg: DeploymentConfig, *, live: dict[VariantName, int], ready_seconds: float
 ) -> DeployFootprint:
     """Blue + green instances (the quota a deploy needs) and the green fleet's cost while both
-    run. ``live`` is each variant's desired count when the deploy starts."""
+    run. ``live`` is each variant's desired count when the deploy starts.
+
+    SageMaker's instance quotas are per instance type ("The account-level service limit
+    'ml.g4dn.xlarge for endpoint usage' is 0 Instances", ResourceLimitExceeded from
+    CreateEndpoint) and a blue/green update runs both fleets at once (FACTS.md). With instance
+    pools, SageMaker places each instance on whichever pool has capacity ("Deploy to multiple
+    instance types with instance pools": fallback on an insufficient capacity error, pool by
+    pool), so any one type can end up holding the whole variant: each pool's type is counted
+    with the variant's whole blue + green fleet, and the green fleet is priced on the dearest
+    pool (an upper bound; the plan prints both)."""
     green = {v: green_fleet_size(cfg, v, live[v]) for v in VARIANT_NAMES}
     by_type: dict[str, int] = {}
     extra = 0.0
     longest = 0.0
     for v in VARIANT_NAMES:
-        itype = cfg.variants[v].instance_type
-        by_type[itype] = by_type.get(itype, 0) + live[v] + green[v]
+        for itype in cfg.variants[v].pool_types:
+            by_type[itype] = by_type.get(itype, 0) + live[v] + green[v]
         phases = update_phases(cfg, ready_seconds=ready_seconds, fleet=green[v])
         longest = max(longest, phases.complete)
-        extra += green[v] * phases.complete / 3600 * INSTANCE_CATALOG[itype].price_per_hour
+        price = max(INSTANCE_CATALOG[t].price_per_hour for t in cfg.variants[v].pool_types)
+        extra += green[v] * phases.complete / 3600 * price
     return DeployFootprint(dict(live), green, longest / 60, by_type, round(extra, 2))
 
 

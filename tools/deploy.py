@@ -73,8 +73,20 @@ class DeployRefused(RuntimeError):
     """The live endpoint is in a state no deploy should start from; the message says why."""
 
 
+def live_placement(production_variant: Mapping[str, Any]) -> str:
+    """A live ProductionVariant's instance types as ``VariantConfig.placement`` writes them:
+    ``InstanceType``, or its ``InstancePools`` by priority joined with ``+`` (an endpoint
+    config with instance pools carries no InstanceType: developer guide, "Deploy to multiple
+    instance types with instance pools")."""
+    pools = production_variant.get("InstancePools")
+    if pools:
+        return "+".join(p["InstanceType"] for p in sorted(pools, key=lambda p: p["Priority"]))
+    return str(production_variant["InstanceType"])
+
+
 @dataclass(frozen=True)
 class LiveVariant:
+    #: ``VariantConfig.placement`` of the live config: a type, or pool types joined with ``+``.
     instance_type: str
     desired: int
     weight: float
@@ -105,7 +117,7 @@ def read_live(sm: Any, aas: Any, cfg: DeploymentConfig) -> LiveEndpoint | None:
             return None
         raise
     econf = sm.describe_endpoint_config(EndpointConfigName=desc["EndpointConfigName"])
-    types = {pv["VariantName"]: pv["InstanceType"] for pv in econf["ProductionVariants"]}
+    types = {pv["VariantName"]: live_placement(pv) for pv in econf["ProductionVariants"]}
     targets = aas.describe_scalable_targets(
         ServiceNamespace="sagemaker",
         ResourceIds=[resource_id(cfg.endpoint_name, v) for v in types],
@@ -143,7 +155,7 @@ def plan_deploy(
     *,
     now: datetime,
     reset: tuple[VariantProperty, ...] | None = None,
-    ready_seconds: float = Assumptions().ready_delay_seconds,
+    ready_seconds: float = Assumptions().new_tag_seconds,
 ) -> list[Step]:
     """The steps of this deploy, from the config and the live endpoint alone (no AWS call)."""
     base = DeployOptions(reset=reset)
@@ -164,7 +176,9 @@ def plan_deploy(
     changed = {
         v: live.variants[v].instance_type
         for v in VARIANT_NAMES
-        if live.variants[v].instance_type != target.variants[v].instance_type
+        # a change of instance pools counts as a change of instance type: AWS documents the
+        # scalable-target rule for InstanceType only, so the safe reading deregisters first
+        if live.variants[v].instance_type != target.variants[v].placement
     }
     suspend = frozenset(v for v in changed if v in live.registered)
     desired = {v: live.variants[v].desired for v in VARIANT_NAMES}
@@ -198,7 +212,7 @@ def plan_deploy(
         steps.append(Step("deploy", "deploy the config (blue/green update)", options=base))
         return steps
     moves = ", ".join(
-        f"{v} {changed[v]} -> {target.variants[v].instance_type}" for v in sorted(suspend)
+        f"{v} {changed[v]} -> {target.variants[v].placement}" for v in sorted(suspend)
     )
     pins = {v: changed[v] for v in suspend}
     steps.append(

@@ -27,9 +27,13 @@ from typing import Any
 SYSTEM = "You are a manga shopping assistant. Answer briefly and politely."
 
 
-def chat(user: str, max_tokens: int = 8) -> dict[str, object]:
-    """A one-turn chat body behind the shopping-assistant system prompt (warmup, bench, tests)."""
+def chat(user: str, max_tokens: int = 8, *, model: str | None = None) -> dict[str, object]:
+    """A one-turn chat body behind the shopping-assistant system prompt (warmup, bench, tests),
+    in the key order prefix-aware routing needs (docs/routing.md): ``model`` (when given), then
+    ``messages`` (system prompt first), then the fields that vary per request."""
+    head: dict[str, object] = {"model": model} if model else {}
     return {
+        **head,
         "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}],
         "max_tokens": max_tokens,
         "temperature": 0,

@@ -34,13 +34,13 @@ RUNTIME_CONFIG = Config(
 
 
 def _body(prompt: str, adapter: str | None, max_tokens: int, stream: bool) -> bytes:
-    body: dict[str, Any] = {
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "temperature": 0,
-    }
-    if adapter:
-        body["model"] = adapter
+    """The body in the key order prefix-aware routing needs (docs/routing.md): the adapter, then
+    the conversation, then the fields that vary per request; SageMaker routes on its first
+    PrefixLength bytes (json.dumps keeps the dict's order)."""
+    body: dict[str, Any] = {"model": adapter} if adapter else {}
+    body["messages"] = [{"role": "user", "content": prompt}]
+    body["max_tokens"] = max_tokens
+    body["temperature"] = 0
     if stream:
         body["stream"] = True
     return json.dumps(body).encode()

@@ -28,11 +28,17 @@ from stacks.config.deploy_access import (
     pull_request_subject,
 )
 from stacks.config.deployment import (
+    MAX_INSTANCE_POOLS,
+    POOL_ENGINE_FIELDS,
     DeploymentPolicy,
+    InstancePool,
+    PoolEngine,
+    RoutingConfig,
     TrafficShift,
     VariantConfig,
     VariantProperty,
     Variants,
+    prefix_floor_bytes,
 )
 from stacks.config.loader import (
     DeploymentConfig,
@@ -40,6 +46,7 @@ from stacks.config.loader import (
     guardrail_step_errors,
     load_config,
     parse_config,
+    routing_errors,
 )
 from stacks.config.model import (
     _ADAPTER_NAME,
@@ -62,6 +69,7 @@ from stacks.config.model_prep import (
     release_stack_name,
 )
 from stacks.config.operations import (
+    MetricsPath,
     MonitoringConfig,
     NotificationConfig,
     RolloutConfig,
@@ -85,6 +93,8 @@ from stacks.config.timing import (
 )
 
 __all__ = [
+    "MAX_INSTANCE_POOLS",
+    "POOL_ENGINE_FIELDS",
     "SCALABLE_METRICS",
     "VARIANT_NAMES",
     "_ADAPTER_NAME",
@@ -99,13 +109,17 @@ __all__ = [
     "EngineConfig",
     "ImageConfig",
     "ImmutableIds",
+    "InstancePool",
     "LoraRank",
+    "MetricsPath",
     "ModelArchitecture",
     "ModelPrepConfig",
     "MonitoringConfig",
     "NotificationConfig",
+    "PoolEngine",
     "ReleaseEvent",
     "RolloutConfig",
+    "RoutingConfig",
     "ScalingConfig",
     "ScheduledAction",
     "SmokeGateConfig",
@@ -133,7 +147,9 @@ __all__ = [
     "guardrail_step_errors",
     "load_config",
     "parse_config",
+    "prefix_floor_bytes",
     "pull_request_subject",
     "release_inputs",
     "release_stack_name",
+    "routing_errors",
 ]

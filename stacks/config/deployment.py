@@ -2,30 +2,299 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config.base import Strict, VariantName, section_rule
 
+#: Bytes of request body per token of an English system prompt: Llama 3's tokenizer encodes
+#: English at about 4 characters per token (Meta, "The Llama 3 Herd of Models", 2024, Model
+#: Architecture: compression "from 3.17 to 3.94 characters per token" over Llama 2's tokenizer;
+#: DeepLearning.AI, "Introducing Multimodal Llama 3.2", lesson Tokenization: "from roughly 3.2 to
+#: 4 characters per token"), and an ASCII character is one byte of JSON. Rounded up: the floor
+#: below must not be met by a prefix that ends inside the system prompt. A system prompt in
+#: Japanese is far longer in bytes (json.dumps escapes each character as 6 bytes of ``\uXXXX``).
+SYSTEM_PROMPT_BYTES_PER_TOKEN = 4
+#: How far into the first user turn the routing prefix must reach at least: 32 tokens of it, a
+#: one-sentence question, so two conversations that start differently get different prefixes.
+FIRST_TURN_BYTES = 128
+
+
+def prefix_floor_bytes(system_tokens: int, adapters: list[str]) -> int:
+    """The shortest PrefixLength that holds the system prompt and the start of the conversation
+    in a body shaped as docs/routing.md says: ``{"model": <adapter>, "messages": [{"role":
+    "system", ...}, {"role": "user", ...}, ...], <per-request fields>}``. The JSON around the
+    two messages is measured (json.dumps, the longest adapter name), the system prompt is
+    ``system_tokens`` x :data:`SYSTEM_PROMPT_BYTES_PER_TOKEN`, then :data:`FIRST_TURN_BYTES`."""
+    model = max(adapters, key=len, default="")
+    skeleton = {
+        "model": model,
+        "messages": [{"role": "system", "content": ""}, {"role": "user", "content": ""}],
+    }
+    framing = len(json.dumps(skeleton).encode()) - len('"}]}')
+    return framing + system_tokens * SYSTEM_PROMPT_BYTES_PER_TOKEN + FIRST_TURN_BYTES
+
+
+class RoutingConfig(Strict):
+    """How SageMaker routes a variant's requests among its instances (ProductionVariant
+    ``RoutingConfig``). Absent: no RoutingConfig in the template, so SageMaker's default, random
+    routing ("By default, SageMaker endpoints have a random routing strategy": AWS Machine
+    Learning blog, "Minimize real-time inference latency by using Amazon SageMaker routing
+    strategies", 2023).
+
+    SageMaker API reference, ProductionVariantRoutingConfig
+    (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ProductionVariantRoutingConfig.html):
+    ``LEAST_OUTSTANDING_REQUESTS`` routes to "the specific instances that have more capacity to
+    process them", ``RANDOM`` to "a randomly chosen instance", ``PREFIX_AWARE`` "routes requests
+    that share the same prompt prefix to the same instance. When the number of in-flight requests
+    on the selected instance reaches the configured threshold, the endpoint routes the request to
+    an instance with more available capacity"; PrefixAwareRoutingConfig is given "only when you
+    set RoutingStrategy to PREFIX_AWARE".
+
+    PrefixAwareRoutingConfig
+    (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_PrefixAwareRoutingConfig.html):
+    ``PrefixLength`` 1024-65536, "the maximum length of the prefix used for routing decisions":
+    for InvokeEndpoint and InvokeEndpointWithResponseStream "the number of bytes from the
+    beginning of the request body" (for the OpenAI-compatible API, characters of the messages'
+    text); "Set this value to cover shared content (such as system prompts) plus enough unique
+    content to distribute workloads across instances". ``ConcurrencyThreshold`` 1-1024, "the
+    maximum number of in-flight requests on the target instance before the endpoint routes to
+    another instance". Both "Required when RoutingStrategy is PREFIX_AWARE". CloudFormation
+    (AWS::SageMaker::EndpointConfig PrefixAwareRoutingConfig): update requires replacement, like
+    every EndpointConfig property here (a new config, then a blue/green update).
+
+    The rules against the engine (DeploymentConfig.cross_section_errors, routing_errors): the
+    prefix must reach past the system prompt into the conversation (:func:`prefix_floor_bytes`),
+    and the threshold must not exceed what one instance runs at once.
+    """
+
+    strategy: Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"]
+    #: PREFIX_AWARE only: bytes from the start of the request body that pick the instance.
+    prefix_length_bytes: Annotated[int, Field(ge=1024, le=65536)] | None = None
+    #: PREFIX_AWARE only: in-flight requests on the prefix-selected instance before a request
+    #: goes to an instance with more capacity.
+    concurrency_threshold: Annotated[int, Field(ge=1, le=1024)] | None = None
+
+    @section_rule
+    def _prefix_fields_with_prefix_aware(self) -> RoutingConfig:
+        fields = ("prefix_length_bytes", "concurrency_threshold")
+        given = [f for f in fields if getattr(self, f) is not None]
+        if self.strategy == "PREFIX_AWARE":
+            missing = [f for f in fields if f not in given]
+            if missing:
+                raise ValueError(
+                    "\n".join(f"{f}: required with strategy PREFIX_AWARE" for f in missing)
+                )
+        elif given:
+            raise ValueError(
+                "\n".join(
+                    f"{f}: only with strategy PREFIX_AWARE (AWS refuses PrefixAwareRoutingConfig "
+                    f"with {self.strategy})"
+                    for f in given
+                )
+            )
+        return self
+
+
+#: Engine fields an instance pool may set for its own GPU (:class:`PoolEngine`). Everything else
+#: (max_model_len, LoRA slots, adapters, the context budget, request limits) is the variant's
+#: contract with its clients and stays the same on every pool: SageMaker picks the pool, the client
+#: cannot tell which one answers, so a request one pool accepts every pool must accept.
+POOL_ENGINE_FIELDS = (
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enforce_eager",
+    "admission_max_inflight",
+)
+#: ProductionVariant.InstancePools: "Array Members: Minimum number of 1 item. Maximum number of 5
+#: items" (SageMaker API reference, ProductionVariant).
+MAX_INSTANCE_POOLS = 5
+
+
+def _catalog_type(value: str) -> str:
+    if value not in INSTANCE_CATALOG:
+        raise ValueError(
+            f"unknown instance type {value!r}; known: {', '.join(sorted(INSTANCE_CATALOG))}"
+        )
+    return value
+
+
+class PoolEngine(Strict):
+    """Engine settings of one instance pool that differ from the variant's ``engine`` section
+    (:data:`POOL_ENGINE_FIELDS`). A pool with any gets its own Model (its container environment
+    differs), named in the pool's ``ModelNameOverride``; the synth checks the pool's capacity plan
+    with them (stacks.capacity.estimate on the pool's GPU)."""
+
+    gpu_memory_utilization: Annotated[float, Field(gt=0.1, le=0.98)] | None = None
+    max_num_seqs: Annotated[int, Field(ge=1, le=1024)] | None = None
+    max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
+    enforce_eager: bool | None = None
+    admission_max_inflight: Annotated[int, Field(ge=1)] | None = None
+
+    def overrides(self) -> dict[str, object]:
+        """The fields this pool sets, as ``{field: value}`` (empty: the variant's engine)."""
+        return self.model_dump(exclude_none=True)
+
+
+class InstancePool(Strict):
+    """One entry of ProductionVariant.InstancePools.
+
+    SageMaker API reference, InstancePool
+    (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_InstancePool.html) and the
+    CloudFormation/CDK InstancePoolProperty: ``InstanceType`` (required), ``Priority``
+    (required; "SageMaker attempts to provision instances in order of priority, starting with the
+    lowest value ... Valid values: 1 to 5, where 1 is the highest priority") and
+    ``ModelNameOverride`` ("The name of a SageMaker model to use for this instance pool instead of
+    the model specified for the production variant. Use this to deploy a different model
+    optimized for the instance type in this pool"), which the stack sets when ``engine`` differs.
+    """
+
+    instance_type: str
+    priority: Annotated[int, Field(ge=1, le=5)]
+    #: Engine settings for this pool's GPU; omitted fields are the variant's ``engine``.
+    engine: PoolEngine = PoolEngine()
+
+    _known_instance = field_validator("instance_type")(_catalog_type)
+
+
+def _type_or_pools(schema: dict[str, Any]) -> None:
+    """The JSON schema (config/schema.json): ``instance_type`` or ``instance_pools``, or both."""
+    schema["required"] = [f for f in schema.get("required", []) if f != "instance_type"]
+    schema["anyOf"] = [{"required": ["instance_type"]}, {"required": ["instance_pools"]}]
+
 
 class VariantConfig(Strict):
+    """One production variant.
+
+    ``instance_type`` alone: one instance type (ProductionVariant.InstanceType). With
+    ``instance_pools``, SageMaker's instance pools (SageMaker developer guide, "Deploy to
+    multiple instance types with instance pools",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/realtime-endpoints-heterogeneous.html): "you
+    replace the InstanceType parameter in your production variant with an InstancePools list",
+    so the template carries InstancePools and no InstanceType; "SageMaker AI tries to provision
+    instances from the highest-priority pool (priority 1). If SageMaker AI encounters an
+    insufficient capacity error (ICE) for the current instance type, it automatically falls back
+    to the next pool in priority order ... until the required number of instances is
+    provisioned, all pools are exhausted, or the total provisioning timeout
+    (VariantInstanceProvisionTimeoutInSeconds) is reached". ``instance_type`` may then be
+    omitted: it is read as the first pool's type (the one the variant runs on when capacity
+    allows); given, it must be that type.
+
+    Rules (each a synth error naming the field): at most :data:`MAX_INSTANCE_POOLS` pools (API
+    reference, ProductionVariant: "Maximum number of 5 items"); priorities 1-5 (InstancePool);
+    each type and each priority once (ours: a type twice is one pool, and two pools of one
+    priority leave the fallback order to chance); every pool's GPU holds the model with its own
+    engine settings (DeploymentConfig.cross_section_errors, the pool's capacity plan).
+    """
+
+    model_config = ConfigDict(**Strict.model_config, json_schema_extra=_type_or_pools)
+
     instance_type: str
     initial_instance_count: Annotated[int, Field(ge=1, le=100)]
     initial_weight: Annotated[float, Field(ge=0, le=100)]
     #: Image tag override for this variant (the canary often runs a newer tag).
     image_tag: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")] | None = None
     volume_size_gb: Annotated[int, Field(ge=1, le=512)] | None = None
+    #: How SageMaker spreads this variant's requests over its instances (absent: random).
+    routing: RoutingConfig | None = None
+    #: Instance types by priority that SageMaker falls back through on insufficient capacity
+    #: (ProductionVariant.InstancePools); absent: ``instance_type`` alone.
+    instance_pools: (
+        Annotated[
+            list[InstancePool],
+            Field(min_length=1, json_schema_extra={"maxItems": MAX_INSTANCE_POOLS}),
+        ]
+        | None
+    ) = None
+    #: VariantInstanceProvisionTimeoutInSeconds: "The timeout value, in seconds, for
+    #: provisioning instances for the production variant. When SageMaker encounters an
+    #: insufficient capacity error while provisioning instances, it retries with the next
+    #: instance pool (if configured) or waits until the timeout expires. This timeout applies
+    #: only to capacity provisioning and does not include the time for model download or
+    #: container startup. Valid values: 300 to 3600" (API reference, ProductionVariant).
+    provision_timeout_seconds: Annotated[int, Field(ge=300, le=3600)] | None = None
 
-    @field_validator("instance_type")
+    _known_instance = field_validator("instance_type")(_catalog_type)
+
+    @model_validator(mode="before")
     @classmethod
-    def _known_instance(cls, value: str) -> str:
-        if value not in INSTANCE_CATALOG:
+    def _type_from_pools(cls, data: Any) -> Any:
+        """``instance_type`` omitted beside ``instance_pools``: the first pool's type."""
+        if isinstance(data, dict) and "instance_type" not in data:
+            pools = data.get("instance_pools")
+            if isinstance(pools, list) and pools and all(isinstance(p, dict) for p in pools):
+                first = min(
+                    pools,
+                    key=lambda p: p.get("priority") if isinstance(p.get("priority"), int) else 99,
+                )
+                if "instance_type" in first:
+                    return {**data, "instance_type": first["instance_type"]}
+        return data
+
+    @field_validator("instance_pools", mode="before")
+    @classmethod
+    def _at_most_five(cls, pools: Any) -> Any:
+        """Counted before the pools are read, so six pools say so even when a sixth priority
+        is out of range too."""
+        if isinstance(pools, list) and len(pools) > MAX_INSTANCE_POOLS:
             raise ValueError(
-                f"unknown instance type {value!r}; known: {', '.join(sorted(INSTANCE_CATALOG))}"
+                f"{len(pools)} pools; ProductionVariant.InstancePools takes at most "
+                f"{MAX_INSTANCE_POOLS} (SageMaker API reference, ProductionVariant)"
             )
-        return value
+        return pools
+
+    @section_rule
+    def _pools_coherent(self) -> VariantConfig:
+        if self.instance_pools is None:
+            return self
+        errors = []
+        types = [p.instance_type for p in self.instance_pools]
+        priorities = [p.priority for p in self.instance_pools]
+        for i, pool in enumerate(self.instance_pools):
+            if types.index(pool.instance_type) != i:
+                errors.append(
+                    f"instance_pools.{i}.instance_type: {pool.instance_type} is already pool "
+                    f"{types.index(pool.instance_type)}; give each type once"
+                )
+            if priorities.index(pool.priority) != i:
+                errors.append(
+                    f"instance_pools.{i}.priority: {pool.priority} is already pool "
+                    f"{priorities.index(pool.priority)}'s; each priority once, so the fallback "
+                    "order is the one written"
+                )
+        first = self.pools[0].instance_type
+        if not errors and self.instance_type != first:
+            errors.append(
+                f"instance_type: {self.instance_type} is not the first pool's type ({first}, "
+                f"priority {self.pools[0].priority}); omit instance_type beside instance_pools, "
+                "or name the first pool's type"
+            )
+        if errors:
+            raise ValueError("\n".join(errors))
+        return self
+
+    @property
+    def pools(self) -> tuple[InstancePool, ...]:
+        """The variant's pools by priority; without ``instance_pools``, ``instance_type`` as the
+        only one (priority 1, the variant's engine)."""
+        if self.instance_pools is None:
+            return (InstancePool(instance_type=self.instance_type, priority=1),)
+        return tuple(sorted(self.instance_pools, key=lambda p: p.priority))
+
+    @property
+    def pool_types(self) -> tuple[str, ...]:
+        """Instance types the variant may run on, by priority."""
+        return tuple(p.instance_type for p in self.pools)
+
+    @property
+    def placement(self) -> str:
+        """The types as one key, ``ml.g5.xlarge+ml.g6.xlarge`` by priority (tools/deploy.py
+        compares it with the live endpoint's and pins it: ``-c pin_instance_type=``)."""
+        return "+".join(self.pool_types)
 
 
 class Variants(Strict):

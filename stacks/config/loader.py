@@ -33,7 +33,14 @@ from stacks.config.base import (
     VariantName,
 )
 from stacks.config.deploy_access import DeployAccessConfig
-from stacks.config.deployment import DeploymentPolicy, Variants
+from stacks.config.deployment import (
+    FIRST_TURN_BYTES,
+    SYSTEM_PROMPT_BYTES_PER_TOKEN,
+    DeploymentPolicy,
+    InstancePool,
+    Variants,
+    prefix_floor_bytes,
+)
 from stacks.config.model import (
     AdapterConfig,
     BaseModelConfig,
@@ -144,6 +151,9 @@ class DeploymentConfig(Strict):
                     f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
                     f"({sc.min_capacity}..{sc.max_capacity})"
                 )
+        errors += pool_errors(self)
+        errors += provision_timeout_errors(self)
+        errors += routing_errors(self)
         if not errors:  # the step sizes and timeouts below assume bounds that hold
             errors += guardrail_step_errors(self)[:1]
         dep, shift = self.deployment, self.deployment.traffic_shift
@@ -168,6 +178,16 @@ class DeploymentConfig(Strict):
             return [initial]
         sc = self.scaling.variants[variant]
         return sorted({initial, *range(sc.min_capacity, sc.max_capacity + 1)})
+
+    def for_pool(self, pool: InstancePool) -> DeploymentConfig:
+        """This config with ``pool``'s engine settings (``instance_pools.<i>.engine``) in place
+        of the variant's: what the pool's capacity plan, container environment and scaling
+        bound are computed from. The same config when the pool sets none."""
+        overrides = pool.engine.overrides()
+        if not overrides:
+            return self
+        engine = EngineConfig.model_validate({**self.engine.model_dump(), **overrides})
+        return self.model_copy(update={"engine": engine})
 
     @property
     def _known_architecture(self) -> ModelArchitecture | None:
@@ -225,6 +245,132 @@ def guardrail_step_errors(cfg: DeploymentConfig) -> list[str]:
                     f"count (a deploy can meet {variant} at "
                     f"{', '.join(map(str, cfg.deploy_fleet_sizes(variant)))} instances: "
                     "scaling bounds, or initial_instance_count when counts are reset)"
+                )
+                break
+    return errors
+
+
+def pool_errors(cfg: DeploymentConfig) -> list[str]:
+    """Each instance pool (``variants.<name>.instance_pools.<i>``) that could not serve.
+
+    - Its engine settings merged into the variant's break an engine rule (``engine``).
+    - Its GPU cannot hold the model with those settings: the pool's capacity plan
+      (stacks.capacity.estimate) leaves no KV cache, or less than one sequence at
+      engine.max_model_len (``instance_type``, the plan's memory terms in the message).
+      SageMaker falls back to the pool on an insufficient capacity error (developer guide,
+      "Deploy to multiple instance types with instance pools"), so a pool that cannot load the
+      model turns a capacity shortage into failed instances in the middle of a scale-out.
+    """
+    from stacks.capacity import CapacityError, estimate  # stacks.capacity imports this package
+
+    errors: list[str] = []
+    if cfg._known_architecture is None:
+        return errors
+    for vname in VARIANT_NAMES:
+        variant = cfg.variants[vname]
+        for i, pool in enumerate(variant.instance_pools or ()):
+            field = f"variants.{vname}.instance_pools.{i}"
+            try:
+                pool_cfg = cfg.for_pool(pool)
+            except ValidationError as err:
+                errors += [f"{field}.engine.{line}" for line in _error_lines(err.errors())]
+                continue
+            try:
+                estimate(pool_cfg, pool.instance_type)
+            except CapacityError as err:
+                errors.append(
+                    f"{field}.instance_type: {pool.instance_type} (priority {pool.priority}) "
+                    f"cannot hold the model: {err}"
+                )
+    return errors
+
+
+def provision_timeout_errors(cfg: DeploymentConfig) -> list[str]:
+    """Each ``variants.<name>.provision_timeout_seconds`` a blue/green update would cut short.
+
+    The update's green fleet is provisioned like any other: SageMaker searches the pools for
+    capacity for up to VariantInstanceProvisionTimeoutInSeconds, which "applies only to
+    capacity provisioning and does not include the time for model download or container
+    startup" (API reference, ProductionVariant), so the container's start
+    (ContainerStartupHealthCheckTimeoutInSeconds) comes after it. The whole update must fit in
+    MaximumExecutionTimeoutInSeconds, which "should be larger than the total waiting time
+    specified in TerminationWaitInSeconds and WaitIntervalInSeconds" (API reference,
+    BlueGreenUpdatePolicy). An update whose limit ends before the fallback pool's instances can
+    start rolls back exactly when the fallback was needed.
+    """
+    dep = cfg.deployment
+    shift = dep.traffic_shift
+    waits = shift.shift_steps * shift.wait_interval_seconds + dep.termination_wait_seconds
+    errors = []
+    for vname in VARIANT_NAMES:
+        timeout = cfg.variants[vname].provision_timeout_seconds
+        if timeout is None:
+            continue
+        needed = timeout + dep.startup_health_check_timeout_seconds + waits
+        if needed > dep.max_execution_timeout_seconds:
+            errors.append(
+                f"variants.{vname}.provision_timeout_seconds: {timeout} s of capacity search + "
+                f"deployment.startup_health_check_timeout_seconds "
+                f"{dep.startup_health_check_timeout_seconds} + the traffic shift and termination "
+                f"wait ({waits} s) = {needed} s exceed deployment.max_execution_timeout_seconds "
+                f"({dep.max_execution_timeout_seconds}): a blue/green update that must fall back "
+                "to another pool would time out and roll back"
+            )
+    return errors
+
+
+def routing_errors(cfg: DeploymentConfig) -> list[str]:
+    """Each PREFIX_AWARE routing (variants.<name>.routing) the engine would defeat.
+
+    - ``prefix_length_bytes`` below :func:`stacks.config.deployment.prefix_floor_bytes`: every
+      request starts with the same system prompt, so a prefix that ends inside it (or before
+      the conversation's first turn) is the same for everyone, and SageMaker sends every request
+      to one instance until ConcurrencyThreshold spills it (PrefixAwareRoutingConfig: "cover
+      shared content (such as system prompts) plus enough unique content to distribute
+      workloads across instances").
+    - ``concurrency_threshold`` above what one instance runs at once (the plan's figure:
+      engine.max_num_seqs capped by the KV cache at the typical request length,
+      stacks.capacity.estimate): the prefix-selected instance then queues requests inside vLLM
+      before any goes to an idle instance, so one instance hot-spots.
+    """
+    from stacks.capacity import CapacityError, estimate  # stacks.capacity imports this package
+
+    errors = []
+    budget = cfg.engine.context_budget
+    floor = prefix_floor_bytes(budget.system_tokens, [a.name for a in cfg.adapters])
+    for vname in VARIANT_NAMES:
+        variant = cfg.variants[vname]
+        routing = variant.routing
+        if routing is None or routing.strategy != "PREFIX_AWARE":
+            continue
+        field = f"variants.{vname}.routing"
+        prefix, threshold = routing.prefix_length_bytes, routing.concurrency_threshold
+        if prefix is not None and prefix < floor:
+            errors.append(
+                f"{field}.prefix_length_bytes: {prefix} bytes end inside the system prompt or "
+                f"before the conversation: engine.context_budget.system_tokens "
+                f"{budget.system_tokens} x {SYSTEM_PROMPT_BYTES_PER_TOKEN} bytes/token, the "
+                f"body's JSON and {FIRST_TURN_BYTES} bytes of the first user turn need {floor}; "
+                "a shorter prefix is the same for every conversation, so one instance takes "
+                "every request until the threshold (docs/routing.md)"
+            )
+        if threshold is None or cfg._known_architecture is None:
+            continue
+        for pool in variant.pools:  # every pool's instances: any may be prefix-selected
+            try:
+                pool_cfg = cfg.for_pool(pool)
+                cap = estimate(pool_cfg, pool.instance_type)
+            except (CapacityError, ValidationError):
+                continue  # the model does not fit at all: pool_errors / build_stacks report it
+            seqs = pool_cfg.engine.max_num_seqs
+            runs = min(seqs, cap.concurrency_at_typical_length)
+            if threshold > runs:
+                errors.append(
+                    f"{field}.concurrency_threshold: {threshold} exceeds what one "
+                    f"{pool.instance_type} runs at once ({runs}: engine.max_num_seqs "
+                    f"{seqs}, KV cache at the typical request "
+                    f"{cap.concurrency_at_typical_length}); the prefix-selected instance would "
+                    "queue requests before any spills to another, so one instance hot-spots"
                 )
                 break
     return errors

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -41,6 +41,14 @@ class RolloutConfig(Strict):
     #: the check that sees the last one: 29 minutes with check_interval_minutes 5
     #: (:attr:`capacity_timeout_seconds`).
     capacity_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] | None = None
+    #: Regression relative to the primary, not an absolute figure: the rollout rolls back when
+    #: the canary's ModelLatency p99 or its container's TTFT p95 exceeds this multiple of the
+    #: primary's in 3 of 5 minutes (stacks.constructs.relative_latency). Both variants see the
+    #: same traffic mix, so a slower canary is the release, not the load. None: not watched.
+    max_latency_ratio: Annotated[float, Field(gt=1, le=10)] | None = 1.5
+    #: ...counted only in minutes the canary served at least this many invocations (a p99 of a
+    #: handful of requests is noise).
+    latency_ratio_min_invocations_per_minute: Annotated[int, Field(ge=1)] = 20
 
     @field_validator("steps_percent")
     @classmethod
@@ -121,9 +129,33 @@ class NotificationConfig(Strict):
     emails: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = []
 
 
+class MetricsPath(Strict):
+    """What SageMaker itself publishes for the endpoint: the EndpointConfig's ``MetricsConfig``,
+    set explicitly (stacks.constructs.metrics_path says why each default is what it is).
+
+    The alarms, the step-scaling policies and the blue/green rollback read the container's
+    metrics as classic CloudWatch metrics (the entrypoint's EMF lines); SageMaker's detailed
+    observability would scrape the same ``/metrics`` a second time into OpenTelemetry metrics
+    that only PromQL reads, so it is off unless asked for."""
+
+    #: ``EnableDetailedObservability``: SageMaker's collector scrapes the container's /metrics
+    #: (port 8080) into CloudWatch OTel metrics (PromQL only). AWS's default is true for endpoint
+    #: configs created after 2026-06-17; off here: one metrics path.
+    detailed_observability: bool = False
+    #: ``EnableEnhancedMetrics``: per-instance (InstanceId) and per-GPU (AcceleratorId) classic
+    #: metrics in /aws/sagemaker/Endpoints and AWS/SageMaker: the dashboard's per-GPU graphs.
+    enhanced_metrics: bool = True
+    #: ``MetricPublishFrequencyInSeconds``: AWS accepts 10, 30, 60, 120, 180, 240, 300 (default
+    #: 60); with enhanced metrics it applies to invocation metrics too.
+    publish_frequency_seconds: Literal[10, 30, 60, 120, 180, 240, 300] = 60
+
+
 class MonitoringConfig(Strict):
     """Alarm thresholds and SLO targets; defaults are the alerting rules and SLOs the original
     team ran in production."""
+
+    #: SageMaker's own metrics for the endpoint (MetricsConfig).
+    metrics_path: MetricsPath = MetricsPath()
 
     ttft_p95_ms: Annotated[float, Field(gt=0)] = 500
     queue_depth_critical: Annotated[float, Field(gt=0)] = 80

@@ -17,6 +17,7 @@ from constructs import Construct
 from container.serving import metrics_contract as mc
 from stacks.config import VARIANT_NAMES, VariantName
 from stacks.constructs.endpoint_ref import EndpointRef
+from stacks.constructs.metrics_path import per_gpu_search
 
 # (title, metric, statistic, unit label); one line per variant.
 PER_VARIANT_GRAPHS: tuple[tuple[str, str, str, str], ...] = (
@@ -34,6 +35,12 @@ PER_VARIANT_GRAPHS: tuple[tuple[str, str, str, str], ...] = (
     ("Instances per variant (reporting CPUUtilization)", "CPUUtilization", "SampleCount", "n"),
 )
 LATENCY_PERCENTILES = ("p50", "p90", "p99")
+#: SageMaker's GPU metrics per GPU (enhanced metrics' AcceleratorId dimension): memory and
+#: utilisation of each GPU, where the per-variant sums above hide one GPU near its limit.
+PER_GPU_GRAPHS: tuple[tuple[str, str], ...] = (
+    ("GPU memory utilisation", "GPUMemoryUtilization"),
+    ("GPU utilisation", "GPUUtilization"),
+)
 
 
 class ServingDashboard(Construct):
@@ -47,7 +54,11 @@ class ServingDashboard(Construct):
         endpoint: EndpointRef,
         adapter_names: Sequence[str],
         alarms: Sequence[cloudwatch.IAlarm],
+        per_gpu_period_seconds: int | None = None,
     ) -> None:
+        """``per_gpu_period_seconds``: with SageMaker's enhanced metrics on (their publish
+        frequency), one graph per variant and GPU metric with a line per GPU
+        (stacks.constructs.metrics_path); None: the per-variant sums only."""
         super().__init__(scope, construct_id)
 
         def metric(
@@ -75,6 +86,26 @@ class ServingDashboard(Construct):
                     width=12,
                 )
             )
+        if per_gpu_period_seconds is not None:
+            for title, metric_name in PER_GPU_GRAPHS:
+                for v in VARIANT_NAMES:
+                    self.widgets.append(
+                        cloudwatch.GraphWidget(
+                            title=f"{title}, per GPU: {v} (%)",
+                            left=[
+                                cloudwatch.SearchExpression(
+                                    expression=per_gpu_search(
+                                        endpoint.endpoint_name,
+                                        v,
+                                        metric_name,
+                                        max(60, per_gpu_period_seconds),
+                                    ),
+                                    label="",
+                                )
+                            ],
+                            width=12,
+                        )
+                    )
         for adapter_metric, stat in ((mc.ADAPTER_LATENCY_P95.name, "Average"),
                                      (mc.ADAPTER_REQUESTS.name, "Sum")):  # fmt: skip
             self.widgets.append(

@@ -7,6 +7,7 @@ moves to it through the blue/green DeploymentConfig, rolling back if a rollback 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from aws_cdk import ArnFormat, Stack
@@ -26,11 +27,15 @@ from stacks.config import (
     DeploymentConfig,
     DeploymentPolicy,
     EngineConfig,
+    MetricsPath,
+    RoutingConfig,
     TrafficShift,
+    VariantConfig,
     VariantName,
     VariantProperty,
     Variants,
 )
+from stacks.constructs.metrics_path import metrics_config
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 
 
@@ -50,6 +55,23 @@ def container_environment(cfg: DeploymentConfig, variant: VariantName) -> dict[s
         "VARIANT_NAME": variant,
         "SERVING_DEVICE": "gpu",
     }
+
+
+def pool_environments(cfg: DeploymentConfig, variant: VariantName) -> dict[str, dict[str, str]]:
+    """``{instance type: environment}`` of ``variant``'s instance pools whose container differs
+    from the variant's (their ``engine`` settings): each runs its own Model."""
+    base = container_environment(cfg, variant)
+    out = {}
+    for pool in cfg.variants[variant].pools:
+        env = container_environment(cfg.for_pool(pool), variant)
+        if env != base:
+            out[pool.instance_type] = env
+    return out
+
+
+def _type_id(instance_type: str) -> str:
+    """``ml.g6.xlarge`` -> ``MlG6Xlarge``: a construct id part."""
+    return "".join(part.capitalize() for part in re.split(r"[^a-zA-Z0-9]", instance_type))
 
 
 def engine_environment(engine: EngineConfig) -> dict[str, str]:
@@ -75,12 +97,36 @@ def _traffic_routing(shift: TrafficShift) -> sagemaker.CfnEndpoint.TrafficRoutin
     )
 
 
+def _routing(
+    routing: RoutingConfig | None,
+) -> sagemaker.CfnEndpointConfig.RoutingConfigProperty | None:
+    """The variant's RoutingConfig; none without a ``routing`` section (SageMaker's default,
+    random). PrefixAwareRoutingConfig only with PREFIX_AWARE, as the API asks (RoutingConfig
+    in stacks.config checks that and the ranges; the loader checks them against the engine)."""
+    if routing is None:
+        return None
+    prefix = (
+        sagemaker.CfnEndpointConfig.PrefixAwareRoutingConfigProperty(
+            prefix_length=routing.prefix_length_bytes,
+            concurrency_threshold=routing.concurrency_threshold,
+        )
+        if routing.strategy == "PREFIX_AWARE"
+        else None
+    )
+    return sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+        routing_strategy=routing.strategy, prefix_aware_routing_config=prefix
+    )
+
+
 class ServingEndpoint(Construct):
     """Models, EndpointConfig and Endpoint; exposes ``endpoint``, ``role``, ``models``.
 
     ``variants`` and ``deployment`` are the config's sections of those names; ``environments``
     and ``image_uris`` give each variant's container (:func:`container_environment`);
     ``resets`` is what a deploy resets on purpose (``stacks.update_semantics.reset_properties``).
+    ``pool_environments`` gives, per variant and instance type, the container of each instance
+    pool whose engine differs from the variant's (:func:`pool_environments`): each gets its own
+    Model, named in the pool's ModelNameOverride; ``models`` holds them as ``variant@type``.
     """
 
     def __init__(
@@ -96,6 +142,8 @@ class ServingEndpoint(Construct):
         resets: Sequence[VariantProperty],
         rollback_alarms: Sequence[cloudwatch.IAlarm],
         volume_key: kms.IKey,
+        metrics_path: MetricsPath | None = None,
+        pool_environments: Mapping[VariantName, Mapping[str, Mapping[str, str]]] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -183,8 +231,18 @@ class ServingEndpoint(Construct):
                 ),
             )
             self.models[variant] = model
+            for itype, env in (pool_environments or {}).get(variant, {}).items():
+                self.models[f"{variant}@{itype}"] = sagemaker.CfnModel(
+                    self,
+                    f"{variant.capitalize()}Model{_type_id(itype)}",
+                    execution_role_arn=self.role.role_arn,
+                    enable_network_isolation=True,
+                    primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+                        image=image_uris[variant], environment=dict(env)
+                    ),
+                )
 
-        instance_types = {variants[v].instance_type for v in VARIANT_NAMES}
+        instance_types = {t for v in VARIANT_NAMES for t in variants[v].pool_types}
         # SageMaker refuses KmsKeyId when any variant has Nitro instance storage (hardware
         # encrypted); every GPU type in the catalog has it, so the key applies only otherwise.
         needs_kms = not any(INSTANCE_CATALOG[t].local_nvme for t in instance_types)
@@ -192,6 +250,8 @@ class ServingEndpoint(Construct):
             self,
             "EndpointConfig",
             kms_key_id=volume_key.key_arn if needs_kms else None,
+            # set explicitly, never AWS's date-dependent default (stacks.constructs.metrics_path)
+            metrics_config=metrics_config(metrics_path or MetricsPath()),
             production_variants=[self._variant(variants, deployment, v) for v in VARIANT_NAMES],
         )
         self.kms_on_volume = needs_kms
@@ -277,6 +337,25 @@ class ServingEndpoint(Construct):
             iam.PolicyStatement(actions=["logs:CreateLogGroup"], resources=[log_group_arn])
         )
 
+    def _pools(
+        self, v: VariantConfig, variant: VariantName
+    ) -> list[sagemaker.CfnEndpointConfig.InstancePoolProperty] | None:
+        """InstancePools by priority; a pool with its own Model names it in ModelNameOverride
+        ("The name of a SageMaker model to use for this instance pool instead of the model
+        specified for the production variant": API reference, InstancePool)."""
+        if not v.instance_pools:
+            return None
+        return [
+            sagemaker.CfnEndpointConfig.InstancePoolProperty(
+                instance_type=p.instance_type,
+                priority=p.priority,
+                model_name_override=own.attr_model_name
+                if (own := self.models.get(f"{variant}@{p.instance_type}"))
+                else None,
+            )
+            for p in v.pools
+        ]
+
     def _variant(
         self, variants: Variants, deployment: DeploymentPolicy, variant: VariantName
     ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
@@ -284,11 +363,17 @@ class ServingEndpoint(Construct):
         return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=variant,
             model_name=self.models[variant].attr_model_name,
-            instance_type=v.instance_type,
+            # InstancePools replaces InstanceType (developer guide, "Deploy to multiple instance
+            # types with instance pools": "you replace the InstanceType parameter ... with an
+            # InstancePools list")
+            instance_type=None if v.instance_pools else v.instance_type,
+            instance_pools=self._pools(v, variant),
+            variant_instance_provision_timeout_in_seconds=v.provision_timeout_seconds,
             initial_instance_count=v.initial_instance_count,
             initial_variant_weight=v.initial_weight,
             container_startup_health_check_timeout_in_seconds=(
                 deployment.startup_health_check_timeout_seconds
             ),
             volume_size_in_gb=v.volume_size_gb,
+            routing_config=_routing(v.routing),
         )

@@ -131,6 +131,9 @@ class Monitoring(Construct):
             endpoint=endpoint,
             adapter_names=adapter_names,
             alarms=[*rollback_alarms.all, *self.alarms.values()],
+            per_gpu_period_seconds=thresholds.metrics_path.publish_frequency_seconds
+            if thresholds.metrics_path.enhanced_metrics
+            else None,
         )
 
     def _alarm(

@@ -223,3 +223,17 @@ def test_the_build_refuses_a_release_of_another_version(tmp_path: Path) -> None:
     subprocess.run([*engine(), "rmi", f"{IMAGE}-other"], capture_output=True)
     assert done.returncode != 0
     assert f"manifest is version '{version}', not '{other}'" in done.stdout + done.stderr
+
+
+def test_the_committed_image_size_is_what_this_build_measures() -> None:
+    """stacks.scale_out_time sizes the GPU image from docs/measurements/image_size.json (the
+    product's layers above the base); a Dockerfile change that moves them by more than a quarter
+    must re-record it (`make image-size`), or the plan's pull time would be stale."""
+    from tools.image_size import OUT, measure
+
+    committed = json.loads(OUT.read_text())
+    now = measure(engine(), IMAGE, committed["base"])
+    code_now = now["product_bytes"] - now["model_layer_bytes"]
+    code_then = committed["product_bytes"] - committed["model_layer_bytes"]
+    assert now["model_layer_bytes"] > 0
+    assert 0.75 * code_then <= code_now <= 1.25 * code_then, (code_now, code_then)

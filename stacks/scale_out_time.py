@@ -1,0 +1,200 @@
+"""When a new instance serves, from its sources: AWS's published scale-out times and the size of
+the image this product really builds.
+
+AWS's container-caching post (AWS Machine Learning blog, "Introducing container caching in
+Amazon SageMaker AI for faster model scaling", 2026-06-16; FACTS.md) publishes end-to-end
+scale-out P50s (launch of a new instance to the endpoint serving on it) for three customers, with
+and without the image cached, and the image and model sizes behind each:
+
+========================  ==========  ==========  ===========  ==========
+instance                  image       model (S3)  P50 no cache  P50 cached
+========================  ==========  ==========  ===========  ==========
+ml.g5.xlarge              10.6 GB     6.5 GB      346 s        216 s
+ml.g5.2xlarge             17.5 GB     5.8 GB      346 s        164 s
+ml.g4dn.xlarge            15.7 GB     0           381 s        134 s
+========================  ==========  ==========  ===========  ==========
+
+Caching "removes the container image pull" and is automatic on accelerator instance types; a
+missing cache falls back to pulling from ECR. So for one instance type the difference between the
+two P50s is what pulling that image costs: on ml.g5.xlarge 130 s for 10.6 GB, 12.3 s per GB.
+
+This product bakes the weights and adapters into the image (no S3 download at start), so
+
+- **cached** (a scale-out of a tag the variant already runs): the instance type's cached P50.
+  It includes the customer's 6.5 GB model download from S3, which this image does not do: kept,
+  a margin, not subtracted;
+- **not cached** (the first instances of a new tag, or the cache unavailable): the cached P50 plus
+  this image's compressed size at the instance type's seconds per GB.
+
+The image's size: the GPU base (``vllm/vllm-openai``, assumed at :data:`GPU_BASE_GB`: its size is
+not measurable without pulling it) + the product's own layers as measured on the tiny CPU image
+that ``make test-image`` builds (``make image-size`` writes docs/measurements/image_size.json;
+``tests/image`` holds the committed figure to the built image) less that image's tiny model +
+the config's weights and adapters (stacks.capacity: AWQ int4 weights do not compress).
+
+Instance types without a published figure take ml.g5.xlarge's, and the plan says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from stacks.capacity import lora_bytes, weight_bytes
+from stacks.config import DeploymentConfig, VariantName
+
+GB = 1e9
+MEASUREMENT = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "image_size.json"
+
+#: (image GB, model GB, P50 without caching s, P50 with caching s) per instance type, from AWS's
+#: container-caching post (module docstring).
+PUBLISHED_P50: dict[str, tuple[float, float, float, float]] = {
+    "ml.g5.xlarge": (10.6, 6.5, 346.0, 216.0),
+    "ml.g5.2xlarge": (17.5, 5.8, 346.0, 164.0),
+    "ml.g4dn.xlarge": (15.7, 0.0, 381.0, 134.0),
+}
+#: The instance type whose figures stand in for types AWS published none for.
+FALLBACK_TYPE = "ml.g5.xlarge"
+#: Compressed size of the GPU base image, assumed: the smallest vLLM-class GPU image with a
+#: published size in AWS's post (customer 3's, on ml.g5.xlarge; the SageMaker LMI vLLM image
+#: there is 17.7 GB). Replace it with ``docker manifest inspect``'s sum for the pinned base.
+GPU_BASE_GB = 10.6
+GPU_BASE_SOURCE = (
+    "assumed: the smallest vLLM-class GPU image in AWS's container-caching post "
+    "(10.6 GB; the LMI vLLM image there is 17.7 GB)"
+)
+
+
+@dataclass(frozen=True)
+class Term:
+    name: str
+    value: float
+    unit: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ScaleOutTime:
+    """Seconds from an instance's launch to serving, for one variant's instance type."""
+
+    instance_type: str
+    image_gb: float
+    cached_seconds: float
+    uncached_seconds: float
+    terms: tuple[Term, ...]
+
+
+def measured_layers(path: Path = MEASUREMENT) -> dict[str, float]:
+    """The product's layers as ``make image-size`` measured them on the tiny image."""
+    data = json.loads(path.read_text())
+    return {
+        "product_bytes": float(data["product_bytes"]),
+        "model_layer_bytes": float(data["model_layer_bytes"]),
+    }
+
+
+def image_terms(cfg: DeploymentConfig) -> tuple[float, tuple[Term, ...]]:
+    """The serving image's compressed size in GB and its terms."""
+    layers = measured_layers()
+    code_gb = (layers["product_bytes"] - layers["model_layer_bytes"]) / GB
+    weights_gb = weight_bytes(cfg.architecture, cfg.model.quantization) / GB
+    rank = cfg.engine.max_lora_rank
+    adapters_gb = lora_bytes(cfg.architecture, rank, len(cfg.adapters)) / GB if cfg.adapters else 0
+    terms = (
+        Term("GPU base image", GPU_BASE_GB, "GB", GPU_BASE_SOURCE),
+        Term(
+            "product layers",
+            round(code_gb, 3),
+            "GB",
+            f"measured on the tiny image (make image-size: {MEASUREMENT.name}), its tiny model "
+            "excluded",
+        ),
+        Term(
+            "weights",
+            round(weights_gb, 2),
+            "GB",
+            f"computed: {cfg.model.quantization} weights from the architecture (stacks.capacity)",
+        ),
+        Term(
+            "adapters",
+            round(adapters_gb, 2),
+            "GB",
+            f"computed: {len(cfg.adapters)} x rank {rank} on 7 projections, fp16",
+        ),
+    )
+    return round(sum(t.value for t in terms), 2), terms
+
+
+def time_to_serve(cfg: DeploymentConfig, variant: VariantName) -> ScaleOutTime:
+    """Launch to serving for ``variant``'s instance type and this product's image."""
+    itype = cfg.variants[variant].instance_type
+    known = itype in PUBLISHED_P50
+    img_pub, model_pub, uncached_pub, cached_pub = PUBLISHED_P50[itype if known else FALLBACK_TYPE]
+    per_gb = (uncached_pub - cached_pub) / img_pub
+    image_gb, image = image_terms(cfg)
+    where = itype if known else f"{FALLBACK_TYPE}'s (AWS published none for {itype})"
+    terms = (
+        *image,
+        Term(
+            "launch to serving, image cached",
+            cached_pub,
+            "s",
+            f"AWS P50 on {where}: {img_pub:g} GB image, {model_pub:g} GB model from S3 "
+            "(this image downloads none: kept as margin)",
+        ),
+        Term(
+            "image pull",
+            round(per_gb, 1),
+            "s/GB",
+            f"AWS P50s on {where}: {uncached_pub:g} s without the cache - {cached_pub:g} s with "
+            f"it, over its {img_pub:g} GB image",
+        ),
+    )
+    return ScaleOutTime(
+        instance_type=itype,
+        image_gb=image_gb,
+        cached_seconds=cached_pub,
+        uncached_seconds=round(cached_pub + image_gb * per_gb),
+        terms=terms,
+    )
+
+
+def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, object]:
+    """The plan's scale-out figures for ``variant``; the simulator's scale-outs use
+    ``cached_seconds`` (simulator.assumptions), and deploys and the canary controller's waits
+    keep their per-start bound (stacks.update_semantics.ASSUMED_READY_SECONDS), which must not
+    be below ``uncached_seconds``."""
+    from stacks.update_semantics import ASSUMED_READY_SECONDS
+
+    t = time_to_serve(cfg, variant)
+    return {
+        "instance_type": t.instance_type,
+        "image_gb": t.image_gb,
+        "cached_seconds": t.cached_seconds,
+        "uncached_seconds": t.uncached_seconds,
+        "deploy_bound_seconds": ASSUMED_READY_SECONDS,
+        "terms": [t.__dict__ for t in t.terms],
+    }
+
+
+def render_scale_out(s: dict[str, object]) -> list[str]:
+    terms = {t["name"]: t for t in s["terms"]}  # type: ignore[attr-defined]
+    image = " + ".join(
+        f"{terms[n]['value']:g} {n}" for n in ("GPU base image", "product layers", "weights",
+                                               "adapters")
+    )  # fmt: skip
+    lines = [
+        f"          scale-out: a new instance serves {s['cached_seconds']:g} s after launch with "
+        f"the image cached (SageMaker's container caching: the simulator's figure), "
+        f"{s['uncached_seconds']:g} s for a tag not yet cached ({s['image_gb']:g} GB image = "
+        f"{image} GB; {terms['image pull']['value']:g} s/GB)",
+        *(f"            - {n}: {t['source']}" for n, t in terms.items()),
+    ]
+    if float(s["uncached_seconds"]) > float(s["deploy_bound_seconds"]):  # type: ignore[arg-type]
+        lines.append(
+            f"          WARNING: a start of a new tag ({s['uncached_seconds']:g} s) exceeds the "
+            f"{s['deploy_bound_seconds']:g} s per start that deploy times and the canary "
+            "controller's waits assume (stacks.update_semantics.ASSUMED_READY_SECONDS)"
+        )
+    return lines

@@ -1,0 +1,77 @@
+"""Scale-out time from its sources (issue 21 item 4): AWS's published P50s with and without the
+image cached, the image the product builds (measured layers + the config's weights), one figure
+for the plan and the simulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.assumptions import Assumptions
+from stacks.capacity import weight_bytes
+from stacks.plan import build_plan, render_plan
+from stacks.scale_out_time import GPU_BASE_GB, PUBLISHED_P50, measured_layers, time_to_serve
+from stacks.update_semantics import ASSUMED_READY_SECONDS
+from tests.infra.conftest import parse
+
+
+def test_prod_serves_after_awss_cached_p50_and_pays_the_pull_for_a_new_tag(prod_cfg) -> None:
+    t = time_to_serve(prod_cfg, "primary")
+    image_gb, _model_gb, uncached, cached = PUBLISHED_P50["ml.g5.xlarge"]
+    assert t.cached_seconds == cached == 216
+    per_gb = (uncached - cached) / image_gb  # 130 s over 10.6 GB
+    assert t.uncached_seconds == round(cached + t.image_gb * per_gb)
+    # the image: the assumed GPU base + measured product layers + the AWQ weights + adapters
+    layers = measured_layers()
+    code_gb = (layers["product_bytes"] - layers["model_layer_bytes"]) / 1e9
+    weights_gb = weight_bytes(prod_cfg.architecture, prod_cfg.model.quantization) / 1e9
+    assert t.image_gb == pytest.approx(GPU_BASE_GB + code_gb + weights_gb, abs=0.3)
+    assert 5 < weights_gb < 6.5  # int4 8B, not 16 GB of bf16
+    # deploy times and the controller's waits assume a bound above the new tag's P50
+    assert cached < t.uncached_seconds <= ASSUMED_READY_SECONDS
+
+
+def test_the_plan_prints_each_term_with_its_source(prod_cfg) -> None:
+    text = render_plan(build_plan(prod_cfg, {}))
+    t = time_to_serve(prod_cfg, "primary")
+    assert (
+        f"scale-out: a new instance serves 216 s after launch with the image cached "
+        f"(SageMaker's container caching: the simulator's figure), {t.uncached_seconds} s for a "
+        "tag not yet cached"
+    ) in text
+    for term in t.terms:
+        assert f"- {term.name}: {term.source}" in text
+    assert "exceeds the 465 s per start" not in text
+
+
+def test_a_type_aws_published_nothing_for_borrows_g5_xlarge_and_says_so(mutate) -> None:
+    cfg = parse(mutate("variants.canary.instance_type", "ml.g6.xlarge"))
+    t = time_to_serve(cfg, "canary")
+    assert t.cached_seconds == 216
+    assert any("AWS published none for ml.g6.xlarge" in term.source for term in t.terms)
+
+
+def test_a_bf16_image_of_16_gb_of_weights_exceeds_the_deploy_bound_and_the_plan_warns(
+    mutate,
+) -> None:
+    raw = mutate("variants.primary.instance_type", "ml.g6e.xlarge")
+    raw["model"]["quantization"] = "none"
+    raw["variants"]["canary"]["instance_type"] = "ml.g6e.xlarge"
+    cfg = parse(raw)
+    t = time_to_serve(cfg, "primary")
+    assert t.image_gb > 25 and t.uncached_seconds > ASSUMED_READY_SECONDS
+    text = render_plan(build_plan(cfg, {}))
+    assert f"WARNING: a start of a new tag ({t.uncached_seconds} s) exceeds the 465 s" in text
+
+
+def test_the_simulator_scales_out_with_the_plans_figure_and_deploys_with_the_bound(
+    prod_cfg,
+) -> None:
+    a = Assumptions()
+    assert (
+        a.scale_out_seconds(prod_cfg, "primary")
+        == time_to_serve(prod_cfg, "primary").cached_seconds
+    )
+    assert a.new_tag_seconds == ASSUMED_READY_SECONDS
+    # an explicit what-if applies to every new instance, as before
+    what_if = Assumptions(provision_seconds=300, startup_seconds=75)
+    assert what_if.scale_out_seconds(prod_cfg, "primary") == what_if.new_tag_seconds == 375
