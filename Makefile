@@ -112,7 +112,7 @@ deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live 
 # build needs a published release, which needs this stack, so it goes first on a new account.
 deploy-model-release: venv node_modules/.stamp preflight ## deploy | create or update only the model release stack (bucket, job role): first on a new account
 	npx cdk deploy $$($(PY) -m tools.model_release stack --env $(ENV)) --app "$(PY) app.py" \
-		-c env=$(ENV) --output $(OUT) --require-approval never
+		-c env=$(ENV) --output $(OUT) --require-approval never --import-existing-resources
 
 # The role GitHub Actions assumes through OIDC to release ENV, and the account's GitHub OIDC provider
 # (DeployAccessStack, config deploy_access; docs/release-from-ci.md). IAM changes by a person: the

@@ -33,7 +33,10 @@ class ModelReleaseStack(Stack):
             self,
             "ModelArtifacts",
             name_prefix=name_prefix,
-            bucket_name=artifact_bucket_name(cfg, Aws.ACCOUNT_ID),
+            # The account as a literal when the config names it: a static name is what lets
+            # `cdk deploy --import-existing-resources` adopt the retained bucket after the stack
+            # was deleted (CloudFormation imports no resource whose name uses Ref or Fn::*).
+            bucket_name=artifact_bucket_name(cfg, cfg.account or Aws.ACCOUNT_ID),
             prefix=prep.artifact_prefix,
         )
         self.job = PreparationJobRole(

@@ -417,7 +417,20 @@ def cdk_deploy_command(cfg: DeploymentConfig, options: DeployOptions, out: Path)
         str(out),
         "--require-approval",
         "never",
+        # A named resource kept by RetainExceptOnCreate outlives its stack (a deleted and
+        # re-created stack) and SageMaker itself creates /aws/sagemaker/Endpoints/<name> once an
+        # endpoint has run: a plain create would fail with "already exists". CloudFormation
+        # imports such a resource instead when it has a static custom name in the template, a
+        # DeletionPolicy of Retain or RetainExceptOnCreate, belongs to no other stack and its type
+        # supports import (CloudFormation user guide, "Import AWS resources into a CloudFormation
+        # stack automatically"; CDK CLI `cdk deploy --import-existing-resources`). AWS recommends
+        # drift detection on imported resources afterwards (docs/day2-deploys.md).
+        IMPORT_EXISTING,
     ]
+
+
+#: cdk deploy's flag for CloudFormation's automatic import of existing named resources.
+IMPORT_EXISTING = "--import-existing-resources"
 
 
 def execute(
