@@ -193,6 +193,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from simulator.report import table
 
         print(table(res, base), end="\n\n")
+    for variant in ("primary", "canary"):
+        print(f"scale-out ({variant}): {_scale_out_source(cfg, variant, a)}")
     summary["wall_seconds"] = round(time.perf_counter() - started, 2)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     print(f"wrote {len(traces)} trace(s) to {out}/ in {summary['wall_seconds']} s")

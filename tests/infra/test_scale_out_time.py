@@ -75,3 +75,18 @@ def test_the_simulator_scales_out_with_the_plans_figure_and_deploys_with_the_bou
     # an explicit what-if applies to every new instance, as before
     what_if = Assumptions(provision_seconds=300, startup_seconds=75)
     assert what_if.scale_out_seconds(prod_cfg, "primary") == what_if.new_tag_seconds == 375
+
+
+def test_make_simulate_prints_the_scale_out_figure_it_uses(prod_cfg, tmp_path, capsys) -> None:
+    from simulator.cli import main
+
+    rc = main(["run", "--env", "prod", "--trace", "off-peak-night", "--no-charts",
+               "--out", str(tmp_path)])  # fmt: skip
+    out = capsys.readouterr().out
+    t = time_to_serve(prod_cfg, "primary")
+    assert rc == 0
+    assert (
+        f"scale-out (primary): a scale-out serves {t.cached_seconds:g} s after the decision "
+        f"(AWS's P50 with the image cached, stacks/scale_out_time.py; {t.uncached_seconds:g} s "
+        "uncached"
+    ) in out
