@@ -104,9 +104,9 @@ def render_deploy(d: dict[str, Any]) -> list[str]:
     price = ", ".join(f"{t} ${p:,.0f}/month" for t, p in g["monthly_per_instance_usd"].items())
     quota = ", ".join(f"{n} x {t}" for t, n in d["instance_quota_needed"].items())
     return [
-        f"  deploy  blue/green, ~{d['minutes']} min (instances serve {d['assumed_ready_seconds']:g}"
-        f" s after launch, assumed); autoscaling blocked throughout (make deploy raises counts "
-        "first)",
+        f"  deploy  blue/green, ~{d['minutes']} min (a new tag's instances serve within "
+        f"{d['assumed_ready_seconds']:g} s of launch: a bound above the scale-out line's uncached "
+        "P50); autoscaling blocked throughout (make deploy raises counts first)",
         f"          keeps {', '.join(d['keeps']) or 'nothing'}; resets "
         f"{', '.join(d['resets']) or 'nothing'} (deployment.reset_on_update, RESET= per deploy)",
         f"          at initial counts: {fleet(d['at_initial_counts'])}",
