@@ -36,6 +36,7 @@ from simulator.capacity import InstanceModel, admit, instance_model
 from simulator.scenario_deploy import jp_evening
 from simulator.traces import JST, Trace
 from stacks.config import DeploymentConfig
+from stacks.scale_out_time import ICE_SECONDS
 from stacks.scaling_target import concurrency_target
 
 NAME = "pool-fallback"
@@ -46,9 +47,6 @@ ICE_FROM = datetime(2026, 12, 1, 16, 0, tzinfo=JST)
 FACTOR = 0.7
 #: The what-if fallback for a config whose primary has no instance pools: same 24 GB class.
 WHAT_IF_FALLBACK = "ml.g6.xlarge"
-#: Seconds SageMaker spends on a pool before its insufficient capacity error moves it on (AWS
-#: publishes no figure; an assumption, printed with the result).
-ICE_SECONDS = 60.0
 
 
 def pooled_config(cfg: DeploymentConfig) -> DeploymentConfig:

@@ -54,6 +54,10 @@ PUBLISHED_P50: dict[str, tuple[float, float, float, float]] = {
     "ml.g5.2xlarge": (17.5, 5.8, 346.0, 164.0),
     "ml.g4dn.xlarge": (15.7, 0.0, 381.0, 134.0),
 }
+#: Seconds SageMaker spends on an instance pool before its insufficient-capacity error moves a
+#: scale-out on to the next pool: AWS publishes no figure, an assumption (the plan and the
+#: simulator's pool-fallback scenario print it).
+ICE_SECONDS = 60.0
 #: The instance type whose figures stand in for types AWS published none for.
 FALLBACK_TYPE = "ml.g5.xlarge"
 #: Compressed size of the GPU base image, assumed: the smallest vLLM-class GPU image with a
@@ -126,9 +130,12 @@ def image_terms(cfg: DeploymentConfig) -> tuple[float, tuple[Term, ...]]:
     return round(sum(t.value for t in terms), 2), terms
 
 
-def time_to_serve(cfg: DeploymentConfig, variant: VariantName) -> ScaleOutTime:
-    """Launch to serving for ``variant``'s instance type and this product's image."""
-    itype = cfg.variants[variant].instance_type
+def time_to_serve(
+    cfg: DeploymentConfig, variant: VariantName, instance_type: str | None = None
+) -> ScaleOutTime:
+    """Launch to serving for ``variant``'s instance type (or ``instance_type``, one of its
+    pools) and this product's image."""
+    itype = instance_type or cfg.variants[variant].instance_type
     known = itype in PUBLISHED_P50
     img_pub, model_pub, uncached_pub, cached_pub = PUBLISHED_P50[itype if known else FALLBACK_TYPE]
     per_gb = (uncached_pub - cached_pub) / img_pub
@@ -168,8 +175,20 @@ def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, 
     from stacks.update_semantics import ASSUMED_READY_SECONDS
 
     t = time_to_serve(cfg, variant)
+    pools = cfg.variants[variant].pools
+    fallbacks = [
+        {
+            "priority": pool.priority,
+            "instance_type": pool.instance_type,
+            "cached_seconds": time_to_serve(cfg, variant, pool.instance_type).cached_seconds
+            + (pool.priority - 1) * ICE_SECONDS,
+            "published": pool.instance_type in PUBLISHED_P50,
+        }
+        for pool in pools[1:]
+    ]
     return {
         "instance_type": t.instance_type,
+        "fallbacks": fallbacks,
         "image_gb": t.image_gb,
         "cached_seconds": t.cached_seconds,
         "uncached_seconds": t.uncached_seconds,
@@ -191,6 +210,13 @@ def render_scale_out(s: dict[str, object]) -> list[str]:
         f"{image} GB; {terms['image pull']['value']:g} s/GB)",
         *(f"            - {n}: {t['source']}" for n, t in terms.items()),
     ]
+    for f in s.get("fallbacks") or []:  # type: ignore[attr-defined]
+        lines.append(
+            f"            - a scale-out that falls back to pool {f['priority']} "
+            f"({f['instance_type']}) serves {f['cached_seconds']:g} s after launch, cached: "
+            f"{ICE_SECONDS:g} s per pool passed over (assumed: AWS publishes no figure)"
+            + ("" if f["published"] else f"; {FALLBACK_TYPE}'s P50 (none for this type)")
+        )
     if float(s["uncached_seconds"]) > float(s["deploy_bound_seconds"]):  # type: ignore[arg-type]
         lines.append(
             f"          WARNING: a start of a new tag ({s['uncached_seconds']:g} s) exceeds the "

@@ -11,6 +11,7 @@ from stacks.capacity import weight_bytes
 from stacks.plan import build_plan, render_plan
 from stacks.scale_out_time import GPU_BASE_GB, PUBLISHED_P50, measured_layers, time_to_serve
 from stacks.update_semantics import ASSUMED_READY_SECONDS
+from tests.infra.conftest import REPO_ROOT as REPO
 from tests.infra.conftest import parse
 
 
@@ -90,3 +91,17 @@ def test_make_simulate_prints_the_scale_out_figure_it_uses(prod_cfg, tmp_path, c
         f"(AWS's P50 with the image cached, stacks/scale_out_time.py; {t.uncached_seconds:g} s "
         "uncached"
     ) in out
+
+
+def test_a_pool_variant_prints_when_a_fallback_pool_serves() -> None:
+    from stacks.config import load_config
+    from stacks.scale_out_time import ICE_SECONDS
+
+    cfg = load_config(REPO / "config" / "examples" / "prod-pools.yaml", env="prod")
+    text = render_plan(build_plan(cfg, {}))
+    served = time_to_serve(cfg, "primary", "ml.g6.xlarge").cached_seconds + ICE_SECONDS
+    assert (
+        f"a scale-out that falls back to pool 2 (ml.g6.xlarge) serves {served:g} s after launch, "
+        f"cached: {ICE_SECONDS:g} s per pool passed over (assumed: AWS publishes no figure); "
+        "ml.g5.xlarge's P50 (none for this type)"
+    ) in text
