@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from stacks.capacity import lora_bytes, weight_bytes
 from stacks.config import DeploymentConfig, VariantName
+from stacks.update_semantics import ASSUMED_READY_SECONDS
 
 GB = 1e9
 MEASUREMENT = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "image_size.json"
@@ -89,8 +91,10 @@ class ScaleOutTime:
     terms: tuple[Term, ...]
 
 
+@lru_cache(maxsize=4)
 def measured_layers(path: Path = MEASUREMENT) -> dict[str, float]:
-    """The product's layers as ``make image-size`` measured them on the tiny image."""
+    """The product's layers as ``make image-size`` measured them on the tiny image (read once:
+    the plan and the simulator ask per variant and per pool)."""
     data = json.loads(path.read_text())
     return {
         "product_bytes": float(data["product_bytes"]),
@@ -172,8 +176,6 @@ def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, 
     ``cached_seconds`` (simulator.assumptions), and deploys and the canary controller's waits
     keep their per-start bound (stacks.update_semantics.ASSUMED_READY_SECONDS), which must not
     be below ``uncached_seconds``."""
-    from stacks.update_semantics import ASSUMED_READY_SECONDS
-
     t = time_to_serve(cfg, variant)
     pools = cfg.variants[variant].pools
     fallbacks = [

@@ -25,16 +25,12 @@ it; the SLO's alarm stays either way.
 
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from stacks import speed_model
 from stacks.capacity import pool_capacities
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig, VariantName
-from stacks.config.model import ModelArchitecture
 
 #: Share of prompt tokens served from vLLM's prefix cache: the original team's measured ~72%
 #: (the simulator's --prefix-cache-hit-rate default). The config's system prompt
@@ -80,12 +76,6 @@ class TargetBasis:
         """SLOs allowed to bind that no concurrency meets."""
         names = {SLO_LIMITS[k][0] for k in self.binding_slos}
         return tuple(b for b in self.slo if b.slo in names and b.concurrency == 0)
-
-
-@functools.lru_cache(maxsize=256)
-def _slo_bounds(arch_json: str, quantization: str, gpu: str, **kw: Any) -> tuple[Any, ...]:
-    arch = ModelArchitecture.model_validate(json.loads(arch_json))
-    return speed_model.slo_bounds(arch, quantization, gpu, **kw)
 
 
 def typical_request(cfg: DeploymentConfig) -> dict[str, int]:
@@ -143,8 +133,8 @@ def _basis(cfg: DeploymentConfig, variant: VariantName, itype: str, kv_bound: in
     """One instance type's bounds; ``cfg`` carries the engine that type runs."""
     inst = INSTANCE_CATALOG[itype]
     mon = cfg.monitoring
-    bounds = _slo_bounds(
-        cfg.architecture.model_dump_json(),
+    bounds = speed_model.slo_bounds(
+        cfg.architecture,
         cfg.model.quantization,
         inst.gpu,
         ceiling=kv_bound,

@@ -524,6 +524,7 @@ class SloBound:
     at_ceiling: float
 
 
+@lru_cache(maxsize=1024)
 def slo_bounds(
     arch: ModelArchitecture,
     quantization: str,
