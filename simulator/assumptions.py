@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from stacks.config import DeploymentConfig, VariantName
 from stacks.scale_out_time import time_to_serve
-from stacks.scaling_target import TYPICAL_PREFIX_HIT_RATE
+from stacks.serving_speed import PLANNING_EDGE, Edge, planned_hit_rate
 from stacks.update_semantics import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
 
 
@@ -31,10 +31,15 @@ class Assumptions:
     decode_tokens_per_second: float | None = None
     #: Prefill tokens/s of the uncached prompt, with decode_tokens_per_second only (default 10,000).
     prefill_tokens_per_second: float | None = None
-    #: Share of prompt tokens served from vLLM's prefix cache (the original team measured ~72%);
-    #: the speed model takes the config's system prompt (engine.context_budget.system_tokens) as
+    #: Share of prompt tokens served from vLLM's prefix cache. None (the default): the rate the
+    #: sizing plans on (stacks.serving_speed.planned_hit_rate: the config's measured rate, else
+    #: the routing simulation's for the configured routing; the brief's ~72 % is a what-if). The
+    #: speed model takes the config's system prompt (engine.context_budget.system_tokens) as
     #: shared by every request and the rest of the hit as each conversation's own history.
-    prefix_cache_hit_rate: float = TYPICAL_PREFIX_HIT_RATE
+    prefix_cache_hit_rate: float | None = None
+    #: Which edge of the speed model's error band (stacks.serving_speed): the pessimistic one,
+    #: as the gate and the scaling target decide, unless a what-if asks for another.
+    speed_edge: Edge = PLANNING_EDGE
     #: SageMaker applies one capacity change at a time: while instances are being added the
     #: endpoint is Updating and a further change waits for it to finish.
     serialize_updates: bool = True
@@ -50,6 +55,11 @@ class Assumptions:
     slo_queue_wait_ms: float = 500.0
     #: ...or when more than this share of its requests are rejected (the error-rate SLO, < 0.1%).
     slo_error_rate: float = 0.001
+    #: Start each variant at the count target tracking would hold for the trace's first minute
+    #: (within its bounds, never below the config's initial count): a live fleet is already
+    #: scaled when a replay starts mid-traffic. False: the config's initial count, as a new
+    #: endpoint starts.
+    warm_start: bool = True
     #: Step policies (by name) to leave out: "what if I delete this policy" without a second config.
     disabled_policies: tuple[str, ...] = field(default_factory=tuple)
 
@@ -62,7 +72,8 @@ class Assumptions:
             or self.decode_tokens_per_second > 0,
             "prefill_tokens_per_second": self.prefill_tokens_per_second is None
             or (self.prefill_tokens_per_second > 0 and self.decode_tokens_per_second is not None),
-            "prefix_cache_hit_rate": 0 <= self.prefix_cache_hit_rate < 1,
+            "prefix_cache_hit_rate": self.prefix_cache_hit_rate is None
+            or 0 <= self.prefix_cache_hit_rate < 1,
             "tt_out_datapoints": self.tt_out_datapoints >= 1,
             "tt_in_datapoints": self.tt_in_datapoints >= 1,
             "tt_in_fraction": 0 < self.tt_in_fraction <= 1,
@@ -76,6 +87,12 @@ class Assumptions:
             self.tt_out_datapoint_seconds % self.tick_seconds
         ):
             raise ValueError("tt_out_datapoint_seconds must be a multiple of tick_seconds")
+
+    def hit_rate(self, cfg: DeploymentConfig) -> float:
+        """The prefix-cache hit rate this run uses for ``cfg``."""
+        if self.prefix_cache_hit_rate is not None:
+            return self.prefix_cache_hit_rate
+        return planned_hit_rate(cfg)
 
     def scale_out_seconds(self, cfg: DeploymentConfig, variant: VariantName) -> float:
         """A scale-out of the tag the variant runs: decision to serving."""

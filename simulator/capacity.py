@@ -16,6 +16,7 @@ same arithmetic for that shape (longer requests: fewer fit in the KV cache and e
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simulator.assumptions import Assumptions
@@ -23,7 +24,8 @@ from stacks import speed_model
 from stacks.capacity import Capacity, estimate, sequences_that_fit, weight_bytes
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig
-from stacks.scaling_target import cached_tokens
+from stacks.scaling_target import cached_tokens, concurrency_target
+from stacks.serving_speed import describe, efficiency
 
 #: Peak memory bandwidth of each catalog GPU (GB/s, vendor spec sheets), for the roofline check.
 GPU_BANDWIDTH_GBPS = {
@@ -75,13 +77,13 @@ class SpeedSource:
     def cached_tokens(self, prompt: int) -> tuple[int, int]:
         """(cached, shared) prompt tokens: the hit rate's share in whole blocks, of which the
         config's system prompt is common to every request."""
-        return cached_tokens(self.cfg, prompt, self.a.prefix_cache_hit_rate)
+        return cached_tokens(self.cfg, prompt, self.a.hit_rate(self.cfg))
 
     def times(self, concurrency: int, prompt: float, output: float) -> tuple[float, float]:
         a = self.a
         if a.decode_tokens_per_second is not None:
             prefill_tps = a.prefill_tokens_per_second or 10_000.0
-            prefill = prompt * (1 - a.prefix_cache_hit_rate) / prefill_tps
+            prefill = prompt * (1 - a.hit_rate(self.cfg)) / prefill_tps
             return prefill, prefill + output / a.decode_tokens_per_second
         p, o = max(1, round(prompt)), max(1, round(output))
         cached, shared = self.cached_tokens(p)
@@ -97,6 +99,7 @@ class SpeedSource:
             shared=shared,
             max_num_seqs=eng.max_num_seqs,
             max_num_batched_tokens=eng.max_num_batched_tokens,
+            eff=efficiency(self.cfg, self.gpu, a.speed_edge),
         )
         return s.ttft_p50_s, s.e2e_p50_s
 
@@ -107,7 +110,7 @@ class SpeedSource:
                 f"sequence, prefill {self.a.prefill_tokens_per_second or 10_000.0:g} tok/s "
                 "(--decode-tps/--prefill-tps)"
             )
-        return speed_model.source(self.gpu)
+        return describe(self.cfg, self.gpu, self.a.speed_edge)
 
     def shape(self, concurrency: int, prompt: float, output: float) -> RequestShape:
         ttft, e2e = self.times(concurrency, prompt, output)
@@ -222,3 +225,18 @@ def instance_model(cfg: DeploymentConfig, instance_type: str, a: Assumptions) ->
         assumptions=a,
         speed=speed,
     )
+
+
+def warm_start_count(
+    cfg: DeploymentConfig, variant: str, inst: InstanceModel, rpm: float
+) -> int:
+    """Instances target tracking would hold for ``rpm`` requests/minute on ``variant``: what a
+    live fleet already runs when a replay starts mid-traffic (Assumptions.warm_start). Without
+    it every replay began at the config's initial count, and its first minutes measured the
+    replay's own start, not the policy."""
+    tt = cfg.scaling.variants[variant].target_tracking  # type: ignore[index]
+    if tt is not None and tt.metric == "concurrency":
+        target = concurrency_target(cfg, variant)  # type: ignore[arg-type]
+    else:
+        target = 0.85 * inst.concurrency
+    return math.ceil(rpm / 60 * inst.service_seconds / max(target, 1e-9))

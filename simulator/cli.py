@@ -10,6 +10,11 @@ Commands:
   routing    multi-turn sessions under RANDOM, LEAST_OUTSTANDING_REQUESTS and PREFIX_AWARE
              routing with vLLM's prefix cache per instance (simulator/routing.py)
              -> <out>/routing.json
+  gate       the capacity gate: every scenario of fleet.scenarios, every SLO of fleet.slos,
+             minute by minute at the pessimistic edge (simulator/slo_gate.py); exit 1 on a miss
+             -> <out>/capacity-gate.json
+  fleet      the cheapest fleet per instance type that passes the gate (simulator/fleet_solver.py)
+             -> <out>/fleet.json
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import cast
 
 from simulator.assumptions import Assumptions
+from stacks.serving_speed import EDGES
 from simulator.capacity import BANDWIDTH_EFFICIENCY, instance_model
 from simulator.routing import MINUTES, WARMUP, WINDOWS
 from simulator.run import Result, instance_models, simulate
@@ -74,6 +80,12 @@ def _assumption_args(p: argparse.ArgumentParser) -> None:
         g.add_argument(
             flag, dest=name, type=float, default=getattr(d, name), help=f"{text} [%(default)s]"
         )
+    g.add_argument(
+        "--speed-edge",
+        choices=EDGES,
+        default=d.speed_edge,
+        help="edge of the speed model's error band (stacks/serving_speed.py) [%(default)s]",
+    )
     g.add_argument("--tick-seconds", type=int, default=d.tick_seconds, choices=(5, 10, 30, 60))
     g.add_argument(
         "--no-serialize-updates",
@@ -236,7 +248,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             f"{m.typical.prefill_seconds:.3f} s + decode {m.typical.decode_seconds:.2f} s "
             f"({(m.output_tokens - 1) / m.typical.decode_seconds:.1f} tok/s per sequence) = "
             f"{m.service_seconds:.2f} s; prompt {m.prompt_tokens} of which {cached} cached "
-            f"({a.prefix_cache_hit_rate:.0%}, {shared} shared by every request)"
+            f"({a.hit_rate(cfg):.0%}, {shared} shared by every request)"
         )
         print(f"  speed: {m.speed_source}")
         print(f"  scale-out: {_scale_out_source(cfg, cast(VariantName, variant), a)}")
@@ -377,6 +389,93 @@ def cmd_routing(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gate(args: argparse.Namespace) -> int:
+    from simulator.slo_gate import evaluate
+
+    cfg, a = _config(args), _assumptions(args)
+    started = time.perf_counter()
+    report = evaluate(cfg, a)
+    print(report.render())
+    out = output_dir(args, cfg.env, "")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "capacity-gate.json").write_text(
+        json.dumps(
+            {
+                "passed": report.passed,
+                "edge": report.edge,
+                "held_slos": report.held_slos,
+                "unreachable": report.unreachable,
+                "scenarios": [
+                    {
+                        "scenario": v.scenario,
+                        "best_effort": v.best_effort,
+                        "worst": v.worst,
+                        "headroom_pct": v.headroom_pct,
+                        "misses": [m.__dict__ for m in v.misses],
+                    }
+                    for v in report.verdicts
+                ],
+            },
+            indent=2,
+            default=str,
+        )
+    )
+    print(f"({time.perf_counter() - started:.1f} s)")
+    if not report.passed:
+        print(
+            f"error: {cfg.env}'s fleet misses its SLOs (above); `make fleet ENV={cfg.env}` "
+            "prints the cheapest fleet that holds them, or mark a scenario "
+            "fleet.best_effort with a reason",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    from simulator.fleet_report import config_change, table, unreachable_advice
+    from simulator.fleet_solver import candidates, solve_type
+
+    cfg, a = _config(args), _assumptions(args)
+    started = time.perf_counter()
+    types = args.candidate or candidates(cfg)
+    sols = sorted(
+        (solve_type(cfg, t, a) for t in types), key=lambda s: (not s.solved, s.monthly_usd)
+    )
+    print(table(cfg, sols))
+    for line in unreachable_advice(cfg, types):
+        print(f"not held: {line}")
+    best = next((s for s in sols if s.solved), None)
+    out = output_dir(args, cfg.env, "")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fleet.json").write_text(
+        json.dumps(
+            [
+                {
+                    "instance_type": s.instance_type,
+                    "solved": s.solved,
+                    "why_not": s.why_not,
+                    "monthly_usd": round(s.monthly_usd),
+                    "peak_instances": s.peak_instances,
+                    "night_instances": s.night_instances,
+                    "bounds": s.bounds.__dict__ if s.bounds else None,
+                    "rounds": s.rounds,
+                    "seconds": round(s.seconds, 1),
+                }
+                for s in sols
+            ],
+            indent=2,
+        )
+    )
+    if best is None:
+        print("error: no candidate carries the scenarios within 100 instances", file=sys.stderr)
+        return 1
+    print()
+    print(config_change(cfg, best))
+    print(f"({len(types)} instance type(s) in {time.perf_counter() - started:.0f} s)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
@@ -391,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
         ("scenarios", cmd_scenarios),
         ("rollout", cmd_rollout),
         ("routing", cmd_routing),
+        ("gate", cmd_gate),
+        ("fleet", cmd_fleet),
     )
     for name, func in commands:
         p = sub.add_parser(name)
@@ -417,6 +518,13 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--scenario", action="append", help="one scenario (repeatable)")
         if name == "routing":
             _routing_args(p)
+        if name == "fleet":
+            p.add_argument(
+                "--candidate",
+                action="append",
+                help="an instance type to solve for (repeatable) [fleet.candidates, else every "
+                "catalog type that holds the model]",
+            )
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -31,7 +31,7 @@ from datetime import timedelta
 import numpy as np
 
 from simulator.assumptions import Assumptions
-from simulator.capacity import InstanceModel, RequestShape, admit
+from simulator.capacity import InstanceModel, RequestShape, admit, warm_start_count
 from simulator.deploys import ActiveUpdate, begin_update, deploy_config, prescale_target
 from simulator.events import Deploy, OperatorEvent
 from simulator.fleet_metrics import FleetMetrics, Series
@@ -121,6 +121,9 @@ class VariantSimulation:
         (lo, hi, _), changes = timeline(self.cfg.scaling, self.variant, tr.start, tr.end)
         pending_changes = deque(changes)
         initial = self.cfg.variants[self.variant].initial_instance_count
+        if a.warm_start:
+            rpm0 = float(tr.rpm[0]) * self.share
+            initial = max(initial, warm_start_count(self.cfg, self.variant, inst, rpm0))
         desired = min(max(initial, lo), hi)
         ready: list[float] = [0.0] * desired  # instances' in-service times (s from start)
         activities: list[Activity] = []

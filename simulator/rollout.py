@@ -39,7 +39,7 @@ from typing import Any
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller import store
 from simulator.assumptions import Assumptions
-from simulator.capacity import InstanceModel, admit, instance_model
+from simulator.capacity import warm_start_count, InstanceModel, admit, instance_model
 from simulator.schedule import timeline
 from simulator.traces import JST, Trace, normal_day
 from stacks.config import DeploymentConfig, VariantName
@@ -131,12 +131,21 @@ class _Fleet:
 
 
 def _fleet(
-    cfg: DeploymentConfig, variant: VariantName, a: Assumptions, low: int, high: int
+    cfg: DeploymentConfig,
+    variant: VariantName,
+    a: Assumptions,
+    low: int,
+    high: int,
+    first_rpm: float = 0.0,
 ) -> _Fleet:
     tt = cfg.scaling.variants[variant].target_tracking
-    initial = min(max(cfg.variants[variant].initial_instance_count, low), high)
+    model = instance_model(cfg, cfg.variants[variant].instance_type, a)
+    initial = cfg.variants[variant].initial_instance_count
+    if a.warm_start:
+        initial = max(initial, warm_start_count(cfg, variant, model, first_rpm))
+    initial = min(max(initial, low), high)
     f = _Fleet(
-        model=instance_model(cfg, cfg.variants[variant].instance_type, a),
+        model=model,
         target=concurrency_target(cfg, variant) if tt and tt.metric == "concurrency" else 1e9,
         low=low,
         high=high,
@@ -162,9 +171,14 @@ def simulate_rollout(
     tr = trace or normal_day()
     rules = controller_rules(cfg)
     (plo, phi, _), changes = timeline(cfg.scaling, "primary", tr.start, tr.end)
-    prim = _fleet(cfg, "primary", a, plo, phi)
+    w0 = cfg.variants.primary.initial_weight + cfg.variants.canary.initial_weight
+    rpm0 = float(tr.rpm[0])
+    prim = _fleet(cfg, "primary", a, plo, phi, rpm0 * cfg.variants.primary.initial_weight / w0)
     cs = cfg.scaling.variants["canary"]
-    can = _fleet(cfg, "canary", a, cs.min_capacity, cs.max_capacity)
+    can = _fleet(
+        cfg, "canary", a, cs.min_capacity, cs.max_capacity,
+        rpm0 * cfg.variants.canary.initial_weight / w0,
+    )  # fmt: skip
     weights = {
         "primary": cfg.variants.primary.initial_weight,
         "canary": cfg.variants.canary.initial_weight,

@@ -31,11 +31,11 @@ from stacks import speed_model
 from stacks.capacity import pool_capacities
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import DeploymentConfig, VariantName
+from stacks.serving_speed import describe, efficiency, planned_hit_rate
 
-#: Share of prompt tokens served from vLLM's prefix cache: the original team's measured ~72%
-#: (the simulator's --prefix-cache-hit-rate default). The config's system prompt
-#: (engine.context_budget.system_tokens) is taken as shared by every request.
-TYPICAL_PREFIX_HIT_RATE = 0.72
+#: The brief's measured prefix-cache hit rate (~72 %): no longer planned on (the routing simulation
+#: finds 33-58 %, stacks/prefix_hit_rate.py); kept for ``--prefix-cache-hit-rate 0.72`` what-ifs.
+BRIEF_PREFIX_HIT_RATE = 0.72
 #: vLLM's KV-cache block: a prefix is cached in whole blocks.
 BLOCK = 16
 
@@ -79,10 +79,11 @@ class TargetBasis:
 
 
 def typical_request(cfg: DeploymentConfig) -> dict[str, int]:
-    """The speed model's keywords for the config's typical request on its engine."""
+    """The speed model's keywords for the config's typical request on its engine, with the
+    planned prefix-cache hit rate (stacks.serving_speed.planned_hit_rate)."""
     eng = cfg.engine
     prompt, output = eng.typical_prompt_tokens, eng.typical_output_tokens
-    cached, shared = cached_tokens(cfg, prompt, TYPICAL_PREFIX_HIT_RATE)
+    cached, shared = cached_tokens(cfg, prompt, planned_hit_rate(cfg))
     return {
         "prompt": prompt,
         "output": output,
@@ -140,6 +141,7 @@ def _basis(cfg: DeploymentConfig, variant: VariantName, itype: str, kv_bound: in
         ceiling=kv_bound,
         ttft_p50_ms=mon.slo_ttft_p50_ms,
         latency_p99_ms=mon.slo_latency_p99_ms,
+        eff=efficiency(cfg, inst.gpu),
         **typical_request(cfg),
     )
     tt = cfg.scaling.variants[variant].target_tracking
@@ -188,7 +190,7 @@ def unmet_slo_warnings(cfg: DeploymentConfig) -> list[str]:
                 f"(monitoring.{SLO_LIMITS[key][1]} {b.limit:g} ms) cannot be met at any "
                 f"concurrency on {itype} for the typical request ({req['prompt']}+{req['output']}"
                 f" tokens, {req['cached']} cached): the best is {b.best:,.0f} ms with one request "
-                f"in flight ({speed_model.source(INSTANCE_CATALOG[itype].gpu)}), so it cannot "
+                f"in flight ({describe(cfg, INSTANCE_CATALOG[itype].gpu)}), so it cannot "
                 f"bound the target ({basis.binding} does: {basis.concurrency} in flight). Drop it "
                 "from slos to acknowledge (its alarm stays), or change the instance type or "
                 "engine.typical_output_tokens"

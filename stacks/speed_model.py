@@ -472,11 +472,12 @@ def open_loop_at(
     shared: int = 0,
     max_num_seqs: int = 128,
     max_num_batched_tokens: int = 8192,
+    eff: Efficiency = FITTED,
 ) -> Speed:
     """Poisson arrivals at the rate that keeps ``in_flight`` requests in flight on average (what
     concurrency target tracking holds an instance at): random arrivals give the tails a closed
     loop does not (bisection on the rate)."""
-    cost = step_cost(arch, quantization, gpu)
+    cost = step_cost(arch, quantization, gpu, eff)
     limits = EngineLimits(max_num_seqs, max_num_batched_tokens)
     closed = closed_loop(
         arch,
@@ -489,6 +490,7 @@ def open_loop_at(
         shared=shared,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
+        eff=eff,
     )
     lo, hi = 0.0, closed.requests_per_minute
     best: Speed | None = None
@@ -539,6 +541,7 @@ def slo_bounds(
     latency_p99_ms: float,
     max_num_seqs: int = 128,
     max_num_batched_tokens: int = 8192,
+    eff: Efficiency = FITTED,
 ) -> tuple[SloBound, ...]:
     """For each latency SLO, the largest in-flight count up to ``ceiling`` (the KV-cache bound)
     at which the speed model meets it under Poisson arrivals (binary search: the figures grow
@@ -553,10 +556,10 @@ def slo_bounds(
     }
 
     def ttft(c: int) -> float:
-        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, **kw).ttft_p50_s
+        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).ttft_p50_s
 
     def e2e(c: int) -> float:
-        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, **kw).e2e_p99_s
+        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).e2e_p99_s
 
     out = []
     for name, limit, figure in (
@@ -574,3 +577,12 @@ def slo_bounds(
                     hi = mid - 1
         out.append(SloBound(name, limit, lo, figure(1), figure(ceiling)))
     return tuple(out)
+
+
+def speed_band(gpu: str) -> tuple[float, float]:
+    """PLACEHOLDER (replaced by the per-GPU evidence branch)."""
+    return (0.8, 1.2) if gpu != MEASURED_GPU else (0.9, 1.1)
+
+
+def speed_band_source(gpu: str) -> str:
+    return "placeholder band"

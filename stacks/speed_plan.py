@@ -13,6 +13,7 @@ from typing import Any
 from stacks import speed_model
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
+from stacks.serving_speed import describe, efficiency
 from stacks.scaling_target import (
     SLO_LIMITS,
     concurrency_target,
@@ -29,12 +30,14 @@ def speed_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]
     req = typical_request(_pool_cfg(cfg, variant, basis.instance_type))
     kv_bound = basis.kv_bound
     arch, quant = cfg.architecture, cfg.model.quantization
-    full = speed_model.closed_loop(arch, quant, inst.gpu, concurrency=kv_bound, **req)
+    full = speed_model.closed_loop(
+        arch, quant, inst.gpu, concurrency=kv_bound, eff=efficiency(cfg, inst.gpu), **req
+    )
     tt = cfg.scaling.variants[variant].target_tracking
     tracks_concurrency = tt is not None and tt.metric == "concurrency"
     return {
         "instance_type": basis.instance_type,
-        "source": speed_model.source(inst.gpu),
+        "source": describe(cfg, inst.gpu),
         "shape": f"{req['prompt']}+{req['output']} tokens, {req['cached']} cached "
         f"({req['shared']} shared)",
         "kv_bound": kv_bound,
@@ -159,6 +162,7 @@ def slowest_pool_p99(cfg: DeploymentConfig, variant: VariantName) -> tuple[float
         speed = speed_model.open_loop_at(
             pool_cfg.architecture, pool_cfg.model.quantization,
             INSTANCE_CATALOG[pool.instance_type].gpu, in_flight=in_flight,
+            eff=efficiency(pool_cfg, INSTANCE_CATALOG[pool.instance_type].gpu),
             **typical_request(pool_cfg),
         )  # fmt: skip
         worst = max(worst, (1000 * speed.e2e_p99_s, pool.instance_type))
@@ -182,7 +186,7 @@ def rollback_latency_problems(cfg: DeploymentConfig) -> list[str]:
                 f"{variant} answers in: ModelLatency p99 {healthy:,.0f} ms for the typical request "
                 f"({cfg.engine.typical_prompt_tokens}+{cfg.engine.typical_output_tokens} tokens) "
                 f"at its scaling target of {math.ceil(concurrency_target(cfg, variant))} in flight "
-                f"on {itype} ({speed_model.source(INSTANCE_CATALOG[itype].gpu)}"
+                f"on {itype} ({describe(cfg, INSTANCE_CATALOG[itype].gpu)}"
                 f"), so every blue/green deploy would roll back. Set at least {need} ms "
                 f"({ROLLBACK_LATENCY_HEADROOM:g} x the prediction: the model's p99 error)"
             )

@@ -40,6 +40,16 @@ from stacks.config.deployment import (
     Variants,
     prefix_floor_bytes,
 )
+from stacks.config.fleet import (
+    DEFAULT_SCENARIOS,
+    GATE_SLOS,
+    SCENARIO_NAMES,
+    BestEffort,
+    FleetConfig,
+    GateSlo,
+    MeasuredHitRate,
+    ScenarioName,
+)
 from stacks.config.loader import (
     DeploymentConfig,
     config_path,
@@ -93,6 +103,14 @@ from stacks.config.timing import (
 )
 
 __all__ = [
+    "DEFAULT_SCENARIOS",
+    "GATE_SLOS",
+    "SCENARIO_NAMES",
+    "BestEffort",
+    "FleetConfig",
+    "GateSlo",
+    "MeasuredHitRate",
+    "ScenarioName",
     "MAX_INSTANCE_POOLS",
     "POOL_ENGINE_FIELDS",
     "SCALABLE_METRICS",

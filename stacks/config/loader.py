@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from stacks.catalog import INSTANCE_CATALOG
 from stacks.config.base import (
     SECTION_RULES_OFF,
     VARIANT_NAMES,
@@ -48,6 +49,7 @@ from stacks.config.model import (
     ImageConfig,
     ModelArchitecture,
 )
+from stacks.config.fleet import FleetConfig
 from stacks.config.model_prep import ModelPrepConfig
 from stacks.config.operations import (
     MonitoringConfig,
@@ -83,6 +85,8 @@ class DeploymentConfig(Strict):
     smoke_gate: SmokeGateConfig = SmokeGateConfig()
     notifications: NotificationConfig = NotificationConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
+    #: The scenarios and SLOs the capacity gate holds the fleet to (stacks/config/fleet.py).
+    fleet: FleetConfig = FleetConfig()
     #: The GitHub Actions deploy role (DeployAccessStack); absent: no such stack.
     deploy_access: DeployAccessConfig | None = None
     #: The architecture read from ``model.architecture_file``: handed over by the loader in the
@@ -151,6 +155,12 @@ class DeploymentConfig(Strict):
                     f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
                     f"({sc.min_capacity}..{sc.max_capacity})"
                 )
+        unknown_types = [t for t in self.fleet.candidates if t not in INSTANCE_CATALOG]
+        if unknown_types:
+            errors.append(
+                f"fleet.candidates: {unknown_types} not in the instance catalog "
+                f"({', '.join(INSTANCE_CATALOG)})"
+            )
         errors += pool_errors(self)
         errors += provision_timeout_errors(self)
         errors += routing_errors(self)

@@ -1,0 +1,180 @@
+"""What ``make fleet`` prints: the ranked table, the unreachable SLOs with what would reach them,
+and the config change that adopts the cheapest fleet."""
+
+from __future__ import annotations
+
+import math
+from simulator.fleet_solver import Solution, current
+from simulator.slo_gate import GateReport
+from stacks import speed_model
+from stacks.catalog import INSTANCE_CATALOG
+from stacks.config import DeploymentConfig
+from stacks.scaling_target import concurrency_target, typical_request
+from stacks.serving_speed import efficiency
+
+#: A technique that cuts decode steps, with where its figure comes from (not measured here).
+SPECULATIVE_DECODING = (
+    "speculative decoding (vLLM: EAGLE-3, n-gram, draft models; docs.vllm.ai/en/latest/features/"
+    "spec_decode/) cuts decode steps at low load: 1.4-1.6x on Llama-3.1-8B in vLLM "
+    "(jarvislabs-docs.vercel.app/blog, 'Speculative Decoding in vLLM: Complete Guide'); "
+    "not measured on this product's engine, so the solver does not offer it"
+)
+
+
+def _margin(report: GateReport | None) -> str:
+    if report is None:
+        return "-"
+    worst: dict[str, float] = {}
+    for v in report.verdicts:
+        if v.best_effort:
+            continue
+        for k, x in v.worst.items():
+            worst[k] = max(worst.get(k, 0.0), x)
+    lim = {"queue_wait_p95": report.limits["queue_wait_p95"], "ttft_p50": report.limits["ttft_p50"]}
+    parts = []
+    for k, x in worst.items():
+        if k == "rejected":
+            parts.append(f"rejected {x:,.0f}")
+        elif k == "latency_p99":
+            parts.append("p99 " + ("over" if math.isinf(x) else "held"))
+        elif math.isinf(x):
+            parts.append(f"{k} unbounded")
+        else:
+            parts.append(f"{k} {x:,.0f} ms" + (f"/{lim[k]:,.0f}" if k in lim else ""))
+    headroom = min((v.headroom_pct for v in report.verdicts if not v.best_effort), default=0.0)
+    parts.append(f"headroom {headroom:+.0f} %")
+    return ", ".join(parts)
+
+
+def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
+    budget = cfg.fleet.budget_usd_per_month
+    lines = [
+        f"fleet solver, {cfg.env}: cheapest fleet per instance type holding "
+        f"{', '.join(cfg.fleet.slos)} in every minute of {', '.join(cfg.fleet.held())} "
+        "(speed at the pessimistic edge; the optimistic edge replays the same fleet)",
+        f"{'#':>2} {'instance type':<16} {'peak':>5} {'night':>5} {'$/month':>10} "
+        f"{'target':>7}  worst minute, pessimistic | optimistic",
+    ]
+    for i, s in enumerate(sols, 1):
+        if not s.solved:
+            lines.append(f"{i:>2} {s.instance_type:<16} {'-':>5} {'-':>5} {'-':>10} {'-':>7}  "
+                         f"no fleet: {s.why_not}")  # fmt: skip
+            continue
+        assert s.cfg is not None
+        tgt = concurrency_target(s.cfg, "primary")
+        lines.append(
+            f"{i:>2} {s.instance_type:<16} {s.peak_instances:>5} {s.night_instances:>5} "
+            f"{s.monthly_usd:>10,.0f} {tgt:>7g}  {_margin(s.report)} | {_margin(s.optimistic)}"
+        )
+    lines.append(
+        "peak: most instances in service in any scenario (both variants); night: the floors; "
+        "$/month: the normal day's billed instance-hours (schedules, standby, canary) x 730/24; "
+        "target: the concurrency target tracking holds; headroom: the least spare capacity in "
+        "any minute"
+    )
+    if budget:
+        lines.append(f"budget (fleet.budget_usd_per_month): ${budget:,.0f}/month")
+    lines.append(
+        "greedy search: the config's schedule times are kept and only counts change; a fleet "
+        "with other times may be cheaper"
+    )
+    return "\n".join(lines)
+
+
+def best_one_request(cfg: DeploymentConfig, itype: str, output: int | None = None) -> speed_model.Speed:
+    inst = INSTANCE_CATALOG[itype]
+    req = typical_request(cfg)
+    if output is not None:
+        req = {**req, "output": output}
+    return speed_model.open_loop_at(
+        cfg.architecture, cfg.model.quantization, inst.gpu, in_flight=1,
+        eff=efficiency(cfg, inst.gpu), **req,
+    )  # fmt: skip
+
+
+def unreachable_advice(cfg: DeploymentConfig, types: list[str]) -> list[str]:
+    """For each SLO of ``fleet.slos`` no candidate type meets at one request in flight: the best
+    type, how many output tokens would meet it there, and a technique with its source."""
+    mon = cfg.monitoring
+    out = []
+    if "latency_p99" in cfg.fleet.slos:
+        figs = {t: 1000 * best_one_request(cfg, t).e2e_p99_s for t in types}
+        best = min(figs, key=lambda t: figs[t])
+        if figs[best] > mon.slo_latency_p99_ms:
+            lo, hi = 1, cfg.engine.typical_output_tokens
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if 1000 * best_one_request(cfg, best, mid).e2e_p99_s <= mon.slo_latency_p99_ms:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            out.append(
+                f"latency_p99 < {mon.slo_latency_p99_ms:,.0f} ms (monitoring.slo_latency_p99_ms) "
+                f"is reached by no candidate for {cfg.engine.typical_output_tokens}-token answers: "
+                f"the best is {best} at {figs[best]:,.0f} ms with one request in flight. It would "
+                f"hold there for answers up to {lo} output tokens, or with {SPECULATIVE_DECODING}; "
+                "the fleet is solved for the SLOs that can hold"
+            )
+    if "ttft_p50" in cfg.fleet.slos:
+        figs = {t: 1000 * best_one_request(cfg, t).ttft_p50_s for t in types}
+        best = min(figs, key=lambda t: figs[t])
+        if figs[best] > mon.slo_ttft_p50_ms:
+            out.append(
+                f"ttft_p50 < {mon.slo_ttft_p50_ms:,.0f} ms (monitoring.slo_ttft_p50_ms) is reached "
+                f"by no candidate: the best is {best} at {figs[best]:,.0f} ms with one request "
+                "in flight (the uncached prompt's prefill); a higher prefix-cache hit rate "
+                "(fleet.prefix_cache_hit_rate, measured) or shorter prompts would reach it"
+            )
+    return out
+
+
+def config_change(cfg: DeploymentConfig, s: Solution) -> str:
+    """The YAML edits that adopt ``s`` (the fields it changes, as the file spells them)."""
+    assert s.bounds is not None and s.cfg is not None
+    b, old = s.bounds, current(cfg)
+    new = s.cfg
+    lines = [f"# adopt the {s.instance_type} fleet (make fleet ENV={cfg.env})"]
+    if s.instance_type != old.instance_type:
+        lines.append(f"variants.primary.instance_type: {s.instance_type}")
+        lines.append(f"variants.canary.instance_type: {s.instance_type}")
+    for v in ("primary", "canary"):
+        iv = new.variants[v].initial_instance_count
+        if iv != cfg.variants[v].initial_instance_count:
+            lines.append(f"variants.{v}.initial_instance_count: {iv}")
+    pairs = [
+        ("scaling.variants.primary.min_capacity", old.primary_min, b.primary_min),
+        ("scaling.variants.primary.max_capacity", old.primary_max, b.primary_max),
+        ("scaling.variants.canary.min_capacity", old.canary_min, b.canary_min),
+        ("scaling.variants.canary.max_capacity", old.canary_max, b.canary_max),
+    ]
+    lines += [f"{k}: {n}  # was {o}" for k, o, n in pairs if o != n]
+    for sc_new, sc_old in zip(new.scaling.schedules, cfg.scaling.schedules, strict=True):
+        if (sc_new.min_capacity, sc_new.max_capacity) != (sc_old.min_capacity, sc_old.max_capacity):
+            lines.append(
+                f"scaling.schedules[{sc_new.name}]: min_capacity {sc_new.min_capacity}, "
+                f"max_capacity {sc_new.max_capacity}  # was {sc_old.min_capacity}, "
+                f"{sc_old.max_capacity}"
+            )
+    for r_new, r_old in zip(new.scaling.release_calendar, cfg.scaling.release_calendar, strict=True):
+        if (r_new.min_capacity, r_new.max_capacity) != (r_old.min_capacity, r_old.max_capacity):
+            lines.append(
+                f"scaling.release_calendar[{r_new.name}]: min_capacity {r_new.min_capacity}, "
+                f"max_capacity {r_new.max_capacity}  # was {r_old.min_capacity}, "
+                f"{r_old.max_capacity}"
+            )
+    if new.deployment.rollback_model_latency_p99_ms != cfg.deployment.rollback_model_latency_p99_ms:
+        lines.append(
+            f"deployment.rollback_model_latency_p99_ms: {new.deployment.rollback_model_latency_p99_ms}"
+            f"  # was {cfg.deployment.rollback_model_latency_p99_ms}"
+        )
+    for v in ("primary", "canary"):
+        r_new, r_old = new.variants[v].routing, cfg.variants[v].routing
+        if r_new and r_old and r_new.concurrency_threshold != r_old.concurrency_threshold:
+            lines.append(
+                f"variants.{v}.routing.concurrency_threshold: {r_new.concurrency_threshold}"
+                f"  # was {r_old.concurrency_threshold}"
+            )
+    if len(lines) == 1:
+        lines.append("# nothing: the config is this fleet")
+    return "\n".join(lines)
+

@@ -1,0 +1,209 @@
+"""The traffic scenarios the capacity gate replays (``fleet.scenarios``), each as per-minute,
+per-variant figures the SLOs are checked on.
+
+Every scenario runs the config's own fleet with the simulator's own code: the built-in traces
+(simulator/traces.py) through :func:`simulator.run.simulate`, the deploy at the evening peak through
+simulator/scenario_deploy.py (``make deploy`` at 20:00 and at 17:30, and the same evening with no
+deploy), and the canary ramp through simulator/rollout.py (the controller's own rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from simulator import scenario_deploy
+from simulator.assumptions import Assumptions
+from simulator.rollout import simulate_rollout
+from simulator.run import Result, simulate
+from simulator.schedule import timeline
+from simulator.traces import BUILTIN, JST
+from stacks.config import SCENARIO_NAMES, DeploymentConfig, ScenarioName, VariantName
+
+
+@dataclass
+class VariantMinutes:
+    """One variant's figures, one value per minute of one run."""
+
+    variant: VariantName
+    instance_type: str
+    demand_rpm: np.ndarray
+    rejected: np.ndarray
+    #: The minute's p95 queue wait (the worst of its ticks, weighted by requests), ms.
+    queue_wait_p95_ms: np.ndarray
+    #: The minute's median time to first token (queue wait + the speed model at the concurrency
+    #: each instance runs), ms; NaN where the run does not time requests (the canary ramp).
+    ttft_p50_ms: np.ndarray
+    #: Requests in flight per in-service instance (running + waiting).
+    in_flight_per_instance: np.ndarray
+    in_service: np.ndarray
+    desired: np.ndarray
+    max_cap: np.ndarray
+    #: Which scaling bound set the minimum at that minute: a schedule's name, a release's
+    #: prescale, or "variant" (scaling.variants.<v>.min_capacity).
+    floor_owner: list[str]
+    #: Instances billed, summed over the minute's ticks / ticks per minute (instance-minutes).
+    billed: np.ndarray
+    price_per_hour: float
+
+
+@dataclass
+class ScenarioRun:
+    scenario: ScenarioName
+    #: One label per run of the scenario (the deploy scenario has three).
+    label: str
+    start: datetime
+    variants: dict[VariantName, VariantMinutes]
+
+    def when(self, minute: int) -> str:
+        at = self.start + timedelta(minutes=minute)
+        return f"{at.astimezone(JST):%a %H:%M} JST ({at:%H:%M} UTC)"
+
+
+def _floor_owners(
+    cfg: DeploymentConfig, variant: VariantName, start: datetime, minutes: int
+) -> list[str]:
+    """Which bound entry holds the minimum at each minute (a release's restore goes back to the
+    recurring schedule in force before its prescale)."""
+    (_lo, _hi, first), changes = timeline(cfg.scaling, variant, start, start + timedelta(minutes=minutes))
+    owner, recurring = _owner(first, first), first if ":" not in first else "variant"
+    out, k = [], 0
+    for m in range(minutes):
+        at = start + timedelta(minutes=m, seconds=59)
+        while k < len(changes) and changes[k].at <= at:
+            name = changes[k].name
+            if name.endswith(":restore"):
+                owner = recurring
+            else:
+                owner = name
+                if ":" not in name:
+                    recurring = name
+            k += 1
+        out.append(owner)
+    return out
+
+
+def _owner(name: str, fallback: str) -> str:
+    return fallback if name.endswith(":restore") else name
+
+
+def _from_result(cfg: DeploymentConfig, res: Result) -> dict[VariantName, VariantMinutes]:
+    out: dict[VariantName, VariantMinutes] = {}
+    minutes = res.trace.minutes
+    for v, run in res.runs.items():
+        s = run.series
+        per = 60 // run.tick_seconds
+
+        def m(key: str, how: str = "sum") -> np.ndarray:
+            arr = s[key].reshape(minutes, per)
+            return {"sum": arr.sum, "max": arr.max, "min": arr.min, "mean": arr.mean}[how](axis=1)
+
+        admitted = (s["arrivals"] - s["rejected"]).reshape(minutes, per)
+        waits = s["wait_s"].reshape(minutes, per)
+        ttfts = s["ttft_s"].reshape(minutes, per)
+        n = s["in_service"].reshape(minutes, per)
+        inflight = (s["running"] + s["waiting"]).reshape(minutes, per)
+        per_inst = np.divide(inflight, n, out=np.full_like(inflight, np.inf), where=n > 0)
+        out[v] = VariantMinutes(
+            variant=v,
+            instance_type=run.instance.instance_type,
+            demand_rpm=m("arrivals"),
+            rejected=m("rejected"),
+            queue_wait_p95_ms=1000 * _row_pct(waits, admitted, 95),
+            ttft_p50_ms=1000 * _row_pct(ttfts, admitted, 50),
+            in_flight_per_instance=per_inst.max(axis=1),
+            in_service=m("in_service", "min"),
+            desired=m("desired", "max"),
+            max_cap=m("max_cap", "min"),
+            floor_owner=_floor_owners(cfg, v, res.trace.start, minutes),
+            billed=m("launched", "mean"),
+            price_per_hour=run.instance.price_per_hour,
+        )
+    return out
+
+
+def _row_pct(values: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:
+    """Per row: the weighted ``q``-th percentile of ``values`` (0 for a row with no weight)."""
+    out = np.zeros(values.shape[0])
+    for i in range(values.shape[0]):
+        w = weights[i]
+        if w.sum() <= 0:
+            continue
+        order = np.argsort(values[i])
+        cum = np.cumsum(w[order])
+        out[i] = values[i][order][min(len(order) - 1, np.searchsorted(cum, q / 100 * cum[-1]))]
+    return out
+
+
+def _trace(name: str) -> Callable[[DeploymentConfig, Assumptions], list[ScenarioRun]]:
+    def run(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
+        res = simulate(cfg, BUILTIN[name], a)
+        return [ScenarioRun(name, name, res.trace.start, _from_result(cfg, res))]  # type: ignore[arg-type]
+
+    return run
+
+
+def _deploy_at_peak(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
+    """The evening without a deploy, and ``make deploy`` (counts retained, raised first) at each
+    of the scenario's deploy times; today's ``cdk deploy`` with counts reset is the what-not-to-do
+    the scenario's own report shows, not a run the fleet must carry."""
+    runs = []
+    for i, case in enumerate(scenario_deploy.run(cfg, a)):
+        for key in (("no deploy", "after") if i == 0 else ("after",)):
+            res = case.results[key]
+            label = "no deploy" if key == "no deploy" else f"make deploy {case.label}"
+            runs.append(
+                ScenarioRun("deploy-at-peak", label, res.trace.start, _from_result(cfg, res))
+            )
+    return runs
+
+
+def _canary_rollout(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
+    """The ramp 5 -> 100 % on a normal day with the controller's own rules: the replay serves
+    each minute up to capacity (no queue times), so it is held on rejections and on demand above
+    capacity (a queue that would grow)."""
+    rep = simulate_rollout(cfg, a)
+    rows = rep["rows"]
+    tr = rep["trace"]
+    out: dict[VariantName, VariantMinutes] = {}
+    for v in ("primary", "canary"):
+        arr = np.array([r[f"{v}_arrivals"] for r in rows])
+        cap = np.array([r[f"{v}_capacity"] for r in rows])
+        n = np.array([r[f"{v}_in_service"] for r in rows], dtype=float)
+        over = arr > cap + 1e-9
+        itype = cfg.variants[v].instance_type
+        out[v] = VariantMinutes(
+            variant=v,  # type: ignore[arg-type]
+            instance_type=itype,
+            demand_rpm=arr,
+            rejected=np.array([r[f"{v}_rejected"] for r in rows]),
+            # a minute whose demand exceeds capacity queues: held as an unbounded wait
+            queue_wait_p95_ms=np.where(over, np.inf, 0.0),
+            ttft_p50_ms=np.full(len(rows), np.nan),
+            in_flight_per_instance=np.full(len(rows), np.nan),
+            in_service=n,
+            desired=np.array([r[f"{v}_launched"] for r in rows], dtype=float),
+            max_cap=np.array([r[f"{v}_max"] for r in rows], dtype=float),
+            floor_owner=_floor_owners(cfg, v, tr.start, len(rows)),  # type: ignore[arg-type]
+            billed=np.array([r[f"{v}_launched"] for r in rows], dtype=float),
+            price_per_hour=0.0,
+        )
+    return [ScenarioRun("canary-rollout", "canary ramp", tr.start, out)]
+
+
+RUNNERS: dict[ScenarioName, Callable[[DeploymentConfig, Assumptions], list[ScenarioRun]]] = {
+    "normal-day": _trace("normal-day"),
+    "announced-release": _trace("announced-release"),
+    "unannounced-3x": _trace("unannounced-3x"),
+    "unannounced-4x": _trace("unannounced-4x"),
+    "deploy-at-peak": _deploy_at_peak,
+    "canary-rollout": _canary_rollout,
+}
+assert tuple(RUNNERS) == SCENARIO_NAMES, "stacks.config.fleet.ScenarioName and RUNNERS disagree"
+
+
+def run_scenario(cfg: DeploymentConfig, name: ScenarioName, a: Assumptions) -> list[ScenarioRun]:
+    return RUNNERS[name](cfg, a)

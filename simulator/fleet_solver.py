@@ -1,0 +1,277 @@
+"""The fleet from the SLOs: per instance type, the cheapest bounds that pass the capacity gate.
+
+For each candidate type (``fleet.candidates``, else every catalog type whose GPU holds the model),
+the search starts from the least the config allows (every floor at the primary's min, the
+ceiling at the catalog's 100) and repairs what the gate (simulator/slo_gate.py) reports: a miss
+while desired capacity stood below the ceiling is a floor too low for the scale-out time, so the
+scaling bound in force then (a schedule, a release's prescale, the variant's own min) is raised
+by the shortfall at that minute; a miss at the ceiling raises the ceiling. It replays every held
+scenario after each repair until none misses (or the type cannot: 100 instances are not enough).
+The ceiling is then set to the most instances any scenario used, and the gate is run once more
+on exactly that fleet. Monthly cost: the normal day's billed instance-hours (schedules, standby
+and the canary included) x 730 / 24.
+
+The search runs at the pessimistic edge of the speed model (the edge the gate holds); each
+solution is also replayed at the optimistic edge, so both are printed. Greedy, not exhaustive:
+a cheaper fleet may exist with schedule times moved (the search keeps the config's times and
+changes only counts), and the table says so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from simulator.assumptions import Assumptions
+from simulator.slo_gate import GateReport, Miss, evaluate
+from stacks.capacity import CapacityError, estimate
+from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
+from stacks.config import DeploymentConfig, VariantName
+from stacks.config.loader import ARCHITECTURE_CONTEXT
+from stacks.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
+
+#: Capacity's schema limit (stacks/config/timing.py): the search's ceiling.
+MAX_INSTANCES = 100
+MAX_ROUNDS = 30
+VARIANT = "variant"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The counts the solver sets: per variant its own min/max, and each schedule's and release's
+    min (their max is the variant's)."""
+
+    instance_type: str
+    primary_min: int
+    primary_max: int
+    canary_min: int
+    canary_max: int
+    schedule_min: dict[str, int] = field(default_factory=dict)
+    release_min: dict[str, int] = field(default_factory=dict)
+
+    def floor(self, variant: VariantName, owner: str) -> int:
+        if owner == VARIANT:
+            return self.primary_min if variant == "primary" else self.canary_min
+        if owner.endswith(":prescale"):
+            return self.release_min[owner.split(":")[0]]
+        return self.schedule_min[owner]
+
+    def raised(self, variant: VariantName, owner: str, by: int) -> Bounds:
+        if owner == VARIANT:
+            if variant == "primary":
+                return replace(self, primary_min=min(MAX_INSTANCES, self.primary_min + by))
+            return replace(self, canary_min=min(MAX_INSTANCES, self.canary_min + by))
+        if owner.endswith(":prescale"):
+            name = owner.split(":")[0]
+            return replace(
+                self, release_min={**self.release_min, name: self.release_min[name] + by}
+            )
+        return replace(self, schedule_min={**self.schedule_min, owner: self.schedule_min[owner] + by})
+
+
+def current(cfg: DeploymentConfig) -> Bounds:
+    sc = cfg.scaling
+    return Bounds(
+        instance_type=cfg.variants.primary.instance_type,
+        primary_min=sc.variants["primary"].min_capacity,
+        primary_max=sc.variants["primary"].max_capacity,
+        canary_min=sc.variants["canary"].min_capacity,
+        canary_max=sc.variants["canary"].max_capacity,
+        schedule_min={s.name: s.min_capacity for s in sc.schedules},
+        release_min={r.name: r.min_capacity for r in sc.release_calendar},
+    )
+
+
+def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
+    """``cfg`` with ``b``'s instance type and counts (validated like the YAML); the routing
+    threshold and the rollback latency follow the type (both are synth rules)."""
+    data: dict[str, Any] = cfg.model_dump(mode="python", exclude_unset=False)
+    schedule_variant = {s.name: s.variant for s in cfg.scaling.schedules}
+    for v in ("primary", "canary"):
+        var = data["variants"][v]
+        var["instance_type"] = b.instance_type
+        var["instance_pools"] = None  # a candidate is one type (pools: the plan's pool section)
+        lo, hi = (b.primary_min, b.primary_max) if v == "primary" else (b.canary_min, b.canary_max)
+        sc = data["scaling"]["variants"][v]
+        sc["min_capacity"], sc["max_capacity"] = lo, hi
+        var["initial_instance_count"] = min(max(var["initial_instance_count"], lo), hi)
+    if data["variants"]["canary"]["initial_instance_count"] > data["variants"]["primary"][
+        "initial_instance_count"
+    ]:
+        data["variants"]["primary"]["initial_instance_count"] = min(
+            b.primary_max, data["variants"]["canary"]["initial_instance_count"]
+        )
+    for s in data["scaling"]["schedules"]:
+        s["min_capacity"] = b.schedule_min[s["name"]]
+        hi = b.primary_max if schedule_variant[s["name"]] == "primary" else b.canary_max
+        s["max_capacity"] = max(hi, s["min_capacity"] + s.get("standby_instances", 0))
+    for r in data["scaling"]["release_calendar"]:
+        r["min_capacity"] = b.release_min[r["name"]]
+        r["max_capacity"] = max(b.primary_max, r["min_capacity"])
+    # the routing threshold may not exceed what one instance of the new type runs
+    cap = estimate(cfg, b.instance_type).concurrency_at_typical_length
+    for v in ("primary", "canary"):
+        routing = data["variants"][v].get("routing")
+        if routing and routing.get("concurrency_threshold"):
+            routing["concurrency_threshold"] = min(
+                routing["concurrency_threshold"], cap, cfg.engine.max_num_seqs
+            )
+    out = _validate(cfg, data)
+    healthy = max(slowest_pool_p99(out, v)[0] for v in ("primary", "canary"))
+    need = math.ceil(healthy * ROLLBACK_LATENCY_HEADROOM / 1000) * 1000
+    if out.deployment.rollback_model_latency_p99_ms < need:
+        data["deployment"]["rollback_model_latency_p99_ms"] = need
+        out = _validate(cfg, data)
+    return out
+
+
+def _validate(cfg: DeploymentConfig, data: dict[str, Any]) -> DeploymentConfig:
+    """``data`` validated as ``cfg`` was (an architecture read from a file carried over)."""
+    return DeploymentConfig.model_validate(
+        data, context={ARCHITECTURE_CONTEXT: cfg.architecture}
+    )
+
+
+@dataclass
+class Solution:
+    instance_type: str
+    bounds: Bounds | None
+    cfg: DeploymentConfig | None
+    report: GateReport | None
+    #: The same fleet replayed at the optimistic edge.
+    optimistic: GateReport | None
+    monthly_usd: float
+    peak_instances: int
+    night_instances: int
+    rounds: int
+    seconds: float
+    why_not: str = ""
+
+    @property
+    def solved(self) -> bool:
+        return self.report is not None and self.report.passed
+
+
+def candidates(cfg: DeploymentConfig) -> list[str]:
+    """``fleet.candidates``, else every catalog type whose GPU holds the model."""
+    names = cfg.fleet.candidates or list(INSTANCE_CATALOG)
+    out = []
+    for name in names:
+        try:
+            estimate(cfg, name)
+        except CapacityError:
+            continue
+        out.append(name)
+    return out
+
+
+def _repair(b: Bounds, misses: list[Miss]) -> Bounds | None:
+    """One round of raises, each bound at most once (by the largest shortfall asking for it)."""
+    asks: dict[tuple[VariantName, str, bool], int] = {}
+    for m in misses:
+        key = (m.variant, m.floor_owner, m.at_max)
+        asks[key] = max(asks.get(key, 0), m.shortfall_instances)
+    out = b
+    for (variant, owner, at_max), by in asks.items():
+        if at_max:
+            if variant == "primary":
+                if out.primary_max >= MAX_INSTANCES:
+                    return None
+                out = replace(out, primary_max=min(MAX_INSTANCES, out.primary_max + by))
+            else:
+                if out.canary_max >= MAX_INSTANCES:
+                    return None
+                out = replace(out, canary_max=min(MAX_INSTANCES, out.canary_max + by))
+        else:
+            if out.floor(variant, owner) >= MAX_INSTANCES:
+                return None
+            out = out.raised(variant, owner, by)
+    return out
+
+
+def _monthly(report: GateReport) -> float:
+    day = next((v for v in report.verdicts if v.scenario == "normal-day"), None)
+    if day is None or not day.cost_usd:
+        return 0.0
+    return sum(day.cost_usd.values()) * HOURS_PER_MONTH / 24
+
+
+def _peak_and_night(report: GateReport) -> tuple[int, int]:
+    peak = max((sum(v.peak_instances.values()) for v in report.verdicts), default=0)
+    return peak, 0
+
+
+def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
+    """The cheapest fleet of ``itype`` the greedy repair finds (see the module docstring)."""
+    started = time.perf_counter()
+    base = current(cfg)
+    floor = base.primary_min
+    b = replace(
+        base,
+        instance_type=itype,
+        primary_max=MAX_INSTANCES,
+        canary_max=MAX_INSTANCES,
+        schedule_min={k: floor for k in base.schedule_min},
+        release_min={k: floor for k in base.release_min},
+    )
+    held = cfg.fleet.held()
+    report: GateReport | None = None
+    rounds = 0
+    try:
+        for rounds in range(1, MAX_ROUNDS + 1):
+            trial = apply(cfg, b)
+            report = evaluate(trial, a, held)
+            if report.passed:
+                break
+            nb = _repair(b, report.misses)
+            if nb is None or nb == b:
+                return _failed(itype, report, rounds, started, "100 instances do not carry it")
+            b = nb
+        else:
+            return _failed(itype, report, rounds, started, f"no fleet after {MAX_ROUNDS} rounds")
+        # the ceiling: the most instances a scenario used, then the gate on exactly that fleet
+        assert report is not None
+        peaks = {
+            v: max(x.peak_instances.get(v, 0) for x in report.verdicts)
+            for v in ("primary", "canary")
+        }
+        b = replace(
+            b,
+            primary_max=max(peaks["primary"], b.primary_min, *b.schedule_min.values(), 1),
+            canary_max=max(peaks["canary"], b.canary_min),
+        )
+        final_cfg = apply(cfg, b)
+        report = evaluate(final_cfg, a, list(cfg.fleet.scenarios))
+        optimistic = evaluate(final_cfg, replace(a, speed_edge="optimistic"), held)
+    except (ValueError, CapacityError) as exc:
+        return _failed(itype, report, rounds, started, str(exc).splitlines()[0])
+    peak = max((sum(v.peak_instances.values()) for v in report.verdicts), default=0)
+    return Solution(
+        instance_type=itype,
+        bounds=b,
+        cfg=final_cfg,
+        report=report,
+        optimistic=optimistic,
+        monthly_usd=_monthly(report),
+        peak_instances=peak,
+        night_instances=b.primary_min + b.canary_min,
+        rounds=rounds,
+        seconds=time.perf_counter() - started,
+        why_not="" if report.passed else "the final fleet misses (see the gate)",
+    )
+
+
+def _failed(
+    itype: str, report: GateReport | None, rounds: int, started: float, why: str
+) -> Solution:
+    return Solution(itype, None, None, report, None, 0.0, 0, 0, rounds,
+                    time.perf_counter() - started, why)  # fmt: skip
+
+
+def solve(cfg: DeploymentConfig, a: Assumptions | None = None) -> list[Solution]:
+    """Every candidate, cheapest solved first, then the unsolved."""
+    a = a or Assumptions()
+    sols = [solve_type(cfg, t, a) for t in candidates(cfg)]
+    return sorted(sols, key=lambda s: (not s.solved, s.monthly_usd))

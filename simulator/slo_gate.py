@@ -1,0 +1,281 @@
+"""The capacity gate: does the config's fleet hold every SLO it lists (``fleet.slos``, limits in
+``monitoring.slo_*``) in every minute of every scenario it names (``fleet.scenarios``), at the
+pessimistic edge of the speed model?
+
+A miss names the scenario, the first minute (in Tokyo and UTC time), the SLO with its figure and
+limit, the shortfall (instances and requests/minute) and which scaling bound held the fleet there,
+so the fix is one field. A scenario marked ``fleet.best_effort`` is reported with its reason and
+does not fail the gate. An SLO no concurrency meets on the instance type (the brief's end-to-end
+p99 < 2 s for a 180-token answer on an A10G) is not held; :func:`unreachable` names it with what
+would reach it, and the plan prints the same.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator.assumptions import Assumptions
+from simulator.capacity import instance_model
+from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
+from stacks.config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
+from stacks.scaling_target import target_basis
+
+#: Each gate SLO: its name in the speed model's bounds and its ``monitoring`` field.
+SLO_FIELDS: dict[GateSlo, str] = {
+    "rejected": "(none: 0 rejected)",
+    "queue_wait_p95": "slo_queue_wait_p95_ms",
+    "ttft_p50": "slo_ttft_p50_ms",
+    "latency_p99": "slo_latency_p99_ms",
+}
+_BOUND_NAMES = {"ttft_p50": "TTFT p50", "latency_p99": "end-to-end p99"}
+
+
+@dataclass(frozen=True)
+class Miss:
+    scenario: ScenarioName
+    run: str
+    variant: VariantName
+    minute: int
+    when: str
+    slo: GateSlo
+    figure: float
+    limit: float
+    #: Instances more than were in service, and the requests/minute they would carry.
+    shortfall_instances: int
+    shortfall_rpm: float
+    #: The scaling bound in force (a schedule's name, a release prescale, or "variant").
+    floor_owner: str
+    #: Desired capacity stood at max_capacity: the ceiling, not the floor, was short.
+    at_max: bool
+    #: Minutes of this run that miss this SLO on this variant.
+    minutes: int = 1
+
+    def line(self) -> str:
+        fig = "unbounded" if math.isinf(self.figure) else f"{self.figure:,.0f}"
+        what = (
+            f"{fig} requests rejected"
+            if self.slo == "rejected"
+            else f"{self.slo} {fig} ms > {self.limit:,.0f} ms"
+        )
+        bound = (
+            f"max_capacity {self.floor_owner}" if self.at_max else f"floor of {self.floor_owner}"
+        )
+        return (
+            f"{self.scenario} ({self.run}), {self.variant}: first at minute {self.minute}, "
+            f"{self.when}: {what}; short {self.shortfall_instances} instance(s) "
+            f"({self.shortfall_rpm:,.0f} requests/minute); {self.minutes} minute(s) miss; the "
+            f"fleet was held by the {bound}"
+        )
+
+
+@dataclass
+class ScenarioVerdict:
+    scenario: ScenarioName
+    best_effort: str | None
+    misses: list[Miss]
+    #: Worst minute per held SLO over the scenario's runs and variants.
+    worst: dict[str, float]
+    #: Instance-hours and cost per run label (for the solver's cost).
+    cost_usd: dict[str, float] = field(default_factory=dict)
+    peak_instances: dict[VariantName, int] = field(default_factory=dict)
+    #: The least spare capacity in any minute: in-service instances x requests/minute per
+    #: instance at the binding bound, over demand, minus 1 (percent; negative: short).
+    headroom_pct: float = math.inf
+
+
+@dataclass
+class GateReport:
+    env: str
+    instance_types: dict[VariantName, str]
+    edge: str
+    held_slos: list[GateSlo]
+    unreachable: dict[str, str]
+    verdicts: list[ScenarioVerdict]
+    limits: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def misses(self) -> list[Miss]:
+        return [m for v in self.verdicts if v.best_effort is None for m in v.misses]
+
+    @property
+    def passed(self) -> bool:
+        return not self.misses
+
+    def render(self) -> str:
+        lines = [
+            f"capacity gate, {self.env} ({', '.join(f'{v} {t}' for v, t in self.instance_types.items())}),"
+            f" speed at the {self.edge} edge; SLOs held: {', '.join(self.held_slos)}"
+        ]
+        for name, why in self.unreachable.items():
+            lines.append(f"  not held (no fleet reaches it): {name}: {why}")
+        for v in self.verdicts:
+            worst = ", ".join(_fmt(k, x) for k, x in v.worst.items())
+            state = "PASS" if not v.misses else ("BEST-EFFORT" if v.best_effort else "FAIL")
+            lines.append(
+                f"  {state:<11} {v.scenario}: worst minute {worst}; least headroom "
+                f"{v.headroom_pct:+.0f} %"
+            )
+            if v.best_effort and v.misses:
+                lines.append(f"              accepted risk (fleet.best_effort): {v.best_effort}")
+            for m in v.misses[:4]:
+                lines.append(f"              {m.line()}")
+            if len(v.misses) > 4:
+                lines.append(f"              ... and {len(v.misses) - 4} more")
+        lines.append("capacity gate: " + ("PASS" if self.passed else "FAIL"))
+        return "\n".join(lines)
+
+
+def _fmt(slo: str, x: float) -> str:
+    if math.isinf(x):
+        return f"{slo} unbounded"
+    return f"{slo} {x:,.0f}" + ("" if slo == "rejected" else " ms")
+
+
+def limits(cfg: DeploymentConfig) -> dict[GateSlo, float]:
+    mon = cfg.monitoring
+    return {
+        "rejected": 0.0,
+        "queue_wait_p95": mon.slo_queue_wait_p95_ms,
+        "ttft_p50": mon.slo_ttft_p50_ms,
+        "latency_p99": mon.slo_latency_p99_ms,
+    }
+
+
+def unreachable(cfg: DeploymentConfig) -> dict[str, str]:
+    """SLOs of ``fleet.slos`` that no concurrency meets on some variant's instance type (speed
+    model at the planning edge, Poisson arrivals, the typical request): ``{slo: why}``."""
+    out: dict[str, str] = {}
+    for v in VARIANT_NAMES:
+        basis = target_basis(cfg, v)
+        for key, bound_name in _BOUND_NAMES.items():
+            if key not in cfg.fleet.slos or key in out:
+                continue
+            b = next(x for x in basis.slo if x.slo == bound_name)
+            if b.concurrency == 0:
+                out[key] = (
+                    f"monitoring.{SLO_FIELDS[key]} {b.limit:,.0f} ms: the best on "
+                    f"{basis.instance_type} is {b.best:,.0f} ms with one request in flight "
+                    f"({cfg.engine.typical_prompt_tokens}+{cfg.engine.typical_output_tokens} "
+                    "tokens)"
+                )
+    return out
+
+
+@dataclass(frozen=True)
+class _VariantLimits:
+    rpm_per_instance: float
+    #: Most requests in flight per instance at which end-to-end p99 holds (0: never).
+    p99_in_flight: int
+
+
+def _variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _VariantLimits:
+    basis = target_basis(cfg, v)
+    model = instance_model(cfg, cfg.variants[v].instance_type, a)
+    shape = model.latency(basis.concurrency, model.prompt_tokens, model.output_tokens)
+    p99 = next(b for b in basis.slo if b.slo == "end-to-end p99")
+    return _VariantLimits(shape.requests_per_minute, p99.concurrency)
+
+
+def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo, limit: float) -> np.ndarray:
+    """Per minute: the SLO's figure, and a boolean mask of the minutes that miss."""
+    if slo == "rejected":
+        return vm.rejected
+    if slo == "queue_wait_p95":
+        return vm.queue_wait_p95_ms
+    if slo == "ttft_p50":
+        return vm.ttft_p50_ms
+    # latency_p99: held as "in flight per instance within the concurrency at which the speed
+    # model's p99 holds" (the same bound the scaling target reads)
+    return np.where(vm.in_flight_per_instance > lim.p99_in_flight, np.inf, 0.0)
+
+
+def _misses_of(
+    run: ScenarioRun,
+    vm: VariantMinutes,
+    lim: _VariantLimits,
+    slo: GateSlo,
+    limit: float,
+) -> tuple[Miss | None, float]:
+    fig = _figures(vm, lim, slo, limit)
+    valid = ~np.isnan(fig)
+    bad = valid & (fig > (0.5 if slo == "rejected" else limit))
+    worst = float(np.max(fig[valid])) if valid.any() else 0.0
+    if slo == "latency_p99" and not math.isinf(worst):
+        worst = 0.0
+    if not bad.any():
+        return None, worst
+    # the first minute, and the largest shortfall over the run (what the fix must cover)
+    first = int(np.flatnonzero(bad)[0])
+    need = np.ceil(vm.demand_rpm / max(lim.rpm_per_instance, 1e-9))
+    short = np.where(bad, need - vm.in_service, 0)
+    k = int(np.argmax(short))
+    return (
+        Miss(
+            scenario=run.scenario,
+            run=run.label,
+            variant=vm.variant,
+            minute=first,
+            when=run.when(first),
+            slo=slo,
+            figure=float(fig[first]),
+            limit=limit,
+            shortfall_instances=max(1, int(short[k])),
+            shortfall_rpm=max(0.0, float(vm.demand_rpm[k] - vm.in_service[k] * lim.rpm_per_instance)),
+            floor_owner=vm.floor_owner[first],
+            at_max=bool(vm.desired[first] >= vm.max_cap[first]),
+            minutes=int(bad.sum()),
+        ),
+        worst,
+    )
+
+
+def evaluate(
+    cfg: DeploymentConfig,
+    a: Assumptions | None = None,
+    scenarios: list[ScenarioName] | None = None,
+) -> GateReport:
+    """Replay ``scenarios`` (default ``fleet.scenarios``) and hold each minute to the SLOs."""
+    a = a or Assumptions()
+    names = scenarios or list(cfg.fleet.scenarios)
+    soft = {b.scenario: b.reason for b in cfg.fleet.best_effort}
+    gone = unreachable(cfg)
+    held = [s for s in cfg.fleet.slos if s not in gone]
+    lims = {v: _variant_limits(cfg, v, a) for v in VARIANT_NAMES}
+    slo_limits = limits(cfg)
+    verdicts = []
+    for name in names:
+        misses: list[Miss] = []
+        worst: dict[str, float] = {}
+        cost: dict[str, float] = {}
+        peak: dict[VariantName, int] = {}
+        headroom = math.inf
+        for run in run_scenario(cfg, name, a):
+            cost[run.label] = sum(
+                float(vm.billed.sum()) / 60 * vm.price_per_hour for vm in run.variants.values()
+            )
+            for v, vm in run.variants.items():
+                peak[v] = max(peak.get(v, 0), int(np.max(vm.in_service)))
+                busy = vm.demand_rpm > 1.0
+                if busy.any():
+                    spare = vm.in_service[busy] * lims[v].rpm_per_instance / vm.demand_rpm[busy]
+                    headroom = min(headroom, 100 * (float(spare.min()) - 1))
+                for slo in held:
+                    miss, w = _misses_of(run, vm, lims[v], slo, slo_limits[slo])
+                    worst[slo] = max(worst.get(slo, 0.0), w)
+                    if miss is not None:
+                        misses.append(miss)
+        verdicts.append(
+            ScenarioVerdict(name, soft.get(name), misses, worst, cost, peak, headroom)
+        )
+    return GateReport(
+        env=cfg.env,
+        instance_types={v: cfg.variants[v].instance_type for v in VARIANT_NAMES},
+        edge=a.speed_edge,
+        held_slos=held,  # type: ignore[arg-type]
+        unreachable=gone,
+        verdicts=verdicts,
+        limits=dict(slo_limits),
+    )
