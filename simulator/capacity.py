@@ -227,9 +227,7 @@ def instance_model(cfg: DeploymentConfig, instance_type: str, a: Assumptions) ->
     )
 
 
-def warm_start_count(
-    cfg: DeploymentConfig, variant: str, inst: InstanceModel, rpm: float
-) -> int:
+def warm_start_count(cfg: DeploymentConfig, variant: str, inst: InstanceModel, rpm: float) -> int:
     """Instances target tracking would hold for ``rpm`` requests/minute on ``variant``: what a
     live fleet already runs when a replay starts mid-traffic (Assumptions.warm_start). Without
     it every replay began at the config's initial count, and its first minutes measured the

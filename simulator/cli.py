@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import cast
 
 from simulator.assumptions import Assumptions
-from stacks.serving_speed import EDGES
 from simulator.capacity import BANDWIDTH_EFFICIENCY, instance_model
 from simulator.routing import MINUTES, WARMUP, WINDOWS
 from simulator.run import Result, instance_models, simulate
@@ -39,6 +38,7 @@ from stacks.capacity import CapacityError
 from stacks.config import ConfigError, DeploymentConfig, VariantName, config_path, load_config
 from stacks.config.yaml_source import read_yaml
 from stacks.scale_out_time import time_to_serve
+from stacks.serving_speed import EDGES
 
 REPO = Path(__file__).resolve().parent.parent
 

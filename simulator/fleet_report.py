@@ -4,11 +4,12 @@ and the config change that adopts the cheapest fleet."""
 from __future__ import annotations
 
 import math
+
 from simulator.fleet_solver import Solution, current
 from simulator.slo_gate import GateReport
 from stacks import speed_model
 from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig
+from stacks.config import VARIANT_NAMES, DeploymentConfig
 from stacks.scaling_target import concurrency_target, typical_request
 from stacks.serving_speed import efficiency
 
@@ -81,7 +82,9 @@ def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
     return "\n".join(lines)
 
 
-def best_one_request(cfg: DeploymentConfig, itype: str, output: int | None = None) -> speed_model.Speed:
+def best_one_request(
+    cfg: DeploymentConfig, itype: str, output: int | None = None
+) -> speed_model.Speed:
     inst = INSTANCE_CATALOG[itype]
     req = typical_request(cfg)
     if output is not None:
@@ -137,7 +140,7 @@ def config_change(cfg: DeploymentConfig, s: Solution) -> str:
     if s.instance_type != old.instance_type:
         lines.append(f"variants.primary.instance_type: {s.instance_type}")
         lines.append(f"variants.canary.instance_type: {s.instance_type}")
-    for v in ("primary", "canary"):
+    for v in VARIANT_NAMES:
         iv = new.variants[v].initial_instance_count
         if iv != cfg.variants[v].initial_instance_count:
             lines.append(f"variants.{v}.initial_instance_count: {iv}")
@@ -155,26 +158,30 @@ def config_change(cfg: DeploymentConfig, s: Solution) -> str:
                 f"max_capacity {sc_new.max_capacity}  # was {sc_old.min_capacity}, "
                 f"{sc_old.max_capacity}"
             )
-    for r_new, r_old in zip(new.scaling.release_calendar, cfg.scaling.release_calendar, strict=True):
+    for r_new, r_old in zip(
+        new.scaling.release_calendar, cfg.scaling.release_calendar, strict=True
+    ):
         if (r_new.min_capacity, r_new.max_capacity) != (r_old.min_capacity, r_old.max_capacity):
             lines.append(
                 f"scaling.release_calendar[{r_new.name}]: min_capacity {r_new.min_capacity}, "
                 f"max_capacity {r_new.max_capacity}  # was {r_old.min_capacity}, "
                 f"{r_old.max_capacity}"
             )
-    if new.deployment.rollback_model_latency_p99_ms != cfg.deployment.rollback_model_latency_p99_ms:
-        lines.append(
-            f"deployment.rollback_model_latency_p99_ms: {new.deployment.rollback_model_latency_p99_ms}"
-            f"  # was {cfg.deployment.rollback_model_latency_p99_ms}"
-        )
-    for v in ("primary", "canary"):
-        r_new, r_old = new.variants[v].routing, cfg.variants[v].routing
-        if r_new and r_old and r_new.concurrency_threshold != r_old.concurrency_threshold:
+    rb_new = new.deployment.rollback_model_latency_p99_ms
+    rb_old = cfg.deployment.rollback_model_latency_p99_ms
+    if rb_new != rb_old:
+        lines.append(f"deployment.rollback_model_latency_p99_ms: {rb_new}  # was {rb_old}")
+    for v in VARIANT_NAMES:
+        route_new, route_old = new.variants[v].routing, cfg.variants[v].routing
+        if (
+            route_new
+            and route_old
+            and route_new.concurrency_threshold != route_old.concurrency_threshold
+        ):
             lines.append(
-                f"variants.{v}.routing.concurrency_threshold: {r_new.concurrency_threshold}"
-                f"  # was {r_old.concurrency_threshold}"
+                f"variants.{v}.routing.concurrency_threshold: {route_new.concurrency_threshold}"
+                f"  # was {route_old.concurrency_threshold}"
             )
     if len(lines) == 1:
         lines.append("# nothing: the config is this fleet")
     return "\n".join(lines)
-

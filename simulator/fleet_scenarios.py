@@ -10,7 +10,7 @@ deploy), and the canary ramp through simulator/rollout.py (the controller's own 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -20,8 +20,8 @@ from simulator.assumptions import Assumptions
 from simulator.rollout import simulate_rollout
 from simulator.run import Result, simulate
 from simulator.schedule import timeline
-from simulator.traces import BUILTIN, JST
-from stacks.config import SCENARIO_NAMES, DeploymentConfig, ScenarioName, VariantName
+from simulator.traces import BUILTIN, JST, Trace, normal_day
+from stacks.config import SCENARIO_NAMES, VARIANT_NAMES, DeploymentConfig, ScenarioName, VariantName
 
 
 @dataclass
@@ -68,7 +68,9 @@ def _floor_owners(
 ) -> list[str]:
     """Which bound entry holds the minimum at each minute (a release's restore goes back to the
     recurring schedule in force before its prescale)."""
-    (_lo, _hi, first), changes = timeline(cfg.scaling, variant, start, start + timedelta(minutes=minutes))
+    (_lo, _hi, first), changes = timeline(
+        cfg.scaling, variant, start, start + timedelta(minutes=minutes)
+    )
     owner, recurring = _owner(first, first), first if ":" not in first else "variant"
     out, k = [], 0
     for m in range(minutes):
@@ -97,9 +99,17 @@ def _from_result(cfg: DeploymentConfig, res: Result) -> dict[VariantName, Varian
         s = run.series
         per = 60 // run.tick_seconds
 
-        def m(key: str, how: str = "sum") -> np.ndarray:
+        def m(
+            key: str, how: str = "sum", s: dict[str, np.ndarray] = s, per: int = per
+        ) -> np.ndarray:
             arr = s[key].reshape(minutes, per)
-            return {"sum": arr.sum, "max": arr.max, "min": arr.min, "mean": arr.mean}[how](axis=1)
+            if how == "max":
+                return np.asarray(arr.max(axis=1))
+            if how == "min":
+                return np.asarray(arr.min(axis=1))
+            if how == "mean":
+                return np.asarray(arr.mean(axis=1))
+            return np.asarray(arr.sum(axis=1))
 
         admitted = (s["arrivals"] - s["rejected"]).reshape(minutes, per)
         waits = s["wait_s"].reshape(minutes, per)
@@ -138,9 +148,15 @@ def _row_pct(values: np.ndarray, weights: np.ndarray, q: float) -> np.ndarray:
     return out
 
 
+def scaled(cfg: DeploymentConfig, trace: Trace) -> Trace:
+    """``trace`` at this environment's share of the traffic (``fleet.traffic_share``)."""
+    share = cfg.fleet.traffic_share
+    return trace if share == 1.0 else replace(trace, rpm=trace.rpm * share)
+
+
 def _trace(name: str) -> Callable[[DeploymentConfig, Assumptions], list[ScenarioRun]]:
     def run(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
-        res = simulate(cfg, BUILTIN[name], a)
+        res = simulate(cfg, scaled(cfg, BUILTIN[name]), a)
         return [ScenarioRun(name, name, res.trace.start, _from_result(cfg, res))]  # type: ignore[arg-type]
 
     return run
@@ -151,8 +167,9 @@ def _deploy_at_peak(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
     of the scenario's deploy times; today's ``cdk deploy`` with counts reset is the what-not-to-do
     the scenario's own report shows, not a run the fleet must carry."""
     runs = []
-    for i, case in enumerate(scenario_deploy.run(cfg, a)):
-        for key in (("no deploy", "after") if i == 0 else ("after",)):
+    factor = scenario_deploy.BUSY_FACTOR * cfg.fleet.traffic_share
+    for i, case in enumerate(scenario_deploy.run(cfg, a, factor)):
+        for key in ("no deploy", "after") if i == 0 else ("after",):
             res = case.results[key]
             label = "no deploy" if key == "no deploy" else f"make deploy {case.label}"
             runs.append(
@@ -165,18 +182,18 @@ def _canary_rollout(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
     """The ramp 5 -> 100 % on a normal day with the controller's own rules: the replay serves
     each minute up to capacity (no queue times), so it is held on rejections and on demand above
     capacity (a queue that would grow)."""
-    rep = simulate_rollout(cfg, a)
+    rep = simulate_rollout(cfg, a, trace=scaled(cfg, normal_day()))
     rows = rep["rows"]
     tr = rep["trace"]
     out: dict[VariantName, VariantMinutes] = {}
-    for v in ("primary", "canary"):
+    for v in VARIANT_NAMES:
         arr = np.array([r[f"{v}_arrivals"] for r in rows])
         cap = np.array([r[f"{v}_capacity"] for r in rows])
         n = np.array([r[f"{v}_in_service"] for r in rows], dtype=float)
         over = arr > cap + 1e-9
         itype = cfg.variants[v].instance_type
         out[v] = VariantMinutes(
-            variant=v,  # type: ignore[arg-type]
+            variant=v,
             instance_type=itype,
             demand_rpm=arr,
             rejected=np.array([r[f"{v}_rejected"] for r in rows]),
@@ -187,7 +204,7 @@ def _canary_rollout(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
             in_service=n,
             desired=np.array([r[f"{v}_launched"] for r in rows], dtype=float),
             max_cap=np.array([r[f"{v}_max"] for r in rows], dtype=float),
-            floor_owner=_floor_owners(cfg, v, tr.start, len(rows)),  # type: ignore[arg-type]
+            floor_owner=_floor_owners(cfg, v, tr.start, len(rows)),
             billed=np.array([r[f"{v}_launched"] for r in rows], dtype=float),
             price_per_hour=0.0,
         )

@@ -68,7 +68,9 @@ class Bounds:
             return replace(
                 self, release_min={**self.release_min, name: self.release_min[name] + by}
             )
-        return replace(self, schedule_min={**self.schedule_min, owner: self.schedule_min[owner] + by})
+        return replace(
+            self, schedule_min={**self.schedule_min, owner: self.schedule_min[owner] + by}
+        )
 
 
 def current(cfg: DeploymentConfig) -> Bounds:
@@ -97,9 +99,10 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
         sc = data["scaling"]["variants"][v]
         sc["min_capacity"], sc["max_capacity"] = lo, hi
         var["initial_instance_count"] = min(max(var["initial_instance_count"], lo), hi)
-    if data["variants"]["canary"]["initial_instance_count"] > data["variants"]["primary"][
-        "initial_instance_count"
-    ]:
+    if (
+        data["variants"]["canary"]["initial_instance_count"]
+        > data["variants"]["primary"]["initial_instance_count"]
+    ):
         data["variants"]["primary"]["initial_instance_count"] = min(
             b.primary_max, data["variants"]["canary"]["initial_instance_count"]
         )
@@ -129,9 +132,7 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
 
 def _validate(cfg: DeploymentConfig, data: dict[str, Any]) -> DeploymentConfig:
     """``data`` validated as ``cfg`` was (an architecture read from a file carried over)."""
-    return DeploymentConfig.model_validate(
-        data, context={ARCHITECTURE_CONTEXT: cfg.architecture}
-    )
+    return DeploymentConfig.model_validate(data, context={ARCHITECTURE_CONTEXT: cfg.architecture})
 
 
 @dataclass

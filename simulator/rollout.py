@@ -39,7 +39,7 @@ from typing import Any
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller import store
 from simulator.assumptions import Assumptions
-from simulator.capacity import warm_start_count, InstanceModel, admit, instance_model
+from simulator.capacity import InstanceModel, admit, instance_model, warm_start_count
 from simulator.schedule import timeline
 from simulator.traces import JST, Trace, normal_day
 from stacks.config import DeploymentConfig, VariantName

@@ -105,8 +105,9 @@ class GateReport:
         return not self.misses
 
     def render(self) -> str:
+        types = ", ".join(f"{v} {t}" for v, t in self.instance_types.items())
         lines = [
-            f"capacity gate, {self.env} ({', '.join(f'{v} {t}' for v, t in self.instance_types.items())}),"
+            f"capacity gate, {self.env} ({types}),"
             f" speed at the {self.edge} edge; SLOs held: {', '.join(self.held_slos)}"
         ]
         for name, why in self.unreachable.items():
@@ -223,7 +224,9 @@ def _misses_of(
             figure=float(fig[first]),
             limit=limit,
             shortfall_instances=max(1, int(short[k])),
-            shortfall_rpm=max(0.0, float(vm.demand_rpm[k] - vm.in_service[k] * lim.rpm_per_instance)),
+            shortfall_rpm=max(
+                0.0, float(vm.demand_rpm[k] - vm.in_service[k] * lim.rpm_per_instance)
+            ),
             floor_owner=vm.floor_owner[first],
             at_max=bool(vm.desired[first] >= vm.max_cap[first]),
             minutes=int(bad.sum()),
@@ -267,15 +270,13 @@ def evaluate(
                     worst[slo] = max(worst.get(slo, 0.0), w)
                     if miss is not None:
                         misses.append(miss)
-        verdicts.append(
-            ScenarioVerdict(name, soft.get(name), misses, worst, cost, peak, headroom)
-        )
+        verdicts.append(ScenarioVerdict(name, soft.get(name), misses, worst, cost, peak, headroom))
     return GateReport(
         env=cfg.env,
         instance_types={v: cfg.variants[v].instance_type for v in VARIANT_NAMES},
         edge=a.speed_edge,
-        held_slos=held,  # type: ignore[arg-type]
+        held_slos=held,
         unreachable=gone,
         verdicts=verdicts,
-        limits=dict(slo_limits),
+        limits={str(k): x for k, x in slo_limits.items()},
     )

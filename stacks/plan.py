@@ -21,6 +21,7 @@ from stacks.config import (
 from stacks.plan_deploy import deploy_section, render_deploy
 from stacks.scale_out_time import render_scale_out, scale_out_section
 from stacks.scaling_target import concurrency_target, pool_bases
+from stacks.serving_speed import PLANNING_EDGE, hit_rate_source
 from stacks.speed_plan import render_speed, speed_section
 
 
@@ -269,7 +270,39 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         },
         "alarms": alarms,
         "deploy": deploy_section(cfg),
+        "fleet": fleet_section(cfg),
     }
+
+
+def fleet_section(cfg: DeploymentConfig) -> dict[str, Any]:
+    """What the capacity gate holds this config to (``fleet:``), and the planning inputs it
+    uses; the gate itself replays the day (``make capacity-gate``, simulator/slo_gate.py)."""
+    f = cfg.fleet
+    return {
+        "scenarios_held": f.held(),
+        "best_effort": [{"scenario": b.scenario, "reason": b.reason} for b in f.best_effort],
+        "slos": list(f.slos),
+        "traffic_share": f.traffic_share,
+        "speed_edge": PLANNING_EDGE,
+        "prefix_cache_hit_rate": hit_rate_source(cfg),
+        "budget_usd_per_month": f.budget_usd_per_month,
+    }
+
+
+def render_fleet(f: dict[str, Any]) -> list[str]:
+    share = "" if f["traffic_share"] == 1 else f" at {f['traffic_share']:g} x the brief's traffic"
+    lines = [
+        f"  fleet   capacity gate (make capacity-gate): {', '.join(f['slos'])} held in every "
+        f"minute of {', '.join(f['scenarios_held'])}{share}; speed at the {f['speed_edge']} "
+        f"edge; prefix-cache hit rate {f['prefix_cache_hit_rate']}"
+    ]
+    for b in f["best_effort"]:
+        lines.append(f"          ACCEPTED RISK: {b['scenario']} is best-effort: {b['reason']}")
+    if f["budget_usd_per_month"]:
+        lines.append(
+            f"          budget ${f['budget_usd_per_month']:,.0f}/month (fleet.budget_usd_per_month)"
+        )
+    return lines
 
 
 def render_memory_terms(c: dict[str, Any], eng: dict[str, Any]) -> list[str]:
@@ -361,6 +394,7 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"{'on' if r['smoke_gate'] else 'off'}"
     )
     lines += render_deploy(plan["deploy"])
+    lines += render_fleet(plan["fleet"])
     lines.append(f"  alarms  {len(plan['alarms'])}:")
     lines += [f"          - {a}" for a in plan["alarms"]]
     return "\n".join(lines)

@@ -28,7 +28,7 @@ from typing import Literal, get_args
 
 from stacks import speed_model
 from stacks.config import DeploymentConfig
-from stacks.lora_cost import LORA_THROUGHPUT_FACTOR, LORA_SOURCE
+from stacks.lora_cost import LORA_SOURCE, LORA_THROUGHPUT_FACTOR
 from stacks.prefix_hit_rate import routing_hit_rate
 
 Edge = Literal["pessimistic", "central", "optimistic"]

@@ -13,13 +13,13 @@ from typing import Any
 from stacks import speed_model
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
-from stacks.serving_speed import describe, efficiency
 from stacks.scaling_target import (
     SLO_LIMITS,
     concurrency_target,
     target_basis,
     typical_request,
 )
+from stacks.serving_speed import describe, efficiency
 
 
 def speed_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]:

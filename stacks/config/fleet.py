@@ -64,6 +64,9 @@ class FleetConfig(Strict):
     best_effort: list[BestEffort] = []
     #: None: the routing simulation's figure for the configured routing (stacks/prefix_hit_rate.py).
     prefix_cache_hit_rate: MeasuredHitRate | None = None
+    #: The share of the scenarios' traffic (the brief's prod traffic) this environment serves:
+    #: every scenario's request rates are multiplied by it (dev: the team's own tests).
+    traffic_share: Annotated[float, Field(gt=0, le=10)] = 1.0
     #: Instance types the solver tries; empty: every catalog type whose GPU holds the model.
     candidates: list[str] = []
     #: The budget the plan and the solver print the cost beside (USD per month), if any.

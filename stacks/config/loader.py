@@ -42,6 +42,7 @@ from stacks.config.deployment import (
     Variants,
     prefix_floor_bytes,
 )
+from stacks.config.fleet import FleetConfig
 from stacks.config.model import (
     AdapterConfig,
     BaseModelConfig,
@@ -49,7 +50,6 @@ from stacks.config.model import (
     ImageConfig,
     ModelArchitecture,
 )
-from stacks.config.fleet import FleetConfig
 from stacks.config.model_prep import ModelPrepConfig
 from stacks.config.operations import (
     MonitoringConfig,
