@@ -1,0 +1,156 @@
+"""The capacity gate (simulator/slo_gate.py) and the fleet section of the config (issue 36)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulator.assumptions import Assumptions
+from simulator.cli import main
+from simulator.fleet_scenarios import RUNNERS
+from simulator.fleet_solver import apply, current
+from simulator.slo_gate import evaluate
+from stacks.config import SCENARIO_NAMES, ConfigError, DeploymentConfig, load_config, parse_config
+from stacks.config.yaml_source import read_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _prod() -> DeploymentConfig:
+    return load_config(REPO / "config" / "prod.yaml", env="prod")
+
+
+def _raw() -> dict[str, Any]:
+    raw = read_yaml(REPO / "config" / "prod.yaml")
+    assert isinstance(raw, dict)
+    return copy.deepcopy(raw)
+
+
+def _parse(raw: dict[str, Any]) -> DeploymentConfig:
+    return parse_config(raw, env="prod", source=REPO / "config/prod.yaml", base_dir=REPO / "config")
+
+
+@pytest.fixture(scope="module")
+def prod_report():  # type: ignore[no-untyped-def]
+    return evaluate(_prod(), Assumptions())
+
+
+@pytest.fixture(scope="module")
+def lowered_report():  # type: ignore[no-untyped-def]
+    """prod with its primary's ceiling cut to half of what its announced release needs."""
+    cfg = _prod()
+    b = current(cfg)
+    low = max(b.primary_min, max(b.release_min.values(), default=b.primary_min) // 2)
+    lowered = apply(
+        cfg,
+        type(b)(
+            instance_type=b.instance_type,
+            primary_min=min(b.primary_min, low),
+            primary_max=low,
+            canary_min=b.canary_min,
+            canary_max=b.canary_max,
+            schedule_min={k: min(v, low) for k, v in b.schedule_min.items()},
+            release_min={k: min(v, low) for k, v in b.release_min.items()},
+        ),
+    )
+    return evaluate(lowered, Assumptions(), ["announced-release"]), low
+
+
+def test_every_scenario_name_has_a_runner() -> None:
+    assert tuple(RUNNERS) == SCENARIO_NAMES
+
+
+def test_prod_passes_its_own_gate_with_no_request_rejected(prod_report) -> None:  # type: ignore[no-untyped-def]
+    assert prod_report.passed, prod_report.render()
+    for verdict in prod_report.verdicts:
+        assert verdict.worst["rejected"] == 0, verdict.scenario
+        assert verdict.worst["queue_wait_p95"] <= _prod().monitoring.slo_queue_wait_p95_ms
+
+
+def test_a_lowered_ceiling_fails_naming_scenario_minute_slo_and_shortfall(lowered_report) -> None:  # type: ignore[no-untyped-def]
+    report, low = lowered_report
+    assert not report.passed
+    miss = report.misses[0]
+    assert miss.scenario == "announced-release"
+    assert miss.variant == "primary"
+    assert miss.shortfall_instances >= 1 and miss.shortfall_rpm > 0
+    assert miss.at_max, "the ceiling, not a floor, held the fleet"
+    line = miss.line()
+    assert f"minute {miss.minute}" in line and "JST" in line and "UTC" in line
+    assert f"short {miss.shortfall_instances} instance(s)" in line
+    # the release spike is at 20:00 JST: the first miss is on the release evening
+    assert 14 * 60 <= 14 * 60 + miss.minute <= 24 * 60
+    assert "capacity gate: FAIL" in report.render()
+
+
+def test_a_best_effort_scenario_is_reported_with_its_reason_and_does_not_fail(
+    lowered_report,  # type: ignore[no-untyped-def]
+) -> None:
+    report, _ = lowered_report
+    report.verdicts[0].best_effort = "a release we choose to serve best-effort this quarter"
+    assert report.passed
+    assert "accepted risk (fleet.best_effort)" in report.render()
+    assert "BEST-EFFORT" in report.render()
+
+
+def test_gate_cli_exits_1_on_a_miss_and_names_it(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    raw = _raw()
+    raw["scaling"]["variants"]["primary"]["max_capacity"] = 2
+    raw["scaling"]["variants"]["primary"]["min_capacity"] = 2
+    raw["variants"]["primary"]["initial_instance_count"] = 2
+    raw["variants"]["canary"]["initial_instance_count"] = 2
+    for s in raw["scaling"]["schedules"]:
+        s["min_capacity"], s["max_capacity"] = 1, 2
+        s.pop("standby_instances", None)
+    for r in raw["scaling"]["release_calendar"]:
+        r["min_capacity"], r["max_capacity"] = 2, 2
+    raw["fleet"] = {"scenarios": ["normal-day"]}
+    path = tmp_path / "prod.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump(raw))
+    rc = main(["gate", "--config", str(path), "--out", str(tmp_path / "out"), "--no-charts"])
+    out = capsys.readouterr()
+    assert rc == 1
+    assert "FAIL        normal-day" in out.out
+    assert "short" in out.out and "requests/minute" in out.out
+    assert "make fleet ENV=prod" in out.err
+    assert (tmp_path / "out" / "capacity-gate.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("fleet", "field"),
+    [
+        ({"best_effort": [{"scenario": "unannounced-4x", "reason": "not in the list at all"}]},
+         "fleet.best_effort"),
+        ({"candidates": ["ml.x9.huge"]}, "fleet.candidates"),
+        ({"scenarios": ["normal-day", "normal-day"]}, "fleet"),
+        ({"scenarios": ["tuesday"]}, "fleet.scenarios"),
+        ({"best_effort": [{"scenario": "normal-day", "reason": "meh"}]}, "fleet.best_effort"),
+        ({"traffic_share": 0}, "fleet.traffic_share"),
+        ({"prefix_cache_hit_rate": {"rate": 0.6}}, "fleet.prefix_cache_hit_rate"),
+    ],
+)  # fmt: skip
+def test_a_bad_fleet_section_fails_naming_the_field(fleet: dict[str, Any], field: str) -> None:
+    raw = _raw()
+    raw["fleet"] = {**raw.get("fleet", {}), **fleet}
+    with pytest.raises(ConfigError) as err:
+        _parse(raw)
+    assert field in str(err.value)
+
+
+def test_a_measured_hit_rate_replaces_the_routing_simulations() -> None:
+    from stacks.serving_speed import hit_rate_source, planned_hit_rate
+
+    raw = _raw()
+    raw["fleet"] = {
+        **raw.get("fleet", {}),
+        "prefix_cache_hit_rate": {"rate": 0.61, "source": "vLLM prefix_cache_hits_total, week 48"},
+    }
+    cfg = _parse(raw)
+    assert planned_hit_rate(cfg) == 0.61
+    assert "week 48" in hit_rate_source(cfg)
+    assert planned_hit_rate(_prod()) < 0.72
