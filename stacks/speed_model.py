@@ -58,6 +58,10 @@ class Gpu:
     #: Machete, whose share the H100 runs measured (``Efficiency.w4_bandwidth``); Turing has
     #: neither, and gets Machete's share as a stand-in.
     marlin: bool = False
+    #: Multiplier on the H100-fitted shares of peak bandwidth and compute (both) for this GPU,
+    #: fitted to its published measurements (``python -m stacks.speed_evidence --fit``,
+    #: docs/measurements/published_gpu_points.json); 1.0 where there are none (a pure carry).
+    efficiency: float = 1.0
 
 
 _NV = "NVIDIA data sheet"
@@ -124,14 +128,15 @@ class StepCost:
 
     def seconds(self, running: int, kv_tokens: float, tokens: int, pairs: float) -> float:
         g, e = self.gpu, self.eff
-        bw = g.bandwidth_gbps * 1e9
-        flops = g.tflops_16 * 1e12 * (e.compute_w4 if self.four_bit else e.compute)
+        bw = g.bandwidth_gbps * 1e9 * g.efficiency
+        peak = g.tflops_16 * 1e12 * g.efficiency
+        flops = peak * (e.compute_w4 if self.four_bit else e.compute)
         read = self.weights16_bytes / (bw * e.bandwidth)
         if self.weights4_bytes:
             read += self.weights4_bytes / (bw * (e.bandwidth if g.marlin else e.w4_bandwidth))
         linear = max(read, 2 * self.linear_params * tokens / flops)
         kv = kv_tokens * self.kv_bytes_per_token / (bw * e.bandwidth)
-        attn = self.attn_flops_per_pair * pairs / (g.tflops_16 * 1e12 * e.compute)
+        attn = self.attn_flops_per_pair * pairs / (peak * e.compute)
         return e.overhead_s + e.per_seq_s * running + linear + kv + attn
 
 
