@@ -58,11 +58,14 @@ class Point:
     source: str
     settings: str
     uncertain: str
+    #: Another point of the same harness on the H100 (the fitted GPU): the model's error there is
+    #: the harness's, divided out of this point's (see :func:`harness_factor`).
+    reference: str | None = None
 
     @property
     def v0(self) -> bool:
         """A vLLM of 2024 (V0 engine): its KV cache and limits, not today's."""
-        return "0.23" not in self.engine
+        return "0.23" not in self.engine and "SGLang" not in self.engine
 
 
 def load(path: Path = POINTS) -> list[Point]:
@@ -89,6 +92,7 @@ def load(path: Path = POINTS) -> list[Point]:
                 settings=f"{p['precision']}; {w['prompt']} + {w['output']} tokens; "
                 + (f"{w['concurrency']} in flight" if w.get("concurrency") else w["arrivals"]),
                 uncertain=p.get("uncertain", ""),
+                reference=cmp.get("reference"),
             )
         )
     return out
@@ -128,7 +132,7 @@ def _cost(gpu: str, efficiency: float | None) -> StepCost:
 @lru_cache(maxsize=512)
 def _run(point: Point, efficiency: float | None) -> Speed:
     limits = V0_LIMITS if point.v0 else V1_LIMITS
-    kv = kv_tokens_v0(point.gpu) if point.v0 else None
+    kv = kv_tokens_v0(point.gpu) if point.v0 and point.gpu != "H100" else None
     clients = point.concurrency or BURST_CLIENTS
     return simulate(
         _cost(point.gpu, efficiency),
@@ -149,12 +153,26 @@ def predict(point: Point, efficiency: float | None = None) -> float:
     raise ValueError(f"unknown figure {point.figure!r}")
 
 
-def speed_ratio(point: Point, predicted: float) -> float:
-    """Published speed over the model's (above 1: the GPU is faster than modelled); a latency
-    figure is inverted, so the ratio always multiplies the model's throughput."""
+def _raw_ratio(point: Point, predicted: float) -> float:
     if point.figure.endswith("_s") and not point.figure.endswith("tok_s"):
         return predicted / point.published
     return point.published / predicted
+
+
+@lru_cache(maxsize=16)
+def harness_factor(reference: str) -> float:
+    """Published over modelled on the H100 for the reference point: what the harness (its
+    length spread, its burst) does to the comparison on the GPU the model was fitted to."""
+    ref = next(p for p in load() if p.id == reference)
+    return _raw_ratio(ref, predict(ref))
+
+
+def speed_ratio(point: Point, predicted: float) -> float:
+    """Published speed over the model's (above 1: the GPU is faster than modelled), after the
+    harness factor where the point has a reference; a latency figure is inverted, so the ratio
+    always multiplies the model's throughput."""
+    r = _raw_ratio(point, predicted)
+    return r / harness_factor(point.reference) if point.reference else r
 
 
 @dataclass(frozen=True)
@@ -180,7 +198,8 @@ class PointError:
 
 def errors(points: list[Point] | None = None) -> list[PointError]:
     return [
-        PointError(p, predict(p), predict(p, 1.0)) for p in (points if points is not None else load())
+        PointError(p, predict(p), predict(p, 1.0))
+        for p in (points if points is not None else load())
     ]
 
 
@@ -207,6 +226,24 @@ def fit_gpu(gpu: str, points: list[Point]) -> float:
     return round((lo + hi) / 2, 3)
 
 
+#: Half-width a GPU's band is widened to: three or more fitted points that agree, or fewer.
+BAND_FLOOR_POINTS = 3
+BAND_FLOOR = {True: 0.15, False: 0.25}
+
+
+def band(gpu: str, errs: list[PointError]) -> tuple[float, float]:
+    """(pessimistic, optimistic) throughput multipliers for ``gpu`` from its fitted points: their
+    spread of published over modelled speed, widened to :data:`BAND_FLOOR` (rounded outward)."""
+    r = [e.ratio for e in errs if e.point.gpu == gpu and e.point.use == "fit"]
+    if not r:
+        raise ValueError(f"no fitted point for {gpu}")
+    w = BAND_FLOOR[len(r) >= BAND_FLOOR_POINTS]
+    return (
+        math.floor(min(min(r), 1 - w) * 100) / 100,
+        math.ceil(max(max(r), 1 + w) * 100) / 100,
+    )
+
+
 def report(errs: list[PointError]) -> str:
     lines = [
         f"{'point':26}{'use':9}{'figure':13}{'published':>10}{'carried':>9}{'err':>6}"
@@ -228,7 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         for gpu in sorted({p.gpu for p in points if p.use == "fit"}):
             print(f"{gpu}: efficiency={fit_gpu(gpu, points)} (committed {GPUS[gpu].efficiency})")
-    print(report(errors(points)))
+    errs = errors(points)
+    print(report(errs))
+    for gpu in sorted({p.gpu for p in points if p.use == "fit"}):
+        print(f"{gpu}: band {band(gpu, errs)}")
     return 0
 
 
