@@ -505,16 +505,16 @@ def speed_band_source(gpu: str) -> str:
 
 
 __all__ = [
+    "DEFAULT_SPEED_BAND",
     "FITTED",
     "GPUS",
+    "SPEED_BANDS",
     "Efficiency",
     "EngineLimits",
     "Gpu",
     "Speed",
     "StepCost",
     "Workload",
-    "DEFAULT_SPEED_BAND",
-    "SPEED_BANDS",
     "closed_loop",
     "simulate",
     "source",
