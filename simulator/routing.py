@@ -164,7 +164,7 @@ def prefill_cost(cost: speed_model.StepCost) -> PrefillCost:
     speed model's linear term once a step is compute-bound); attention adds per (query, key)
     pair on top, counted per request."""
     g, e = cost.gpu, cost.eff
-    share = e.compute_w4 if cost.four_bit else e.compute
+    share = (e.compute_w4 if cost.four_bit else e.compute) * g.efficiency
     flops = g.tflops_16 * 1e12 * share
     return PrefillCost(
         seconds_per_token=2 * cost.linear_params / flops,
@@ -172,7 +172,7 @@ def prefill_cost(cost: speed_model.StepCost) -> PrefillCost:
         source=speed_model.source(g.name),
         basis=(
             f"2 x {cost.linear_params / 1e9:.2f} G linear parameters / ({g.tflops_16:g} TFLOPS "
-            f"x {share:.3f} fitted share)"
+            f"x {share:.3f} fitted share{'' if g.efficiency == 1 else ', with the GPU efficiency'})"
         ),
     )
 

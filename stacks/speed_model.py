@@ -58,6 +58,10 @@ class Gpu:
     #: Machete, whose share the H100 runs measured (``Efficiency.w4_bandwidth``); Turing has
     #: neither, and gets Machete's share as a stand-in.
     marlin: bool = False
+    #: Multiplier on the H100-fitted shares of peak bandwidth and compute (both) for this GPU,
+    #: fitted to its published measurements (``python -m stacks.speed_evidence --fit``,
+    #: docs/measurements/published_gpu_points.json); 1.0 where there are none (a pure carry).
+    efficiency: float = 1.0
 
 
 _NV = "NVIDIA data sheet"
@@ -68,10 +72,19 @@ GPUS: dict[str, Gpu] = {
     g.name: g
     for g in (
         Gpu("T4", 320.0, 65.0, f"{_NV} (T4: 65 TFLOPS fp16 mixed precision)"),
-        Gpu("A10G", 600.0, 125.0, f"{_NV} for the A10 (125 TFLOPS fp16 dense); estimate", True),
-        Gpu("L4", 300.0, 121.0, f"{_NV} (L4: 242 TFLOPS fp16 with sparsity)", True),
+        Gpu(
+            "A10G",
+            600.0,
+            125.0,
+            f"{_NV} for the A10 (125 TFLOPS fp16 dense); estimate",
+            True,
+            efficiency=0.981,
+        ),
+        Gpu(
+            "L4", 300.0, 121.0, f"{_NV} (L4: 242 TFLOPS fp16 with sparsity)", True, efficiency=0.852
+        ),
         Gpu("L40S", 864.0, 362.0, f"{_NV} (L40S: 733 TFLOPS fp16 with sparsity)", True),
-        Gpu("A100 40GB", 1555.0, 312.0, f"{_NV} (A100 SXM 40GB)", True),
+        Gpu("A100 40GB", 1555.0, 312.0, f"{_NV} (A100 SXM 40GB)", True, efficiency=0.947),
         Gpu("H100", 3350.0, 989.0, f"{_NV} (H100 SXM: 1,979 TFLOPS bf16 with sparsity)"),
     )
 }
@@ -124,14 +137,15 @@ class StepCost:
 
     def seconds(self, running: int, kv_tokens: float, tokens: int, pairs: float) -> float:
         g, e = self.gpu, self.eff
-        bw = g.bandwidth_gbps * 1e9
-        flops = g.tflops_16 * 1e12 * (e.compute_w4 if self.four_bit else e.compute)
+        bw = g.bandwidth_gbps * 1e9 * g.efficiency
+        peak = g.tflops_16 * 1e12 * g.efficiency
+        flops = peak * (e.compute_w4 if self.four_bit else e.compute)
         read = self.weights16_bytes / (bw * e.bandwidth)
         if self.weights4_bytes:
             read += self.weights4_bytes / (bw * (e.bandwidth if g.marlin else e.w4_bandwidth))
         linear = max(read, 2 * self.linear_params * tokens / flops)
         kv = kv_tokens * self.kv_bytes_per_token / (bw * e.bandwidth)
-        attn = self.attn_flops_per_pair * pairs / (g.tflops_16 * 1e12 * e.compute)
+        attn = self.attn_flops_per_pair * pairs / (peak * e.compute)
         return e.overhead_s + e.per_seq_s * running + linear + kv + attn
 
 
@@ -443,9 +457,58 @@ def source(gpu: str) -> str:
     )
 
 
+#: Where the speed model stands against measurements, per GPU: the multipliers on its throughput
+#: at the pessimistic and the optimistic edge (published or measured speed over the model's).
+#: The H100's is its own fit (requests/minute and decode speed of the 49 figures without a shared
+#: prefix, stacks.speed_fit: 0.884-1.170; with a shared prefix the model is more optimistic still,
+#: see docs/speed-model.md). Another GPU's is the spread of its published points after its
+#: ``efficiency`` (stacks.speed_evidence), widened to +-15 % where three or more points agree and
+#: to +-25 % where one or two stand alone (thin evidence); a GPU with no published point gets
+#: :data:`DEFAULT_SPEED_BAND`. tests/infra/test_speed_model.py recomputes them from the points.
+SPEED_BANDS: dict[str, tuple[float, float]] = {
+    "H100": (0.88, 1.18),
+    "A10G": (0.85, 1.15),
+    "L4": (0.75, 1.25),
+    "A100 40GB": (0.75, 1.25),
+}
+#: No published point (T4, L40S): the widest band above, and at least +-30 %.
+DEFAULT_SPEED_BAND = (0.70, 1.30)
+_BAND_SOURCES = {
+    "H100": "the H100 fit itself: 49 measured figures (vLLM 0.26.0), docs/speed-model.md",
+    "A10G": "4 published vLLM 0.4.3 points (bf16, 550 + 150 tokens, 1-64 in flight, g5.2xlarge) "
+    "within -3..+2 % after efficiency 0.981, widened to +-15 %; W4A16 unmeasured",
+    "L4": "1 published vLLM burst point (ShareGPT, Aug 2024), its harness calibrated on an H100 "
+    "SGLang run; efficiency 0.852; thin evidence, +-25 %",
+    "A100 40GB": "1 published vLLM 0.23 point (bf16, one request, ~75 tok/s); efficiency 0.947; "
+    "thin evidence, +-25 %",
+}
+
+
+def speed_band(gpu: str) -> tuple[float, float]:
+    """(pessimistic, optimistic) multipliers on the model's throughput for ``gpu``: the measured
+    or published error of the speed model there (docs/speed-model.md), the default where no
+    published point exists. The fleet solver plans on the first."""
+    if gpu not in GPUS:
+        raise KeyError(f"no speed figures for GPU {gpu!r}; known: {', '.join(GPUS)}")
+    return SPEED_BANDS.get(gpu, DEFAULT_SPEED_BAND)
+
+
+def speed_band_source(gpu: str) -> str:
+    """Where ``gpu``'s :func:`speed_band` comes from, in one line."""
+    low, high = speed_band(gpu)
+    why = _BAND_SOURCES.get(
+        gpu, "no published point found: the widest band of the GPUs with points, at least +-30 %"
+    )
+    return (
+        f"{gpu} speed x{low:.2f}..x{high:.2f}: {why} (docs/measurements/published_gpu_points.json)"
+    )
+
+
 __all__ = [
+    "DEFAULT_SPEED_BAND",
     "FITTED",
     "GPUS",
+    "SPEED_BANDS",
     "Efficiency",
     "EngineLimits",
     "Gpu",
@@ -455,6 +518,8 @@ __all__ = [
     "closed_loop",
     "simulate",
     "source",
+    "speed_band",
+    "speed_band_source",
     "step_cost",
 ]
 

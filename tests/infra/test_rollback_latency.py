@@ -54,5 +54,5 @@ def test_the_alarm_reads_the_configured_threshold_in_microseconds() -> None:
         if a["Properties"].get("MetricName") == "ModelLatency"
         and "rolls back" in a["Properties"].get("AlarmDescription", "")
     ]  # fmt: skip
-    assert latency and {a["Threshold"] for a in latency} == {22000 * 1000}
-    assert all("22000 ms" in json.dumps(a["AlarmDescription"]) for a in latency)
+    assert latency and {a["Threshold"] for a in latency} == {23000 * 1000}
+    assert all("23000 ms" in json.dumps(a["AlarmDescription"]) for a in latency)
