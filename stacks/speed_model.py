@@ -643,11 +643,3 @@ def slo_bounds(
         out.append(SloBound(name, limit, lo, figure(1), figure(ceiling)))
     return tuple(out)
 
-
-def speed_band(gpu: str) -> tuple[float, float]:
-    """PLACEHOLDER (replaced by the per-GPU evidence branch)."""
-    return (0.8, 1.2) if gpu != MEASURED_GPU else (0.9, 1.1)
-
-
-def speed_band_source(gpu: str) -> str:
-    return "placeholder band"
