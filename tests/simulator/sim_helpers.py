@@ -15,13 +15,20 @@ from simulator.assumptions import Assumptions
 from simulator.run import Result, simulate
 from simulator.traces import Trace
 from stacks.config import DeploymentConfig, parse_config
+from stacks.scaling_target import BRIEF_PREFIX_HIT_RATE
 
 PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
 #: The constant per-instance speed the simulator defaulted to before issue 24 (45 tok/s decode,
 #: 10,000 tok/s prefill: 73 sequences / 4.03 s = 1,086 requests/minute per ml.g5.xlarge). The
 #: tests of scaling, deploy and rollout mechanics keep it: their hand-checked counts need a fixed,
 #: easy capacity, not the speed model's (tests/infra/test_speed_model.py holds that one).
-LEGACY_SPEED = Assumptions(decode_tokens_per_second=45.0, prefill_tokens_per_second=10_000.0)
+#: They start from the configured count (no warm start) and keep the brief's 72 % hit rate.
+LEGACY_SPEED = Assumptions(
+    decode_tokens_per_second=45.0,
+    prefill_tokens_per_second=10_000.0,
+    prefix_cache_hit_rate=BRIEF_PREFIX_HIT_RATE,
+    warm_start=False,
+)
 #: Fast, easy-to-count assumptions: new instances serve 60 s after the decision.
 FAST = replace(LEGACY_SPEED, provision_seconds=60, startup_seconds=0)
 

@@ -20,6 +20,7 @@ from simulator.scaling_policies import SimulationError
 from simulator.traces import Trace
 from simulator.validation import one_piece
 from stacks import speed_model
+from stacks.serving_speed import efficiency
 from stacks.capacity import estimate
 from stacks.config import DeploymentConfig, load_config
 
@@ -43,6 +44,7 @@ def test_capacity_comes_from_the_kv_model_and_the_speed_model() -> None:
         output=m.output_tokens,
         cached=cached,
         shared=shared,
+        eff=efficiency(CFG, "A10G"),
     )
     assert m.service_seconds == pytest.approx(s.e2e_p50_s)
     assert m.typical.prefill_seconds == pytest.approx(s.ttft_p50_s)
