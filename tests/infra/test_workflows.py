@@ -184,3 +184,71 @@ def test_the_pull_request_workflow_tests_lints_plans_every_env_and_diffs_dev_whe
     # cdk diff only with the diff role configured, and never for a fork's pull request.
     assert "vars.DIFF_ROLE_ARN_DEV != ''" in wf["diff-dev"]["if"]
     assert "head.repo.full_name == github.repository" in wf["diff-dev"]["if"]
+
+
+def config_outputs() -> dict[str, str]:
+    """release.yml's ``config`` job outputs as ``make ci-config`` computes them for the committed
+    configs (tools/ci_config.py), each resolved through its ``steps.<id>.outputs.<key>``."""
+    from stacks.config import config_path, load_config
+    from tools import ci_config
+
+    wf = release()["jobs"]["config"]
+    steps: dict[str, dict[str, str]] = {}
+    for step in wf["steps"]:
+        if "id" not in step:
+            continue
+        env = step["id"]
+        cfg = load_config(config_path(REPO, env), env=env)
+        arn = f"arn:aws:iam::{cfg.account or '123456789012'}:role/deploy"
+        steps[env] = ci_config.outputs(
+            cfg, {ci_config.role_variable(env): arn, "GITHUB_SHA": "a" * 40}, "deploy"
+        )
+    resolved = {}
+    for key, expr in wf["outputs"].items():
+        m = re.fullmatch(r"\$\{\{ steps\.(\w+)\.outputs\.([\w-]+) \}\}", expr)
+        assert m, f"config output {key}: {expr}"
+        resolved[key] = steps[m[1]][m[2]]
+    return resolved
+
+
+def resolve(value: Any, outputs: dict[str, str]) -> int:
+    """A job's number: a literal, or ``needs.config.outputs.X`` (in ``fromJSON`` or not)."""
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\$\{\{ (?:fromJSON\()?needs\.config\.outputs\.([\w-]+)\)? \}\}", value)
+    assert m, value
+    return int(outputs[m[1]])
+
+
+def test_every_session_outlives_its_job_and_fits_the_roles_max_session() -> None:
+    """Issue 31, item 1: a job that assumes the deploy role asks for a session at least as long
+    as its own timeout (GitHub ends the job there), computed from the job's steps' bounds
+    (tools/release_jobs.py); and no longer than the role's MaxSessionDuration (STS refuses
+    that), which DeployAccessStack sets from the same bounds."""
+    from stacks.config import config_path, load_config
+    from tools import release_jobs
+
+    outputs = config_outputs()
+    roles: dict[str, set[str]] = {}
+    for wf, name, job in jobs():
+        if not uses_role(job) or wf != "release.yml":
+            continue
+        [creds] = [s for s in job["steps"] if "configure-aws-credentials" in str(s.get("uses"))]
+        assert "role-duration-seconds" in creds["with"], f"{name}: STS's default hour"
+        timeout = resolve(job["timeout-minutes"], outputs)
+        session = resolve(creds["with"]["role-duration-seconds"], outputs)
+        assert session >= timeout * 60, f"{name}: {session} s < {timeout} min"
+        env = "prod" if "PROD" in creds["with"]["role-to-assume"] else "dev"
+        cfg = load_config(config_path(REPO, env), env=env)
+        assert session <= release_jobs.role_max_session_seconds(cfg), name
+        roles.setdefault(env, set()).add(name)
+    # The jobs release_jobs.WORKFLOW_JOBS says each role serves are these.
+    kinds = {"dev": "release", "prod-canary": "release", "canary-wait": "canary-wait",
+             "promote": "promote"}  # fmt: skip
+    assert {e: {kinds[n] for n in names} for e, names in roles.items()} == {
+        e: set(k) for e, k in release_jobs.WORKFLOW_JOBS.items()
+    }
+    # The prod build job fits a GitHub-hosted runner's 6 hours with the committed config.
+    assert int(outputs["prod-release-minutes"]) <= release_jobs.HOSTED_JOB_MINUTES
+    wait = release()["jobs"]["canary-wait"]
+    assert wait["timeout-minutes"] == release_jobs.CANARY_WAIT_MINUTES
