@@ -306,6 +306,10 @@ class DeployRole(Construct):
             [job_role_arn],
             conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
         )
+        # make prepare-model looks for a job already preparing the version before starting one
+        # (a re-run never starts a second); ListTrainingJobs names no resource type.
+        self._allow("ListPreparationJobs", ["sagemaker:ListTrainingJobs"], ["*"])
+        self._wildcard(_NO_RESOURCE_TYPE.format("sagemaker:ListTrainingJobs"), r"\*")
         log_group = stack.format_arn(
             service="logs",
             resource="log-group",

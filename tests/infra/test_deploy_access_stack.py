@@ -318,10 +318,11 @@ def test_the_job_name_prefix_is_the_one_prepare_model_names_jobs_with(prod_acces
 def test_star_resources_are_only_the_actions_with_no_resource_type(template) -> None:
     """Service Authorization Reference: these list no resource type; everything else is named."""
     star = {sid for sid, s in statements(template).items() if "*" in as_list(s["Resource"])}
-    assert star == {"EcrLogin", "PreflightQuotas", "ScalableTargets"}
+    assert star == {"EcrLogin", "PreflightQuotas", "ScalableTargets", "ListPreparationJobs"}
     actions = {a for sid in star for a in as_list(statements(template)[sid]["Action"])}
     assert actions == {
         "ecr:GetAuthorizationToken",
+        "sagemaker:ListTrainingJobs",
         "servicequotas:ListServiceQuotas",
         "servicequotas:ListAWSDefaultServiceQuotas",
         "application-autoscaling:DescribeScalableTargets",
