@@ -93,9 +93,12 @@ demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the pla
 	@for t in $(DEMO_TARGETS); do \
 		$(PROGRESS) --phase "demo: $$t" -- $(MAKE) --no-print-directory $$t; done
 
-preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap, quotas and the scaling role for ENV
-	$(PY) -m tools.preflight --env $(ENV)
+# Each target checks what it needs (tools/preflight.py CHECKS): a target that depends on preflight
+# sets PREFLIGHT_FOR (a target-specific variable, in effect for its prerequisites too).
+preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap, quotas, the scaling role and the token secret for ENV
+	$(PY) -m tools.preflight --env $(ENV) --for $(or $(PREFLIGHT_FOR),all)
 
+diff deploy: PREFLIGHT_FOR := deploy
 diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials; DIFF_METHOD=template: the lookup role only)
 	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) \
 		$(if $(DIFF_METHOD),--method $(DIFF_METHOD))
@@ -110,6 +113,7 @@ deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live 
 
 # The artifact bucket and the job role alone (ModelReleaseStack): a first deploy in image.mode
 # build needs a published release, which needs this stack, so it goes first on a new account.
+deploy-model-release: PREFLIGHT_FOR := deploy-model-release
 deploy-model-release: venv node_modules/.stamp preflight ## deploy | create or update only the model release stack (bucket, job role): first on a new account
 	npx cdk deploy $$($(PY) -m tools.model_release stack --env $(ENV)) --app "$(PY) app.py" \
 		-c env=$(ENV) --output $(OUT) --require-approval never --import-existing-resources
@@ -122,12 +126,13 @@ deploy-model-release: venv node_modules/.stamp preflight ## deploy | create or u
 .PHONY: deploy-access
 deploy-access: venv node_modules/.stamp ## deploy | create or update only the GitHub Actions deploy role of ENV (OIDC; asks before broadening IAM)
 	stack=$$($(PY) -m tools.deploy_access stack --env $(ENV)); \
-	$(PY) -m tools.preflight --env $(ENV); \
+	$(PY) -m tools.preflight --env $(ENV) --for deploy-access; \
 	npx cdk deploy "$$stack" --exclusively --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) \
 		--require-approval broadening
 
 # Once per release inputs: the job image (built and pushed when missing), a SageMaker training job
 # on model_prep.instance_type, progress until it ends; "already published" at once otherwise.
+prepare-model: PREFLIGHT_FOR := prepare-model
 prepare-model: venv preflight ## deploy | prepare config/ENV.yaml's model release on a SageMaker GPU job (once per inputs)
 	$(PY) -m tools.prepare_model --env $(ENV)
 

@@ -15,6 +15,7 @@ ci-config: venv ## deploy | CI: refuse a run whose deploy role (ROLE=diff: diff 
 
 # The image stack alone, in tag mode: IMAGE_TAG=<the tag to push> for every variant (image.mode build
 # would make cdk build the serving image here); its lifecycle rules then protect that tag.
+deploy-repository: PREFLIGHT_FOR := deploy-repository
 deploy-repository: venv node_modules/.stamp preflight ## deploy | create or update only the ECR repository (image stack; IMAGE_TAG=<tag> to push): before the first push-image
 	@case "$(IMAGE_TAG)" in ""|*=*) echo "deploy-repository: give IMAGE_TAG=<tag> (one tag for every variant: the tag make push-image will push)" >&2; exit 2;; esac
 	npx cdk deploy $$($(PY) -m tools.stack_name --env $(ENV) image) --exclusively --app "$(PY) app.py" \

@@ -130,6 +130,11 @@ class DeployAccessStack(Stack):
             job_role_arn=Fn.import_value(f"{prefix}-{PREP_ROLE_EXPORT}"),
             release_stack_name=release_stack_name(cfg),
         )
+        if cfg.model_prep.hf_token_secret is not None:
+            self.deploy.allow_token_secret_check(
+                secret_name=cfg.model_prep.hf_token_secret,
+                job_role_arn=Fn.import_value(f"{prefix}-{PREP_ROLE_EXPORT}"),
+            )
         self.deploy.allow_model_releases(
             bucket_name=artifact_bucket_name(cfg, Aws.ACCOUNT_ID),
             prefix=cfg.model_prep.artifact_prefix,

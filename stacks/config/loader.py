@@ -48,7 +48,7 @@ from stacks.config.model import (
     ImageConfig,
     ModelArchitecture,
 )
-from stacks.config.model_prep import ModelPrepConfig
+from stacks.config.model_prep import ModelPrepConfig, gated_source_errors
 from stacks.config.operations import (
     MonitoringConfig,
     NotificationConfig,
@@ -151,6 +151,7 @@ class DeploymentConfig(Strict):
                     f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
                     f"({sc.min_capacity}..{sc.max_capacity})"
                 )
+        errors += gated_source_errors(self)
         errors += pool_errors(self)
         errors += provision_timeout_errors(self)
         errors += routing_errors(self)

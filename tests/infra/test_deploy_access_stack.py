@@ -310,8 +310,12 @@ def test_training_jobs_logs_and_artifacts_are_scoped(template) -> None:
 
 
 def test_the_job_name_prefix_is_the_one_prepare_model_names_jobs_with(prod_access_cfg) -> None:
-    source = (REPO_ROOT / "tools" / "prepare_model.py").read_text()
-    assert 'name = f"{cfg.project}-{cfg.env}-prep-' in source
+    from tools.prepare_model import job_name_prefix
+
+    version = "m-0123456789abcdef"
+    assert job_name_prefix(prod_access_cfg, version).startswith(
+        preparation_job_prefix(prod_access_cfg)
+    )
     assert preparation_job_prefix(prod_access_cfg) == "mangaassist-prod-prep-"
 
 
@@ -331,8 +335,23 @@ def test_star_resources_are_only_the_actions_with_no_resource_type(template) -> 
         a
         for s in statements(template).values()
         for a in as_list(s["Action"])
-        if "*" in a or (a.startswith("iam:") and a not in ("iam:GetRole", "iam:PassRole"))
+        if "*" in a
+        or (
+            a.startswith("iam:")
+            and a not in ("iam:GetRole", "iam:PassRole", "iam:SimulatePrincipalPolicy")
+        )
     ]
+
+
+def test_the_token_secret_check_reads_that_secret_and_simulates_the_job_role_only(template) -> None:
+    s = statements(template)
+    assert resources(s["PreflightTokenSecret"]) == [
+        "arn:aws:secretsmanager:us-east-1:{AWS::AccountId}:secret:mangaassist/hf-token-??????"
+    ]
+    assert as_list(s["PreflightJobRoleSimulation"]["Action"]) == ["iam:SimulatePrincipalPolicy"]
+    assert s["PreflightJobRoleSimulation"]["Resource"] == {
+        "Fn::ImportValue": f"mangaassist-prod-{PREP_ROLE_EXPORT}"
+    }
 
 
 def test_the_preflight_reads_are_the_bootstrap_version_and_the_scaling_role(template) -> None:
@@ -371,6 +390,7 @@ SERVICES = {  # boto3 client name -> IAM service prefix
     "logs": "logs",
     "s3": "s3",
     "sagemaker": "sagemaker",
+    "secretsmanager": "secretsmanager",
     "service-quotas": "servicequotas",
     "ssm": "ssm",
     "sts": "sts",
