@@ -252,3 +252,38 @@ def test_every_session_outlives_its_job_and_fits_the_roles_max_session() -> None
     assert int(outputs["prod-release-minutes"]) <= release_jobs.HOSTED_JOB_MINUTES
     wait = release()["jobs"]["canary-wait"]
     assert wait["timeout-minutes"] == release_jobs.CANARY_WAIT_MINUTES
+
+
+#: Commands that refuse to run, or do something else, without root.
+ROOT_ONLY = re.compile(r"(?<![\w/.-])(debootstrap|apt-get|chroot|mount|useradd|modprobe)\s")
+
+
+@pytest.mark.parametrize("euid", ["1001", "0"])
+def test_the_pull_request_jobs_run_no_root_only_command_unelevated(euid: str) -> None:
+    """Issue 31: GitHub-hosted runners run jobs as a non-root user with passwordless sudo
+    ("Using GitHub-hosted runners": "passwordless sudo"). Each pull request job's make command,
+    expanded by ``make -n -B`` as that user (EUID=1001; the Makefile's AS_ROOT) and with the
+    runner's Docker engine, runs every root-only command through ``sudo -n``; as root, directly."""
+    wf = load(REPO / ".github/workflows/pull-request.yml")["jobs"]
+    prefix = "sudo -n " if euid != "0" else ""
+    seen = 0
+    for name, job in wf.items():
+        assert str(job["runs-on"]).startswith("ubuntu-"), f"{name}: a GitHub-hosted runner"
+        for step in job["steps"]:
+            if "run" not in step:
+                continue
+            match = MAKE_LINE.match(step["run"].strip())
+            assert match, step["run"]
+            args = re.sub(r"\$[A-Z_]+", "dev", EXPRESSION.sub("x", match["vars"])).split()
+            out = subprocess.run(
+                ["make", "-n", "-B", "--no-print-directory", match["target"], *args,
+                 f"EUID={euid}", "IMAGE_ENGINE=docker"],
+                cwd=REPO, capture_output=True, text=True, check=True,
+            ).stdout  # fmt: skip
+            for line in out.splitlines():
+                for hit in ROOT_ONLY.finditer(line):
+                    seen += 1
+                    before = line[: hit.start()]
+                    assert before.endswith(prefix), f"{name} (EUID={euid}): `{line.strip()}`"
+                    assert euid != "0" or not before.endswith("sudo -n "), line
+    assert seen, "make test builds the Debian root filesystem (debootstrap): not found"
