@@ -14,12 +14,14 @@ ci-config: venv ## deploy | CI: refuse a run whose deploy role (ROLE=diff: diff 
 	$(PY) -m tools.ci_config --env $(ENV) $(if $(ROLE),--role $(ROLE))
 
 # The image stack alone, in tag mode: IMAGE_TAG=<the tag to push> for every variant (image.mode build
-# would make cdk build the serving image here); its lifecycle rules then protect that tag.
+# would make cdk build the serving image here); its lifecycle rules then protect that tag and every
+# tag the live endpoint's variants run (tools/live_images.py keep-tags: -c keep_tags=...).
 deploy-repository: PREFLIGHT_FOR := deploy-repository
 deploy-repository: venv node_modules/.stamp preflight ## deploy | create or update only the ECR repository (image stack; IMAGE_TAG=<tag> to push): before the first push-image
 	@case "$(IMAGE_TAG)" in ""|*=*) echo "deploy-repository: give IMAGE_TAG=<tag> (one tag for every variant: the tag make push-image will push)" >&2; exit 2;; esac
+	keep=$$($(PY) -m tools.live_images keep-tags --env $(ENV)); \
 	npx cdk deploy $$($(PY) -m tools.stack_name --env $(ENV) image) --exclusively --app "$(PY) app.py" \
-		-c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) --require-approval never --import-existing-resources
+		-c env=$(ENV) $(RELEASE_CONTEXT) $$keep --output $(OUT) --require-approval never --import-existing-resources
 
 # The model release first (make fetch-model: downloaded and verified, or a verified copy reused).
 push-image: venv fetch-model ## deploy | build the serving image with docker buildx and push <repository>:TAG (registry cache; nothing if TAG exists)

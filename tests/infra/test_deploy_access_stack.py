@@ -375,6 +375,7 @@ CALLERS = [
     "tools/prepare_model.py",
     "tools/model_release.py",
     "tools/push_image.py",
+    "tools/live_images.py",
     "container/model_prep/artifact.py",
 ]
 NOT_THE_ROLES = {
