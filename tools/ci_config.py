@@ -10,7 +10,10 @@ README "Release from CI").
 Then writes the job's outputs to ``$GITHUB_OUTPUT`` (GitHub Actions, "Passing information
 between jobs"): ``region`` (config/<env>.yaml's, so the workflow names no region of its own),
 ``role-arn`` and ``image-tag`` (the commit being released, ``$GITHUB_SHA``, validated like
-``image.tag``). Outside GitHub Actions it prints them.
+``image.tag``). For the deploy role, each release job's bound (tools/release_jobs.py):
+``<job>-minutes`` (its ``timeout-minutes``) and ``<job>-session-seconds`` (its
+``role-duration-seconds``), so every session outlives its job. Outside GitHub Actions it prints
+them.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import sys
 from pathlib import Path
 
 from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
-from tools import REPO_ROOT
+from tools import REPO_ROOT, release_jobs
 from tools.push_image import checked_tag
 
 #: arn:<partition>:iam::<12-digit account>:role/<path/name> (IAM User Guide, "IAM ARNs").
@@ -64,7 +67,27 @@ def outputs(cfg: DeploymentConfig, environ: dict[str, str], role: str) -> dict[s
     out = {"region": cfg.region, "role-arn": deploy_role(cfg, environ, role)}
     if environ.get("GITHUB_SHA"):
         out["image-tag"] = checked_tag(environ["GITHUB_SHA"])
+    if role == "deploy":
+        try:
+            out.update(release_jobs.outputs(cfg))
+        except release_jobs.SessionTooLong as exc:
+            raise ConfigError(str(exc)) from exc
     return out
+
+
+def hosted_runner_warnings(cfg: DeploymentConfig, environ: dict[str, str]) -> list[str]:
+    """A job longer than a GitHub-hosted runner allows (release_jobs.HOSTED_JOB_MINUTES), when
+    the image jobs run on the hosted default (no ``IMAGE_RUNNER`` variable)."""
+    if environ.get("IMAGE_RUNNER", "").strip():
+        return []
+    job = release_jobs.release_job(cfg)
+    if job.minutes <= release_jobs.HOSTED_JOB_MINUTES:
+        return []
+    return [
+        f"the release job may run {job.minutes} min, and a GitHub-hosted runner stops a job "
+        f"after {release_jobs.HOSTED_JOB_MINUTES}: set the repository variable IMAGE_RUNNER to "
+        "a self-hosted runner's label, or lower model_prep.max_runtime_seconds"
+    ]
 
 
 def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> int:
@@ -80,6 +103,9 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
         # A workflow command: GitHub shows it as the run's error annotation.
         print(f"::error title=release configuration ({args.env})::{exc}", file=sys.stderr)
         return 2
+    if args.role == "deploy":
+        for warning in hosted_runner_warnings(cfg, env):
+            print(f"::warning title=release job length ({args.env})::{warning}", file=sys.stderr)
     lines = [f"{key}={value}" for key, value in values.items()]
     target = env.get("GITHUB_OUTPUT")
     if target:

@@ -27,10 +27,21 @@ stacks.deploy_options refuses it there.
 
 from __future__ import annotations
 
+import argparse
+import sys
 from collections.abc import Mapping
 from typing import Any
 
-from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
+from botocore.exceptions import BotoCoreError, ClientError
+
+from stacks.config import (
+    VARIANT_NAMES,
+    ConfigError,
+    DeploymentConfig,
+    VariantName,
+    config_path,
+    load_config,
+)
 from stacks.deploy_options import LIVE_TAG, DeployOptions
 
 
@@ -136,3 +147,63 @@ def resolve(
     else:
         resolved = tags
     return DeployOptions(image_tags=resolved, model_artifact=release.model_artifact)
+
+
+def running_tags(sm: Any, cfg: DeploymentConfig) -> list[str]:
+    """Every tag of ``image.repository_name`` a variant of the live endpoint runs, or is being
+    deployed to (an update in progress: DescribeEndpoint's PendingDeploymentSummary names the
+    endpoint config being applied; SageMaker API reference, DescribeEndpoint), read through each
+    endpoint config's Models (DescribeEndpointConfig, DescribeModel). [] before the first deploy
+    (DescribeEndpoint answers ValidationException "Could not find endpoint")."""
+    try:
+        endpoint = sm.describe_endpoint(EndpointName=cfg.endpoint_name)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ValidationException":
+            return []
+        raise
+    configs = [endpoint["EndpointConfigName"]]
+    pending = endpoint.get("PendingDeploymentSummary", {}).get("EndpointConfigName")
+    if pending and pending not in configs:
+        configs.append(pending)
+    tags: set[str] = set()
+    for name in configs:
+        variants = sm.describe_endpoint_config(EndpointConfigName=name)["ProductionVariants"]
+        models = {str(v["VariantName"]): str(v.get("ModelName", "")) for v in variants}
+        for uri in live_image_uris(sm, models).values():
+            tag = repository_tag(uri, cfg.image.repository_name)
+            if tag:
+                tags.add(tag)
+    return sorted(tags)
+
+
+def main(argv: list[str] | None = None, *, sm: Any = None) -> int:
+    """``python -m tools.live_images keep-tags --env ENV``: the cdk context that keeps the running
+    tags protected (``-c keep_tags=a,b``), nothing before the first deploy."""
+    from tools import REPO_ROOT
+
+    parser = argparse.ArgumentParser(prog="python -m tools.live_images")
+    parser.add_argument("command", choices=["keep-tags"])
+    parser.add_argument("--env", required=True)
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
+        if sm is None:
+            import boto3
+
+            sm = boto3.client("sagemaker", region_name=cfg.region)
+        tags = running_tags(sm, cfg)
+    except ConfigError as exc:
+        print(f"keep-tags: {exc}", file=sys.stderr)
+        return 2
+    except (ClientError, BotoCoreError) as exc:
+        why = f"could not read what {cfg.endpoint_name} runs ({exc})"
+        print(f"keep-tags: {why}: the lifecycle policy would stop protecting it, so nothing is "
+              "deployed", file=sys.stderr)  # fmt: skip
+        return 1
+    if tags:
+        print(f"-c keep_tags={','.join(tags)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

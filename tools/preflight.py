@@ -19,10 +19,28 @@ neither of which names the fix. ``python -m tools.preflight --env prod`` checks,
    ListAWSDefaultServiceQuotas;
 5. the Application Auto Scaling service-linked role for SageMaker endpoints
    (``AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint``), which registering the
-   variants' scalable targets needs.
+   variants' scalable targets needs. Missing, it is a note, not a stop: "Application Auto
+   Scaling creates a service-linked role for the target service" the first time anyone in the
+   account calls RegisterScalableTarget for it, when the caller may iam:CreateServiceLinkedRole
+   (Application Auto Scaling User Guide, "Service-linked roles for Application Auto Scaling");
+   the deploy's RegisterScalableTarget is CloudFormation's, through the CDK bootstrap's
+   execution role. The note says how to create it by hand where that role may not;
+6. the Hugging Face token secret (``model_prep.hf_token_secret``): Secrets Manager
+   DescribeSecret finds it in the config's region, and IAM SimulatePrincipalPolicy says the
+   preparation job's role (the release stack's output) is ``allowed``
+   secretsmanager:GetSecretValue on it. The simulation evaluates the role's own policies, not
+   the secret's resource policy or its KMS key's (IAM API reference, SimulatePrincipalPolicy:
+   "You can optionally include ... one resource-based policy"); a secret under a customer key
+   also needs kms:Decrypt for the role. Checked before any instance starts.
+
+Per target (``--for``): each checks credentials, the account and the bootstrap, then only what
+it needs (:data:`CHECKS`): ``deploy-access`` changes IAM only and ``deploy-repository`` ECR only,
+so neither waits on prod's endpoint quota; ``prepare-model`` needs the training quota and the
+token secret; ``deploy`` (and ``diff``) the endpoint quota and the scaling role; ``all`` (plain
+``make preflight``) everything.
 
 Each failure prints what is missing, the command that fixes it, and that ``make synth`` and
-``make demo`` need no AWS account. Exit 0 when all pass, 2 otherwise.
+``make demo`` need no AWS account. Exit 0 when all pass (notes printed), 2 otherwise.
 """
 
 from __future__ import annotations
@@ -35,13 +53,28 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+from stacks.config import (
+    ConfigError,
+    DeploymentConfig,
+    config_path,
+    load_config,
+    release_stack_name,
+)
 from stacks.plan_deploy import deploy_section
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS, OFFLINE_HINT, error_code
 
 #: The CDK's default bootstrap qualifier (cdk.json sets no other).
 BOOTSTRAP_QUALIFIER = "hnb659fds"
+#: What each target checks beyond credentials, account and bootstrap (module docstring).
+CHECKS: dict[str, frozenset[str]] = {
+    "all": frozenset({"endpoint-quota", "training-quota", "scaling-role", "token-secret"}),
+    "deploy": frozenset({"endpoint-quota", "scaling-role"}),
+    "prepare-model": frozenset({"training-quota", "token-secret"}),
+    "deploy-model-release": frozenset(),
+    "deploy-access": frozenset(),
+    "deploy-repository": frozenset(),
+}
 
 
 def check(
@@ -87,14 +120,18 @@ SCALING_ROLE = "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
 SCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
 
 
-def quotas_needed(cfg: DeploymentConfig) -> dict[str, int]:
-    """``{quota name: instances}`` a first deploy and a model preparation need."""
-    needed = {
-        f"{itype} for endpoint usage": n
-        for itype, n in deploy_section(cfg)["instance_quota_needed"].items()
-    }
-    kind = "spot training job usage" if cfg.model_prep.use_spot else "training job usage"
-    needed[f"{cfg.model_prep.instance_type} for {kind}"] = 1
+def quotas_needed(cfg: DeploymentConfig, checks: frozenset[str] = CHECKS["all"]) -> dict[str, int]:
+    """``{quota name: instances}`` a first deploy and a model preparation need (those of
+    ``checks``: ``endpoint-quota``, ``training-quota``)."""
+    needed: dict[str, int] = {}
+    if "endpoint-quota" in checks:
+        needed = {
+            f"{itype} for endpoint usage": n
+            for itype, n in deploy_section(cfg)["instance_quota_needed"].items()
+        }
+    if "training-quota" in checks:
+        kind = "spot training job usage" if cfg.model_prep.use_spot else "training job usage"
+        needed[f"{cfg.model_prep.instance_type} for {kind}"] = 1
     return needed
 
 
@@ -111,10 +148,18 @@ def _quota_values(sq: Any, names: set[str]) -> dict[str, tuple[float, str]]:
     return found
 
 
-def capacity_check(cfg: DeploymentConfig, client: Callable[[str], Any]) -> list[str]:
-    """Quotas and the scaling role (module docstring, 4 and 5), one line per problem."""
+def capacity_check(
+    cfg: DeploymentConfig,
+    client: Callable[[str], Any],
+    checks: frozenset[str] = CHECKS["all"],
+    notes: list[str] | None = None,
+) -> list[str]:
+    """Quotas and the scaling role (module docstring, 4 and 5), one line per problem; the
+    missing scaling role is appended to ``notes`` instead."""
     problems: list[str] = []
-    needed = quotas_needed(cfg)
+    needed = quotas_needed(cfg, checks)
+    if not needed:
+        return problems + (scaling_role_check(client, notes) if "scaling-role" in checks else [])
     have: dict[str, tuple[float, str]] | None
     try:
         have = _quota_values(client("service-quotas"), set(needed))
@@ -136,26 +181,101 @@ def capacity_check(cfg: DeploymentConfig, client: Callable[[str], Any]) -> list[
                 f"request-service-quota-increase --region {cfg.region} --service-code sagemaker "
                 f"--quota-code {code} --desired-value {n}`"
             )
+    if "scaling-role" in checks:
+        problems += scaling_role_check(client, notes)
+    return problems
+
+
+def scaling_role_check(client: Callable[[str], Any], notes: list[str] | None) -> list[str]:
+    """The scaling service-linked role: missing is a note (AWS creates it at the first
+    RegisterScalableTarget, module docstring 5), unreadable a problem."""
     try:
         client("iam").get_role(RoleName=SCALING_ROLE)
     except ClientError as exc:
         if error_code(exc) == "NoSuchEntity":
-            problems.append(
-                f"the service-linked role {SCALING_ROLE} is missing (autoscaling cannot register "
-                f"the variants): `aws iam create-service-linked-role --aws-service-name "
-                f"{SCALING_SERVICE}`"
-            )
-        else:
-            problems.append(f"could not read the role {SCALING_ROLE} ({error_code(exc)}): {exc}")
+            if notes is not None:
+                notes.append(
+                    f"the service-linked role {SCALING_ROLE} does not exist yet: Application "
+                    "Auto Scaling creates it at the first RegisterScalableTarget when the caller "
+                    "may iam:CreateServiceLinkedRole (the CDK bootstrap's CloudFormation "
+                    "execution role); where it may not, create it once: `aws iam "
+                    f"create-service-linked-role --aws-service-name {SCALING_SERVICE}`"
+                )
+            return []
+        return [f"could not read the role {SCALING_ROLE} ({error_code(exc)}): {exc}"]
     except BotoCoreError as exc:
-        problems.append(f"could not reach IAM: {exc}")
-    return problems
+        return [f"could not reach IAM: {exc}"]
+    return []
+
+
+def release_stack_output(cfn: Any, stack: str, key_suffix: str) -> str | None:
+    """An output of the release stack; None when the stack is not deployed yet."""
+    try:
+        outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    except ClientError as exc:
+        if error_code(exc) == "ValidationError":  # "Stack with id ... does not exist"
+            return None
+        raise
+    for out in outputs:
+        if str(out["OutputKey"]).endswith(key_suffix):
+            return str(out["OutputValue"])
+    return None
+
+
+def token_secret_check(
+    cfg: DeploymentConfig, client: Callable[[str], Any], notes: list[str] | None = None
+) -> list[str]:
+    """model_prep.hf_token_secret exists and the job role may read it (module docstring, 6)."""
+    name = cfg.model_prep.hf_token_secret
+    if name is None:
+        return []
+    field = "model_prep.hf_token_secret"
+    try:
+        arn = str(client("secretsmanager").describe_secret(SecretId=name)["ARN"])
+    except ClientError as exc:
+        if error_code(exc) == "ResourceNotFoundException":
+            return [
+                f"{field}: no secret {name} in {cfg.region}: create it with a Hugging Face token "
+                f"of an account that accepted {cfg.model.source}'s license: `aws secretsmanager "
+                f'create-secret --region {cfg.region} --name {name} --secret-string "$HF_TOKEN"`'
+            ]
+        return [f"{field}: could not read the secret {name} ({error_code(exc)}): {exc}"]
+    except BotoCoreError as exc:
+        return [f"{field}: could not reach Secrets Manager in {cfg.region}: {exc}"]
+    stack = release_stack_name(cfg)
+    try:
+        role = release_stack_output(client("cloudformation"), stack, "RoleArn")
+    except (ClientError, BotoCoreError) as exc:
+        return [f"{field}: could not read the stack {stack}'s outputs ({exc})"]
+    if role is None:
+        if notes is not None:
+            notes.append(
+                f"{field}: the secret {name} exists; whether the job role may read it is "
+                f"checked once {stack} is deployed (make deploy-model-release ENV={cfg.env})"
+            )
+        return []
+    try:
+        results = client("iam").simulate_principal_policy(
+            PolicySourceArn=role, ActionNames=["secretsmanager:GetSecretValue"], ResourceArns=[arn]
+        )["EvaluationResults"]
+    except (ClientError, BotoCoreError) as exc:
+        return [f"{field}: could not simulate the job role's access to {name} ({exc})"]
+    decision = results[0]["EvalDecision"] if results else "no result"
+    if decision != "allowed":
+        return [
+            f"{field}: the preparation job's role {role} may not read the secret {name} "
+            f"(IAM simulation: {decision}): `make deploy-model-release ENV={cfg.env}` grants "
+            "the secret this config names"
+        ]
+    return []
 
 
 def main(argv: list[str] | None = None, *, session: Any = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.preflight", description=__doc__)
     parser.add_argument("--env", required=True)
+    parser.add_argument("--for", dest="target", choices=sorted(CHECKS), default="all")
     args = parser.parse_args(argv)
+    checks = CHECKS[args.target]
     try:
         cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
     except ConfigError as exc:
@@ -167,12 +287,27 @@ def main(argv: list[str] | None = None, *, session: Any = None) -> int:
         return session.client(name, region_name=cfg.region)
 
     problems = check(region=cfg.region, account=cfg.account, session=session, client=client)
+    notes: list[str] = []
     if not problems:
-        problems = capacity_check(cfg, client)
+        problems = capacity_check(cfg, client, checks, notes)
+    if not problems and "token-secret" in checks:
+        problems = token_secret_check(cfg, client, notes)
     if not problems:
-        quotas = ", ".join(f"{n} x {name}" for name, n in sorted(quotas_needed(cfg).items()))
-        print(f"preflight: AWS credentials, account, CDK bootstrap, quotas ({quotas}) and the "
-              f"scaling role ok in {cfg.region}")  # fmt: skip
+        checked = ["AWS credentials", "account", "CDK bootstrap"]
+        quotas = ", ".join(f"{n} x {q}" for q, n in sorted(quotas_needed(cfg, checks).items()))
+        checked += [f"quotas ({quotas})"] if quotas else []
+        noted = " ".join(notes)
+        checked += (
+            ["the scaling role"] if "scaling-role" in checks and SCALING_ROLE not in noted else []
+        )
+        checked += (
+            ["the token secret"]
+            if "token-secret" in checks and cfg.model_prep.hf_token_secret and not noted
+            else []
+        )
+        print(f"preflight ({args.target}): {', '.join(checked)} ok in {cfg.region}")
+        for note in notes:
+            print(f"preflight note: {note}")
         return 0
     print(f"preflight for {args.env} ({cfg.region}) failed:", file=sys.stderr)
     for problem in problems:

@@ -3,7 +3,12 @@
 1. The release inputs from config (stacks.config.release_inputs) and their version; a moving
    revision is refused, and so is a caller without credentials, before anything else.
 2. Already published (its manifest is in the artifact bucket)? Say so and stop: the same inputs
-   are never prepared twice.
+   are never prepared twice. A job already preparing this version (InProgress: a re-run while
+   the first run's job goes on, or a watch that lost its credentials) is followed instead of
+   starting a second one; one that Completed is read back (its manifest). Jobs are found by
+   name (``<project>-<env>-prep-<version>-``) with ListTrainingJobs' NameContains, every page
+   read and the status compared here: with StatusEquals and MaxResults together SageMaker
+   filters only the first MaxResults jobs (SageMaker API reference, ListTrainingJobs).
 3. The job image ``<serving repository>:model-prep-<digest>`` (container/Dockerfile.model-prep
    and container/model_prep: the code the tests run) must be in ECR: built and pushed here with
    docker when missing, or ``model_prep.job_image``.
@@ -15,7 +20,9 @@
    failure or stop: SageMaker's FailureReason and the job's last log lines, exit 1. On success:
    the published release's summary (quality gate, size), read back from S3.
 
-Ctrl-C leaves the job running and says how to stop it.
+Ctrl-C leaves the job running and says how to stop it. A watch whose credentials expire
+(ExpiredTokenException: "The security token included in the request is expired", AWS common
+errors) stops at once, saying the job runs on and that running the command again follows it.
 """
 
 from __future__ import annotations
@@ -61,6 +68,9 @@ TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 TERMINAL = {"Completed", "Failed", "Stopped"}
 #: Consecutive failed DescribeTrainingJob reads before the watch gives up (the job runs on).
 STATUS_READ_ATTEMPTS = 10
+#: The credentials are no longer valid: reading again cannot help (AWS common errors:
+#: ExpiredTokenException, HTTP 403; STS and older query APIs spell it ExpiredToken).
+EXPIRED_CREDENTIALS = {"ExpiredTokenException", "ExpiredToken"}
 LAST_LOG_LINES = 30
 
 
@@ -232,11 +242,34 @@ def elapsed(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
+def job_name_prefix(cfg: DeploymentConfig, version: str) -> str:
+    """What every preparation job of ``version`` is named with: ``<project>-<env>-prep-<hex>-``
+    (the creation time follows; stacks/deploy_access_stack.py scopes the role to the prefix)."""
+    return f"{cfg.project}-{cfg.env}-prep-{version[2:]}-"
+
+
+def existing_job(sm: Any, cfg: DeploymentConfig, version: str) -> dict[str, Any] | None:
+    """The newest job preparing ``version`` that is InProgress, Stopping or Completed (a
+    Failed or Stopped one left nothing to wait for), as ListTrainingJobs summarizes it."""
+    prefix = job_name_prefix(cfg, version)
+    found: list[dict[str, Any]] = []
+    pages = sm.get_paginator("list_training_jobs").paginate(
+        NameContains=prefix.rstrip("-"), SortBy="CreationTime", SortOrder="Descending"
+    )
+    for page in pages:
+        for job in page.get("TrainingJobSummaries", []):
+            if str(job["TrainingJobName"]).startswith(prefix) and job["TrainingJobStatus"] in (
+                "InProgress", "Stopping", "Completed"):  # fmt: skip
+                found.append(job)
+    return max(found, key=lambda j: j["CreationTime"]) if found else None
+
+
 def watch(
     describe: Callable[[], dict[str, Any]],
     logs: Any,
     job_name: str,
     *,
+    resume: str = "make prepare-model",
     poll_seconds: float = 30,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
@@ -257,6 +290,13 @@ def watch(
             # keep failing.
             failures += 1
             why = error_code(exc) if isinstance(exc, ClientError) else type(exc).__name__
+            if why in EXPIRED_CREDENTIALS:
+                raise PrepareError(
+                    f"the AWS credentials expired while following {job_name} ({why}); the job "
+                    f"keeps running in SageMaker. With fresh credentials, `{resume}` follows "
+                    "the same job (it never starts a second one for this version); in CI, "
+                    "re-run the failed job"
+                ) from exc
             if failures >= STATUS_READ_ATTEMPTS:
                 raise PrepareError(
                     f"{failures} reads of {job_name}'s status failed in a row (last: {why}); "
@@ -301,12 +341,30 @@ def run(
     if published is not None:
         out(f"prepare-model: {where.uri(version)} already published: {summary(published)}")
         return 0
+    sm = session.client("sagemaker", region_name=cfg.region)
+    logs = session.client("logs", region_name=cfg.region)
+    resume = f"make prepare-model ENV={cfg.env}"
+    running = existing_job(sm, cfg, version)
+    if running is not None:
+        name, status = str(running["TrainingJobName"]), running["TrainingJobStatus"]
+        if status == "Completed":
+            return read_back(s3, where, version, name, out)
+        created = f"{running['CreationTime']:%Y-%m-%d %H:%M:%S %Z}"
+        out(f"prepare-model: {name} is already preparing {version} ({status}, created "
+            f"{created}): following it, no second job")  # fmt: skip
+        return follow(sm, logs, name, s3, where, version, resume=resume,
+                      poll_seconds=poll_seconds, out=out, sleep=sleep)  # fmt: skip
     image = job_image_uri(cfg, account)
     ecr = session.client("ecr")
     if not cfg.model_prep.job_image and not image_present(ecr, image):
         push_job_image(image, ecr)
     role = stack_output(session.client("cloudformation"), release_stack_name(cfg), "RoleArn")
-    name = f"{cfg.project}-{cfg.env}-prep-{version[2:]}-{time.strftime('%m%d%H%M%S')}"[:63]
+    name = f"{job_name_prefix(cfg, version)}{time.strftime('%m%d%H%M%S')}"
+    if len(name) > 63:  # CreateTrainingJob: TrainingJobName is at most 63 characters
+        raise PrepareError(
+            f"project and env: the job name {name} is longer than SageMaker's 63 characters; "
+            "shorten the project name"
+        )
     jobs = f"{where.prefix}/jobs/{name}" if where.prefix else f"jobs/{name}"
     s3.put_object(Bucket=where.bucket, Key=f"{jobs}/input/inputs.json",
                   Body=json.dumps(inputs.to_json(), indent=2).encode())  # fmt: skip
@@ -323,11 +381,27 @@ def run(
         f"(max {elapsed(cfg.model_prep.max_runtime_seconds)}"
         f"{', spot' if cfg.model_prep.use_spot else ''}) -> {where.uri(version)}/")  # fmt: skip
     create_job(spec, session)
-    sm = session.client("sagemaker", region_name=cfg.region)
-    logs = session.client("logs", region_name=cfg.region)
+    return follow(sm, logs, name, s3, where, version, resume=resume, poll_seconds=poll_seconds,
+                  out=out, sleep=sleep)  # fmt: skip
+
+
+def follow(
+    sm: Any,
+    logs: Any,
+    name: str,
+    s3: Any,
+    where: artifact.ArtifactLocation,
+    version: str,
+    *,
+    resume: str,
+    poll_seconds: float,
+    out: Callable[[str], None],
+    sleep: Callable[[float], None],
+) -> int:
+    """Watch ``name`` until it ends; its failure explained, or its release read back."""
     try:
         final = watch(lambda: sm.describe_training_job(TrainingJobName=name), logs, name,
-                      poll_seconds=poll_seconds, out=out, sleep=sleep)  # fmt: skip
+                      resume=resume, poll_seconds=poll_seconds, out=out, sleep=sleep)  # fmt: skip
     except KeyboardInterrupt:
         out(f"prepare-model: {name} keeps running; stop it with "
             f"`aws sagemaker stop-training-job --training-job-name {name}`")  # fmt: skip
@@ -340,11 +414,18 @@ def run(
         for line in job_log_lines(logs, name) or ["(none)"]:
             out(f"  {line}")
         return 1
+    return read_back(s3, where, version, name, out)
+
+
+def read_back(
+    s3: Any, where: artifact.ArtifactLocation, version: str, name: str, out: Callable[[str], None]
+) -> int:
+    """A completed job's release, from its manifest."""
     published = artifact.read_manifest(s3, where, version)
     if published is None:
         out(f"prepare-model FAILED: {name} completed but {where.uri(version)} has no manifest")
         return 1
-    out(f"prepare-model: published {summary(published)}")
+    out(f"prepare-model: published {summary(published)} (by {name})")
     return 0
 
 

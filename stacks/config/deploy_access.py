@@ -70,9 +70,9 @@ class DeployAccessConfig(Strict):
     ) = None
     #: Set when the repository emits immutable subject claims (see ImmutableIds).
     immutable_ids: ImmutableIds | None = None
-    #: The role's MaxSessionDuration: how long one AssumeRoleWithWebIdentity session may last
-    #: (IAM allows 1 to 12 hours). One hour covers a deploy; raise it only for a job that must
-    #: hold one session longer (the release's bounded wait on a prod canary rollout).
+    #: A floor for the role's MaxSessionDuration (IAM allows 1 to 12 hours). The role gets at
+    #: least the longest session its release jobs ask for (tools/release_jobs.py: each job's
+    #: bound from its steps' own limits), so this is only for a longer hand-run session.
     max_session_hours: Annotated[int, Field(ge=1, le=12)] = 1
 
     @field_validator("repository")

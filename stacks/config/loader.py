@@ -50,7 +50,7 @@ from stacks.config.model import (
     ImageConfig,
     ModelArchitecture,
 )
-from stacks.config.model_prep import ModelPrepConfig
+from stacks.config.model_prep import ModelPrepConfig, gated_source_errors
 from stacks.config.operations import (
     MonitoringConfig,
     NotificationConfig,
@@ -161,6 +161,7 @@ class DeploymentConfig(Strict):
                 f"fleet.candidates: {unknown_types} not in the instance catalog "
                 f"({', '.join(INSTANCE_CATALOG)})"
             )
+        errors += gated_source_errors(self)
         errors += pool_errors(self)
         errors += provision_timeout_errors(self)
         errors += routing_errors(self)

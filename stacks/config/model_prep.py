@@ -79,6 +79,33 @@ class ModelPrepConfig(Strict):
         return self
 
 
+#: Hugging Face model repositories that are gated: a download needs the token of an account that
+#: accepted the model's license on its page ("Gated models", Hugging Face Hub documentation; the
+#: Llama and Gemma model cards ask for the license to be accepted before access). The rule is
+#: this list of ``hf://`` prefixes, decided here from those model cards, not asked of Hugging Face
+#: (synth is offline): a gated model outside it still fails in the job, with a 401, so name
+#: ``model_prep.hf_token_secret`` for it as well.
+GATED_HF_PREFIXES = ("hf://meta-llama/", "hf://google/gemma")
+
+
+def is_gated(source: str) -> bool:
+    """Whether ``source`` is a gated Hugging Face model by :data:`GATED_HF_PREFIXES`."""
+    return source.startswith(GATED_HF_PREFIXES)
+
+
+def gated_source_errors(cfg: DeploymentConfig) -> list[str]:
+    """A gated base model with no token secret: the job would start its GPU instance, then fail
+    its download with 401. Refused at synth instead, naming the field."""
+    if is_gated(cfg.model.source) and cfg.model_prep.hf_token_secret is None:
+        return [
+            f"model_prep.hf_token_secret: model.source {cfg.model.source} is gated on Hugging "
+            "Face (its license must be accepted): name the Secrets Manager secret holding a "
+            "token of an account that accepted it (the preparation job reads it; `make "
+            "preflight` checks the secret exists and that the job role may read it)"
+        ]
+    return []
+
+
 def artifact_bucket_name(cfg: DeploymentConfig, account: str) -> str:
     """The artifact bucket's name: configured, or ``<project>-<env>-models-<account>`` (S3 bucket
     names are global: the account id keeps two accounts' from colliding)."""

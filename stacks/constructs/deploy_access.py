@@ -208,6 +208,30 @@ class DeployRole(Construct):
             ],
         )
 
+    def allow_token_secret_check(self, *, secret_name: str, job_role_arn: str) -> None:
+        """tools/preflight.py's token secret check (prepare-model): DescribeSecret of the named
+        secret (its ARN ends in "-" and six random characters: "??????" matches only those)
+        and SimulatePrincipalPolicy on the preparation job's role alone (Service Authorization
+        Reference, IAM: the action's resource type is the user, group or role simulated)."""
+        stack = Stack.of(self)
+        self._allow(
+            "PreflightTokenSecret",
+            ["secretsmanager:DescribeSecret"],
+            [
+                stack.format_arn(
+                    service="secretsmanager",
+                    resource="secret",
+                    resource_name=f"{secret_name}-??????",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+            ],
+        )
+        self._allow("PreflightJobRoleSimulation", ["iam:SimulatePrincipalPolicy"], [job_role_arn])
+        self._wildcard(
+            "a Secrets Manager secret's ARN ends in six random characters, matched by ??????",
+            rf"{_ARN}:secretsmanager:{_REGION}:{_ACCOUNT}:secret:{_re(secret_name)}-\?\?\?\?\?\?",
+        )
+
     def allow_ecr_repository(self, repository_arn: str) -> None:
         """Push, pull and read this one repository (tools/push_image.py: DescribeRepositories,
         BatchGetImage, the buildx push with its registry cache; tools/deploy.py: BatchGetImage;
@@ -306,6 +330,10 @@ class DeployRole(Construct):
             [job_role_arn],
             conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
         )
+        # make prepare-model looks for a job already preparing the version before starting one
+        # (a re-run never starts a second); ListTrainingJobs names no resource type.
+        self._allow("ListPreparationJobs", ["sagemaker:ListTrainingJobs"], ["*"])
+        self._wildcard(_NO_RESOURCE_TYPE.format("sagemaker:ListTrainingJobs"), r"\*")
         log_group = stack.format_arn(
             service="logs",
             resource="log-group",

@@ -101,11 +101,44 @@ def test_a_failing_apt_get_shows_its_output_and_the_command(host) -> None:
     assert "sudo apt-get update && sudo apt-get install -y podman runc debootstrap" in done.stderr
 
 
-def test_a_docker_engine_that_answers_needs_nothing_else(host) -> None:
-    _fake(host.bin, "docker", "exit 0")
+def test_a_docker_engine_with_the_debian_image_needs_nothing_else(host) -> None:
+    _fake(host.bin, "docker", "exit 0")  # `docker info` and `docker image inspect` answer
     done = host(uid=1000)
-    assert done.returncode == 0
-    assert host.calls.read_text().splitlines() == ["docker info"]
+    assert done.returncode == 0, done.stderr
+    assert host.calls.read_text().splitlines() == [
+        "id -u", "docker info", "docker image inspect localhost/debian:bookworm",
+    ]  # fmt: skip
+
+
+def no_debian_image(host) -> None:
+    _fake(host.bin, "docker", 'if [[ "$1" == image ]]; then exit 1; fi; exit 0')
+
+
+def test_a_hosted_runner_gets_debootstrap_through_its_passwordless_sudo(host) -> None:
+    """Issue 31: a GitHub-hosted runner answers `docker info` and runs as a non-root user with
+    passwordless sudo, and has no debootstrap: installed with sudo -n, not skipped."""
+    no_debian_image(host)
+    _fake(
+        host.bin, "apt-get",
+        f'if [[ "$1" == install ]]; then printf "#!/bin/bash\\n" > {host.bin}/debootstrap; '
+        f"chmod +x {host.bin}/debootstrap; fi",
+    )  # fmt: skip
+    _fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
+    done = host(uid=1001)
+    assert done.returncode == 0, done.stderr
+    assert "sudo -n apt-get install -y -qq debootstrap" in host.calls.read_text()
+    assert "installed: debootstrap; the image targets use docker" in done.stdout
+
+
+def test_a_non_root_user_without_sudo_is_stopped_before_debootstrap_would_refuse(host) -> None:
+    no_debian_image(host)
+    _fake(host.bin, "debootstrap", "exit 0")
+    done = host(uid=1001)
+    assert done.returncode == 1
+    assert "debootstrap (the CPU base's Debian root filesystem, make debian-image) needs root" in (
+        done.stderr
+    )
+    assert "debootstrap" not in host.calls.read_text()  # never run unelevated
 
 
 def test_make_test_runs_the_check_before_any_test_target() -> None:

@@ -27,7 +27,7 @@ from stacks.deploy_access_stack import (
     DeployAccessStack,
     preparation_job_prefix,
 )
-from tools import deploy_access
+from tools import deploy_access, release_jobs
 from tools.validate import run_cfn_lint, run_checkov
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, parse, raw_config
@@ -150,14 +150,42 @@ def test_no_condition_anywhere_in_the_stack_is_a_pattern_on_the_token(template) 
     assert not re.search(rf"{re.escape(HOST)}:sub\"?: ?\"[^\"]*\*", text)
 
 
-def test_the_default_environment_is_the_config_env_and_sessions_last_an_hour() -> None:
+def test_the_default_environment_is_the_config_env_and_sessions_outlive_the_release_job() -> None:
     cfg = parse(with_access("dev"), env="dev")
     assert github_subjects(cfg) == [f"repo:{REPOSITORY}:environment:dev"]
     template = access_template(build(cfg), cfg)
     assert trust(template)["Condition"]["StringEquals"][f"{HOST}:sub"] == [
         f"repo:{REPOSITORY}:environment:dev"
     ]
-    template.has_resource_properties("AWS::IAM::Role", {"MaxSessionDuration": 3600})
+    # The dev job's own bound (build, preparation job, deploy), not STS's default hour.
+    job = release_jobs.release_job(cfg)
+    assert job.session_seconds >= job.minutes * 60 > 3600
+    template.has_resource_properties("AWS::IAM::Role", {"MaxSessionDuration": job.session_seconds})
+
+
+def test_prods_role_holds_the_longest_of_its_jobs_sessions(prod_access_cfg, template) -> None:
+    sessions = {j.job: j.session_seconds for j in release_jobs.jobs(prod_access_cfg)}
+    assert set(sessions) == {"release", "canary-wait", "promote"}
+    longest = max(sessions.values())
+    assert longest == release_jobs.CANARY_WAIT_MINUTES * 60  # the 6-hour runner's wait
+    template.has_resource_properties(
+        "AWS::IAM::Role", {"Description": Match.string_like_regexp("GitHub Actions release"),
+                           "MaxSessionDuration": longest})  # fmt: skip
+
+
+def test_a_longer_preparation_job_lengthens_the_session_and_past_12_hours_is_refused() -> None:
+    default = release_jobs.release_job(parse(with_access("dev"), env="dev"))
+    raw = with_access("dev")
+    raw.setdefault("model_prep", {})["max_runtime_seconds"] = 4 * 3600
+    cfg = parse(raw, env="dev")
+    job = release_jobs.release_job(cfg)
+    assert job.session_seconds == default.session_seconds + (4 * 3600 - 4500)
+    assert release_jobs.role_max_session_seconds(cfg) == job.session_seconds
+    raw["model_prep"]["max_runtime_seconds"] = 11 * 3600
+    with pytest.raises(release_jobs.SessionTooLong) as err:
+        release_jobs.role_max_session_seconds(parse(raw, env="dev"))
+    assert "longer than the 12 hours IAM allows" in str(err.value)
+    assert "model_prep.max_runtime_seconds" in str(err.value)
 
 
 def test_immutable_ids_give_the_immutable_subject_and_hours_are_configurable() -> None:
@@ -282,18 +310,23 @@ def test_training_jobs_logs_and_artifacts_are_scoped(template) -> None:
 
 
 def test_the_job_name_prefix_is_the_one_prepare_model_names_jobs_with(prod_access_cfg) -> None:
-    source = (REPO_ROOT / "tools" / "prepare_model.py").read_text()
-    assert 'name = f"{cfg.project}-{cfg.env}-prep-' in source
+    from tools.prepare_model import job_name_prefix
+
+    version = "m-0123456789abcdef"
+    assert job_name_prefix(prod_access_cfg, version).startswith(
+        preparation_job_prefix(prod_access_cfg)
+    )
     assert preparation_job_prefix(prod_access_cfg) == "mangaassist-prod-prep-"
 
 
 def test_star_resources_are_only_the_actions_with_no_resource_type(template) -> None:
     """Service Authorization Reference: these list no resource type; everything else is named."""
     star = {sid for sid, s in statements(template).items() if "*" in as_list(s["Resource"])}
-    assert star == {"EcrLogin", "PreflightQuotas", "ScalableTargets"}
+    assert star == {"EcrLogin", "PreflightQuotas", "ScalableTargets", "ListPreparationJobs"}
     actions = {a for sid in star for a in as_list(statements(template)[sid]["Action"])}
     assert actions == {
         "ecr:GetAuthorizationToken",
+        "sagemaker:ListTrainingJobs",
         "servicequotas:ListServiceQuotas",
         "servicequotas:ListAWSDefaultServiceQuotas",
         "application-autoscaling:DescribeScalableTargets",
@@ -302,8 +335,23 @@ def test_star_resources_are_only_the_actions_with_no_resource_type(template) -> 
         a
         for s in statements(template).values()
         for a in as_list(s["Action"])
-        if "*" in a or (a.startswith("iam:") and a not in ("iam:GetRole", "iam:PassRole"))
+        if "*" in a
+        or (
+            a.startswith("iam:")
+            and a not in ("iam:GetRole", "iam:PassRole", "iam:SimulatePrincipalPolicy")
+        )
     ]
+
+
+def test_the_token_secret_check_reads_that_secret_and_simulates_the_job_role_only(template) -> None:
+    s = statements(template)
+    assert resources(s["PreflightTokenSecret"]) == [
+        "arn:aws:secretsmanager:us-east-1:{AWS::AccountId}:secret:mangaassist/hf-token-??????"
+    ]
+    assert as_list(s["PreflightJobRoleSimulation"]["Action"]) == ["iam:SimulatePrincipalPolicy"]
+    assert s["PreflightJobRoleSimulation"]["Resource"] == {
+        "Fn::ImportValue": f"mangaassist-prod-{PREP_ROLE_EXPORT}"
+    }
 
 
 def test_the_preflight_reads_are_the_bootstrap_version_and_the_scaling_role(template) -> None:
@@ -327,6 +375,7 @@ CALLERS = [
     "tools/prepare_model.py",
     "tools/model_release.py",
     "tools/push_image.py",
+    "tools/live_images.py",
     "container/model_prep/artifact.py",
 ]
 NOT_THE_ROLES = {
@@ -342,6 +391,7 @@ SERVICES = {  # boto3 client name -> IAM service prefix
     "logs": "logs",
     "s3": "s3",
     "sagemaker": "sagemaker",
+    "secretsmanager": "secretsmanager",
     "service-quotas": "servicequotas",
     "ssm": "ssm",
     "sts": "sts",

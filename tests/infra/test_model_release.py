@@ -118,6 +118,44 @@ def test_model_artifact_and_model_prep_are_validated(prod_cfg) -> None:
     assert "max_wait_seconds: with use_spot it must be >= max_runtime_seconds (7200)" in text
 
 
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("hf://meta-llama/Meta-Llama-3-8B-Instruct", True),
+        ("hf://google/gemma-2-9b-it", True),
+        ("hf://Qwen/Qwen2.5-7B-Instruct", False),  # not on the list: no rule, no error
+        ("s3://models/base/llama-3-8b", False),
+    ],
+)
+def test_a_gated_base_without_a_token_secret_is_a_synth_error_naming_the_field(
+    prod_cfg, source: str, refused: bool
+) -> None:
+    """Issue 31: the job would start its GPU instance and then fail its download with 401."""
+    raw = prod_cfg.model_dump(mode="json", exclude_none=True)
+    raw["model"]["source"] = source
+    raw["model_prep"].pop("hf_token_secret")
+    if not refused:
+        parse_config(raw, env="prod", source=Path("prod.yaml"), base_dir=Path("config"))
+        return
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw, env="prod", source=Path("prod.yaml"), base_dir=Path("config"))
+    assert f"model_prep.hf_token_secret: model.source {source} is gated on Hugging Face" in str(
+        err.value
+    )
+    raw["model_prep"]["hf_token_secret"] = "mangaassist/hf-token"
+    assert parse_config(raw, env="prod", source=Path("prod.yaml"), base_dir=Path("config"))
+
+
+def test_the_committed_configs_name_the_token_secret_of_their_gated_base() -> None:
+    from stacks.config.model_prep import is_gated
+
+    config = Path(__file__).resolve().parents[2] / "config"
+    for path in [*config.glob("*.yaml"), *(config / "examples").glob("*.yaml")]:
+        env = "dev" if path.stem == "dev" else "prod"
+        cfg = load_config(path, env=env)
+        assert is_gated(cfg.model.source) and cfg.model_prep.hf_token_secret, path
+
+
 # ---------------------------------------------------------------------------- publish / fetch
 
 

