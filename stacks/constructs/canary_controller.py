@@ -170,6 +170,7 @@ class CanaryController(Construct):
                 "EVIDENCE_TIMEOUT_SECONDS": str(rollout.evidence_timeout_minutes * 60),
                 "CAPACITY_TIMEOUT_SECONDS": str(rollout.capacity_timeout_seconds),
                 "ROLLBACK_CAPACITY_TIMEOUT_SECONDS": str(rollout.rollback_capacity_timeout_seconds),
+                "UPDATING_TIMEOUT_SECONDS": str(rollout.updating_timeout_seconds),
                 "CAPACITY_PLAN": self.capacity_plan.to_json(),
                 "PRIMARY_VARIANT": "primary",
                 "CANARY_VARIANT": "canary",
