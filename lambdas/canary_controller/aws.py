@@ -30,8 +30,8 @@ when no answer came (botocore.exceptions: EndpointConnectionError and ConnectTim
 ones; NoCredentialsError and the like are neither). :data:`AWS_ERRORS` is both; every caller in the
 controller handles both (:func:`retry_later` says which mean "not now"). A call that got no answer
 may still have been applied (a read timeout after SageMaker took the weight change): the callers
-allow for it (``canary_percent_pending`` in ``rules.endpoint_changed``; StartExecution's
-name-idempotency).
+allow for it (the record's ``intent``, written before the call: ``rules.intent_landed`` and
+``rules.endpoint_changed``; StartExecution's name-idempotency).
 """
 
 from __future__ import annotations
