@@ -118,7 +118,7 @@ class DecisionApplier(ControllerIO):
             return self._raise_primary(state, d, now)
         if d.kind in ("abort", "timeout"):
             return self._give_up(state, d, now, obs)
-        intended = d.kind in INTENT_KINDS and obs is not None
+        intended, before = d.kind in INTENT_KINDS and obs is not None, state
         if intended:
             assert obs is not None
             pending = store.intending(state, r.intent(state, d, obs, now), now)
@@ -164,6 +164,8 @@ class DecisionApplier(ControllerIO):
                 new.update(r.transition(state, d, now))
         except aws.AWS_ERRORS as exc:
             if not aws.retry_later(exc):
+                if intended:
+                    self._take_back(before, state, exc)
                 raise
             return self._refused(state, d, exc)
         if d.kind in ("scale", "shift", "reapply"):
@@ -175,6 +177,21 @@ class DecisionApplier(ControllerIO):
             return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
         except aws.AWS_ERRORS as exc:
             return self._unrecorded(state, d, exc)
+
+    def _take_back(self, before: dict[str, Any], pending: dict[str, Any], exc: Exception) -> None:
+        """An AWS call of an intent failed in a way that is not "not now" (AccessDenied, a missing
+        resource, no credentials: it applied nothing) and the tick fails: the record goes back to
+        what it was before the intent, its ``seq`` too, so the state machine's retry of the same
+        tick is not taken for a redelivery (which would answer without failing, and the retries
+        that end in the catch-all rollback would never count). Writing an older ``seq`` again is
+        safe: the record is the very version it was, and only a writer that read that version
+        expects it. If even this write fails, the intent stays and the next tick decides again."""
+        kind = pending["intent"]["decision"]
+        print(f"{kind} failed ({aws.describe_error(exc)}): its intent taken back")
+        try:
+            self._write(before, expect_seq=pending["seq"])
+        except aws.AWS_ERRORS as again:
+            print(f"intent not taken back ({aws.describe_error(again)})")
 
     def _unrecorded(self, pending: dict[str, Any], d: r.Decision, exc: Exception) -> dict[str, Any]:
         """The AWS calls of ``d`` were made but their record could not be written (``_write``
