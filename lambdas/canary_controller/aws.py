@@ -30,8 +30,8 @@ when no answer came (botocore.exceptions: EndpointConnectionError and ConnectTim
 ones; NoCredentialsError and the like are neither). :data:`AWS_ERRORS` is both; every caller in the
 controller handles both (:func:`retry_later` says which mean "not now"). A call that got no answer
 may still have been applied (a read timeout after SageMaker took the weight change): the callers
-allow for it (``canary_percent_pending`` in ``rules.endpoint_changed``; StartExecution's
-name-idempotency).
+allow for it (the record's ``intent``, written before the call: ``rules.intent_landed`` and
+``rules.endpoint_changed``; StartExecution's name-idempotency).
 """
 
 from __future__ import annotations
@@ -56,6 +56,19 @@ AWS_ERRORS: tuple[type[Exception], ...] = (ClientError, BotoCoreError)
 #: Answers that mean "not now": SageMaker's refusal while Updating, throttling, and Application
 #: Auto Scaling's ConcurrentUpdateException (another update of the same target is in progress).
 RETRY_LATER = ("ValidationException", "ThrottlingException", "ConcurrentUpdateException")
+#: DynamoDB's answers to a write that are worth sending again (Amazon DynamoDB Developer Guide,
+#: "Error handling with DynamoDB", the "OK to retry?" column: ProvisionedThroughputExceeded,
+#: RequestLimitExceeded, ThrottlingException and the HTTP 5xx InternalServerError and
+#: ServiceUnavailable are; ConditionalCheckFailed, ValidationException (an item over 400 KB),
+#: AccessDenied and ResourceNotFound are not). DynamoDB's ValidationException is not SageMaker's
+#: "not now": it is not in :data:`RETRY_LATER`'s place here.
+WRITE_AGAIN = (
+    "ProvisionedThroughputExceededException",
+    "RequestLimitExceeded",
+    "ThrottlingException",
+    "InternalServerError",
+    "ServiceUnavailable",
+)
 
 
 def error_code(exc: Exception) -> str:
@@ -77,18 +90,29 @@ def describe_error(exc: Exception) -> str:
     return f"{error_code(exc)}: {exc}"
 
 
-def retry_later(exc: Exception) -> bool:
+def retry_later(exc: Exception, codes: tuple[str, ...] = RETRY_LATER) -> bool:
     """AWS would not take the change now, or its answer did not come: retry on a later tick.
 
-    Refusals (:data:`RETRY_LATER`), a server-side error (HTTP 5xx: InternalFailure,
-    ServiceUnavailable) once botocore's own retries are spent, and no answer at all (a connection
-    that failed or dropped, a connect or read timeout). AccessDenied, a missing resource or no
-    credentials are not: they do not pass by waiting a check interval.
+    Refusals (``codes``: :data:`RETRY_LATER`, or :data:`WRITE_AGAIN` for a DynamoDB write), a
+    server-side error (HTTP 5xx: InternalFailure, ServiceUnavailable) once botocore's own retries
+    are spent, and no answer at all (a connection that failed or dropped, a connect or read
+    timeout). AccessDenied, a missing resource or no credentials are not: they do not pass by
+    waiting a check interval.
     """
     if isinstance(exc, ClientError):
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-        return error_code(exc) in RETRY_LATER or status >= 500
+        return error_code(exc) in codes or http_status(exc) >= 500
     return isinstance(exc, BotoConnectionError | HTTPClientError)
+
+
+def http_status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+
+
+def maybe_applied(exc: Exception) -> bool:
+    """The call may have been applied though it failed: no answer came (a read timeout, a
+    dropped connection) or the server failed (HTTP 5xx: it may have failed after applying it).
+    A 4xx answer (throttling, a refusal, a lost condition) applied nothing."""
+    return not isinstance(exc, ClientError) or http_status(exc) >= 500
 
 
 def describe(sm: Any, endpoint: str) -> tuple[str, str | None, dict[str, dict[str, Any]]]:

@@ -3,16 +3,30 @@ and writes it delegates to ``aws.py``, the state machine's executions and SNS no
 
 No decision is taken here: ``decisions.py`` applies ``rules.decide``'s answers, ``handler.py``
 serves the actions. The lock's compare-and-set is ``store.save``'s conditional write.
+
+Every failure of a record write is handled in :meth:`ControllerIO._write`: a lost condition
+(ConditionalCheckFailedException: another writer moved the record first) answers False; what
+DynamoDB says is worth sending again (``aws.WRITE_AGAIN``: ProvisionedThroughputExceeded,
+RequestLimitExceeded, ThrottlingException, InternalServerError, ServiceUnavailable, any 5xx) and
+no answer at all (a connect or read timeout, a dropped connection) are sent again after
+:data:`WRITE_BACKOFF_SECONDS` (Amazon DynamoDB Developer Guide, "Error retries and exponential
+backoff"), well inside the Lambda's 60 s; what is still failing then (or never worth sending
+again: AccessDenied, ValidationException) raises the error itself. A write that may have landed
+without its answer (a timeout, a 5xx) and then loses its condition on the next attempt is
+checked against the record: if the record is the one it wrote, it landed. Where a tick's AWS call
+was made before its record could be written, the intent written before the call tells the next
+tick what was done (``decisions.py``).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
     from lambdas.canary_controller import aws, store
@@ -25,15 +39,35 @@ except ImportError:  # pragma: no cover - the Lambda runtime
     from settings import Settings, StartFailed  # type: ignore[no-redef]
 
 
+#: Pauses before each further attempt of a record write that DynamoDB throttled, failed (5xx) or
+#: did not answer: exponential backoff, 6.2 s in all (botocore's own retries come inside each
+#: attempt), well inside the controller Lambda's 60 s timeout.
+WRITE_BACKOFF_SECONDS = (0.2, 0.4, 0.8, 1.6, 3.2)
+
+
 def is_conflict(exc: ClientError) -> bool:
     """DynamoDB refused a conditional write: another writer moved the record first."""
     return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Two records alike as DynamoDB stores them (tuples come back as lists)."""
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
 class ControllerIO:
-    def __init__(self, settings: Settings, *, clock: Any = time.time, **clients: Any) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Any = time.time,
+        sleep: Callable[[float], Any] = time.sleep,
+        **clients: Any,
+    ) -> None:
         self.s = settings
         self.clock = clock
+        #: The backoff between attempts of a record write (the tests' clock moves instead).
+        self.sleep = sleep
         self.sm = clients.get("sagemaker") or boto3.client("sagemaker")
         self.cw = clients.get("cloudwatch") or boto3.client("cloudwatch")
         self.sns = clients.get("sns") or boto3.client("sns")
@@ -58,14 +92,27 @@ class ControllerIO:
         store.save(self.table, state, expect_seq=expect_seq)
 
     def _write(self, state: dict[str, Any], *, expect_seq: int | None) -> bool:
-        """``_save``, False when another writer moved the record first (any other error raises)."""
-        try:
-            self._save(state, expect_seq=expect_seq)
-        except ClientError as exc:
-            if not is_conflict(exc):
-                raise
-            return False
-        return True
+        """``_save``: True once written, False when another writer moved the record first; any
+        other failure is sent again after each of :data:`WRITE_BACKOFF_SECONDS` while DynamoDB
+        says it is worth it (module docstring), then raises."""
+        maybe_written = False
+        for pause in (*WRITE_BACKOFF_SECONDS, None):
+            try:
+                self._save(state, expect_seq=expect_seq)
+                return True
+            except ClientError as exc:
+                if is_conflict(exc):
+                    # An earlier attempt may have landed without its answer: then it is ours.
+                    return maybe_written and _same(self.load(), state)
+                failure: Exception = exc
+            except BotoCoreError as exc:
+                failure = exc
+            maybe_written = maybe_written or aws.maybe_applied(failure)
+            if pause is None or not aws.retry_later(failure, aws.WRITE_AGAIN):
+                raise failure
+            print(f"record write failed ({aws.describe_error(failure)}); again in {pause}s")
+            self.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _decide(self, state: dict[str, Any], decision: str, reason: str) -> dict[str, Any]:
         return store.record(state, decision, reason, int(self.clock()))

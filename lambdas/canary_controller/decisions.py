@@ -6,9 +6,20 @@ Each weight or bounds call handles both kinds of failure (``aws.AWS_ERRORS``): w
 ``aws.retry_later`` calls transient (a refusal while Updating, throttling, a 5xx, no answer) is
 retried on the next tick and counted (a RUNNING rollout rolls back at ``MAX_REFUSALS``); anything
 else (AccessDenied) raises, so the state machine retries the tick, then rolls back, and an
-execution that cannot is noticed when it ends (``execution-ended``). A shift whose call got no
-answer may have landed: its percent is recorded as pending, so the next tick does not take its
-own weight for a change made under it.
+execution that cannot is noticed when it ends (``execution-ended``).
+
+Intent before action: a step forward (``scale``, ``shift``) is written to the record as its
+``intent`` (``rules.intent``: the target weight or instances, the step, the endpoint config)
+before its first AWS call, and cleared by the record of the step made. Whatever stops the tick
+in between (the record write throttled past its retries, a timeout or a dropped connection, the
+Lambda's own timeout), the next tick finds the intent: if DescribeEndpoint shows its weight on
+its endpoint config, SageMaker took it, and the step is recorded as made (late) and the rollout
+carries on; if it shows that the call did not land, the tick decides again. Either way its own
+shift is not taken for a change made under the rollout (``rules.endpoint_changed``). A tick whose
+calls were made but whose record could not be written ends normally at the intent's ``seq``, so
+that the state machine's next tick is the one that resolves it. A rollback's calls need no
+intent of their own: ROLLING_BACK is recorded before the first of them, and each (weight 0, the
+bounds) is decided again from DescribeEndpoint on every tick.
 
 A rollback is recorded (ROLLING_BACK) before it acts; a write lost to a concurrent tick is
 retried on the fresh record, so an operator's rollback cannot be lost or undone by the next tick.
@@ -18,6 +29,12 @@ raised and its desired count set. A capacity call that fails moves the weight at
 (availability first: a partly sized primary beats a broken canary), and says so; a desired
 count SageMaker refuses (Updating) is asked for again on the next tick. Once the canary's weight
 is 0 its bounds are restored, then the primary's put back (``rules.primary_restore_bounds``).
+
+Every way out of a rollout puts back the bounds it raised: a rollback's restore (above); an
+abandoned rollout (the endpoint Failed or gone), a rollback past its deadline (``timeout``) and a
+rollout nothing drives any more (``handler``) through :meth:`DecisionApplier._release_bounds`. A
+COMPLETED rollout keeps the last step's bounds: its canary carries 100 % of the traffic until the
+promotion's deploy replaces them.
 """
 
 from __future__ import annotations
@@ -25,21 +42,26 @@ from __future__ import annotations
 from typing import Any
 
 try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import aws
+    from lambdas.canary_controller import aws, store
     from lambdas.canary_controller import rules as r
     from lambdas.canary_controller.controller_io import ControllerIO
     from lambdas.canary_controller.settings import RolloutConflict
 except ImportError:  # pragma: no cover - the Lambda runtime
     import aws  # type: ignore[no-redef]
     import rules as r  # type: ignore[no-redef]
+    import store  # type: ignore[no-redef]
     from controller_io import ControllerIO  # type: ignore[no-redef]
     from settings import RolloutConflict  # type: ignore[no-redef]
 
 #: Attempts of a rollback's conditional write against concurrent ticks before giving up.
 WRITE_ATTEMPTS = 5
-#: What the operator is told when a rollout ends by each decision.
+#: Decisions whose AWS calls are recorded as the record's intent before they are made.
+INTENT_KINDS = ("scale", "shift")
+#: What the operator is told when a rollout ends by each decision (a ``timeout`` names what the
+#: rollback waited for: ``rules.rollback_overdue``).
 END_SUBJECTS = {
     "abort": "canary rollout abandoned",
+    "timeout": "canary rollback timed out",
     "complete": "canary rollout complete: promote the canary",
     "restore": "canary rolled back",
 }
@@ -56,16 +78,54 @@ class DecisionApplier(ControllerIO):
     def _advance(self, state: dict[str, Any]) -> dict[str, Any]:
         now = int(self.clock())
         obs = self.observe(alarms=state["status"] == r.RUNNING)
+        if state.get("intent"):
+            resolved = self._resolve_intent(state, obs)
+            if resolved is None:
+                return self._result(self._current(), duplicate=True)
+            state = resolved
         decision = r.decide(state, obs, self.s.rules, now, self.evidence)
-        return self._apply(state, decision, now)
+        return self._apply(state, decision, now, obs)
 
-    def _apply(self, state: dict[str, Any], d: r.Decision, now: int) -> dict[str, Any]:
+    def _resolve_intent(self, state: dict[str, Any], obs: r.Observation) -> dict[str, Any] | None:
+        """The record's intent, as DescribeEndpoint shows it (``rules.intent_landed``): landed,
+        the step is recorded as made at the intent's time (written now; None when another writer
+        moved the record first); not landed, the intent is dropped (the tick decides again);
+        not known yet (the endpoint is Updating), it stays."""
+        recorded = state["intent"]
+        if state["status"] != r.RUNNING:  # a rollback decides from DescribeEndpoint alone
+            return {**state, "intent": None}
+        landed = r.intent_landed(recorded, obs)
+        if landed is None:
+            return state
+        if not landed:
+            return {**state, "intent": None}
+        d = r.intent_decision(recorded)
+        new = self._decide(
+            state, d.kind, f"{d.reason} (recorded by the next tick: the tick that asked for it "
+            "stopped before its record was written)",
+        )  # fmt: skip
+        new.update(r.transition(state, d, int(recorded["at"])))
+        new.update(intent=None, refusals=0)
+        return new if self._write(new, expect_seq=state["seq"]) else None
+
+    def _apply(
+        self, state: dict[str, Any], d: r.Decision, now: int, obs: r.Observation | None = None
+    ) -> dict[str, Any]:
         seq, ep, canary = state["seq"], self.s.endpoint_name, self.s.canary_variant
-        new = self._decide(state, d.kind, d.reason)
         if d.kind == "rollback":
             return self._begin_rollback(state, d.reason)
         if d.kind == "raise-primary":
             return self._raise_primary(state, d, now)
+        if d.kind in ("abort", "timeout"):
+            return self._give_up(state, d, now, obs)
+        intended, before = d.kind in INTENT_KINDS and obs is not None, state
+        if intended:
+            assert obs is not None
+            pending = store.intending(state, r.intent(state, d, obs, now), now)
+            if not self._write(pending, expect_seq=seq):
+                return self._result(self._current(), duplicate=True)
+            state, seq = pending, pending["seq"]
+        new = self._decide(state, d.kind, d.reason)
         if d.kind in END_SUBJECTS:
             if d.kind == "restore":
                 assert d.bounds is not None
@@ -104,11 +164,88 @@ class DecisionApplier(ControllerIO):
                 new.update(r.transition(state, d, now))
         except aws.AWS_ERRORS as exc:
             if not aws.retry_later(exc):
+                if intended:
+                    self._take_back(before, state, exc)
                 raise
             return self._refused(state, d, exc)
         if d.kind in ("scale", "shift", "reapply"):
             new["refusals"] = 0
-        return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
+        if not intended:
+            return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
+        new["intent"] = None
+        try:
+            return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
+        except aws.AWS_ERRORS as exc:
+            return self._unrecorded(state, d, exc)
+
+    def _take_back(self, before: dict[str, Any], pending: dict[str, Any], exc: Exception) -> None:
+        """An AWS call of an intent failed in a way that is not "not now" (AccessDenied, a missing
+        resource, no credentials: it applied nothing) and the tick fails: the record goes back to
+        what it was before the intent, its ``seq`` too, so the state machine's retry of the same
+        tick is not taken for a redelivery (which would answer without failing, and the retries
+        that end in the catch-all rollback would never count). Writing an older ``seq`` again is
+        safe: the record is the very version it was, and only a writer that read that version
+        expects it. If even this write fails, the intent stays and the next tick decides again."""
+        kind = pending["intent"]["decision"]
+        print(f"{kind} failed ({aws.describe_error(exc)}): its intent taken back")
+        try:
+            self._write(before, expect_seq=pending["seq"])
+        except aws.AWS_ERRORS as again:
+            print(f"intent not taken back ({aws.describe_error(again)})")
+
+    def _unrecorded(self, pending: dict[str, Any], d: r.Decision, exc: Exception) -> dict[str, Any]:
+        """The AWS calls of ``d`` were made but their record could not be written (``_write``
+        gave up): the tick ends at the intent's ``seq`` (the record as it stands), so the next
+        tick records the step from the intent (``_resolve_intent``)."""
+        why = f"{d.kind} made, its record not written ({aws.describe_error(exc)}): the next " \
+            "tick records it from the intent written before it"  # fmt: skip
+        print(why)
+        return {**self._result(pending, wait=d.wait_seconds), "last_reason": why}
+
+    def _give_up(
+        self, state: dict[str, Any], d: r.Decision, now: int, obs: r.Observation | None
+    ) -> dict[str, Any]:
+        """``abort`` (the endpoint failed or is gone) and ``timeout`` (a rollback past its
+        deadline): FAILED, which releases the lock, the bounds the rollout raised put back as far
+        as is safe (:meth:`_release_bounds`), the operator told (a timeout names what it waited
+        for and how long)."""
+        new = self._decide(state, d.kind, d.reason)
+        new.update(r.transition(state, d, now))
+        new["last_reason"] += self._release_bounds(state, obs)
+        new["intent"] = None
+        return self._finish(new, state["seq"], d.subject or END_SUBJECTS[d.kind])
+
+    def _release_bounds(self, state: dict[str, Any], obs: r.Observation | None) -> str:
+        """Put back the scaling bounds of a rollout that ends without a rollback's restore;
+        returns what to add to the reason. Best effort: a failed call is said, never raised.
+
+        The canary gets its configured minimum back (a step's raised MinCapacity would keep its
+        instances, and block any scale-in, after the rollout is over), and its configured maximum
+        only once its weight is known to be 0: RegisterScalableTarget moves the current count
+        into the new range (Application Auto Scaling API reference), so lowering the maximum
+        would scale in a canary that may still take traffic; its own autoscaling sizes it within
+        the range meanwhile. The primary's bounds a rollback raised are put back as its restore
+        does (``rules.primary_restore_bounds``)."""
+        if obs is not None and obs.endpoint_status == "NotFound":
+            return "; no bounds restored: the endpoint is gone"
+        plan, ep, canary = self.s.rules.plan, self.s.endpoint_name, self.s.canary_variant
+        notes = []
+        try:
+            live = aws.scalable_bounds(self.aas, ep, canary)
+            if live is not None:
+                idle = obs is not None and obs.canary_weight == 0
+                high = plan.canary_max if idle else max(plan.canary_max, live[1])
+                if live != (plan.canary_min, high):
+                    aws.set_bounds(self.aas, ep, canary, plan.canary_min, high)
+                kept = "" if high == plan.canary_max else " (its maximum kept: it may take traffic)"
+                notes.append(f"the canary's bounds back to {plan.canary_min}..{high}{kept}")
+        except aws.AWS_ERRORS as exc:
+            notes.append(f"the canary's bounds not restored ({aws.describe_error(exc)})")
+        try:
+            notes.append(self._restore_primary(state).removeprefix("; "))
+        except aws.AWS_ERRORS as exc:
+            notes.append(f"the primary's bounds not restored ({aws.describe_error(exc)})")
+        return "".join(f"; {note}" for note in notes if note)
 
     def _refused(self, state: dict[str, Any], d: r.Decision, exc: Exception) -> dict[str, Any]:
         """AWS refused a weight or bounds change (endpoint Updating), or gave no answer: retry on
@@ -119,13 +256,21 @@ class DecisionApplier(ControllerIO):
             return self._begin_rollback(
                 state, f"SageMaker refused (or did not answer) the {d.kind} {count} times: {msg}"
             )
+        if state["status"] == r.ROLLING_BACK:
+            asked = "weight 0" if d.kind in ("reapply", "rollback") else f"the {d.kind}"
+            now = int(self.clock())
+            late = r.rollback_overdue(
+                state, self.s.rules, now, f"SageMaker to take {asked} ({aws.error_code(exc)})"
+            )
+            if late is not None:
+                return self._give_up(state, late, now, None)
         what = "refused by SageMaker" if aws.answered(exc) else "got no answer (it may have landed)"
         new = self._decide(
             state, "wait", f"{d.kind} {what} ({msg}); retry {count} on the next tick"
         )
         new["refusals"] = count
-        if d.kind == "shift" and aws.error_code(exc) not in aws.RETRY_LATER:
-            new["canary_percent_pending"] = d.percent  # not refused: it may have landed
+        if d.kind in INTENT_KINDS and not aws.maybe_applied(exc):
+            new["intent"] = None  # refused: nothing landed; otherwise the intent stays
         result = self._store(new, state["seq"], wait=self.s.rules.check_seconds)
         if state["status"] == r.ROLLING_BACK and count == r.MAX_REFUSALS:
             self.notify(f"canary rollback still refused after {count} attempts", new)
@@ -140,7 +285,8 @@ class DecisionApplier(ControllerIO):
             if state["status"] not in r.LOCKED:
                 return self._result(state)
             new = self._decide(state, "rollback", reason)
-            new.update(status=r.ROLLING_BACK, refusals=0, rollback_reason=reason)
+            new.update(status=r.ROLLING_BACK, refusals=0, rollback_reason=reason, intent=None)
+            new["rollback_started_at"] = new["updated_at"]  # its deadline counts from here
             if self._write(new, expect_seq=state["seq"]):
                 return self._drive_rollback(new)
             state = self._current()
@@ -160,7 +306,7 @@ class DecisionApplier(ControllerIO):
         d = r.decide(state, obs, self.s.rules, now, self.evidence)
         if d.kind == "reapply" or (d.kind == "wait" and d.percent == 0):
             return self._weight_now({**state, **r.transition(state, d, now)})
-        return self._apply(state, d, now)
+        return self._apply(state, d, now, obs)
 
     def _weight_now(self, state: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -12,12 +12,15 @@ One Lambda, six actions, each an event ``{"action": ..., "endpoint_name": ..., .
   (FAILED, notified): send the same ``rollout_id`` again.
 - ``tick``     (the state machine, every ``check_interval`` or sooner when a bake ends): observes
   the endpoint and the alarms and applies the decision of :func:`rules.decide` (capacity first,
-  weight second; evidence, and alarms with data, before every step forward; a deadline on the
-  capacity wait; a rollback when the endpoint changed under it). A re-delivered tick has a stale
+  weight second; evidence, and alarms with data, before every step forward; a deadline on every
+  wait; a rollback when the endpoint changed under it). A step forward is recorded as an intent
+  before its AWS calls, so the next tick recognises its own work whatever stopped the tick
+  that made it (``decisions.py``). A re-delivered tick has a stale
   ``seq`` and changes nothing but learns the current ``seq``.
 - ``rollback`` (operator, or the state machine's catch-all naming its ``rollout_id``): records
   ROLLING_BACK before acting (a lost write is retried), then weight 0 until DescribeEndpoint
-  shows it, then the canary's bounds (``rules.decide``). A stale ``rollout_id`` changes nothing.
+  shows it, then the canary's bounds (``rules.decide``); past its deadline it ends FAILED, naming
+  what it waited for (``rules.rollback_overdue``). A stale ``rollout_id`` changes nothing.
 - ``continue`` (the state machine, once an execution has looped ``ITERATIONS_PER_EXECUTION``
   times, stacks/constructs/rollout_state_machine.py): hands the rollout on to a new execution
   before the execution's history reaches Step Functions' 25,000 events. The new execution's name
@@ -169,6 +172,7 @@ class Controller(DecisionApplier):
         own_id = f"rollback-{int(self.clock())}"
         fresh = self._fresh(own_id, ROLLING_BACK, by=by, decision="rollback", reason=reason)
         fresh["rollback_reason"] = reason
+        fresh["rollback_started_at"] = fresh["started_at"]  # its deadline counts from here
         if not self._write(fresh, expect_seq=None):
             return self._begin_rollback(self._current(), reason)
         result = self._drive_rollback(fresh)
@@ -255,7 +259,9 @@ class Controller(DecisionApplier):
         return self._result(driven)
 
     def _abandon(self, state: dict[str, Any], why: str) -> dict[str, Any]:
-        """Nothing can drive the rollout: FAILED (the lock released), and the operator told."""
+        """Nothing can drive the rollout: FAILED (the lock released), the bounds it raised put
+        back as far as is safe without knowing the canary's weight (``_release_bounds``: its
+        minimum, not its maximum), and the operator told."""
         new = self._decide(
             state,
             "abort",
@@ -263,6 +269,7 @@ class Controller(DecisionApplier):
             "make canary-status, then make canary-rollback",
         )
         new["status"] = FAILED
+        new["last_reason"] += self._release_bounds(state, None)
         if not self._write(new, expect_seq=state["seq"]):
             return self._result(self._current(), duplicate=True)
         self.notify("canary rollout FAILED: no execution drives it", new)

@@ -39,6 +39,18 @@ The loop, one decision per tick:
   the configured bounds would undo a schedule's floor active at the time (prod's evening 5).
 - Watched alarms are read on every RUNNING tick, also while the endpoint is Updating: an alarm
   rolls back at once (the weight call itself is retried until SageMaker accepts it).
+- Every wait has a deadline. A RUNNING rollout waits for an endpoint that is not InService at
+  most ``updating_timeout_seconds`` in a row (``updating_since``), then rolls back naming it
+  (while the canary is short of a step's instances the capacity deadline governs instead). A
+  rollback ends within ``rollback_timeout_seconds`` of its start (``rollback_started_at``): past
+  it, whatever it still waits for (an endpoint kept Updating, SageMaker refusing weight 0 or the
+  bounds), it ends FAILED (:func:`rollback_overdue`): the lock released, the operator told what
+  it waited for and how long, the canary's raised minimum put back (``decisions.py``).
+- Intent before action: a step forward (``scale``, ``shift``) is recorded as the record's
+  ``intent`` before its AWS calls (:func:`intent`). A tick that dies after SageMaker took the
+  call but before its record was written leaves the intent; the next tick finds the live weight
+  equal to it on the same endpoint config (:func:`intent_landed`) and records the step as made,
+  so its own shift is never taken for a change made under the rollout (:func:`endpoint_changed`).
 """
 
 from __future__ import annotations
@@ -213,6 +225,8 @@ def primary_restore_bounds(
     if not recorded or not recorded.get("set"):
         return None, ""
     before, done = recorded["before"], (recorded["set"][0], recorded["set"][1])
+    if before is not None and live == (before[0], before[1]):  # a restore whose record was lost
+        return None, f"the primary's bounds back to {before[0]}..{before[1]}"
     if live != done:
         now = "no scalable target" if live is None else f"{live[0]}..{live[1]}"
         return None, (
@@ -293,6 +307,19 @@ class Rules:
     #: start and one check; the stacks and the simulator always pass it). None, only for settings
     #: that predate it: no capacity step, the weight moves at once as it did before.
     rollback_capacity_timeout_seconds: int | None = None
+    #: How long a RUNNING rollout waits, in a row, for an endpoint that is not InService (an
+    #: autoscaling activity, an update) before it rolls back; with the rollback capacity wait,
+    #: also a rollback's whole deadline (:attr:`rollback_timeout_seconds`).
+    #: ``rollout.updating_timeout_seconds``; None, only for settings that predate it: no deadline.
+    updating_timeout_seconds: int | None = None
+
+    @property
+    def rollback_timeout_seconds(self) -> int | None:
+        """A rollback's deadline from its start: its wait for the primary's capacity, then one
+        updating wait for the weight and the bounds (None without an updating timeout)."""
+        if self.updating_timeout_seconds is None:
+            return None
+        return (self.rollback_capacity_timeout_seconds or 0) + self.updating_timeout_seconds
 
 
 @dataclass(frozen=True)
@@ -333,9 +360,10 @@ def endpoint_changed(state: dict[str, Any], obs: Observation) -> str | None:
     Compared with the record: the EndpointConfigName found at the start (a deploy or the console
     put another one: its weights and counts may be anything), and the canary share the controller
     last set (``canary_percent``; at the start, the share it found). Allowed besides: the share
-    before the shift the previous tick made (DescribeEndpoint may not show it yet) and a shift
-    whose call failed without an answer (``canary_percent_pending``: it may have landed). A
-    record without these fields (a rollout started before they were recorded) is not checked.
+    before the shift the previous tick made (DescribeEndpoint may not show it yet) and the share of
+    a recorded shift ``intent`` on the same endpoint config (its call may have landed: no answer
+    came, or the tick died before recording it). A record without these fields (a rollout
+    started before they were recorded) is not checked.
     """
     was, now = state.get("endpoint_config_name"), obs.endpoint_config_name
     if was is not None and now is not None and now != was:
@@ -343,13 +371,76 @@ def endpoint_changed(state: dict[str, Any], obs: Observation) -> str | None:
     recorded = state.get("canary_percent")
     if recorded is None:
         return None
-    allowed = [recorded, state.get("canary_percent_pending")]
+    allowed = [recorded, _intended_share(state, obs)]
     if state.get("last_decision") == "shift":
         allowed.append(state.get("canary_percent_before"))
     share = obs.canary_share
     if all(a is None or abs(share - a) > SHARE_TOLERANCE for a in allowed):
         return f"canary weight {recorded:g}% -> {share:.4g}%"
     return None
+
+
+def _intended_share(state: dict[str, Any], obs: Observation) -> float | None:
+    intent = state.get("intent")
+    if not intent or intent.get("decision") != "shift":
+        return None
+    config = intent.get("endpoint_config_name")
+    if config is not None and obs.endpoint_config_name not in (None, config):
+        return None
+    return float(intent["percent"])
+
+
+def intent(state: dict[str, Any], d: Decision, obs: Observation, now: int) -> dict[str, Any]:
+    """What a tick is about to ask AWS for ``d`` (``scale``, ``shift``), recorded before it asks:
+    the decision with its target (step, weight, instances, bounds), the endpoint config it is
+    asked of, and when."""
+    config = obs.endpoint_config_name or state.get("endpoint_config_name")
+    return {
+        "decision": d.kind,
+        "reason": d.reason,
+        "wait_seconds": d.wait_seconds,
+        "target_index": d.target_index,
+        "percent": d.percent,
+        "instances": d.instances,
+        "bounds": None if d.bounds is None else list(d.bounds),
+        "endpoint_config_name": config,
+        "at": now,
+    }
+
+
+def intent_decision(recorded: dict[str, Any]) -> Decision:
+    """The decision a recorded :func:`intent` was made for (its :func:`transition` is applied
+    once the intent is known to have landed)."""
+    bounds = recorded.get("bounds")
+    return Decision(
+        recorded["decision"],
+        recorded["reason"],
+        int(recorded.get("wait_seconds") or 0),
+        target_index=recorded.get("target_index"),
+        instances=recorded.get("instances"),
+        bounds=None if bounds is None else (int(bounds[0]), int(bounds[1])),
+        percent=recorded.get("percent"),
+    )
+
+
+def intent_landed(recorded: dict[str, Any], obs: Observation) -> bool | None:
+    """Whether the AWS calls of a recorded :func:`intent` were made, as far as DescribeEndpoint
+    tells: True (record the step as made), False (decide again), None (cannot tell yet: the
+    endpoint is not InService and does not show the weight yet).
+
+    A shift landed when the live canary share is the intended one on the endpoint config it was
+    asked of (another config: a deploy replaced the endpoint's, the shift is moot). A capacity
+    request (``scale``) is decided again: DescribeEndpoint does not show whether its bounds were
+    registered, and asking again is harmless (RegisterScalableTarget on an existing target updates
+    it; the desired count is a count, not an increment)."""
+    if recorded.get("decision") != "shift":
+        return False
+    config = recorded.get("endpoint_config_name")
+    if config is not None and obs.endpoint_config_name not in (None, config):
+        return False
+    if abs(obs.canary_share - float(recorded["percent"])) <= SHARE_TOLERANCE:
+        return True
+    return None if obs.endpoint_status != "InService" else False
 
 
 @dataclass(frozen=True)
@@ -371,7 +462,7 @@ class PrimaryCapacity:
 @dataclass(frozen=True)
 class Decision:
     #: abort | rollback | wait | bake | hold | scale | shift | complete | reapply | restore |
-    #: raise-primary
+    #: raise-primary | timeout (a rollback past its deadline)
     kind: str
     reason: str
     wait_seconds: int = 0
@@ -385,6 +476,11 @@ class Decision:
     percent: int | None = None
     #: A rollback's view of the primary (``raise-primary``, and the weight move after it).
     primary: PrimaryCapacity | None = None
+    #: ``wait``: for an endpoint that is not InService (``updating_since`` counts it).
+    updating: bool = False
+    #: What the operator is told (the SNS subject) when this decision ends the rollout, where it
+    #: is not the decision's usual one (``timeout``: what the rollback waited for, how long).
+    subject: str | None = None
 
 
 def decide(
@@ -402,9 +498,15 @@ def decide(
         if status in TERMINAL_ENDPOINT_STATES:
             return Decision("abort", f"endpoint is {status}; rollback cannot complete")
         if obs.canary_weight > 0:
-            return _rollback_weight(state, obs, rules, now)
+            d = _rollback_weight(state, obs, rules, now)
+            late = None
+            if d.kind == "wait":
+                late = rollback_overdue(state, rules, now, f"weight 0 (endpoint {status})")
+            return late or d
         if status != "InService":
-            return Decision("wait", f"rollback pending: endpoint is {status}", check)
+            what = f"InService after weight 0 (endpoint {status})"
+            late = rollback_overdue(state, rules, now, what)
+            return late or Decision("wait", f"rollback pending: endpoint is {status}", check)
         return Decision(
             "restore",
             "canary weight 0 on an InService endpoint; canary scaling bounds restored to "
@@ -417,12 +519,20 @@ def decide(
         return Decision("rollback", f"alarm: {'; '.join(obs.firing)}")
     steps = rules.steps
     scaling = state.get("phase") == SCALING
-    if scaling and obs.canary_instances < state["target_instances"]:
-        short = _capacity_deadline(state, obs, rules, now)
-        if short is not None:
-            return short
+    short = scaling and obs.canary_instances < state["target_instances"]
+    if short:
+        late = _capacity_deadline(state, obs, rules, now)
+        if late is not None:
+            return late
     if status != "InService":
-        return Decision("wait", f"endpoint is {status}, not InService; alarms OK, no change", check)
+        # While the canary is short of a step's instances, the capacity deadline governs.
+        late = None if short else _updating_deadline(state, rules, now, status)
+        return late or Decision(
+            "wait",
+            f"endpoint is {status}, not InService; alarms OK, no change",
+            check,
+            updating=not short,
+        )
     changed = endpoint_changed(state, obs)
     if changed is not None:
         return Decision(
@@ -592,6 +702,41 @@ def _capacity_deadline(
     )
 
 
+def _updating_deadline(
+    state: dict[str, Any], rules: Rules, now: int, status: str
+) -> Decision | None:
+    """Rollback once a RUNNING rollout has seen the endpoint not InService for
+    ``updating_timeout_seconds`` in a row (``updating_since``: its first such tick)."""
+    since, timeout = state.get("updating_since"), rules.updating_timeout_seconds
+    if since is None or timeout is None or now - since < timeout:
+        return None
+    return Decision(
+        "rollback",
+        f"the endpoint stayed {status} for {now - since}s (updating timeout {timeout}s, "
+        "rollout.updating_timeout_seconds): the rollout cannot move on while it is not InService",
+    )
+
+
+def rollback_overdue(
+    state: dict[str, Any], rules: Rules, now: int, waiting_for: str
+) -> Decision | None:
+    """``timeout`` once a rollback has run ``rollback_timeout_seconds`` since it began
+    (``rollback_started_at``) and is still waiting for ``waiting_for``: it ends FAILED, naming
+    what it waited for and how long; the canary may still take traffic."""
+    since, timeout = state.get("rollback_started_at"), rules.rollback_timeout_seconds
+    if since is None or timeout is None or now - since < timeout:
+        return None
+    waited = now - since
+    subject = f"canary rollback timed out: {waited}s waiting for {waiting_for}"
+    return Decision(
+        "timeout",
+        f"rollback timed out: {waited}s waiting for {waiting_for} (rollback timeout {timeout}s: "
+        "the primary's capacity wait and one updating wait); recorded FAILED, lock released. The "
+        "canary may still take traffic: make canary-status, then make canary-rollback",
+        subject=subject,
+    )
+
+
 def _held_without_data(
     state: dict[str, Any], obs: Observation, rules: Rules, now: int, move: str
 ) -> Decision:
@@ -612,6 +757,15 @@ def _held_without_data(
 
 
 def transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
+    """:func:`_transition`, and ``updating_since``: when the endpoint was first seen not
+    InService by the wait going on now (:func:`_updating_deadline`); any other decision clears
+    it."""
+    since = state.get("updating_since")
+    updating = {"updating_since": (now if since is None else since) if d.updating else None}
+    return {**_transition(state, d, now), **updating}
+
+
+def _transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
     """The fields a decision changes once its AWS call was accepted (Lambda and simulator).
 
     ``scaling_started_at`` is when the scaling phase towards a step began: a re-request of the same
@@ -641,7 +795,6 @@ def transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
             "step_started_at": now,
             "canary_percent": d.percent,
             "canary_percent_before": state.get("canary_percent"),
-            "canary_percent_pending": None,
             "held_since": None,
         }
     if d.kind == "hold":
@@ -658,6 +811,7 @@ def transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
         return primary_record(d.primary)
     ends = {
         "abort": FAILED,
+        "timeout": FAILED,
         "complete": COMPLETED,
         "restore": ROLLED_BACK,
         "rollback": ROLLING_BACK,

@@ -67,6 +67,9 @@ class Settings:
                 if "ROLLBACK_CAPACITY_TIMEOUT_SECONDS" in env
                 else None
             ),
+            updating_timeout_seconds=(
+                int(env["UPDATING_TIMEOUT_SECONDS"]) if "UPDATING_TIMEOUT_SECONDS" in env else None
+            ),
         )
         return cls(
             endpoint_name=env["ENDPOINT_NAME"],

@@ -65,6 +65,14 @@ def handed_on(state: dict[str, Any], execution: str, reason: str, now: int) -> d
     }
 
 
+def intending(state: dict[str, Any], intent: dict[str, Any], now: int) -> dict[str, Any]:
+    """The next version of ``state`` with ``intent``: what the controller is about to ask AWS
+    (``rules.intent``), written before it asks. Its last decision and history stay: the intent
+    becomes a decision only once the call was made and recorded (or, after a tick that died in
+    between, once the next tick finds it landed: ``rules.intent_landed``)."""
+    return {**state, "seq": state["seq"] + 1, "updated_at": now, "intent": intent}
+
+
 def new_state(
     *,
     endpoint: str,
@@ -153,6 +161,7 @@ SUMMARY_KEYS = (
     "last_reason",
     "rollback_reason",
     "primary_capacity",
+    "intent",
     "history",
 )
 

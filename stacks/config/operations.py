@@ -16,6 +16,10 @@ CAPACITY_WAIT_INSTANCE_STARTS = 3
 #: them (they launch together). A rollback waits with a faulty canary still on its share, so it
 #: does not allow for a retried launch: past it the weight moves anyway.
 ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS = 1
+#: How long the controller waits for an endpoint that is not InService, in instance starts: an
+#: autoscaling scale-out (one start) and another one autoscaling starts right after it. Past it a
+#: RUNNING rollout rolls back, and a rollback (after its capacity wait) ends FAILED and says so.
+UPDATING_WAIT_INSTANCE_STARTS = 2
 
 
 class RolloutConfig(Strict):
@@ -102,6 +106,14 @@ class RolloutConfig(Strict):
         check_interval_minutes 5 (the Lambda's ``ROLLBACK_CAPACITY_TIMEOUT_SECONDS``; the
         simulator's rules)."""
         return self._capacity_wait_minutes(ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS) * 60
+
+    @property
+    def updating_timeout_seconds(self) -> int:
+        """How long the controller waits, in a row, for an endpoint that is not InService:
+        UPDATING_WAIT_INSTANCE_STARTS instance starts plus the check that sees the end, 21 minutes
+        with check_interval_minutes 5 (the Lambda's ``UPDATING_TIMEOUT_SECONDS``). A rollback's
+        deadline is this plus :attr:`rollback_capacity_timeout_seconds` (``rules.Rules``)."""
+        return self._capacity_wait_minutes(UPDATING_WAIT_INSTANCE_STARTS) * 60
 
 
 class SmokeGateConfig(Strict):

@@ -15,7 +15,9 @@ The canary's capacity per step is planned at synth, from what one instance serve
 (stacks/rollout_plan.py, from stacks.capacity; the stack passes it in as ``capacity_plan``), and
 handed to the Lambda as JSON data; the Lambda raises the canary's scalable-target bounds and
 desired count before each weight step, and in a rollback the primary's before the traffic goes
-back to it (within ``rollout.rollback_capacity_timeout_seconds``).
+back to it (within ``rollout.rollback_capacity_timeout_seconds``). Every wait of the Lambda's
+for an endpoint that is not InService ends by ``rollout.updating_timeout_seconds`` (a rollback's
+by both together) in a rollback or a FAILED rollout, notified.
 """
 
 from __future__ import annotations
@@ -170,6 +172,7 @@ class CanaryController(Construct):
                 "EVIDENCE_TIMEOUT_SECONDS": str(rollout.evidence_timeout_minutes * 60),
                 "CAPACITY_TIMEOUT_SECONDS": str(rollout.capacity_timeout_seconds),
                 "ROLLBACK_CAPACITY_TIMEOUT_SECONDS": str(rollout.rollback_capacity_timeout_seconds),
+                "UPDATING_TIMEOUT_SECONDS": str(rollout.updating_timeout_seconds),
                 "CAPACITY_PLAN": self.capacity_plan.to_json(),
                 "PRIMARY_VARIANT": "primary",
                 "CANARY_VARIANT": "canary",

@@ -177,6 +177,10 @@ class Clock:
     def __call__(self) -> float:
         return self.now
 
+    def sleep(self, seconds: float) -> None:
+        """The controller's backoff: time passes on this clock, not on the wall's."""
+        self.now += seconds
+
 
 @dataclass
 class World:
@@ -285,7 +289,7 @@ def world(endpoint: str) -> World:
         state_machine_arn=machine, alarm_names=ALARMS, rules=RULES,
     )  # fmt: skip
     clock = Clock()
-    controller = ctl.Controller(settings, clock=clock)
+    controller = ctl.Controller(settings, clock=clock, sleep=clock.sleep)
     return World(controller, clock, queue_url, machine)
 
 

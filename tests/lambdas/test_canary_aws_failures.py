@@ -125,7 +125,10 @@ def test_a_start_stopped_between_the_lock_and_start_execution_starts_on_the_retr
 
 def test_a_shift_without_an_answer_that_did_not_land_is_retried(world: World) -> None:
     world.start()
-    scale = world.tick("r1", 0)
+    result = to_percent(world, world.tick("r1", 0), 5)
+    world.clock.now += BAKE
+    world.traffic()
+    scale = world.tick("r1", result["seq"])
     real = world.controller.sm.update_endpoint_weights_and_capacities
 
     def timeout(**kw: Any) -> Any:
@@ -138,9 +141,10 @@ def test_a_shift_without_an_answer_that_did_not_land_is_retried(world: World) ->
     waited = advance(world, scale)
     assert waited["last_decision"] == "wait" and waited["status"] == "RUNNING"
     assert "shift got no answer (it may have landed) (ReadTimeoutError" in waited["last_reason"]
-    assert record(world)["canary_percent_pending"] == 5
-    shifted = advance(world, waited)
-    assert shifted["last_decision"] == "shift" and record(world)["canary_percent_pending"] is None
+    assert record(world)["intent"]["percent"] == 25  # it may have landed: the intent stays
+    shifted = advance(world, waited)  # 5 % live: it did not land, the shift is asked again
+    assert shifted["last_decision"] == "shift" and record(world)["intent"] is None
+    assert weights()["canary"] == 25.0 and record(world)["canary_percent"] == 25
 
 
 def test_a_shift_that_landed_though_its_answer_was_lost_is_not_taken_for_a_change(
@@ -163,9 +167,11 @@ def test_a_shift_that_landed_though_its_answer_was_lost_is_not_taken_for_a_chang
     world.controller.sm.update_endpoint_weights_and_capacities = applied_then_lost
     waited = advance(world, scale)
     assert waited["last_decision"] == "wait" and weights()["canary"] == 25.0
-    nxt = advance(world, waited)  # 25 % live, 5 % recorded, 25 % pending: no rollback
-    assert nxt["status"] == "RUNNING" and nxt["last_decision"] == "shift"
-    assert record(world)["canary_percent"] == 25
+    nxt = advance(world, waited)  # 25 % live, 5 % recorded, 25 % intended: its own, no rollback
+    assert nxt["status"] == "RUNNING" and nxt["last_decision"] == "bake"
+    state = record(world)
+    assert state["canary_percent"] == 25 and state["intent"] is None
+    assert any("recorded by the next tick" in h["reason"] for h in state["history"])
 
 
 def test_scaling_bounds_without_an_answer_are_retried_on_the_next_tick(world: World) -> None:

@@ -126,7 +126,8 @@ def test_endpoint_changed_compares_config_and_share_with_the_record() -> None:
     assert r.endpoint_changed(state, seen("cfg-2", 25, 75)) == "endpoint config cfg-1 -> cfg-2"
     assert r.endpoint_changed(state, seen("cfg-1", 5, 95)) == "canary weight 25% -> 5%"
     assert r.endpoint_changed({**state, "last_decision": "shift"}, seen("cfg-1", 5, 95)) is None
-    assert r.endpoint_changed({**state, "canary_percent_pending": 5}, seen("cfg-1", 5, 95)) is None
+    intent = {"decision": "shift", "percent": 5, "endpoint_config_name": "cfg-1"}
+    assert r.endpoint_changed({**state, "intent": intent}, seen("cfg-1", 5, 95)) is None
     # A record from before these fields were kept, and the simulator (no config), are not checked.
     assert r.endpoint_changed({}, seen("cfg-9", 50, 50)) is None
     no_config = r.Observation("InService", canary_weight=25, primary_weight=75)
