@@ -11,11 +11,11 @@ target, the plan, the gate and ``make simulate`` quote one figure and can never 
   measurements, docs/speed-model.md). The product decides on the pessimistic edge
   (:data:`PLANNING_EDGE`); ``central`` and ``optimistic`` exist to print both edges.
 - **LoRA.** Every request of a config with adapters runs through one (the serving image selects
-  the default adapter when a request names none), and serving through LoRA costs throughput:
-  :data:`LORA_THROUGHPUT_FACTOR`, measured on the device (stacks/lora_cost.py).
-- **Both enter as one throughput factor** ``f``: every term of an engine step is divided by ``f``
-  (:func:`scaled`), so TTFT, decode and end-to-end times grow by ``1 / f`` and requests/minute
-  at a concurrency shrink by ``f``.
+  the default adapter when a request names none), and serving through LoRA costs throughput
+  and time to first token, measured on the device (stacks/lora_cost.py, :func:`with_lora`).
+- **The band enters as one throughput factor** ``f``: every term of an engine step is divided by
+  ``f`` (:func:`scaled`), so TTFT, decode and end-to-end times grow by ``1 / f`` and
+  requests/minute at a concurrency shrink by ``f``.
 - **Prefix-cache hit rate** (:func:`planned_hit_rate`): the config's measured rate when it states
   one (``fleet.prefix_cache_hit_rate``), else what the routing simulation finds for the configured
   strategy (stacks/prefix_hit_rate.py), no longer the brief's 72 %.
@@ -28,7 +28,7 @@ from typing import Literal, get_args
 
 from stacks import speed_model
 from stacks.config import DeploymentConfig
-from stacks.lora_cost import LORA_SOURCE, LORA_THROUGHPUT_FACTOR
+from stacks.lora_cost import LORA_DECODE_FACTOR, LORA_PREFILL_FACTOR, LORA_SOURCE
 from stacks.prefix_hit_rate import routing_hit_rate
 
 Edge = Literal["pessimistic", "central", "optimistic"]
@@ -54,24 +54,38 @@ def scaled(eff: speed_model.Efficiency, factor: float) -> speed_model.Efficiency
     )
 
 
+def with_lora(eff: speed_model.Efficiency) -> speed_model.Efficiency:
+    """``eff`` serving through LoRA adapters (stacks/lora_cost.py): decode terms at
+    LORA_DECODE_FACTOR, prefill terms at LORA_PREFILL_FACTOR."""
+    d, p = LORA_DECODE_FACTOR, LORA_PREFILL_FACTOR
+    return replace(
+        eff,
+        bandwidth=eff.bandwidth * d,
+        w4_bandwidth=eff.w4_bandwidth * d,
+        overhead_s=eff.overhead_s / d,
+        per_seq_s=eff.per_seq_s / d,
+        compute=eff.compute * p,
+        compute_w4=eff.compute_w4 * p,
+        request_s=eff.request_s / p,
+    )
+
+
 def serves_adapters(cfg: DeploymentConfig) -> bool:
     return bool(cfg.adapters)
 
 
-def throughput_factor(cfg: DeploymentConfig, gpu: str, edge: Edge = PLANNING_EDGE) -> float:
-    """Requests/minute at a given concurrency, as a share of the speed model's central figure."""
+def band_factor(gpu: str, edge: Edge = PLANNING_EDGE) -> float:
+    """The speed model's error band at ``edge`` for ``gpu``, as a throughput multiplier."""
     low, high = speed_model.speed_band(gpu)
-    f = {"pessimistic": low, "central": 1.0, "optimistic": high}[edge]
-    if serves_adapters(cfg):
-        f *= LORA_THROUGHPUT_FACTOR
-    return f
+    return {"pessimistic": low, "central": 1.0, "optimistic": high}[edge]
 
 
 def efficiency(
     cfg: DeploymentConfig, gpu: str, edge: Edge = PLANNING_EDGE
 ) -> speed_model.Efficiency:
     """The step-cost constants a config plans on for ``gpu`` at ``edge``."""
-    return scaled(speed_model.FITTED, throughput_factor(cfg, gpu, edge))
+    eff = scaled(speed_model.FITTED, band_factor(gpu, edge))
+    return with_lora(eff) if serves_adapters(cfg) else eff
 
 
 def planned_hit_rate(cfg: DeploymentConfig) -> float:
@@ -97,12 +111,11 @@ def hit_rate_source(cfg: DeploymentConfig) -> str:
 
 def describe(cfg: DeploymentConfig, gpu: str, edge: Edge = PLANNING_EDGE) -> str:
     """Where a planned speed comes from, in one line (printed beside every speed)."""
-    low, high = speed_model.speed_band(gpu)
-    band = {"pessimistic": low, "central": 1.0, "optimistic": high}[edge]
+    band = band_factor(gpu, edge)
     parts = [
         speed_model.source(gpu),
         f"{edge} edge x{band:.2f} ({speed_model.speed_band_source(gpu)})",
     ]
     if serves_adapters(cfg):
-        parts.append(f"LoRA x{LORA_THROUGHPUT_FACTOR:.2f} ({LORA_SOURCE})")
+        parts.append(LORA_SOURCE)
     return "; ".join(parts)
