@@ -41,9 +41,10 @@ import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,15 @@ PLANS: dict[str, list[Phase]] = {
         _poisson(1400, 1200, 180, prefix=864),
         _poisson(800, 1200, 180),
     ],
+    # LoRA's cost (issue 36): the same phases with and without --lora (``lora`` follows the flag),
+    # windows long enough for a 3x slower engine (a 12 s end-to-end at 74 still fits 1.5 rounds).
+    "lora-cost": [
+        Phase("c74-p1200-o180", 74, 1200, 180, warmup_s=10.0, measure_s=30.0, stagger_s=5.0),
+        Phase("c8-p1200-o180", 8, 1200, 180, warmup_s=4.0, measure_s=20.0, stagger_s=1.5),
+        Phase("c32-p1200-o180", 32, 1200, 180, warmup_s=6.0, measure_s=24.0, stagger_s=2.5),
+    ],
+    # FP8 KV cache against the default dtype (issue 36): where the cache or max_num_seqs binds.
+    "fp8kv": [_p(74, 1200, 180), _p(128, 1200, 180)],
     "smoke": [_p(8, 256, 32), _poisson(600, 256, 32)],
 }
 PROBE_LENGTHS = (256, 1024, 2048, 4000)
@@ -357,7 +367,14 @@ def meta(args: argparse.Namespace, engine_seconds: float) -> dict[str, Any]:
             "load_format": "dummy",
             "lora": args.lora,
         },
-        "env": {k: os.environ.get(k) for k in ("VLLM_USE_FLASHINFER_SAMPLER", "HF_HUB_OFFLINE")},
+        "env": {
+            k: os.environ.get(k)
+            for k in (
+                "VLLM_USE_FLASHINFER_SAMPLER",
+                "HF_HUB_OFFLINE",
+                "VLLM_WORKER_MULTIPROC_METHOD",
+            )
+        },
         "engine_start_s": round(engine_seconds, 1),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -383,7 +400,16 @@ async def main_async(args: argparse.Namespace) -> int:
         from vllm.lora.request import LoRARequest
 
         names = ["manga_domain", "general_support", "jp_style"]
-        paths = write_lora(Path("/tmp/lora"), names)
+        # Written in a child process: torch's CPU thread pool must not run in this process before
+        # vLLM starts its engine core (with the fork start method that child can hang; the
+        # LoRA run of 2026-11-24 hung in engine start after the adapters were written here).
+        code = (
+            "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+            "import speed_bench as b; b.write_lora(Path(sys.argv[2]), sys.argv[3:])"
+        )
+        here = str(Path(__file__).resolve().parent)
+        subprocess.run([sys.executable, "-c", code, here, "/tmp/lora", *names], check=True)
+        paths = [Path("/tmp/lora") / n for n in names]
         lora_requests = [
             LoRARequest(n, i + 1, str(p)) for i, (n, p) in enumerate(zip(names, paths, strict=True))
         ]
@@ -399,6 +425,16 @@ async def main_async(args: argparse.Namespace) -> int:
         )
     )
     result["meta"] = meta(args, time.perf_counter() - t)
+    result["meta"]["settings"].update(extra)
+    cache = engine.vllm_config.cache_config
+    blocks = cache.num_gpu_blocks or 0
+    result["meta"]["kv_cache"] = {
+        "dtype": str(cache.cache_dtype),
+        "num_gpu_blocks": blocks,
+        "block_size": cache.block_size,
+        "tokens": blocks * cache.block_size,
+    }
+    print(f"KV cache (engine): {result['meta']['kv_cache']}", flush=True)
     print(f"engine ready in {result['meta']['engine_start_s']} s", flush=True)
     save()
 
@@ -414,12 +450,16 @@ async def main_async(args: argparse.Namespace) -> int:
         await bench.one(
             bench.tokens(min(args.probe_lengths)), 8
         )  # first request: lazy initialisation
+        for lr in lora_requests:  # load every adapter before the phases (vLLM loads them lazily)
+            await bench.one(bench.tokens(min(args.probe_lengths)), 8, lr)
         if args.probes:
             result["probes"] = await bench.probes(args.probe_lengths)
             save()
             for p in result["probes"]:
                 print("probe", p, flush=True)
         for ph in PLANS[args.plan]:
+            if args.lora:
+                ph = replace(ph, lora=True)
             left = args.deadline - time.time()
             if ph.seconds + 3 > left:
                 result["skipped"].append(ph.name)
