@@ -434,16 +434,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_fleet(args: argparse.Namespace) -> int:
     from simulator.fleet_report import config_change, table, unreachable_advice
-    from simulator.fleet_solver import candidates, solve_type
+    from simulator.fleet_solver import candidates, solve
 
     cfg, a = _config(args), _assumptions(args)
     started = time.perf_counter()
     types = args.candidate or candidates(cfg)
-    sols = sorted(
-        (solve_type(cfg, t, a) for t in types), key=lambda s: (not s.solved, s.monthly_usd)
-    )
+    sols = solve(cfg, a, types)
     print(table(cfg, sols))
-    for line in unreachable_advice(cfg, types):
+    for line in unreachable_advice(cfg, sols):
         print(f"not held: {line}")
     best = next((s for s in sols if s.solved), None)
     out = output_dir(args, cfg.env, "")

@@ -47,6 +47,11 @@ def _margin(report: GateReport | None) -> str:
     return ", ".join(parts)
 
 
+def _short(slo: str) -> str:
+    return {"rejected": "0-rejected", "queue_wait_p95": "wait", "ttft_p50": "TTFT",
+            "latency_p99": "p99"}.get(slo, slo)  # fmt: skip
+
+
 def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
     budget = cfg.fleet.budget_usd_per_month
     lines = [
@@ -54,18 +59,20 @@ def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
         f"{', '.join(cfg.fleet.slos)} in every minute of {', '.join(cfg.fleet.held())} "
         "(speed at the pessimistic edge; the optimistic edge replays the same fleet)",
         f"{'#':>2} {'instance type':<16} {'peak':>5} {'night':>5} {'$/month':>10} "
-        f"{'target':>7}  worst minute, pessimistic | optimistic",
+        f"{'target':>7}  holds; worst minute, pessimistic | optimistic",
     ]
     for i, s in enumerate(sols, 1):
         if not s.solved:
             lines.append(f"{i:>2} {s.instance_type:<16} {'-':>5} {'-':>5} {'-':>10} {'-':>7}  "
                          f"no fleet: {s.why_not}")  # fmt: skip
             continue
-        assert s.cfg is not None
+        assert s.cfg is not None and s.report is not None
         tgt = concurrency_target(s.cfg, "primary")
+        holds = "+".join(_short(x) for x in s.report.held_slos)
         lines.append(
             f"{i:>2} {s.instance_type:<16} {s.peak_instances:>5} {s.night_instances:>5} "
-            f"{s.monthly_usd:>10,.0f} {tgt:>7g}  {_margin(s.report)} | {_margin(s.optimistic)}"
+            f"{s.monthly_usd:>10,.0f} {tgt:>7g}  {holds}; "
+            f"{_margin(s.report)} | {_margin(s.optimistic)}"
         )
     lines.append(
         "peak: most instances in service in any scenario (both variants); night: the floors; "
@@ -95,40 +102,47 @@ def best_one_request(
     )  # fmt: skip
 
 
-def unreachable_advice(cfg: DeploymentConfig, types: list[str]) -> list[str]:
-    """For each SLO of ``fleet.slos`` no candidate type meets at one request in flight: the best
-    type, how many output tokens would meet it there, and a technique with its source."""
+def unreachable_advice(cfg: DeploymentConfig, sols: list[Solution]) -> list[str]:
+    """For each SLO of ``fleet.slos`` the cheapest fleet does not hold: why (the gate's reason),
+    which candidates would hold it, and what would reach it (output tokens, a technique)."""
+    best = next((s for s in sols if s.solved and s.report is not None), None)
+    if best is None or best.report is None:
+        return []
     mon = cfg.monitoring
+    holders = [s.instance_type for s in sols if s.report is not None and s.solved and s is not best]
     out = []
-    if "latency_p99" in cfg.fleet.slos:
-        figs = {t: 1000 * best_one_request(cfg, t).e2e_p99_s for t in types}
-        best = min(figs, key=lambda t: figs[t])
-        if figs[best] > mon.slo_latency_p99_ms:
+    for slo, why in best.report.unreachable.items():
+        others = [t for t in holders if slo in _held(sols, t)]
+        line = f"{slo} not held by the {best.instance_type} fleet: {why}"
+        line += f"; held by {', '.join(others)}" if others else "; held by no solved candidate"
+        if slo == "latency_p99":
+            itype = best.instance_type
             lo, hi = 1, cfg.engine.typical_output_tokens
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if 1000 * best_one_request(cfg, best, mid).e2e_p99_s <= mon.slo_latency_p99_ms:
+                if 1000 * best_one_request(best.cfg or cfg, itype, mid).e2e_p99_s <= (
+                    mon.slo_latency_p99_ms
+                ):
                     lo = mid
                 else:
                     hi = mid - 1
-            out.append(
-                f"latency_p99 < {mon.slo_latency_p99_ms:,.0f} ms (monitoring.slo_latency_p99_ms) "
-                f"is reached by no candidate for {cfg.engine.typical_output_tokens}-token answers: "
-                f"the best is {best} at {figs[best]:,.0f} ms with one request in flight. It would "
-                f"hold there for answers up to {lo} output tokens, or with {SPECULATIVE_DECODING}; "
-                "the fleet is solved for the SLOs that can hold"
+            line += (
+                f". On {itype} it would hold alone for answers up to {lo} output tokens "
+                f"(the typical answer is {cfg.engine.typical_output_tokens}), or with "
+                f"{SPECULATIVE_DECODING}"
             )
-    if "ttft_p50" in cfg.fleet.slos:
-        figs = {t: 1000 * best_one_request(cfg, t).ttft_p50_s for t in types}
-        best = min(figs, key=lambda t: figs[t])
-        if figs[best] > mon.slo_ttft_p50_ms:
-            out.append(
-                f"ttft_p50 < {mon.slo_ttft_p50_ms:,.0f} ms (monitoring.slo_ttft_p50_ms) is reached "
-                f"by no candidate: the best is {best} at {figs[best]:,.0f} ms with one request "
-                "in flight (the uncached prompt's prefill); a higher prefix-cache hit rate "
-                "(fleet.prefix_cache_hit_rate, measured) or shorter prompts would reach it"
+        elif slo == "ttft_p50":
+            line += (
+                ". A higher prefix-cache hit rate (measure it: fleet.prefix_cache_hit_rate), "
+                "shorter prompts or serving without LoRA (merged adapters) shorten prefill"
             )
+        out.append(line)
     return out
+
+
+def _held(sols: list[Solution], itype: str) -> list[str]:
+    s = next(x for x in sols if x.instance_type == itype)
+    return list(s.report.held_slos) if s.report is not None else []
 
 
 def config_change(cfg: DeploymentConfig, s: Solution) -> str:
@@ -166,6 +180,14 @@ def config_change(cfg: DeploymentConfig, s: Solution) -> str:
                 f"scaling.release_calendar[{r_new.name}]: min_capacity {r_new.min_capacity}, "
                 f"max_capacity {r_new.max_capacity}  # was {r_old.min_capacity}, "
                 f"{r_old.max_capacity}"
+            )
+    for v in VARIANT_NAMES:
+        tt_new = new.scaling.variants[v].target_tracking
+        tt_old = cfg.scaling.variants[v].target_tracking
+        if tt_new and tt_old and tt_new.slos != tt_old.slos:
+            lines.append(
+                f"scaling.variants.{v}.target_tracking.slos: {tt_new.slos}  # was {tt_old.slos}"
+                " (an SLO this type cannot hold does not bind the target)"
             )
     rb_new = new.deployment.rollback_model_latency_p99_ms
     rb_old = cfg.deployment.rollback_model_latency_p99_ms

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simulator.assumptions import Assumptions
-from simulator.slo_gate import GateReport, Miss, evaluate
+from simulator.slo_gate import GateReport, Miss, evaluate, unreachable
 from stacks.capacity import CapacityError, estimate
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 from stacks.config import DeploymentConfig, VariantName
@@ -121,6 +121,13 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
             routing["concurrency_threshold"] = min(
                 routing["concurrency_threshold"], cap, cfg.engine.max_num_seqs
             )
+    out = _validate(cfg, data)
+    # the scaling target binds only on SLOs this type holds (the gate's own rule)
+    gone = set(unreachable(out))
+    for v in ("primary", "canary"):
+        tt = data["scaling"]["variants"][v].get("target_tracking")
+        if tt and tt.get("slos") is not None:
+            tt["slos"] = [x for x in tt["slos"] if x not in gone]
     out = _validate(cfg, data)
     healthy = max(slowest_pool_p99(out, v)[0] for v in ("primary", "canary"))
     need = math.ceil(healthy * ROLLBACK_LATENCY_HEADROOM / 1000) * 1000
@@ -238,10 +245,13 @@ def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
             v: max(x.peak_instances.get(v, 0) for x in report.verdicts)
             for v in ("primary", "canary")
         }
+        primary_max = max(peaks["primary"], b.primary_min, *b.schedule_min.values(), 1)
+        # the canary's ceiling: what it used outside a ramp, or the primary's (a ramp's last
+        # steps ask for up to the primary's ceiling: rules.build_plan)
         b = replace(
             b,
-            primary_max=max(peaks["primary"], b.primary_min, *b.schedule_min.values(), 1),
-            canary_max=max(peaks["canary"], b.canary_min),
+            primary_max=primary_max,
+            canary_max=max(b.canary_min, min(peaks["canary"], primary_max)),
         )
         final_cfg = apply(cfg, b)
         report = evaluate(final_cfg, a, list(cfg.fleet.scenarios))
@@ -271,8 +281,46 @@ def _failed(
                     time.perf_counter() - started, why)  # fmt: skip
 
 
-def solve(cfg: DeploymentConfig, a: Assumptions | None = None) -> list[Solution]:
-    """Every candidate, cheapest solved first, then the unsolved."""
+def lower_bound_usd(cfg: DeploymentConfig, itype: str, a: Assumptions) -> float:
+    """What a month of the normal day would cost on ``itype`` if the fleet followed demand
+    exactly at the scaling target (no floors, no lag, no canary): no fleet of it costs less."""
+    from simulator.fleet_scenarios import scaled
+    from simulator.slo_gate import variant_limits
+    from simulator.traces import BUILTIN
+
+    trial = apply(cfg, replace(current(cfg), instance_type=itype))
+    rpm = variant_limits(trial, "primary", a).rpm_per_instance
+    day = scaled(cfg, BUILTIN["normal-day"])
+    instance_hours = float(day.rpm.sum()) / max(rpm, 1e-9) / 60
+    return instance_hours * INSTANCE_CATALOG[itype].price_per_hour * HOURS_PER_MONTH / 24
+
+
+def solve(
+    cfg: DeploymentConfig, a: Assumptions | None = None, types: list[str] | None = None
+) -> list[Solution]:
+    """Every candidate, cheapest solved first, then the unsolved. Types are tried in order of
+    :func:`lower_bound_usd`; one whose lower bound exceeds the cheapest fleet found is not
+    searched (branch and bound: it cannot win)."""
     a = a or Assumptions()
-    sols = [solve_type(cfg, t, a) for t in candidates(cfg)]
+    bounds: dict[str, float] = {}
+    sols = []
+    for t in types or candidates(cfg):
+        try:
+            bounds[t] = lower_bound_usd(cfg, t, a)
+        except (ValueError, CapacityError) as exc:
+            sols.append(_failed(t, None, 0, time.perf_counter(), str(exc).splitlines()[0]))
+    best = math.inf
+    for t in sorted(bounds, key=bounds.__getitem__):
+        if bounds[t] > best:
+            s = _failed(t, None, 0, time.perf_counter(), "")
+            s.why_not = (
+                f"not searched: even following demand exactly it costs ${bounds[t]:,.0f}/month, "
+                f"above the cheapest fleet found (${best:,.0f})"
+            )
+            sols.append(s)
+            continue
+        s = solve_type(cfg, t, a)
+        if s.solved:
+            best = min(best, s.monthly_usd)
+        sols.append(s)
     return sorted(sols, key=lambda s: (not s.solved, s.monthly_usd))

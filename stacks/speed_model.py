@@ -642,4 +642,3 @@ def slo_bounds(
                     hi = mid - 1
         out.append(SloBound(name, limit, lo, figure(1), figure(ceiling)))
     return tuple(out)
-

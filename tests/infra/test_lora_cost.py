@@ -33,7 +33,9 @@ def test_the_throughput_ratio_is_within_5_percent_of_each_measured_point(
     assert ratio == pytest.approx(with_ / without, rel=0.05)
 
 
-def test_the_model_is_not_more_optimistic_than_the_lowest_measured_ratio_where_the_fleet_runs() -> None:
+def test_the_model_is_not_more_optimistic_than_the_lowest_measured_ratio_where_the_fleet_runs() -> (
+    None
+):
     c, without, with_, *_ = max(MEASURED)  # the most in flight: where target tracking holds it
     ratio = (
         _speed(c, with_lora(speed_model.FITTED)).requests_per_minute
