@@ -111,7 +111,7 @@ class GateReport:
             f" speed at the {self.edge} edge; SLOs held: {', '.join(self.held_slos)}"
         ]
         for name, why in self.unreachable.items():
-            lines.append(f"  not held (no fleet reaches it): {name}: {why}")
+            lines.append(f"  not held on this instance type: {name}: {why}")
         for v in self.verdicts:
             worst = ", ".join(_fmt(k, x) for k, x in v.worst.items())
             state = "PASS" if not v.misses else ("BEST-EFFORT" if v.best_effort else "FAIL")
