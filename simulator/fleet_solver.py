@@ -25,11 +25,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simulator.assumptions import Assumptions
-from simulator.slo_gate import GateReport, Miss, evaluate, unreachable
+from simulator.slo_gate import GateReport, Miss, evaluate
 from stacks.capacity import CapacityError, estimate
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 from stacks.config import DeploymentConfig, VariantName
 from stacks.config.loader import ARCHITECTURE_CONTEXT
+from stacks.slo_reach import unreachable
 from stacks.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
 
 #: Capacity's schema limit (stacks/config/timing.py): the search's ceiling.

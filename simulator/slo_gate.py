@@ -22,15 +22,7 @@ from simulator.capacity import instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
 from stacks.config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
 from stacks.scaling_target import target_basis
-
-#: Each gate SLO: its name in the speed model's bounds and its ``monitoring`` field.
-SLO_FIELDS: dict[GateSlo, str] = {
-    "rejected": "(none: 0 rejected)",
-    "queue_wait_p95": "slo_queue_wait_p95_ms",
-    "ttft_p50": "slo_ttft_p50_ms",
-    "latency_p99": "slo_latency_p99_ms",
-}
-_BOUND_NAMES = {"ttft_p50": "TTFT p50", "latency_p99": "end-to-end p99"}
+from stacks.slo_reach import unreachable
 
 
 @dataclass(frozen=True)
@@ -143,40 +135,6 @@ def limits(cfg: DeploymentConfig) -> dict[GateSlo, float]:
         "ttft_p50": mon.slo_ttft_p50_ms,
         "latency_p99": mon.slo_latency_p99_ms,
     }
-
-
-#: An SLO that holds only below this share of the requests an instance runs (the lower of
-#: max_num_seqs and the KV cache) is not held: a fleet would keep most of every GPU idle for it
-#: (on an L40S with LoRA, TTFT p50 < 200 ms holds up to 6 of 128 in flight), and the solver
-#: would size the fleet on that idle share. It is named instead, with what it would take.
-MIN_USEFUL_SHARE = 0.25
-
-
-def unreachable(cfg: DeploymentConfig) -> dict[str, str]:
-    """SLOs of ``fleet.slos`` that a variant's instance type cannot hold at a useful load (speed
-    model at the planning edge, Poisson arrivals, the typical request): ``{slo: why}``."""
-    out: dict[str, str] = {}
-    for v in VARIANT_NAMES:
-        basis = target_basis(cfg, v)
-        engine_bound = min(basis.max_num_seqs, basis.kv_bound)
-        for key, bound_name in _BOUND_NAMES.items():
-            if key not in cfg.fleet.slos or key in out:
-                continue
-            b = next(x for x in basis.slo if x.slo == bound_name)
-            shape = f"{cfg.engine.typical_prompt_tokens}+{cfg.engine.typical_output_tokens} tokens"
-            field = f"monitoring.{SLO_FIELDS[key]} {b.limit:,.0f} ms"
-            if b.concurrency == 0:
-                out[key] = (
-                    f"{field}: the best on {basis.instance_type} is {b.best:,.0f} ms with one "
-                    f"request in flight ({shape})"
-                )
-            elif b.concurrency < MIN_USEFUL_SHARE * engine_bound:
-                out[key] = (
-                    f"{field}: holds on {basis.instance_type} only up to {b.concurrency} in "
-                    f"flight of the {engine_bound} it runs (under {MIN_USEFUL_SHARE:.0%}; best "
-                    f"{b.best:,.0f} ms alone, {shape}): not planned on"
-                )
-    return out
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from stacks.plan_deploy import deploy_section, render_deploy
 from stacks.scale_out_time import render_scale_out, scale_out_section
 from stacks.scaling_target import concurrency_target, pool_bases
 from stacks.serving_speed import PLANNING_EDGE, hit_rate_source
+from stacks.slo_reach import held, unreachable
 from stacks.speed_plan import render_speed, speed_section
 
 
@@ -281,7 +282,8 @@ def fleet_section(cfg: DeploymentConfig) -> dict[str, Any]:
     return {
         "scenarios_held": f.held(),
         "best_effort": [{"scenario": b.scenario, "reason": b.reason} for b in f.best_effort],
-        "slos": list(f.slos),
+        "slos_held": held(cfg),
+        "slos_not_held": unreachable(cfg),
         "traffic_share": f.traffic_share,
         "speed_edge": PLANNING_EDGE,
         "prefix_cache_hit_rate": hit_rate_source(cfg),
@@ -292,10 +294,12 @@ def fleet_section(cfg: DeploymentConfig) -> dict[str, Any]:
 def render_fleet(f: dict[str, Any]) -> list[str]:
     share = "" if f["traffic_share"] == 1 else f" at {f['traffic_share']:g} x the brief's traffic"
     lines = [
-        f"  fleet   capacity gate (make capacity-gate): {', '.join(f['slos'])} held in every "
+        f"  fleet   capacity gate (make capacity-gate): {', '.join(f['slos_held'])} held in every "
         f"minute of {', '.join(f['scenarios_held'])}{share}; speed at the {f['speed_edge']} "
         f"edge; prefix-cache hit rate {f['prefix_cache_hit_rate']}"
     ]
+    for slo, why in f["slos_not_held"].items():
+        lines.append(f"          not held on this instance type: {slo}: {why}")
     for b in f["best_effort"]:
         lines.append(f"          ACCEPTED RISK: {b['scenario']} is best-effort: {b['reason']}")
     if f["budget_usd_per_month"]:
