@@ -55,9 +55,10 @@ def _short(slo: str) -> str:
 def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
     budget = cfg.fleet.budget_usd_per_month
     lines = [
-        f"fleet solver, {cfg.env}: cheapest fleet per instance type holding "
-        f"{', '.join(cfg.fleet.slos)} in every minute of {', '.join(cfg.fleet.held())} "
-        "(speed at the pessimistic edge; the optimistic edge replays the same fleet)",
+        f"fleet solver, {cfg.env}: cheapest fleet per instance type holding each of "
+        f"{', '.join(cfg.fleet.slos)} that the type can hold (column 'holds') in every minute of "
+        f"{', '.join(cfg.fleet.held())} (speed at the pessimistic edge; the optimistic edge "
+        "replays the same fleet)",
         f"{'#':>2} {'instance type':<16} {'peak':>5} {'night':>5} {'$/month':>10} "
         f"{'target':>7}  holds; worst minute, pessimistic | optimistic",
     ]

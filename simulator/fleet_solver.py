@@ -111,9 +111,14 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
         s["min_capacity"] = b.schedule_min[s["name"]]
         hi = b.primary_max if schedule_variant[s["name"]] == "primary" else b.canary_max
         s["max_capacity"] = max(hi, s["min_capacity"] + s.get("standby_instances", 0))
+        # a variant's ceiling holds every schedule's (synth refuses a schedule above it)
+        sc = data["scaling"]["variants"][schedule_variant[s["name"]]]
+        sc["max_capacity"] = max(sc["max_capacity"], s["max_capacity"])
     for r in data["scaling"]["release_calendar"]:
         r["min_capacity"] = b.release_min[r["name"]]
         r["max_capacity"] = max(b.primary_max, r["min_capacity"])
+        sc = data["scaling"]["variants"][r.get("variant", "primary")]
+        sc["max_capacity"] = max(sc["max_capacity"], r["max_capacity"])
     # the routing threshold may not exceed what one instance of the new type runs
     cap = estimate(cfg, b.instance_type).concurrency_at_typical_length
     for v in ("primary", "canary"):
