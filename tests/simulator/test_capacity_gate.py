@@ -102,8 +102,10 @@ def test_gate_cli_exits_1_on_a_miss_and_names_it(tmp_path: Path, capsys) -> None
     raw["scaling"]["variants"]["primary"]["min_capacity"] = 2
     raw["variants"]["primary"]["initial_instance_count"] = 2
     raw["variants"]["canary"]["initial_instance_count"] = 2
+    raw["scaling"]["variants"]["canary"]["min_capacity"] = 2
+    raw["scaling"]["variants"]["canary"]["max_capacity"] = 2
     for s in raw["scaling"]["schedules"]:
-        s["min_capacity"], s["max_capacity"] = 1, 2
+        s["min_capacity"], s["max_capacity"] = 2, 2
         s.pop("standby_instances", None)
     for r in raw["scaling"]["release_calendar"]:
         r["min_capacity"], r["max_capacity"] = 2, 2
@@ -114,7 +116,7 @@ def test_gate_cli_exits_1_on_a_miss_and_names_it(tmp_path: Path, capsys) -> None
     path.write_text(yaml.safe_dump(raw))
     rc = main(["gate", "--config", str(path), "--out", str(tmp_path / "out"), "--no-charts"])
     out = capsys.readouterr()
-    assert rc == 1
+    assert rc == 1, out.err
     assert "FAIL        normal-day" in out.out
     assert "short" in out.out and "requests/minute" in out.out
     assert "make fleet ENV=prod" in out.err
