@@ -20,6 +20,7 @@ import numpy as np
 from simulator.assumptions import Assumptions
 from simulator.capacity import instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
+from stacks.catalog import HOURS_PER_MONTH
 from stacks.config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
 from stacks.scaling_target import target_basis
 from stacks.slo_reach import unreachable
@@ -87,6 +88,7 @@ class GateReport:
     unreachable: dict[str, str]
     verdicts: list[ScenarioVerdict]
     limits: dict[str, float] = field(default_factory=dict)
+    budget_usd_per_month: float | None = None
 
     @property
     def misses(self) -> list[Miss]:
@@ -117,6 +119,19 @@ class GateReport:
                 lines.append(f"              {m.line()}")
             if len(v.misses) > 4:
                 lines.append(f"              ... and {len(v.misses) - 4} more")
+        day = next((v for v in self.verdicts if v.scenario == "normal-day"), None)
+        if day is not None and day.cost_usd:
+            monthly = sum(day.cost_usd.values()) * HOURS_PER_MONTH / 24
+            budget = (
+                f" against a budget of ${self.budget_usd_per_month:,.0f}"
+                f" ({monthly / self.budget_usd_per_month:.1f}x)"
+                if self.budget_usd_per_month
+                else ""
+            )
+            lines.append(
+                f"  cost: the normal day's billed instance-hours x 730/24 = ${monthly:,.0f}/month"
+                f"{budget} (schedules, standby and the canary included)"
+            )
         lines.append("capacity gate: " + ("PASS" if self.passed else "FAIL"))
         return "\n".join(lines)
 
@@ -251,4 +266,5 @@ def evaluate(
         unreachable=gone,
         verdicts=verdicts,
         limits={str(k): x for k, x in slo_limits.items()},
+        budget_usd_per_month=cfg.fleet.budget_usd_per_month,
     )
