@@ -34,10 +34,21 @@ REPORTED: dict[str, object] = {
 }
 
 
+#: The instance type the One Piece incident ran on (the brief: 4 x ml.g5.xlarge).
+INCIDENT_INSTANCE_TYPE = "ml.g5.xlarge"
+
+
 def old_policy_config(cfg: DeploymentConfig) -> DeploymentConfig:
     data: dict[str, Any] = cfg.model_dump()
+    # the incident's hardware and fleet: 4..8 ml.g5.xlarge, whatever the config now runs
+    for v in ("primary", "canary"):
+        data["variants"][v].update(instance_type=INCIDENT_INSTANCE_TYPE, instance_pools=None)
+        rt = data["variants"][v].get("routing")
+        if rt and rt.get("concurrency_threshold"):
+            rt["concurrency_threshold"] = min(rt["concurrency_threshold"], 64)
     data["variants"]["primary"].update(initial_instance_count=4, initial_weight=100)
-    data["variants"]["canary"].update(initial_weight=0)
+    data["variants"]["canary"].update(initial_weight=0, initial_instance_count=2)
+    canary = {**data["scaling"]["variants"]["canary"], "min_capacity": 2, "max_capacity": 2}
     primary = {
         "min_capacity": 4,
         "max_capacity": 8,
@@ -50,7 +61,7 @@ def old_policy_config(cfg: DeploymentConfig) -> DeploymentConfig:
         "step_policies": [],
     }
     data["scaling"] = {
-        "variants": {"primary": primary, "canary": data["scaling"]["variants"]["canary"]},
+        "variants": {"primary": primary, "canary": canary},
         "schedules": [],
         "release_calendar": [],
     }

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sim_helpers import FAST, LEGACY_SPEED, PROD, flat_trace, make_cfg, run
+from sim_helpers import FAST, LEGACY_SPEED, PROD, flat_trace, legacy_prod, make_cfg, run
 
 from simulator import validation
 from simulator.assumptions import Assumptions
@@ -20,9 +20,9 @@ from simulator.scaling_policies import SimulationError
 from simulator.traces import Trace
 from simulator.validation import one_piece
 from stacks import speed_model
-from stacks.serving_speed import efficiency
 from stacks.capacity import estimate
 from stacks.config import DeploymentConfig, load_config
+from stacks.serving_speed import efficiency
 
 CFG = load_config(PROD, env="prod")
 
@@ -109,8 +109,10 @@ def test_unknown_disabled_policy_is_an_error() -> None:
 def test_one_piece_old_policy_reproduces_the_seeds_order_of_magnitude() -> None:
     """At the constant speed the simulator was calibrated with before issue 24 (45 tok/s). The
     speed model's A10G (~400 requests/minute per instance) does not reproduce the report: the
-    4 instances would already have been overloaded at 2,000 rpm (docs/speed-model.md)."""
-    report = one_piece(CFG, LEGACY_SPEED)
+    4 instances would already have been overloaded at 2,000 rpm (docs/speed-model.md). On the
+    incident's ml.g5.xlarge (legacy_prod), not prod's solved ml.g6e.xlarge: the replay keeps the
+    config's instance type, and 4 L40S at that speed would carry the spike."""
+    report = one_piece(legacy_prod(), LEGACY_SPEED)
     assert [r.minutes_to_capacity for r in report.runs] == [8, 13]
     runs = report.as_dict()["runs"]
     assert isinstance(runs, dict)
