@@ -24,6 +24,7 @@ ARTIFACT=...``), validated by the same config model as the file:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast, get_args
@@ -32,6 +33,7 @@ from pydantic import ValidationError
 
 from stacks.catalog import INSTANCE_CATALOG
 from stacks.config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
+from stacks.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
 
 CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset", "image_tag", "model_artifact")
 #: ``IMAGE_TAG=live``: the tag each variant runs now, which only ``make deploy`` can read
@@ -154,9 +156,12 @@ class DeployOptions:
                 "reads from the endpoint; make synth and make diff need the tag itself"
             )
         try:
-            return DeploymentConfig.model_validate(data)
+            out = DeploymentConfig.model_validate(data)
         except ValidationError as err:
             raise ConfigError(f"deploy options {self.as_context()}: {err}") from None
+        if self.pin_instance_types:
+            out = _rollback_threshold_for_pins(out, data)
+        return out
 
 
 def pinned_variant(variant: dict[str, Any], placement: str) -> dict[str, Any]:
@@ -177,3 +182,17 @@ def pinned_variant(variant: dict[str, Any], placement: str) -> dict[str, Any]:
             for i, t in enumerate(types, start=1)
         ]
     return out
+
+
+def _rollback_threshold_for_pins(cfg: DeploymentConfig, data: dict[str, Any]) -> DeploymentConfig:
+    """A deploy that keeps a variant on its live type (an instance-type change's first deploy)
+    carries a rollback ModelLatency threshold that type's healthy fleet stays under: the config's
+    threshold is set for the type it moves to, and a slower live type would roll the interim
+    deploy back (synth refuses it: stacks.speed_plan.rollback_latency_problems). Raised, never
+    lowered; the plan prints the threshold the deploy carries."""
+    healthy = max(slowest_pool_p99(cfg, v)[0] for v in VARIANT_NAMES)
+    need = math.ceil(healthy * ROLLBACK_LATENCY_HEADROOM / 1000) * 1000
+    if cfg.deployment.rollback_model_latency_p99_ms >= need:
+        return cfg
+    data.setdefault("deployment", {})["rollback_model_latency_p99_ms"] = need
+    return DeploymentConfig.model_validate(data)
