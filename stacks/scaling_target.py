@@ -164,8 +164,8 @@ def _basis(cfg: DeploymentConfig, variant: VariantName, itype: str, kv_bound: in
 
 def concurrency_target(cfg: DeploymentConfig, variant: VariantName) -> float:
     """Target of concurrency target tracking: ``target_fraction_of_concurrency`` x the binding
-    bound of :func:`target_basis` (on Llama-3-8B AWQ on an A10G: the KV cache's 73 sequences
-    at the typical length, which the TTFT p50 SLO also allows)."""
+    bound of :func:`target_basis` (prod, Llama-3-8B AWQ on an L40S: max_num_seqs' 128; on an
+    A10G the KV cache's 73 sequences at the typical length)."""
     tt = cfg.scaling.variants[variant].target_tracking
     assert tt is not None
     return round(tt.target_fraction_of_concurrency * target_basis(cfg, variant).concurrency, 2)

@@ -16,6 +16,8 @@ from stacks.config import BaseModelConfig, ModelArchitecture
 from stacks.plan import build_plan, render_plan
 from stacks.scaling_target import concurrency_target
 
+from .conftest import parse
+
 REQUIRED = {
     "ml.g4dn.xlarge",
     "ml.g5.xlarge",
@@ -80,14 +82,15 @@ def test_unquantized_70b_on_one_a10g_is_refused(prod_cfg) -> None:
 def test_plan_reports_cost_capacity_and_rollout(prod_cfg, prod_templates) -> None:
     templates = {k: t.to_json() for k, t in prod_templates.items()}
     plan = build_plan(prod_cfg, templates)
-    g5 = INSTANCE_CATALOG["ml.g5.xlarge"].price_per_hour
-    assert plan["cost"]["monthly_at_initial_counts"] == pytest.approx(6 * g5 * HOURS_PER_MONTH)
+    # prod's fleet at its initial counts: 4 primary + 3 canary ml.g6e.xlarge (issue 36's solver)
+    g6e = INSTANCE_CATALOG["ml.g6e.xlarge"].price_per_hour
+    assert plan["cost"]["monthly_at_initial_counts"] == pytest.approx(7 * g6e * HOURS_PER_MONTH)
     assert [v["name"] for v in plan["variants"]] == ["primary", "canary"]
     assert plan["variants"][0]["capacity"]["kv_bytes_per_token"] == 131072
     assert plan["rollout"]["canary_controller_steps_percent"] == [5, 25, 50, 75, 100]
     assert len(plan["alarms"]) >= 4
     text = render_plan(plan)
-    assert "vLLM preempts beyond" in text and "$6,167/month" in text
+    assert "vLLM preempts beyond" in text and "$11,937/month" in text
 
 
 def _flag(args: list[str], name: str) -> str:
@@ -133,7 +136,7 @@ def test_plan_prints_each_memory_term_with_its_margin(prod_cfg) -> None:
     text = render_plan(build_plan(prod_cfg, {}))
     for term in ("weights", "LoRA slots", "activation peak", "non-torch", "CUDA graphs"):
         assert f"- {term}" in text
-    assert "21.98 GiB as CUDA reports it" in text
+    assert "44.39 GiB as CUDA reports it" in text  # prod's ml.g6e.xlarge: one L40S 48 GB
     assert "(estimate, margin 0.07 GiB" in text and "(computed;" in text
 
 
@@ -163,14 +166,17 @@ def test_activation_peak_scales_with_max_num_batched_tokens(prod_cfg) -> None:
     assert (act - sampler) / 8192 == 114_688  # 112 KiB per batched token for Llama-3-8B
 
 
-def test_prod_a10g_figures_from_the_corrected_model(prod_cfg) -> None:
+def test_prod_a10g_figures_from_the_corrected_model(prod_cfg, prod_raw) -> None:
     # README's capacity section: 21.98 GiB x 0.92 less the five terms (was 13.76 GiB /
     # 112,688 tokens / 27 / 81 / target 68.85 with the marketing 24 GiB and a flat 1.5 GiB).
     cap = estimate(prod_cfg, "ml.g5.xlarge")
     # (12.5 GiB / 102,368 / 24 / 74 / 62.9 before the sampler term and the refitted non-torch)
     assert cap.kv_budget_gib == 12.46 and cap.kv_capacity_tokens == 102_048
     assert (cap.concurrency_at_full_context, cap.concurrency_at_typical_length) == (24, 73)
-    assert concurrency_target(prod_cfg, "primary") == 62.05
+    # prod on ml.g5.xlarge (it ships ml.g6e.xlarge now): the KV cache binds the target
+    for variant in ("primary", "canary"):
+        prod_raw["variants"][variant]["instance_type"] = "ml.g5.xlarge"
+    assert concurrency_target(parse(prod_raw), "primary") == 62.05  # 0.85 x 73
 
 
 def test_plan_template_and_simulator_take_the_same_capacity(prod_cfg, prod_templates) -> None:
@@ -193,7 +199,7 @@ def test_plan_template_and_simulator_take_the_same_capacity(prod_cfg, prod_templ
         and "TargetTrackingScalingPolicyConfiguration" in res["Properties"]
     ]
     assert values and set(values) == {target}
-    sim = instance_model(prod_cfg, "ml.g5.xlarge", Assumptions())
+    sim = instance_model(prod_cfg, prod_cfg.variants.primary.instance_type, Assumptions())
     assert sim.kv_capacity_tokens == plan_cap["kv_capacity_tokens"]
     assert sim.concurrency == plan_cap["concurrency_at_typical_length"]
     assert target == round(0.85 * sim.concurrency, 2)

@@ -45,15 +45,16 @@ INVALID = [
     invalid("default_adapter", "nope", "'nope' is not one of the adapters"),
     invalid("variants.primary.instance_type", "ml.g5.mega", "unknown instance type"),
     invalid("variants.canary.initial_weight", 96, "96.0 must be below"),
-    invalid("variants.primary.initial_instance_count", 9, "within scaling.variants.primary"),
+    # prod's primary: 2..51 instances; its jp-evening-peak schedule: 25 + 1 standby, max 51
+    invalid("variants.primary.initial_instance_count", 52, "within scaling.variants.primary"),
     invalid("variants.canary.initial_instance_count", 0, "greater than or equal"),
-    invalid("scaling.variants.primary.min_capacity", 9, "9 must be <= max_capacity (8)"),
+    invalid("scaling.variants.primary.min_capacity", 52, "52 must be <= max_capacity (51)"),
     invalid("scaling.schedules.0.timezone", "Asia/Tokio", "not an IANA time zone"),
     invalid("scaling.schedules.0.cron", "45 17 * *", "has 4 fields; a cron here has 5"),
     invalid(
-        "scaling.schedules.0.max_capacity", 12, "exceeds scaling.variants.primary.max_capacity"
+        "scaling.schedules.0.max_capacity", 52, "exceeds scaling.variants.primary.max_capacity"
     ),
-    invalid("scaling.schedules.0.standby_instances", 5, "min_capacity + standby_instances (10)"),
+    invalid("scaling.schedules.0.standby_instances", 27, "min_capacity + standby_instances (52)"),
     invalid("scaling.release_calendar.0.at", "2026-12-04T20:00:00+09:00", "without an offset"),
     invalid("deployment.traffic_shift.type", "blue", "'canary', 'linear' or 'all_at_once'"),
     invalid("deployment.startup_health_check_timeout_seconds", 30, "greater than or equal to 60"),
@@ -116,7 +117,7 @@ def test_rules_within_and_across_sections_and_a_typo_are_all_reported_in_one_run
     raw["engine"]["admission_max_inflight"] = 64
     raw["scaling"]["schedules"][0]["min_capacity"] = 1
     raw["scaling"]["schedules"][1]["max_capacity"] = 99
-    raw["variants"]["primary"]["initial_instance_count"] = 9
+    raw["variants"]["primary"]["initial_instance_count"] = 52  # prod's primary: 2..51
     raw["engien"] = {}
     with pytest.raises(ConfigError) as err:
         parse(raw)
@@ -135,7 +136,7 @@ def test_a_field_error_still_holds_back_the_rules_across_sections(prod_raw) -> N
     reported with every other field error, but the rules across sections need valid values."""
     raw = copy.deepcopy(prod_raw)
     raw["engine"]["max_num_seqs"] = 0
-    raw["variants"]["primary"]["initial_instance_count"] = 9
+    raw["variants"]["primary"]["initial_instance_count"] = 52  # outside prod's 2..51
     with pytest.raises(ConfigError) as err:
         parse(raw)
     assert "engine.max_num_seqs" in str(err.value)
@@ -175,15 +176,17 @@ def test_shipped_configs_are_valid() -> None:
 
 def test_prod_carries_the_seed_numbers() -> None:
     cfg = load_env("prod")
-    assert cfg.variants.primary.instance_type == "ml.g5.xlarge"
+    # the solver's type (issue 36): ml.g6e.xlarge, not the original team's ml.g5.xlarge
+    assert cfg.variants.primary.instance_type == "ml.g6e.xlarge"
     assert (cfg.variants.primary.initial_instance_count, cfg.variants.primary.initial_weight) == (
         4,
         95,
     )
-    # 2 canary instances, not the original team's 1: the blue/green canary step (one whole instance)
-    # must be <= 50% of every variant's fleet (TrafficRoutingConfig; issue 10 item 4).
+    # 3 canary instances, not the original team's 1: the blue/green canary step (one whole instance)
+    # must be <= 50% of every variant's fleet (TrafficRoutingConfig; issue 10 item 4), and the
+    # solver's floor is 3 (5 % of a release spike with the scale-out lag; issue 36).
     assert (cfg.variants.canary.initial_instance_count, cfg.variants.canary.initial_weight) == (
-        2,
+        3,
         5,
     )
     eng = cfg.engine

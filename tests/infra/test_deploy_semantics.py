@@ -32,6 +32,19 @@ def refusal(raw: dict[str, Any]) -> str:
     return str(err.value)
 
 
+def with_ceiling(raw: dict[str, Any], top: int = 8) -> dict[str, Any]:
+    """``raw`` with every scaling ceiling (variants, schedules, releases) at most ``top``: the
+    guardrail rules below are about fleet sizes, not prod's (2..51 and 3..51, where a linear step
+    of one instance is below 10 % of any fleet above 10)."""
+    scaling = raw["scaling"]
+    variants = scaling["variants"].values()
+    for bounds in [*variants, *scaling["schedules"], *scaling["release_calendar"]]:
+        standby = bounds.get("standby_instances", 0)
+        bounds["max_capacity"] = min(bounds["max_capacity"], top)
+        bounds["min_capacity"] = min(bounds["min_capacity"], top - standby)
+    return raw
+
+
 def _endpoint_props(tpl: Template) -> dict[str, Any]:
     (ep,) = tpl.find_resources("AWS::SageMaker::Endpoint").values()
     return dict(ep["Properties"])
@@ -135,18 +148,18 @@ def test_one_instance_canary_step_needs_two_instances_in_every_variant(mutate) -
 
 
 def test_linear_step_must_be_10_to_50_percent_of_every_fleet(mutate) -> None:
-    raw = mutate(
+    raw = with_ceiling(mutate(
         "deployment.traffic_shift",
         {"type": "linear", "step_percent": 50, "wait_interval_seconds": 300},
-    )
+    ))  # fmt: skip
     raw["deployment"]["max_execution_timeout_seconds"] = 3600
-    parse(raw)  # 50% of 2..8 is 1..4 whole-or-more instances
+    parse(raw)  # 50% of 2..8 (and of the canary's 3..8) is 1..4 whole-or-more instances
     raw["deployment"]["traffic_shift"] = {
         "type": "linear",
         "step_instances": 1,
         "wait_interval_seconds": 60,
     }
-    parse(raw)  # 1 of 2..8 lies within 10-50%
+    parse(raw)  # 1 of 2..8 (and of 3..8) lies within 10-50%
     raw["scaling"]["variants"]["primary"]["max_capacity"] = 12
     # 1 of 11 or 12 is below 10%
     assert "LinearStepSize must be at least one whole instance and 10-50%" in refusal(raw)
@@ -219,11 +232,15 @@ def test_each_target_has_exactly_one_scale_in_authority_in_the_template(endpoint
 # ---------------------------------------------------------------- item 2: suspended scaling
 
 
-def test_suspended_variant_has_no_target_policy_or_schedule_and_keeps_its_type(prod_cfg) -> None:
+def test_suspended_variant_has_no_target_policy_or_schedule_and_keeps_its_type(mutate) -> None:
     options = DeployOptions.from_context(
         {"suspend_scaling": "primary", "pin_instance_type": "primary=ml.g5.2xlarge"}.get
     )
-    tpl = synth_templates(options.apply(prod_cfg), options)["endpoint"]
+    # the pinned A10G answers at p99 ~67 s at its scaling target: prod's 55,000 ms would be
+    # refused at synth for it (stacks.app_builder's rollback-latency check), so this config
+    # carries the threshold that type needs (1.25 x 67,247 ms)
+    cfg = parse(mutate("deployment.rollback_model_latency_p99_ms", 85000))
+    tpl = synth_templates(options.apply(cfg), options)["endpoint"]
     targets = tpl.find_resources("AWS::ApplicationAutoScaling::ScalableTarget")
     assert [t["Properties"]["ResourceId"] for t in targets.values()] == [
         "endpoint/mangaassist-vllm-prod/variant/canary"
@@ -251,29 +268,37 @@ def test_bad_deploy_options_name_the_context_key() -> None:
 # ---------------------------------------------------------------- the plan's deploy section
 
 
-def test_plan_says_what_a_deploy_does_to_the_fleet(prod_cfg, prod_templates) -> None:
+def test_plan_says_what_a_deploy_does_to_the_fleet(mutate, prod_cfg, prod_templates) -> None:
     from stacks.plan import build_plan, render_plan
+    from stacks.plan_deploy import deploy_section
 
     plan = build_plan(prod_cfg, {k: t.to_json() for k, t in prod_templates.items()})
     d = plan["deploy"]
     assert d["keeps"] == ["DesiredInstanceCount", "DesiredWeight"] and d["resets"] == []
     assert d["minutes"] == 27.8  # 465 s to serve + 600 s bake + 600 s termination wait
-    assert d["at_max_capacity"]["peak_instances_by_type"] == {"ml.g5.xlarge": 20}  # (8+2) x 2
-    # The promotion deploy lands while the canary holds its 100 % step bounds (8): (8 + 8) x 2.
-    assert d["at_promotion"]["peak_instances_by_type"] == {"ml.g5.xlarge": 32}
-    assert d["instance_quota_needed"] == {"ml.g5.xlarge": 32}
-    assert d["at_initial_counts"]["peak_instances_by_type"] == {"ml.g5.xlarge": 12}
+    assert d["at_max_capacity"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 204}  # (51+51) x 2
+    # The promotion deploy lands while the canary holds its 100 % step bounds (51, prod's canary
+    # ceiling too): (51 + 51) x 2.
+    assert d["at_promotion"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 204}
+    assert d["instance_quota_needed"] == {"ml.g6e.xlarge": 204}
+    assert d["at_initial_counts"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 14}  # (4+3) x 2
     assert d["guardrail"]["min_instances_per_variant"] == 2
     text = render_plan(plan)
-    assert "instance quota for endpoint usage needed: 32 x ml.g5.xlarge" in text
-    assert "promotion deploy (canary on its 100% step bounds): blue 16 + green 16" in text
+    assert "instance quota for endpoint usage needed: 204 x ml.g6e.xlarge" in text
+    assert "promotion deploy (canary on its 100% step bounds): blue 102 + green 102" in text
     assert "keeps DesiredInstanceCount, DesiredWeight; resets nothing" in text
+    # A canary ceiling below its 100 % step's bounds: the quota is the promotion's, not max's.
+    small = deploy_section(parse(mutate("scaling.variants.canary.max_capacity", 3)))
+    at_max = small["at_max_capacity"]["peak_instances_by_type"]
+    assert at_max == {"ml.g6e.xlarge": 108}  # (51 + 3) x 2
+    assert small["at_promotion"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 204}
+    assert small["instance_quota_needed"] == {"ml.g6e.xlarge": 204}
 
 
 def test_linear_instance_steps_must_fit_the_execution_timeout_on_the_largest_fleet(mutate) -> None:
-    raw = mutate(
+    raw = with_ceiling(mutate(
         "deployment.traffic_shift",
         {"type": "linear", "step_instances": 1, "wait_interval_seconds": 600},
-    )
+    ))  # fmt: skip
     # 8 steps x 600 s + 600 s termination wait = 5,400 s > 3,600 s
     assert "max_execution_timeout_seconds: 3600 is shorter than 8" in refusal(raw)

@@ -27,9 +27,12 @@ ENDPOINT = "mangaassist-vllm-prod"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 #: 03:00 JST on a Wednesday: off-peak, the schedules hold min 2.
 NIGHT = datetime(2026, 12, 1, 18, 0, tzinfo=UTC)
-#: 17:30 JST on a Tuesday: the 17:45 peak schedule (min 5 + 1 standby) fires during the update.
+#: 17:30 JST on a Tuesday: the 17:45 peak schedule (min 25 + 1 standby) fires during the update.
 BEFORE_PEAK = datetime(2026, 12, 1, 8, 30, tzinfo=UTC)
-BUSY = {"primary": (4, 95.0), "canary": (2, 5.0)}
+BUSY = {"primary": (4, 95.0), "canary": (3, 5.0)}
+#: What the live endpoint runs when it runs config/prod.yaml: its type and scaling bounds.
+LIVE_TYPE = "ml.g6e.xlarge"
+LIVE_BOUNDS = {"primary": (2, 51), "canary": (3, 51)}
 
 
 def clients() -> tuple[Any, Stubber, Any, Stubber]:
@@ -75,8 +78,8 @@ def stub_live(
 ) -> None:
     """The live endpoint as read_live reads it; ``images``: also each variant's Model, as
     ``make deploy`` reads them next (tools/live_images.py)."""
-    types = types or {"primary": "ml.g5.xlarge", "canary": "ml.g5.xlarge"}
-    variants = variants or {"primary": (2, 95.0), "canary": (2, 5.0)}
+    types = types or {"primary": LIVE_TYPE, "canary": LIVE_TYPE}
+    variants = variants or {"primary": (2, 95.0), "canary": (3, 5.0)}
     sm.add_response(
         "describe_endpoint", endpoint_response(status, variants), {"EndpointName": ENDPOINT}
     )
@@ -112,8 +115,8 @@ def stub_live(
                     "ServiceNamespace": "sagemaker",
                     "ResourceId": f"endpoint/{ENDPOINT}/variant/{v}",
                     "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
-                    "MinCapacity": 2,
-                    "MaxCapacity": 8 if v == "primary" else 2,
+                    "MinCapacity": LIVE_BOUNDS[v][0],
+                    "MaxCapacity": LIVE_BOUNDS[v][1],
                     "RoleARN": "arn:aws:iam::123456789012:role/x",
                     "CreationTime": T0,
                 }
@@ -197,7 +200,7 @@ def test_instance_type_change_deregisters_scaling_first_then_deploys_the_config(
         assert run(g5_2xlarge_primary(), sm, aas, deploy, NIGHT) == 0
         sms.assert_no_pending_responses()
     assert deploy.calls == [
-        {"suspend_scaling": "primary", "pin_instance_type": "primary=ml.g5.xlarge"},
+        {"suspend_scaling": "primary", "pin_instance_type": f"primary={LIVE_TYPE}"},
         {},
     ]
 
@@ -208,7 +211,7 @@ def test_a_failed_type_change_deploys_the_live_type_with_scaling_registered_agai
     deploy = Recorder(fail=(2,))
     with sms, aass:
         assert run(g5_2xlarge_primary(), sm, aas, deploy, NIGHT) == 1
-    assert deploy.calls[-1] == {"pin_instance_type": "primary=ml.g5.xlarge"}  # no suspension
+    assert deploy.calls[-1] == {"pin_instance_type": f"primary={LIVE_TYPE}"}  # no suspension
     assert len(deploy.calls) == 3
 
 
@@ -225,13 +228,13 @@ def test_deploy_before_the_peak_raises_counts_first_retrying_while_updating() ->
     """The registered minimum goes up first (a scale-in policy cannot take the count back while
     the update waits), one variant per capacity call, and the minimum comes back after."""
     sm, sms, aas, aass = clients()
-    stub_live(sms, aass, variants={"primary": (4, 95.0), "canary": (2, 5.0)})
-    stub_minimum(aass, "primary", 6, 8)  # live bounds 2..8 (stub_live)
-    stub_targets_now(aass, "primary", 6, 8)  # nobody changed it meanwhile
-    stub_minimum(aass, "primary", 2, 8)
+    stub_live(sms, aass, variants=BUSY)
+    stub_minimum(aass, "primary", 26, 51)  # live bounds 2..51 (stub_live)
+    stub_targets_now(aass, "primary", 26, 51)  # nobody changed it meanwhile
+    stub_minimum(aass, "primary", 2, 51)
     raise_params = {
         "EndpointName": ENDPOINT,
-        "DesiredWeightsAndCapacities": [{"VariantName": "primary", "DesiredInstanceCount": 6}],
+        "DesiredWeightsAndCapacities": [{"VariantName": "primary", "DesiredInstanceCount": 26}],
     }
     # autoscaling is acting: the first call is refused, the tool waits for InService, retries
     sms.add_client_error(
@@ -267,21 +270,21 @@ def test_deploy_before_the_peak_raises_counts_first_retrying_while_updating() ->
 
 def test_a_raised_minimum_is_restored_after_a_failed_deploy_unless_someone_else_set_it() -> None:
     sm, sms, aas, aass = clients()
-    stub_live(sms, aass, variants={"primary": (4, 95.0), "canary": (2, 5.0)})
-    stub_minimum(aass, "primary", 6, 8)
-    stub_targets_now(aass, "primary", 6, 8)
-    stub_minimum(aass, "primary", 2, 8)
-    raise_ok(sms, "primary", 6)
+    stub_live(sms, aass, variants=BUSY)
+    stub_minimum(aass, "primary", 26, 51)
+    stub_targets_now(aass, "primary", 26, 51)
+    stub_minimum(aass, "primary", 2, 51)
+    raise_ok(sms, "primary", 26)
     deploy = Recorder(fail=(1,))
     with sms, aass:
         assert run(load_env("prod"), sm, aas, deploy, BEFORE_PEAK) == 1
         aass.assert_no_pending_responses()  # restored although the deploy failed
     # a schedule (or the deploy's template) set another minimum meanwhile: left alone
     sm, sms, aas, aass = clients()
-    stub_live(sms, aass, variants={"primary": (4, 95.0), "canary": (2, 5.0)})
-    stub_minimum(aass, "primary", 6, 8)
-    stub_targets_now(aass, "primary", 7, 10)
-    raise_ok(sms, "primary", 6)
+    stub_live(sms, aass, variants=BUSY)
+    stub_minimum(aass, "primary", 26, 51)
+    stub_targets_now(aass, "primary", 27, 40)
+    raise_ok(sms, "primary", 26)
     with sms, aass:
         assert run(load_env("prod"), sm, aas, Recorder(), BEFORE_PEAK) == 0
         aass.assert_no_pending_responses()
@@ -304,18 +307,19 @@ def raise_ok(sms: Stubber, variant: str, count: int) -> None:
 
 
 def test_promotion_reset_of_weights_first_gives_the_idle_primary_its_share() -> None:
-    # after a canary reached 100%: primary idled down to 2 at weight 0, canary holds 2 at 100
+    # after a canary reached 100%: primary idled down to 2 at weight 0, canary holds 3 at 100;
+    # the primary's 95 % of those 5 instances is ceil(4.75) = 5
     sm, sms, aas, aass = clients()
-    stub_live(sms, aass, variants={"primary": (2, 0.0), "canary": (2, 100.0)})
-    stub_minimum(aass, "primary", 4, 8)
-    stub_targets_now(aass, "primary", 4, 8)
-    stub_minimum(aass, "primary", 2, 8)
+    stub_live(sms, aass, variants={"primary": (2, 0.0), "canary": (3, 100.0)})
+    stub_minimum(aass, "primary", 5, 51)
+    stub_targets_now(aass, "primary", 5, 51)
+    stub_minimum(aass, "primary", 2, 51)
     sms.add_response(
         "update_endpoint_weights_and_capacities",
         {"EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/x"},
         {
             "EndpointName": ENDPOINT,
-            "DesiredWeightsAndCapacities": [{"VariantName": "primary", "DesiredInstanceCount": 4}],
+            "DesiredWeightsAndCapacities": [{"VariantName": "primary", "DesiredInstanceCount": 5}],
         },
     )
     sms.add_response(
@@ -388,7 +392,7 @@ def test_prod_refuses_to_deploy_an_image_cdk_builds(capsys) -> None:
 
 
 def test_dry_run_prints_the_steps_and_deploys_nothing(capsys) -> None:
-    busy = {"primary": (8, 95.0), "canary": (2, 5.0)}
+    busy = {"primary": (8, 95.0), "canary": (3, 5.0)}
     rc, deploy = main(
         "--dry-run", "--image-tag", "abc",
         stub=lambda sms, aass: stub_live(sms, aass, variants=busy, images=True),

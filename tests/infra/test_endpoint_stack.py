@@ -16,7 +16,7 @@ def endpoint(prod_templates) -> Template:
     return prod_templates["endpoint"]
 
 
-def test_endpoint_config_has_primary_and_canary_at_95_5_on_g5(endpoint: Template) -> None:
+def test_endpoint_config_has_primary_and_canary_at_95_5_on_g6e(endpoint: Template) -> None:
     endpoint.has_resource_properties(
         "AWS::SageMaker::EndpointConfig",
         {
@@ -24,7 +24,7 @@ def test_endpoint_config_has_primary_and_canary_at_95_5_on_g5(endpoint: Template
                 Match.object_like(
                     {
                         "VariantName": "primary",
-                        "InstanceType": "ml.g5.xlarge",
+                        "InstanceType": "ml.g6e.xlarge",
                         "InitialInstanceCount": 4,
                         "InitialVariantWeight": 95,
                         "ContainerStartupHealthCheckTimeoutInSeconds": 600,
@@ -33,8 +33,8 @@ def test_endpoint_config_has_primary_and_canary_at_95_5_on_g5(endpoint: Template
                 Match.object_like(
                     {
                         "VariantName": "canary",
-                        "InstanceType": "ml.g5.xlarge",
-                        "InitialInstanceCount": 2,
+                        "InstanceType": "ml.g6e.xlarge",
+                        "InitialInstanceCount": 3,
                         "InitialVariantWeight": 5,
                     }
                 ),
@@ -122,7 +122,7 @@ def test_model_latency_rollback_threshold_is_in_microseconds(endpoint: Template)
 
 
 def test_no_volume_kms_key_on_instances_with_hardware_encrypted_nvme(endpoint: Template) -> None:
-    # SageMaker rejects KmsKeyId when a variant runs on an instance with local NVMe (g5).
+    # SageMaker rejects KmsKeyId when a variant runs on an instance with local NVMe (g5, g6e).
     for res in endpoint.find_resources("AWS::SageMaker::EndpointConfig").values():
         assert "KmsKeyId" not in res["Properties"]
 

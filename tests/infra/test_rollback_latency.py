@@ -32,7 +32,8 @@ def test_a_threshold_the_healthy_fleet_crosses_is_refused_naming_both_figures(
     message = str(err.value)
     assert message.startswith("deployment.rollback_model_latency_p99_ms: 2000 ms is below")
     assert f"ModelLatency p99 {healthy:,.0f} ms" in message
-    assert "at its scaling target of 63 in flight on ml.g5.xlarge" in message
+    # prod's target: 0.85 x max_num_seqs 128 = 108.8, rounded up, on its ml.g6e.xlarge
+    assert "at its scaling target of 109 in flight on ml.g6e.xlarge" in message
     assert "Set at least" in message and "speed_model.py" in message
 
 
@@ -54,5 +55,5 @@ def test_the_alarm_reads_the_configured_threshold_in_microseconds() -> None:
         if a["Properties"].get("MetricName") == "ModelLatency"
         and "rolls back" in a["Properties"].get("AlarmDescription", "")
     ]  # fmt: skip
-    assert latency and {a["Threshold"] for a in latency} == {23000 * 1000}
-    assert all("23000 ms" in json.dumps(a["AlarmDescription"]) for a in latency)
+    assert latency and {a["Threshold"] for a in latency} == {55000 * 1000}
+    assert all("55000 ms" in json.dumps(a["AlarmDescription"]) for a in latency)

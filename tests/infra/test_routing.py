@@ -16,7 +16,7 @@ from aws_cdk.assertions import Match
 from container.serving import warmup
 from lambdas.smoke_gate import checks
 from stacks.capacity import estimate
-from stacks.config import RoutingConfig, prefix_floor_bytes
+from stacks.config import DeploymentConfig, RoutingConfig, prefix_floor_bytes
 from stacks.constructs.endpoint import _routing
 from stacks.plan import build_plan, render_plan
 
@@ -39,8 +39,8 @@ def with_routing(raw: dict[str, Any], variant: str = "primary", **routing: Any) 
     return raw
 
 
-def instance_runs(env: str = "prod") -> int:
-    cfg = load_env(env)
+def instance_runs(env: str = "prod", cfg: DeploymentConfig | None = None) -> int:
+    cfg = cfg or load_env(env)
     cap = estimate(cfg, cfg.variants.primary.instance_type)
     return min(cfg.engine.max_num_seqs, cap.concurrency_at_typical_length)
 
@@ -131,7 +131,11 @@ def test_prefix_floor_follows_the_engine_system_budget(prod_raw) -> None:
 
 
 def test_threshold_above_what_one_instance_runs_is_an_error(prod_raw) -> None:
-    runs = instance_runs()
+    # prod on ml.g5.xlarge, where the KV cache binds below max_num_seqs (prod's ml.g6e.xlarge
+    # runs all 128: there max_num_seqs binds, test_threshold_is_held_to_max_num_seqs_...)
+    for variant in ("primary", "canary"):
+        prod_raw["variants"][variant]["instance_type"] = "ml.g5.xlarge"
+    runs = instance_runs(cfg=parse(prod_raw))
     assert runs == 73  # the plan's "73 at typical" on an ml.g5.xlarge
     assert_names_yaml_path(
         with_routing(prod_raw, concurrency_threshold=runs + 1),
@@ -147,7 +151,7 @@ def test_threshold_is_held_to_max_num_seqs_when_that_binds(prod_raw) -> None:
     assert_names_yaml_path(
         with_routing(prod_raw, variant="canary"),
         "variants.canary.routing.concurrency_threshold",
-        "64 exceeds what one ml.g5.xlarge runs at once (32: engine.max_num_seqs 32",
+        "64 exceeds what one ml.g6e.xlarge runs at once (32: engine.max_num_seqs 32",
     )
 
 
@@ -166,7 +170,8 @@ def test_threshold_holds_on_every_instance_pool_of_the_variant(prod_raw) -> None
 
 
 def test_engine_rules_are_reported_with_the_other_rules_across_sections(prod_raw) -> None:
-    raw = with_routing(prod_raw, prefix_length_bytes=1024, concurrency_threshold=100)
+    above = instance_runs() + 1  # more than one of prod's instances runs at once
+    raw = with_routing(prod_raw, prefix_length_bytes=1024, concurrency_threshold=above)
     raw["default_adapter"] = "nope"
     for where in ("prefix_length_bytes", "concurrency_threshold"):
         assert_names_yaml_path(raw, f"variants.primary.routing.{where}", "")
@@ -215,11 +220,11 @@ def test_plan_prints_each_variants_routing_with_the_figures_it_was_checked_again
             "concurrency_threshold": 64,
             "prefix_floor_bytes": 1834,
             "system_tokens": 400,
-            "instance_runs": 73,
+            "instance_runs": 128,  # ml.g6e.xlarge: max_num_seqs, below the KV cache's bound
         }
     line = (
         "routing: PREFIX_AWARE on the body's first 2,048 bytes (>= 1,834: a 400-token system "
-        "prompt + the conversation's start); spills from 64 in flight (one instance runs 73)"
+        "prompt + the conversation's start); spills from 64 in flight (one instance runs 128)"
     )
     printed = [ln.strip() for ln in render_plan(plan).splitlines()]
     assert printed.count(line) == 2

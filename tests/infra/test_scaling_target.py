@@ -27,23 +27,55 @@ def _ttft(raw: dict[str, Any], ms: float) -> dict[str, Any]:
     return raw
 
 
-def test_prod_target_is_bound_by_the_kv_cache_and_the_ttft_slo_holds_there(prod_cfg) -> None:
+#: On an A10G at the planning speed (pessimistic edge, LoRA, the routing simulation's 33 % hit
+#: rate) TTFT p50 holds up to the KV cache's 73 sequences at 1,000 ms; the brief's 200 ms is out
+#: of reach there (385 ms alone), so these tests state their own limits.
+A10G_TTFT_HOLDS_MS = 1000
+#: ... and at 600 ms it holds only up to 27 in flight: below the KV cache, so it binds.
+A10G_TTFT_BINDS_MS = 600
+
+
+def _a10g(raw: dict[str, Any], ttft_ms: float = A10G_TTFT_HOLDS_MS) -> dict[str, Any]:
+    """prod.yaml on ml.g5.xlarge (where the KV cache, 73 sequences at the typical length, binds
+    below max_num_seqs 128), with TTFT p50 allowed to bind the target at ``ttft_ms``."""
+    for variant in ("primary", "canary"):
+        raw["variants"][variant]["instance_type"] = "ml.g5.xlarge"
+        raw["scaling"]["variants"][variant]["target_tracking"]["slos"] = ["ttft_p50"]
+    # a healthy A10G at the KV target answers in 67,247 ms p99 at the planning speed: synth
+    # asks for at least 1.25 x that
+    raw["deployment"]["rollback_model_latency_p99_ms"] = 85000
+    return _ttft(raw, ttft_ms)
+
+
+def test_prod_target_is_bound_by_the_kv_cache_and_the_ttft_slo_holds_there(
+    prod_cfg, mutate
+) -> None:
+    # committed prod (ml.g6e.xlarge, L40S 48 GB): the KV cache holds more than the 128 sequences
+    # vLLM runs, so max_num_seqs binds; no SLO may bind (slos: [])
     basis = target_basis(prod_cfg, "primary")
+    assert (basis.binding, basis.concurrency) == ("max_num_seqs", 128)
+    assert basis.kv_bound == 128  # the cache holds at least as many (the bound is capped there)
+    assert concurrency_target(prod_cfg, "primary") == 108.8
+    # prod acknowledges the SLOs it cannot meet: no warning
+    assert unmet_slo_warnings(prod_cfg) == []
+    # on an A10G the KV cache binds, and a TTFT SLO that holds there leaves it binding
+    cfg = _cfg(_a10g(mutate("project", "mangaassist")))
+    basis = target_basis(cfg, "primary")
     assert (basis.binding, basis.concurrency, basis.kv_bound) == ("KV cache", 73, 73)
     ttft = next(b for b in basis.slo if b.slo == "TTFT p50")
-    assert ttft.concurrency == 73  # TTFT p50 < 200 ms holds at the KV bound
-    assert concurrency_target(prod_cfg, "primary") == 62.05
-    # prod acknowledges the p99 SLO it cannot meet: no warning
-    assert unmet_slo_warnings(prod_cfg) == []
+    assert ttft.concurrency == 73  # TTFT p50 < 1,000 ms holds at the KV bound
+    assert concurrency_target(cfg, "primary") == 62.05
+    # the p99 SLO it cannot meet is left out of slos: no warning
+    assert unmet_slo_warnings(cfg) == []
 
 
 def test_a_tighter_ttft_slo_binds_the_target_below_the_kv_cache(mutate) -> None:
-    cfg = _cfg(_ttft(mutate("project", "mangaassist"), 120))
+    cfg = _cfg(_a10g(mutate("project", "mangaassist"), A10G_TTFT_BINDS_MS))
     basis = target_basis(cfg, "primary")
     assert basis.binding == "TTFT p50"
     assert 0 < basis.concurrency < basis.kv_bound
     ttft = next(b for b in basis.slo if b.slo == "TTFT p50")
-    assert ttft.limit == 120 and basis.concurrency == ttft.concurrency
+    assert ttft.limit == A10G_TTFT_BINDS_MS and basis.concurrency == ttft.concurrency
     assert concurrency_target(cfg, "primary") == round(0.85 * basis.concurrency, 2)
     # the plan says which bound binds and why, and the target it gives
     text = render_plan(build_plan(cfg, {}))
@@ -55,7 +87,7 @@ def test_a_tighter_ttft_slo_binds_the_target_below_the_kv_cache(mutate) -> None:
 
 
 def test_the_synthesized_target_value_is_the_slo_bound(mutate) -> None:
-    cfg = _cfg(_ttft(mutate("project", "mangaassist"), 120))
+    cfg = _cfg(_a10g(mutate("project", "mangaassist"), A10G_TTFT_BINDS_MS))
     app = cdk.App()
     _, endpoint = build_stacks(app, cfg)
     policies = Template.from_stack(endpoint).find_resources(
@@ -67,11 +99,11 @@ def test_the_synthesized_target_value_is_the_slo_bound(mutate) -> None:
         for p in policies.values()
     )
     assert values == [concurrency_target(cfg, "canary"), concurrency_target(cfg, "primary")]
-    assert values[0] < 62.05
+    assert values[0] < 62.05  # below 0.85 x the A10G's KV bound of 73
 
 
 def test_an_slo_left_out_of_slos_does_not_bind(mutate) -> None:
-    raw = _ttft(mutate("project", "mangaassist"), 120)
+    raw = _a10g(mutate("project", "mangaassist"), A10G_TTFT_BINDS_MS)
     raw["scaling"]["variants"]["primary"]["target_tracking"]["slos"] = []
     cfg = _cfg(raw)
     assert target_basis(cfg, "primary").binding == "KV cache"
@@ -79,13 +111,15 @@ def test_an_slo_left_out_of_slos_does_not_bind(mutate) -> None:
 
 
 def test_an_unmet_slo_that_may_bind_is_said_at_synth_naming_slo_shape_and_best(mutate) -> None:
-    raw = mutate("scaling.variants.primary.target_tracking.slos", ["ttft_p50", "latency_p99"])
+    raw = _a10g(mutate("project", "mangaassist"))
+    raw["scaling"]["variants"]["primary"]["target_tracking"]["slos"] = ["ttft_p50", "latency_p99"]
     cfg = _cfg(raw)
     (warning,) = unmet_slo_warnings(cfg)
     assert warning.startswith("scaling.variants.primary.target_tracking.slos: latency_p99")
     assert "monitoring.slo_latency_p99_ms 2000 ms" in warning
     assert "ml.g5.xlarge" in warning and "1200+180 tokens" in warning
-    assert "the best is 2,427 ms with one request in flight" in warning
+    # the planning speed: pessimistic edge x0.85, LoRA, 384 of 1,200 prompt tokens cached
+    assert "the best is 5,793 ms with one request in flight" in warning
     # it does not bind: the KV cache still does
     assert concurrency_target(cfg, "primary") == 62.05
     app = cdk.App()
