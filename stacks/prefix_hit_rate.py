@@ -19,8 +19,8 @@ the old 8-instance fleet, or any small fleet) requests spill and the hit rate fa
 On a fleet with headroom prefix-aware routing does better: on the solved prod fleet (15 L40S at
 15:00, more at 20:00) it keeps ~61 %, RANDOM ~32-35 %. The brief's 72 % is reached by no
 configuration here. The sizing takes the lowest figure (the pessimistic edge): a fleet sized on
-it holds at the peak, which is where it is needed. tests/simulator/test_prefix_hit_rate.py re-runs the routing
-simulation and holds these figures to it. A measured rate (``fleet.prefix_cache_hit_rate``, with
+it holds at the peak, which is where it is needed. tests/simulator/test_prefix_hit_rate.py
+re-runs the routing simulation and holds these figures to it. A measured rate (``fleet.prefix_cache_hit_rate``, with
 its source: vLLM's ``prefix_cache_hits_total / prefix_cache_queries_total`` on the live fleet)
 replaces it.
 """

@@ -81,7 +81,8 @@ def render_speed(s: dict[str, Any]) -> list[str]:
     lines = [
         f"          speed: {full['requests_per_minute']:,} requests/minute at {s['kv_bound']} in "
         f"flight (what one instance runs; {s['shape']}): TTFT p50 {full['ttft_p50_s']} s, "
-        f"end-to-end p50 {full['e2e_p50_s']} s, {full['decode_tokens_per_second']} tok/s per sequence",
+        f"end-to-end p50 {full['e2e_p50_s']} s, {full['decode_tokens_per_second']} tok/s per "
+        "sequence",
         f"            ({s['source']})",
     ]
     for b in s["slo"]:
