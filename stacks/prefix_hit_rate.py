@@ -20,9 +20,9 @@ On a fleet with headroom prefix-aware routing does better: on the solved prod fl
 15:00, more at 20:00) it keeps ~61 %, RANDOM ~32-35 %. The brief's 72 % is reached by no
 configuration here. The sizing takes the lowest figure (the pessimistic edge): a fleet sized on
 it holds at the peak, which is where it is needed. tests/simulator/test_prefix_hit_rate.py
-re-runs the routing simulation and holds these figures to it. A measured rate (``fleet.prefix_cache_hit_rate``, with
-its source: vLLM's ``prefix_cache_hits_total / prefix_cache_queries_total`` on the live fleet)
-replaces it.
+re-runs the routing simulation and holds these figures to it. A measured rate
+(``fleet.prefix_cache_hit_rate``, with its source: vLLM's ``prefix_cache_hits_total /
+prefix_cache_queries_total`` on the live fleet) replaces it.
 """
 
 from __future__ import annotations
