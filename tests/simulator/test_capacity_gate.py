@@ -65,7 +65,9 @@ def test_every_scenario_name_has_a_runner() -> None:
 
 def test_prod_passes_its_own_gate_with_no_request_rejected(prod_report) -> None:  # type: ignore[no-untyped-def]
     assert prod_report.passed, prod_report.render()
-    for verdict in prod_report.verdicts:
+    held = [v for v in prod_report.verdicts if v.best_effort is None]
+    assert {v.scenario for v in held} == set(_prod().fleet.held())
+    for verdict in held:
         assert verdict.worst["rejected"] == 0, verdict.scenario
         assert verdict.worst["queue_wait_p95"] <= _prod().monitoring.slo_queue_wait_p95_ms
 
@@ -126,12 +128,15 @@ def test_gate_cli_exits_1_on_a_miss_and_names_it(tmp_path: Path, capsys) -> None
 @pytest.mark.parametrize(
     ("fleet", "field"),
     [
-        ({"best_effort": [{"scenario": "unannounced-4x", "reason": "not in the list at all"}]},
+        ({"scenarios": ["normal-day"],
+          "best_effort": [{"scenario": "unannounced-4x", "reason": "not in the list at all"}]},
          "fleet.best_effort"),
         ({"candidates": ["ml.x9.huge"]}, "fleet.candidates"),
         ({"scenarios": ["normal-day", "normal-day"]}, "fleet"),
         ({"scenarios": ["tuesday"]}, "fleet.scenarios"),
         ({"best_effort": [{"scenario": "normal-day", "reason": "meh"}]}, "fleet.best_effort"),
+        ({"scenarios": ["normal-day", "unannounced-4x"],
+          "best_effort": [{"scenario": "unannounced-4x", "reason": "x"}]}, "reason"),
         ({"traffic_share": 0}, "fleet.traffic_share"),
         ({"prefix_cache_hit_rate": {"rate": 0.6}}, "fleet.prefix_cache_hit_rate"),
     ],
@@ -174,3 +179,15 @@ def test_the_committed_prod_fleet_is_the_solvers_for_its_type_and_the_doc_quotes
     _, itype, peak, night, monthly, *_ = row.split()
     doc = (REPO / "docs" / "fleet.md").read_text()
     assert f"| 1 | {itype} (L40S, 48 GB) | {peak} | {night} | {monthly} |" in doc
+
+
+def test_prods_accepted_risk_is_replayed_reported_and_printed_by_the_plan(prod_report) -> None:  # type: ignore[no-untyped-def]
+    from stacks.plan import fleet_section, render_fleet
+
+    soft = [v for v in prod_report.verdicts if v.best_effort is not None]
+    assert [v.scenario for v in soft] == ["unannounced-4x"]
+    assert soft[0].misses, "the best-effort scenario is replayed and its misses reported"
+    assert "accepted risk (fleet.best_effort)" in prod_report.render()
+    printed = "\n".join(render_fleet(fleet_section(_prod())))
+    assert "ACCEPTED RISK: unannounced-4x is best-effort" in printed
+    assert "not held on this instance type: ttft_p50" in printed
