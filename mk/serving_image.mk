@@ -97,8 +97,9 @@ base-cpu-image: debian-image $(IMAGE_BUILD_DIR)/pip.conf ## serving | the local 
 # build reads it back through the same fetch-and-verify a real build uses. Nothing rebuilt when
 # build/model-artifacts/<version> already verifies.
 $(TINY_REF): $(TINY_SRC)/.stamp $(QUANT_VENV)/.stamp $(SERVING_VENV)/.stamp $(VENV)/.stamp $(wildcard container/model_prep/*.py)
-	@$(PROGRESS) --phase "tiny model release: prepare (AWQ, gate) -> publish to a local S3 API -> fetch, verify" -- \
-	$(PY) -m tools.model_release local --base $(TINY_SRC)/base \
+	$(TINY_QUANT_NOTE)
+	@$(PROGRESS) --phase "tiny model release: prepare ($(TINY_QUANTIZATION), gate) -> publish to a local S3 API -> fetch, verify" -- \
+	$(PY) -m tools.model_release local --base $(TINY_SRC)/base --quantization $(TINY_QUANTIZATION) \
 		--adapters $(TINY_ADAPTERS) --min-agreement $(TINY_MIN_AGREEMENT) \
 		--calibration $(TINY_SRC)/calibration.jsonl --heldout $(TINY_SRC)/heldout.jsonl \
 		--job-python $(SPY) --quant-python $(QPY) --ref-file $@

@@ -144,7 +144,7 @@ def local_inputs(args: argparse.Namespace) -> release.ReleaseInputs:
     return release.build_inputs(
         base_source=f"local://{args.base}",
         base_revision="",
-        quantization="awq",
+        quantization=args.quantization,
         min_agreement=args.min_agreement,
         max_lora_rank=args.max_lora_rank,
         adapters=adapters,
@@ -223,6 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     loc.add_argument("--adapters", default="", help="name=DIR,...")
     loc.add_argument("--adapter-version", default="v1")
     loc.add_argument("--max-lora-rank", type=int, default=16)
+    loc.add_argument(
+        "--quantization",
+        choices=("awq", "none"),
+        default="awq",
+        help="awq, or none where this CPU's vLLM cannot serve W4A16 (mk/serving.mk: "
+        "TINY_QUANTIZATION) [%(default)s]",
+    )
     loc.add_argument("--min-agreement", type=float, default=0.9)
     loc.add_argument("--calibration", type=Path, default=release.CALIBRATION_FILE)
     loc.add_argument("--heldout", type=Path, default=release.HELDOUT_FILE)
