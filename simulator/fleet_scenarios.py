@@ -71,7 +71,10 @@ def _floor_owners(
     (_lo, _hi, first), changes = timeline(
         cfg.scaling, variant, start, start + timedelta(minutes=minutes)
     )
-    owner, recurring = _owner(first, first), first if ":" not in first else "variant"
+    # before the first change: the entry in force at the start (a restore's recurring schedule is
+    # not known from here, so it reads as the variant's own min)
+    recurring = first if ":" not in first else "variant"
+    owner = recurring if first.endswith(":restore") else first
     out, k = [], 0
     for m in range(minutes):
         at = start + timedelta(minutes=m, seconds=59)
@@ -86,10 +89,6 @@ def _floor_owners(
             k += 1
         out.append(owner)
     return out
-
-
-def _owner(name: str, fallback: str) -> str:
-    return fallback if name.endswith(":restore") else name
 
 
 def _from_result(cfg: DeploymentConfig, res: Result) -> dict[VariantName, VariantMinutes]:

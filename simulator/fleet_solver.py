@@ -25,7 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simulator.assumptions import Assumptions
-from simulator.slo_gate import GateReport, Miss, evaluate
+from simulator.fleet_scenarios import scaled
+from simulator.slo_gate import GateReport, Miss, evaluate, variant_limits
+from simulator.traces import BUILTIN
 from stacks.capacity import CapacityError, estimate
 from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 from stacks.config import DeploymentConfig, VariantName
@@ -212,11 +214,6 @@ def _monthly(report: GateReport) -> float:
     return sum(day.cost_usd.values()) * HOURS_PER_MONTH / 24
 
 
-def _peak_and_night(report: GateReport) -> tuple[int, int]:
-    peak = max((sum(v.peak_instances.values()) for v in report.verdicts), default=0)
-    return peak, 0
-
-
 def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
     """The cheapest fleet of ``itype`` the greedy repair finds (see the module docstring)."""
     started = time.perf_counter()
@@ -290,10 +287,6 @@ def _failed(
 def lower_bound_usd(cfg: DeploymentConfig, itype: str, a: Assumptions) -> float:
     """What a month of the normal day would cost on ``itype`` if the fleet followed demand
     exactly at the scaling target (no floors, no lag, no canary): no fleet of it costs less."""
-    from simulator.fleet_scenarios import scaled
-    from simulator.slo_gate import variant_limits
-    from simulator.traces import BUILTIN
-
     trial = apply(cfg, replace(current(cfg), instance_type=itype))
     rpm = variant_limits(trial, "primary", a).rpm_per_instance
     day = scaled(cfg, BUILTIN["normal-day"])

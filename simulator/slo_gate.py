@@ -167,8 +167,8 @@ def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _Va
     return _VariantLimits(shape.requests_per_minute, p99.concurrency)
 
 
-def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo, limit: float) -> np.ndarray:
-    """Per minute: the SLO's figure, and a boolean mask of the minutes that miss."""
+def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarray:
+    """Per minute: the SLO's figure (NaN where the run does not measure it)."""
     if slo == "rejected":
         return vm.rejected
     if slo == "queue_wait_p95":
@@ -187,7 +187,7 @@ def _misses_of(
     slo: GateSlo,
     limit: float,
 ) -> tuple[Miss | None, float]:
-    fig = _figures(vm, lim, slo, limit)
+    fig = _figures(vm, lim, slo)
     valid = ~np.isnan(fig)
     bad = valid & (fig > (0.5 if slo == "rejected" else limit))
     worst = float(np.max(fig[valid])) if valid.any() else 0.0
