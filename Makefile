@@ -75,7 +75,7 @@ node_modules/.stamp: package.json $(VENV)/.stamp $(NODE_SHIMS)/.stamp
 		npm install --no-audit --no-fund --silent
 	touch $@
 
-# A release's inputs on the command line, no YAML edit (stacks/deploy_options.py): IMAGE_TAG=TAG (every
+# A release's inputs on the command line, no YAML edit (sizing/deploy_options.py): IMAGE_TAG=TAG (every
 # variant) or IMAGE_TAG=canary=TAG (one variant), ARTIFACT=m-... (model.artifact); validated like the YAML.
 RELEASE_ARGS = $(if $(IMAGE_TAG),--image-tag $(IMAGE_TAG)) $(if $(ARTIFACT),--artifact $(ARTIFACT))
 RELEASE_CONTEXT = $(if $(IMAGE_TAG),-c image_tag=$(IMAGE_TAG)) $(if $(ARTIFACT),-c model_artifact=$(ARTIFACT))

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
+from sizing.deploy_options import DeployOptions
+from spec import ConfigError
 from stacks.app_builder import build_app
-from stacks.config import ConfigError
-from stacks.deploy_options import DeployOptions
 
 REPO_ROOT = Path(__file__).resolve().parent
 

@@ -1,5 +1,5 @@
 """Per-instance speed of vLLM on one GPU: a closed-loop sweep of concurrency, request shapes and
-prefix-cache hits, written as JSON (issue 24; the speed model in ``stacks/speed_model.py`` is
+prefix-cache hits, written as JSON (issue 24; the speed model in ``sizing/speed_model.py`` is
 fitted to what this writes).
 
 Runs on a GPU machine with vLLM installed (``bench/run_gpu.sh`` sets one up from the files

@@ -1,5 +1,5 @@
 # Canary rollout operator commands and the Lambda tests (lambdas/, tests/lambdas).
-# Each canary command loads config/$(ENV).yaml through stacks.config and calls the controller
+# Each canary command loads config/$(ENV).yaml through spec and calls the controller
 # Lambda <endpoint_name>-canary-controller with the caller's AWS credentials.
 .PHONY: canary-start canary-status canary-rollback canary-wait canary-promote-info promote \
 	test-lambdas

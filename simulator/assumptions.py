@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from stacks.config import DeploymentConfig, VariantName
-from stacks.scale_out_time import time_to_serve
-from stacks.serving_speed import PLANNING_EDGE, Edge, planned_hit_rate
-from stacks.update_semantics import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
+from sizing.scale_out_time import time_to_serve
+from sizing.serving_speed import PLANNING_EDGE, Edge, planned_hit_rate
+from spec import DeploymentConfig, VariantName
+from spec.instance_start import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
 
 
 @dataclass(frozen=True)
@@ -16,13 +16,13 @@ class Assumptions:
     tick_seconds: int = 10
     #: From the scaling decision to the instance running the container. None (the default): a
     #: scale-out serves after the plan's figure for the variant's instance type and this
-    #: product's image, cached (stacks.scale_out_time: AWS's published P50s), and deploys and
+    #: product's image, cached (sizing.scale_out_time: AWS's published P50s), and deploys and
     #: canary instances of a new tag after the plan's per-start bound (ASSUMED_READY_SECONDS).
     #: A number: every new instance, scale-out or deploy, serves after it + startup_seconds.
     provision_seconds: float | None = None
     #: Container start to /ping 200 (model load, adapters, warmup); part of the figure above.
     startup_seconds: float = ASSUMED_STARTUP_SECONDS
-    #: Per-instance speed. None (the default): the speed model (stacks/speed_model.py, fitted to
+    #: Per-instance speed. None (the default): the speed model (sizing/speed_model.py, fitted to
     #: vLLM on a GPU, docs/measurements/speed_h100_vllm0.26.json, carried to the instance's GPU by
     #: bandwidth and compute) gives the time to first token and the end-to-end time of the
     #: request shape at the instance's concurrency. A number: the old what-if arithmetic instead,
@@ -32,12 +32,12 @@ class Assumptions:
     #: Prefill tokens/s of the uncached prompt, with decode_tokens_per_second only (default 10,000).
     prefill_tokens_per_second: float | None = None
     #: Share of prompt tokens served from vLLM's prefix cache. None (the default): the rate the
-    #: sizing plans on (stacks.serving_speed.planned_hit_rate: the config's measured rate, else
+    #: sizing plans on (sizing.serving_speed.planned_hit_rate: the config's measured rate, else
     #: the routing simulation's for the configured routing; the brief's ~72 % is a what-if). The
     #: speed model takes the config's system prompt (engine.context_budget.system_tokens) as
     #: shared by every request and the rest of the hit as each conversation's own history.
     prefix_cache_hit_rate: float | None = None
-    #: Which edge of the speed model's error band (stacks.serving_speed): the pessimistic one,
+    #: Which edge of the speed model's error band (sizing.serving_speed): the pessimistic one,
     #: as the gate and the scaling target decide, unless a what-if asks for another.
     speed_edge: Edge = PLANNING_EDGE
     #: SageMaker applies one capacity change at a time: while instances are being added the

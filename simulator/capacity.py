@@ -1,8 +1,8 @@
-"""Per-instance serving capacity, derived from the engine settings, stacks.capacity and the speed
-model (stacks.speed_model).
+"""Per-instance serving capacity, derived from the engine settings, sizing.capacity and the speed
+model (sizing.speed_model).
 
 - Concurrency ``C``: how many sequences of the typical length fit in the KV cache, capped at
-  ``engine.max_num_seqs`` (``stacks.capacity.estimate(...).concurrency_at_typical_length``).
+  ``engine.max_num_seqs`` (``sizing.capacity.estimate(...).concurrency_at_typical_length``).
 - Service time ``S``: the end-to-end time of one request of that shape while ``C`` run at once, and
   its time to first token, from the speed model on the instance's GPU (vLLM's scheduler on a step
   cost fitted to H100 measurements and carried by bandwidth and compute; ``--decode-tps`` swaps
@@ -20,12 +20,12 @@ import math
 from dataclasses import dataclass
 
 from simulator.assumptions import Assumptions
-from stacks import speed_model
-from stacks.capacity import Capacity, estimate, sequences_that_fit, weight_bytes
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig
-from stacks.scaling_target import cached_tokens, concurrency_target
-from stacks.serving_speed import describe, efficiency
+from sizing import speed_model
+from sizing.capacity import Capacity, estimate, sequences_that_fit, weight_bytes
+from sizing.scaling_target import cached_tokens, concurrency_target
+from sizing.serving_speed import describe, efficiency
+from spec import DeploymentConfig
+from spec.catalog import INSTANCE_CATALOG
 
 #: Peak memory bandwidth of each catalog GPU (GB/s, vendor spec sheets), for the roofline check.
 GPU_BANDWIDTH_GBPS = {
@@ -153,7 +153,7 @@ class InstanceModel:
     gpu_memory_percent: float
     prompt_tokens: int
     output_tokens: int
-    #: The configured typical request: its concurrency is ``stacks.capacity.estimate``'s.
+    #: The configured typical request: its concurrency is ``sizing.capacity.estimate``'s.
     typical: RequestShape
     #: Memory-bandwidth bound at full batch (None: GPU not in GPU_BANDWIDTH_GBPS).
     roofline: Roofline | None

@@ -34,11 +34,12 @@ from simulator.routing import MINUTES, WARMUP, WINDOWS
 from simulator.run import Result, instance_models, simulate
 from simulator.scaling_policies import SimulationError
 from simulator.traces import BUILTIN, TraceError, resolve
-from stacks.capacity import CapacityError
-from stacks.config import ConfigError, DeploymentConfig, VariantName, config_path, load_config
-from stacks.config.yaml_source import read_yaml
-from stacks.scale_out_time import time_to_serve
-from stacks.serving_speed import EDGES
+from sizing.capacity import CapacityError
+from sizing.fit import load_config
+from sizing.scale_out_time import time_to_serve
+from sizing.serving_speed import EDGES
+from spec import ConfigError, DeploymentConfig, VariantName, config_path
+from spec.yaml_source import read_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -84,7 +85,7 @@ def _assumption_args(p: argparse.ArgumentParser) -> None:
         "--speed-edge",
         choices=EDGES,
         default=d.speed_edge,
-        help="edge of the speed model's error band (stacks/serving_speed.py) [%(default)s]",
+        help="edge of the speed model's error band (sizing/serving_speed.py) [%(default)s]",
     )
     g.add_argument("--tick-seconds", type=int, default=d.tick_seconds, choices=(5, 10, 30, 60))
     g.add_argument(
@@ -227,7 +228,7 @@ def _scale_out_source(cfg: DeploymentConfig, variant: VariantName, a: Assumption
     t = time_to_serve(cfg, variant)
     return (
         f"a scale-out serves {t.cached_seconds:g} s after the decision (AWS's P50 with the image "
-        f"cached, stacks/scale_out_time.py; {t.uncached_seconds:g} s uncached for this "
+        f"cached, sizing/scale_out_time.py; {t.uncached_seconds:g} s uncached for this "
         f"{t.image_gb:g} GB image); a new tag's instances {a.new_tag_seconds:g} s (the plan's "
         "per-start bound)"
     )

@@ -1,8 +1,8 @@
 """A deploy replayed on one variant, with SageMaker's documented blue/green semantics.
 
-Every rule comes from stacks.update_semantics (the functions the stack, the plan and
+Every rule comes from sizing.update_semantics (the functions the stack, the plan and
 tools/deploy.py use), applied to the config as the stack synthesizes it for that deploy
-(stacks.deploy_options), so the simulator cannot drift from the template:
+(sizing.deploy_options), so the simulator cannot drift from the template:
 
 - ``make deploy`` first raises desired counts to what the update needs (``prescale_counts``:
   the schedules' highest minimum during the update), waits for InService, then calls
@@ -33,15 +33,15 @@ from datetime import datetime, timedelta
 from simulator.assumptions import Assumptions
 from simulator.events import Deploy
 from simulator.schedule import schedule_floor
-from stacks.config import DeploymentConfig, VariantName
-from stacks.deploy_options import DeployOptions
-from stacks.update_semantics import (
+from sizing.deploy_options import DeployOptions
+from sizing.update_semantics import (
     VARIANT_NAMES,
     UpdatePhases,
     green_fleet_size,
     prescale_counts,
     update_phases,
 )
+from spec import DeploymentConfig, VariantName
 
 
 def deploy_config(cfg: DeploymentConfig, event: Deploy) -> DeploymentConfig:

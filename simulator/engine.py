@@ -17,7 +17,7 @@ Every ``tick_seconds`` (10 s by default):
    Scaling semantics).
 5. Operator events: a ``Deploy`` raises counts first (``make deploy``), then runs a blue/green
    update during which a second fleet is billed and scaling actions are discarded
-   (:mod:`simulator.deploys`, which reads the rules from ``stacks.update_semantics``).
+   (:mod:`simulator.deploys`, which reads the rules from ``sizing.update_semantics``).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from simulator.scaling_policies import (
 )
 from simulator.schedule import timeline
 from simulator.traces import Trace
-from stacks.config import DeploymentConfig, VariantName
+from spec import DeploymentConfig, VariantName
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from stacks.config import VariantProperty
+from spec import VariantProperty
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ import math
 
 from simulator.fleet_solver import Solution, current
 from simulator.slo_gate import GateReport
-from stacks import speed_model
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import VARIANT_NAMES, DeploymentConfig
-from stacks.scaling_target import concurrency_target, typical_request
-from stacks.serving_speed import efficiency
+from sizing import speed_model
+from sizing.scaling_target import concurrency_target, typical_request
+from sizing.serving_speed import efficiency
+from spec import VARIANT_NAMES, DeploymentConfig
+from spec.catalog import INSTANCE_CATALOG
 
 #: A technique that cuts decode steps, with where its figure comes from (not measured here).
 SPECULATIVE_DECODING = (

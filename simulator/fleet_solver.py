@@ -28,14 +28,14 @@ from simulator.assumptions import Assumptions
 from simulator.fleet_scenarios import scaled
 from simulator.slo_gate import GateReport, Miss, evaluate, variant_limits
 from simulator.traces import BUILTIN
-from stacks.capacity import CapacityError, estimate
-from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
-from stacks.config import DeploymentConfig, VariantName
-from stacks.config.loader import ARCHITECTURE_CONTEXT
-from stacks.slo_reach import unreachable
-from stacks.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
+from sizing.capacity import CapacityError, estimate
+from sizing.fit import validate_config
+from sizing.slo_reach import unreachable
+from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
+from spec import DeploymentConfig, VariantName
+from spec.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 
-#: Capacity's schema limit (stacks/config/timing.py): the search's ceiling.
+#: Capacity's schema limit (spec/timing.py): the search's ceiling.
 MAX_INSTANCES = 100
 MAX_ROUNDS = 30
 VARIANT = "variant"
@@ -147,7 +147,7 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
 
 def _validate(cfg: DeploymentConfig, data: dict[str, Any]) -> DeploymentConfig:
     """``data`` validated as ``cfg`` was (an architecture read from a file carried over)."""
-    return DeploymentConfig.model_validate(data, context={ARCHITECTURE_CONTEXT: cfg.architecture})
+    return validate_config(data, architecture=cfg.architecture)
 
 
 @dataclass

@@ -7,10 +7,10 @@ minute by minute, on the normal-day trace:
 
 - Traffic splits by the variants' weights (SageMaker weights are relative).
 - Each variant serves ``n x`` the requests per minute one instance serves
-  (:mod:`simulator.capacity`, from stacks.capacity); excess waits inside vLLM and is rejected with
+  (:mod:`simulator.capacity`, from sizing.capacity); excess waits inside vLLM and is rejected with
   429 beyond ``n x engine.admission_max_inflight`` in flight (as :mod:`simulator.engine`).
 - Each variant has target tracking on concurrency per instance (target
-  ``stacks.capacity.concurrency_target``): scale out after ``tt_out_datapoints`` minutes above the
+  ``sizing.capacity.concurrency_target``): scale out after ``tt_out_datapoints`` minutes above the
   target, scale in after ``tt_in_datapoints`` minutes below ``tt_in_fraction`` of it, within its
   scalable-target bounds. The primary's bounds follow its schedules (:func:`simulator.schedule.
   timeline`); its step policies are left out of this scenario (the scenario is about the canary).
@@ -42,9 +42,9 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model, warm_start_count
 from simulator.schedule import timeline
 from simulator.traces import JST, Trace, normal_day
-from stacks.config import DeploymentConfig, VariantName
-from stacks.rollout_plan import rollout_capacity_plan
-from stacks.scaling_target import concurrency_target
+from sizing.rollout_plan import rollout_capacity_plan
+from sizing.scaling_target import concurrency_target
+from spec import DeploymentConfig, VariantName
 
 NAME = "canary-rollout"
 #: The rollout starts at 14:00 JST: its last steps meet the JP evening peak (18:00-22:00).

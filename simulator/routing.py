@@ -33,9 +33,9 @@ longest cached prefix of the prompt is not recomputed (at least the last prompt 
 system prompt is cached on every instance (every request carries it). A finished request leaves
 its conversation's blocks in the cache; they are evictable, least recently used first (vLLM
 frees a request's blocks tail first), and running requests take their KV cache from the same
-``stacks.capacity.estimate(...).kv_capacity_tokens``: a busy instance keeps little history.
+``sizing.capacity.estimate(...).kv_capacity_tokens``: a busy instance keeps little history.
 
-Times come from the repository's speed model (stacks/speed_model.py, its :class:`StepCost` on the
+Times come from the repository's speed model (sizing/speed_model.py, its :class:`StepCost` on the
 variant's GPU): a request starts when the instance has a free sequence slot and KV cache
 (``max_num_seqs``, the KV capacity); its first token comes after half a decode step (the step in
 progress) plus the step that prefills its uncached tokens beside the other running sequences'
@@ -73,11 +73,11 @@ from simulator.sessions import (
     prefix_key,
 )
 from simulator.traces import JST, Trace
-from stacks import speed_model
-from stacks.capacity import estimate, sequences_that_fit
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig, VariantName
-from stacks.scaling_target import concurrency_target
+from sizing import speed_model
+from sizing.capacity import estimate, sequences_that_fit
+from sizing.scaling_target import concurrency_target
+from spec import DeploymentConfig, VariantName
+from spec.catalog import INSTANCE_CATALOG
 
 Strategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"]
 STRATEGIES: tuple[Strategy, ...] = ("RANDOM", "LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE")
@@ -117,7 +117,7 @@ class RouterSpec:
 def configured_routing(cfg: DeploymentConfig, variant: VariantName) -> RouterSpec:
     """The variant's ``routing`` section (issue 21), or SageMaker's default (RANDOM) without one.
 
-    Read with getattr: the section is added to stacks/config by a separate change."""
+    Read with getattr: the section is added to spec by a separate change."""
     routing = getattr(cfg.variants[variant], "routing", None)
     if routing is None:
         return RouterSpec("RANDOM", configured=True)
@@ -134,7 +134,7 @@ def configured_routing(cfg: DeploymentConfig, variant: VariantName) -> RouterSpe
 
 def default_threshold(cfg: DeploymentConfig, variant: VariantName) -> int:
     """ConcurrencyThreshold when none is configured: the concurrency target tracking holds an
-    instance at (``stacks.capacity.concurrency_target``): past it the instance is as full as
+    instance at (``sizing.capacity.concurrency_target``): past it the instance is as full as
     autoscaling wants it."""
     return max(1, math.floor(concurrency_target(cfg, variant)))
 
@@ -394,7 +394,7 @@ class Fleet:
             return target, False
         return self._least_outstanding(self.fleet), True
 
-    # -- timing (stacks.speed_model's step cost)
+    # -- timing (sizing.speed_model's step cost)
     def _times(self, inst: Instance, req: Request, cached: int) -> tuple[float, float]:
         """(time to first token excluding queueing, service time) of ``req`` starting now."""
         c, e = self.cost, self.cost.eff
@@ -528,7 +528,7 @@ class Fleet:
 
 def capacity_rpm(cfg: DeploymentConfig, variant: VariantName, r: RouterResult) -> float:
     """Requests/minute one instance serves at the KV bound with this strategy's mean shape
-    (stacks.speed_model's closed loop: what fewer prefill tokens free)."""
+    (sizing.speed_model's closed loop: what fewer prefill tokens free)."""
     inst_type = cfg.variants[variant].instance_type
     eng = cfg.engine
     prompt = max(1, round(r.prompt_tokens_mean))

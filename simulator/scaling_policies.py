@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from container.serving import metrics_contract as mc
 from simulator.assumptions import Assumptions
 from simulator.fleet_metrics import SUPPORTED_METRICS, FleetMetrics
-from stacks.config import DeploymentConfig, StepPolicy, VariantName
-from stacks.scaling_target import concurrency_target
+from sizing.scaling_target import concurrency_target
+from spec import DeploymentConfig, StepPolicy, VariantName
 
 COMPARE: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,

@@ -27,9 +27,9 @@ from simulator.assumptions import Assumptions
 from simulator.events import Deploy
 from simulator.run import Result, simulate
 from simulator.traces import JST, Trace, _day_shape
-from stacks.config import DeploymentConfig
-from stacks.deploy_options import DeployOptions
-from stacks.update_semantics import ALL_PROPERTIES
+from sizing.deploy_options import DeployOptions
+from sizing.update_semantics import ALL_PROPERTIES
+from spec import DeploymentConfig
 
 NAME = "deploy-at-peak"
 BUSY_FACTOR = 1.8

@@ -19,7 +19,7 @@ A fleet of mixed instances is beyond ``simulator.engine`` (one instance model pe
 this module runs its own small loop with the engine's arithmetic: requests split evenly over
 the in-service instances (random routing), each instance a fluid FIFO that completes
 ``C / S`` requests a second (``admit``), target tracking on the average requests in flight
-over every instance against the variant's concurrency target (stacks.scaling_target, the
+over every instance against the variant's concurrency target (sizing.scaling_target, the
 lowest bound over the pools), scale-out only (the evening rises), one capacity change at a time.
 """
 
@@ -35,9 +35,10 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model
 from simulator.scenario_deploy import jp_evening
 from simulator.traces import JST, Trace
-from stacks.config import DeploymentConfig
-from stacks.scale_out_time import ICE_SECONDS
-from stacks.scaling_target import concurrency_target
+from sizing.fit import validate_config
+from sizing.scale_out_time import ICE_SECONDS
+from sizing.scaling_target import concurrency_target
+from spec import DeploymentConfig
 
 NAME = "pool-fallback"
 #: When the first pool's capacity runs out (JST): from the start, so every scale-out meets it.
@@ -59,7 +60,7 @@ def pooled_config(cfg: DeploymentConfig) -> DeploymentConfig:
         {"instance_type": first, "priority": 1},
         {"instance_type": WHAT_IF_FALLBACK, "priority": 2},
     ]
-    return DeploymentConfig.model_validate(data)
+    return validate_config(data)
 
 
 def single_type_config(cfg: DeploymentConfig) -> DeploymentConfig:
@@ -69,7 +70,7 @@ def single_type_config(cfg: DeploymentConfig) -> DeploymentConfig:
     data = cfg.model_dump(exclude_unset=True)
     data["variants"]["primary"].pop("instance_pools")
     data["variants"]["primary"]["instance_type"] = cfg.variants.primary.instance_type
-    return DeploymentConfig.model_validate(data)
+    return validate_config(data)
 
 
 @dataclass

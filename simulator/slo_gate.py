@@ -20,10 +20,10 @@ import numpy as np
 from simulator.assumptions import Assumptions
 from simulator.capacity import instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
-from stacks.catalog import HOURS_PER_MONTH
-from stacks.config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
-from stacks.scaling_target import target_basis
-from stacks.slo_reach import unreachable
+from sizing.scaling_target import target_basis
+from sizing.slo_reach import unreachable
+from spec import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
+from spec.catalog import HOURS_PER_MONTH
 
 
 @dataclass(frozen=True)

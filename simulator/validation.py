@@ -23,7 +23,8 @@ from typing import Any
 from simulator.assumptions import Assumptions
 from simulator.run import Result, simulate
 from simulator.traces import spike_3x
-from stacks.config import DeploymentConfig
+from sizing.fit import validate_config
+from spec import DeploymentConfig
 
 OLD_TARGET_INVOCATIONS = 800
 CAPACITY_MINUTES = (8, 13)
@@ -65,7 +66,7 @@ def old_policy_config(cfg: DeploymentConfig) -> DeploymentConfig:
         "schedules": [],
         "release_calendar": [],
     }
-    return DeploymentConfig.model_validate(data)
+    return validate_config(data)
 
 
 @dataclass(frozen=True)

@@ -8,22 +8,18 @@ from pathlib import Path
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.capacity import pool_capacities
-from stacks.config import (
-    VARIANT_NAMES,
-    ConfigError,
+from sizing.deploy_options import DeployOptions
+from sizing.fit import check_deployable, load_config
+from spec import (
     DeploymentConfig,
     config_path,
     deploy_access_stack_name,
-    load_config,
     release_stack_name,
 )
 from stacks.deploy_access_stack import DeployAccessStack
-from stacks.deploy_options import DeployOptions
 from stacks.endpoint_stack import EndpointStack
 from stacks.image_stack import ImageStack
 from stacks.model_release_stack import ModelReleaseStack
-from stacks.speed_plan import rollback_latency_problems
 
 
 def cdk_json_context(repo_root: Path) -> dict[str, object]:
@@ -53,11 +49,7 @@ def build_stacks(
     section, also ``<project>-<env>-deploy-access`` (DeployAccessStack), likewise on its own."""
     options = options or DeployOptions()
     cfg = options.apply(cfg)
-    for variant in VARIANT_NAMES:
-        pool_capacities(cfg, variant)  # raises CapacityError if the model cannot fit a pool
-    latency = rollback_latency_problems(cfg)
-    if latency:
-        raise ConfigError("; ".join(latency))
+    check_deployable(cfg)
     env = cdk.Environment(account=cfg.account, region=cfg.region)
     release = ModelReleaseStack(app, release_stack_name(cfg), cfg=cfg, env=env)
     image = ImageStack(app, stack_name(cfg, "image"), cfg=cfg, env=env)

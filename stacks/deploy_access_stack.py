@@ -10,7 +10,7 @@ config's ECR repository, read the endpoint and raise its counts before a deploy,
 canary controller, run and watch the model-preparation job, read model releases, and the
 preflight's reads. Its trust admits one repository's named GitHub environments, each an exact
 ``sub``; its MaxSessionDuration is the longest session one of its release jobs asks for
-(tools/release_jobs.py: each job's bound from its steps' own limits), and at least
+(sizing/release_jobs.py: each job's bound from its steps' own limits), and at least
 ``deploy_access.max_session_hours``.
 
 Order on a new account: ``cdk bootstrap``, ``make deploy-model-release`` (this stack imports that
@@ -41,19 +41,19 @@ from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, Fn, Stack
 from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name
-from stacks.config import (
+from sizing.release_jobs import role_max_session_seconds
+from spec import (
     DeploymentConfig,
     artifact_bucket_name,
     github_subjects,
     pull_request_subject,
     release_stack_name,
 )
-from stacks.constructs.deploy_access import CDK_LOOKUP_ROLES, DeployRole, github_oidc_provider
 
 # The preflight's values, reused: the bootstrap qualifier whose version parameter it reads (and
 # whose roles cdk deploy assumes), and the scaling service-linked role it looks up.
-from tools.preflight import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
-from tools.release_jobs import role_max_session_seconds
+from spec.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
+from stacks.constructs.deploy_access import CDK_LOOKUP_ROLES, DeployRole, github_oidc_provider
 
 #: ModelReleaseStack's exports (stacks/model_release_stack.py, ``<project>-<env>-<name>``) that
 #: this stack imports; tests/infra/test_deploy_access_stack.py checks that they exist there.

@@ -8,7 +8,7 @@ from aws_cdk import Stack
 from constructs import Construct
 from pydantic import ValidationError
 
-from stacks.config import ConfigError, DeploymentConfig, ImageConfig
+from spec import ConfigError, DeploymentConfig, ImageConfig
 from stacks.constructs.image import ServingImage, image_build_args
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from aws_cdk import Annotations, Aws, CfnOutput, Stack
 from constructs import Construct
 
-from stacks.config import DeploymentConfig, artifact_bucket_name
+from spec import DeploymentConfig, artifact_bucket_name
 from stacks.constructs.model_release import (
     ModelArtifacts,
     PreparationJobRole,

@@ -17,7 +17,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+from sizing.fit import load_config
+from spec import ConfigError, DeploymentConfig, config_path
 
 #: What to do when no credentials are found (the preflight says the same before diff and deploy).
 NO_CREDENTIALS = (

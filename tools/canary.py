@@ -44,8 +44,8 @@ from lambdas.canary_controller.names import (
     RUNNING,
     controller_function_name,
 )
-from stacks.config import DeploymentConfig
-from stacks.update_semantics import ASSUMED_READY_SECONDS
+from spec import DeploymentConfig
+from spec.instance_start import ASSUMED_READY_SECONDS
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS, client, error_code, run_on_config
 

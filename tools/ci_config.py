@@ -10,7 +10,7 @@ README "Release from CI").
 Then writes the job's outputs to ``$GITHUB_OUTPUT`` (GitHub Actions, "Passing information
 between jobs"): ``region`` (config/<env>.yaml's, so the workflow names no region of its own),
 ``role-arn`` and ``image-tag`` (the commit being released, ``$GITHUB_SHA``, validated like
-``image.tag``). For the deploy role, each release job's bound (tools/release_jobs.py):
+``image.tag``). For the deploy role, each release job's bound (sizing/release_jobs.py):
 ``<job>-minutes`` (its ``timeout-minutes``) and ``<job>-session-seconds`` (its
 ``role-duration-seconds``), so every session outlives its job. Outside GitHub Actions it prints
 them.
@@ -24,7 +24,8 @@ import re
 import sys
 from pathlib import Path
 
-from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
+from sizing.fit import load_config
+from spec import ConfigError, DeploymentConfig, config_path
 from tools import REPO_ROOT, release_jobs
 from tools.push_image import checked_tag
 

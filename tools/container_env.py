@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stacks.config import ConfigError, config_path, load_config
+from sizing.fit import load_config
+from spec import ConfigError, config_path
 from stacks.constructs.endpoint import VARIANT_NAMES, container_environment
 from stacks.constructs.image import image_build_args
 from tools import REPO_ROOT

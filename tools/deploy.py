@@ -11,10 +11,10 @@ counts with UpdateEndpointWeightsAndCapacities before updating. This tool does t
    desired counts and weights, which variants are registered (and their max capacity).
 2. Raise desired counts (never lower) to what the update needs: the highest minimum the schedules
    hold while it runs, and, when this deploy resets weights, each variant's new share of today's
-   traffic (stacks.update_semantics.prescale_counts); wait for InService.
+   traffic (sizing.update_semantics.prescale_counts); wait for InService.
 3. When a registered variant's instance type changes: deploy once with that variant's scaling
    left out of the template and its type pinned to the live one (CloudFormation deregisters the
-   target; stacks.deploy_options), then deploy the real config, which changes the type and
+   target; sizing.deploy_options), then deploy the real config, which changes the type and
    registers scaling again. If that second deploy fails, deploy the live type with scaling on,
    so no path ends with a variant that cannot scale.
 4. Otherwise one `cdk deploy`.
@@ -50,13 +50,13 @@ from botocore.exceptions import ClientError
 
 from container.model_prep.artifact import ArtifactError
 from lambdas.canary_controller.names import COMPLETED, LOCKED
-from simulator.assumptions import Assumptions
 from simulator.schedule import schedule_floor
+from sizing.deploy_options import DeployOptions
+from sizing.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
+from spec import DeploymentConfig, VariantName, VariantProperty, release_stack_name
+from spec.instance_start import ASSUMED_READY_SECONDS
 from stacks.app_builder import stack_name
-from stacks.config import DeploymentConfig, VariantName, VariantProperty, release_stack_name
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
-from stacks.deploy_options import DeployOptions
-from stacks.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
 from tools import REPO_ROOT
 from tools.aws_command import client, error_code, run_on_config
 from tools.canary import ControllerError, rollout_record
@@ -155,7 +155,7 @@ def plan_deploy(
     *,
     now: datetime,
     reset: tuple[VariantProperty, ...] | None = None,
-    ready_seconds: float = Assumptions().new_tag_seconds,
+    ready_seconds: float = ASSUMED_READY_SECONDS,
 ) -> list[Step]:
     """The steps of this deploy, from the config and the live endpoint alone (no AWS call)."""
     base = DeployOptions(reset=reset)

@@ -13,13 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from stacks.config import (
-    ConfigError,
-    DeploymentConfig,
-    config_path,
-    deploy_access_stack_name,
-    load_config,
-)
+from sizing.fit import load_config
+from spec import ConfigError, DeploymentConfig, config_path, deploy_access_stack_name
 from tools import REPO_ROOT
 
 DOC = 'docs/release-from-ci.md, "Deploy access (one-time)"'

@@ -2,7 +2,7 @@
 
 Writes docs/measurements/image_size.json: the layers above the base image (everything the
 product's Dockerfile adds), and of those the model layer (``COPY --from=model ... /opt/ml/model``),
-which stacks.scale_out_time replaces with the config's weights and adapters when it sizes the GPU
+which sizing.scale_out_time replaces with the config's weights and adapters when it sizes the GPU
 image. ``tests/image`` compares the committed figure with the image it builds.
 """
 

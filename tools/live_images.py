@@ -22,7 +22,7 @@ multi-container endpoint"; CloudFormation replaces an AWS::SageMaker::Model whos
   (``image.tag``, ``variants.<name>.image_tag``) is deployed as written: it is a decision.
 
 ``live`` is resolved here only: ``make synth`` and ``make diff`` never read the endpoint, and
-stacks.deploy_options refuses it there.
+sizing.deploy_options refuses it there.
 """
 
 from __future__ import annotations
@@ -34,15 +34,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from stacks.config import (
-    VARIANT_NAMES,
-    ConfigError,
-    DeploymentConfig,
-    VariantName,
-    config_path,
-    load_config,
-)
-from stacks.deploy_options import LIVE_TAG, DeployOptions
+from sizing.deploy_options import LIVE_TAG, DeployOptions
+from sizing.fit import load_config
+from spec import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, config_path
 
 
 class ImageRefused(RuntimeError):
@@ -77,7 +71,7 @@ def refuse_builds(
     cfg: DeploymentConfig, wanted: Mapping[str, str | None], tags: Mapping[str, str]
 ) -> None:
     """``image.deploy_builds: false``: a variant left on an image CDK builds is refused
-    (stacks/config/model.py says why)."""
+    (spec/model.py says why)."""
     if cfg.image.deploy_builds:
         return
     built = [

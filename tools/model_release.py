@@ -28,14 +28,14 @@ from typing import Any
 
 from container.model_prep import artifact, release
 from container.model_prep.manifest import ManifestError, summary, verify_tree
-from stacks.config import (
+from sizing.fit import load_config
+from spec import (
     ConfigError,
     DeploymentConfig,
     artifact_dir,
     artifact_location_uri,
     artifact_ref,
     config_path,
-    load_config,
     release_inputs,
     release_stack_name,
 )

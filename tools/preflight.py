@@ -12,7 +12,7 @@ neither of which names the fix. ``python -m tools.preflight --env prod`` checks,
 
 4. capacity: the Service Quotas value of ``<instance type> for endpoint usage`` for each variant's
    type against the plan's peak (blue + green at the promotion deploy,
-   ``stacks.plan_deploy.deploy_section``), and of ``<type> for training job usage`` (``spot
+   ``sizing.plan_deploy.deploy_section``), and of ``<type> for training job usage`` (``spot
    training job usage`` with ``use_spot``) for the preparation job's type, at least 1. Quota
    names as "Amazon SageMaker AI endpoints and quotas" (AWS General Reference) lists them;
    ListServiceQuotas returns only quotas with an applied value, so a missing one is read from
@@ -53,19 +53,13 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from stacks.config import (
-    ConfigError,
-    DeploymentConfig,
-    config_path,
-    load_config,
-    release_stack_name,
-)
-from stacks.plan_deploy import deploy_section
+from sizing.fit import load_config
+from sizing.plan_deploy import deploy_section
+from spec import ConfigError, DeploymentConfig, config_path, release_stack_name
+from spec.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS, OFFLINE_HINT, error_code
 
-#: The CDK's default bootstrap qualifier (cdk.json sets no other).
-BOOTSTRAP_QUALIFIER = "hnb659fds"
 #: What each target checks beyond credentials, account and bootstrap (module docstring).
 CHECKS: dict[str, frozenset[str]] = {
     "all": frozenset({"endpoint-quota", "training-quota", "scaling-role", "token-secret"}),
@@ -113,11 +107,6 @@ def check(
     except BotoCoreError as exc:
         problems.append(f"could not reach SSM in {region}: {exc}")
     return problems
-
-
-#: Application Auto Scaling's service-linked role for SageMaker endpoint variants.
-SCALING_ROLE = "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
-SCALING_SERVICE = "sagemaker.application-autoscaling.amazonaws.com"
 
 
 def quotas_needed(cfg: DeploymentConfig, checks: frozenset[str] = CHECKS["all"]) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """``make prepare-model ENV=prod``: prepare the config's model release on a SageMaker GPU job.
 
-1. The release inputs from config (stacks.config.release_inputs) and their version; a moving
+1. The release inputs from config (spec.release_inputs) and their version; a moving
    revision is refused, and so is a caller without credentials, before anything else.
 2. Already published (its manifest is in the artifact bucket)? Say so and stop: the same inputs
    are never prepared twice. A job already preparing this version (InProgress: a re-run while
@@ -41,12 +41,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from container.model_prep import artifact
 from container.model_prep.manifest import summary
-from stacks.config import (
+from sizing.fit import load_config
+from spec import (
     ConfigError,
     DeploymentConfig,
     artifact_location_uri,
     config_path,
-    load_config,
     release_inputs,
     release_stack_name,
 )

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lambdas.canary_controller.names import COMPLETED, ROLLED_BACK, ROLLING_BACK
-from stacks.config import VARIANT_NAMES, DeploymentConfig
+from spec import VARIANT_NAMES, DeploymentConfig
 from tools import REPO_ROOT
 from tools.aws_command import client, run_on_config
 from tools.canary import ControllerError, invoke

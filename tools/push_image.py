@@ -39,7 +39,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
-from stacks.config import ConfigError, DeploymentConfig, ImageConfig
+from spec import ConfigError, DeploymentConfig, ImageConfig
 from stacks.constructs.image import BUILD_CACHE_TAG, CONTAINER_DIR, MODEL_CONTEXT, image_build_args
 from tools import REPO_ROOT
 from tools.aws_command import client, error_code, run_on_config

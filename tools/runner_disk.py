@@ -2,7 +2,7 @@
 refuse, with the figure they need, before minutes of work end in "no space left on device".
 
 What an image job writes (``dev``, ``prod-canary``: the job image, the model release, the serving
-image), from the figures the plan uses (stacks/scale_out_time.py ``image_terms``):
+image), from the figures the plan uses (sizing/scale_out_time.py ``image_terms``):
 
 - the vLLM GPU base (``GPU_BASE_GB``, an assumption: its size cannot be measured without pulling
   it) twice: a pull keeps the compressed layers and unpacks them, and the unpacked base is not
@@ -29,8 +29,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from stacks.config import ConfigError, DeploymentConfig, config_path, load_config
-from stacks.scale_out_time import GPU_BASE_GB, image_terms
+from sizing.fit import load_config
+from sizing.scale_out_time import GPU_BASE_GB, image_terms
+from spec import ConfigError, DeploymentConfig, config_path
 from tools import REPO_ROOT
 
 GB = 1e9

@@ -1,6 +1,6 @@
 """Write config/schema.json: the JSON Schema of a deployment config, for editors.
 
-Generated from :class:`stacks.config.DeploymentConfig` (pydantic's ``model_json_schema()``, JSON
+Generated from :class:`spec.DeploymentConfig` (pydantic's ``model_json_schema()``, JSON
 Schema draft 2020-12), so the schema cannot say anything the loader does not. The YAML files under
 config/ name it on their first line (``# yaml-language-server: $schema=...``), which the YAML
 language server (VS Code's Red Hat YAML extension, Neovim, Helix, JetBrains) reads to complete
@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from stacks.config import DeploymentConfig
+from spec import DeploymentConfig
 from tools import REPO_ROOT
 
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.json"

@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from sizing.fit import load_config
+from spec import ConfigError, config_path
 from stacks.app_builder import STACK_PARTS, stack_name
-from stacks.config import ConfigError, config_path, load_config
 from tools import REPO_ROOT
 
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import aws_cdk as cdk
 
+from sizing.capacity import CapacityError
+from sizing.deploy_options import DeployOptions
+from sizing.plan import build_plan, render_plan
+from spec import ConfigError
 from stacks.app_builder import build_app, cdk_json_context
-from stacks.capacity import CapacityError
-from stacks.config import ConfigError
-from stacks.deploy_options import DeployOptions
-from stacks.plan import build_plan, render_plan
 from tools import REPO_ROOT
 
 

@@ -154,7 +154,7 @@ class Settings(BaseSettings):
     """--enforce-eager: skip CUDA graph capture (faster start, slower decode). CPU/tests."""
     vllm_memory_profiler_estimate_cudagraphs: ZeroOrOne = "1"
     """vLLM's own switch (read from this environment): 1 subtracts vLLM's CUDA-graph memory
-    estimate from the KV cache budget, as stacks/capacity.py assumes. Set explicitly so a vLLM
+    estimate from the KV cache budget, as sizing/capacity.py assumes. Set explicitly so a vLLM
     default change cannot make the KV cache differ from the plan."""
     vllm_log_level: LogLevel = "info"
     """vLLM's log level (VLLM_LOGGING_LEVEL) and uvicorn's --uvicorn-log-level."""
@@ -306,7 +306,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 #: The deployment config's engine fields (YAML path under ``engine``) -> the Settings field that
-#: defines their default. stacks.config.EngineConfig takes its defaults from here.
+#: defines their default. spec.EngineConfig takes its defaults from here.
 ENGINE_FIELDS: Mapping[str, str] = {
     "gpu_memory_utilization": "vllm_gpu_memory_utilization",
     "max_model_len": "vllm_max_model_len",

@@ -97,7 +97,7 @@ class StepCapacity:
 
 @dataclass(frozen=True)
 class CapacityPlan:
-    """Computed at synth from stacks.capacity and the config; handed to the Lambda as JSON."""
+    """Computed at synth from sizing.capacity and the config; handed to the Lambda as JSON."""
 
     #: Canary instances that serve what one primary instance serves (per-instance concurrency
     #: of the primary's instance type / the canary's).

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from container.serving import metrics_contract as mc
-from stacks.config import MonitoringConfig
+from spec import MonitoringConfig
 from stacks.constructs.metrics import MICROSECONDS_PER_MS
 
 

@@ -12,7 +12,7 @@ cycle (the state machine already references the Lambda); the function's name is 
 too (``<endpoint>-canary-controller``) so ``tools/canary.py`` can invoke it by endpoint name.
 
 The canary's capacity per step is planned at synth, from what one instance serves
-(stacks/rollout_plan.py, from stacks.capacity; the stack passes it in as ``capacity_plan``), and
+(sizing/rollout_plan.py, from sizing.capacity; the stack passes it in as ``capacity_plan``), and
 handed to the Lambda as JSON data; the Lambda raises the canary's scalable-target bounds and
 desired count before each weight step, and in a rollback the primary's before the traffic goes
 back to it (within ``rollout.rollback_capacity_timeout_seconds``). Every wait of the Lambda's
@@ -36,7 +36,7 @@ from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from lambdas.canary_controller.rules import CapacityPlan
-from stacks.config import RolloutConfig
+from spec import RolloutConfig
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (
     checkov_skip,

@@ -15,7 +15,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from stacks.config import VARIANT_NAMES, VariantName
+from spec import VARIANT_NAMES, VariantName
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.metrics_path import per_gpu_search
 

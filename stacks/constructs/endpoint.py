@@ -21,8 +21,7 @@ from constructs import Construct
 
 from container.serving import metrics_contract as mc
 from container.serving.settings import ENGINE_FIELDS
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import (
+from spec import (
     VARIANT_NAMES,
     DeploymentConfig,
     DeploymentPolicy,
@@ -35,6 +34,7 @@ from stacks.config import (
     VariantProperty,
     Variants,
 )
+from spec.catalog import INSTANCE_CATALOG
 from stacks.constructs.metrics_path import metrics_config
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 
@@ -86,7 +86,7 @@ def engine_environment(engine: EngineConfig) -> dict[str, str]:
 
 
 def _traffic_routing(shift: TrafficShift) -> sagemaker.CfnEndpoint.TrafficRoutingConfigProperty:
-    """Step sizes valid for every variant (stacks.config.guardrail_step_errors checks them)."""
+    """Step sizes valid for every variant (spec.guardrail_step_errors checks them)."""
     kind, value = shift.capacity_size
     size = sagemaker.CfnEndpoint.CapacitySizeProperty(type=kind, value=value)
     return sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
@@ -102,7 +102,7 @@ def _routing(
 ) -> sagemaker.CfnEndpointConfig.RoutingConfigProperty | None:
     """The variant's RoutingConfig; none without a ``routing`` section (SageMaker's default,
     random). PrefixAwareRoutingConfig only with PREFIX_AWARE, as the API asks (RoutingConfig
-    in stacks.config checks that and the ranges; the loader checks them against the engine)."""
+    in spec checks that and the ranges; the loader checks them against the engine)."""
     if routing is None:
         return None
     prefix = (
@@ -123,7 +123,7 @@ class ServingEndpoint(Construct):
 
     ``variants`` and ``deployment`` are the config's sections of those names; ``environments``
     and ``image_uris`` give each variant's container (:func:`container_environment`);
-    ``resets`` is what a deploy resets on purpose (``stacks.update_semantics.reset_properties``).
+    ``resets`` is what a deploy resets on purpose (``sizing.update_semantics.reset_properties``).
     ``pool_environments`` gives, per variant and instance type, the container of each instance
     pool whose engine differs from the variant's (:func:`pool_environments`): each gets its own
     Model, named in the pool's ModelNameOverride; ``models`` holds them as ``variant@type``.
@@ -271,7 +271,7 @@ class ServingEndpoint(Construct):
                 )
             )
         # A deploy keeps the live instance counts and weights (autoscaling's and the canary
-        # controller's) unless the config resets one on purpose: stacks.update_semantics.
+        # controller's) unless the config resets one on purpose: sizing.update_semantics.
         self.endpoint = sagemaker.CfnEndpoint(
             self,
             "Endpoint",

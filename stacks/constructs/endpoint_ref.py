@@ -17,7 +17,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from stacks.config import VariantName
+from spec import VariantName
 from stacks.constructs.metrics import MetricOptions, variant_metric
 
 

@@ -21,7 +21,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from stacks.config import DeploymentConfig, ImageConfig, artifact_dir, artifact_version
+from spec import DeploymentConfig, ImageConfig, artifact_dir, artifact_version
 from stacks.constructs.python_lambda import checkov_skip
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 

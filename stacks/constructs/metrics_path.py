@@ -44,7 +44,7 @@ from __future__ import annotations
 from aws_cdk import aws_sagemaker as sagemaker
 
 from container.serving import metrics_contract as mc
-from stacks.config import MetricsPath
+from spec import MetricsPath
 
 
 def metrics_config(path: MetricsPath) -> sagemaker.CfnEndpointConfig.MetricsConfigProperty:

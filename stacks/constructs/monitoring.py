@@ -21,7 +21,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from stacks.config import VARIANT_NAMES, MonitoringConfig
+from spec import VARIANT_NAMES, MonitoringConfig
 from stacks.constructs.alarm_rules import variant_rules
 from stacks.constructs.dashboard import ServingDashboard
 from stacks.constructs.endpoint_ref import EndpointRef

@@ -5,7 +5,7 @@ Issue 20 item 2 asks for rollback signals that mean regression (error rates, TTF
 container's metrics, the canary's latency relative to the primary's) over absolute figures. The
 error-rate comparison is the controller's own evidence rule (``rollout.max_error_rate_increase_
 percent``); the absolute ModelLatency alarm stays as a ceiling checked against the speed model
-(stacks.speed_plan). These alarms add the relative latency: CloudWatch metric math
+(sizing.speed_plan). These alarms add the relative latency: CloudWatch metric math
 (CloudWatch user guide, "Using metric math"; "Create a CloudWatch alarm based on a metric math
 expression") divides the canary's figure by the primary's each minute, and ``IF`` keeps the
 minutes where the canary served too few requests for a p99 at 0 (not breaching).
@@ -22,7 +22,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from stacks.config import RolloutConfig
+from spec import RolloutConfig
 from stacks.constructs.endpoint_ref import EndpointRef
 
 #: (construct id, metric, statistic, what it measures): the two latencies compared.

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from stacks.config import VARIANT_NAMES, DeploymentPolicy, VariantName
+from spec import VARIANT_NAMES, DeploymentPolicy, VariantName
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.metrics import MICROSECONDS_PER_MS
 

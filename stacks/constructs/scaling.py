@@ -6,7 +6,7 @@ step-scaling policies driven by CloudWatch alarms on contract or SageMaker metri
 targets: recurring scheduled actions written in local time with their IANA time zone (MinCapacity
 written = floor + standby instances), and for each release in the calendar a one-off pre-scale
 ``at(...)`` and a restore to what the recurring schedules hold at that moment: the list
-``stacks.config.bounds_changes`` gives, which the simulator replays too (simulator/schedule.py).
+``spec.bounds_changes`` gives, which the simulator replays too (simulator/schedule.py).
 
 The construct takes :class:`ScalingProps` (the endpoint name, the scaling section and the
 concurrency targets), not the whole DeploymentConfig.
@@ -25,7 +25,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from stacks.config import (
+from sizing.scaling_target import concurrency_target
+from spec import (
     DeploymentConfig,
     ScalingConfig,
     StepPolicy,
@@ -33,7 +34,6 @@ from stacks.config import (
     bounds_changes,
 )
 from stacks.constructs.metrics import variant_metric
-from stacks.scaling_target import concurrency_target
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
@@ -90,7 +90,7 @@ class ScalingProps:
     endpoint_name: str
     scaling: ScalingConfig
     #: Target of concurrency target tracking per variant that tracks concurrency
-    #: (stacks.capacity.concurrency_target: it needs the engine and the instance's KV cache).
+    #: (sizing.capacity.concurrency_target: it needs the engine and the instance's KV cache).
     concurrency_targets: Mapping[VariantName, float]
 
     @classmethod

@@ -32,7 +32,7 @@ from constructs import Construct
 
 from lambdas.smoke_gate.checks import call_count
 from lambdas.smoke_gate.handler import query_interval_seconds, round_timeout_seconds
-from stacks.config import SmokeGateConfig
+from spec import SmokeGateConfig
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (
     lambda_role,

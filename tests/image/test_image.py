@@ -226,7 +226,7 @@ def test_the_build_refuses_a_release_of_another_version(tmp_path: Path) -> None:
 
 
 def test_the_committed_image_size_is_what_this_build_measures() -> None:
-    """stacks.scale_out_time sizes the GPU image from docs/measurements/image_size.json (the
+    """sizing.scale_out_time sizes the GPU image from docs/measurements/image_size.json (the
     product's layers above the base); a Dockerfile change that moves them by more than a quarter
     must re-record it (`make image-size`), or the plan's pull time would be stale."""
     from tools.image_size import OUT, measure

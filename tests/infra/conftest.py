@@ -13,9 +13,10 @@ import pytest
 import yaml
 from aws_cdk.assertions import Template
 
+from sizing.deploy_options import DeployOptions
+from sizing.fit import load_config, parse_config
+from spec import ConfigError, DeploymentConfig
 from stacks.app_builder import build_stacks, cdk_json_context
-from stacks.config import ConfigError, DeploymentConfig, load_config, parse_config
-from stacks.deploy_options import DeployOptions
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

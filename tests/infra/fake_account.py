@@ -21,7 +21,7 @@ What the fakes do, and where each rule comes from:
   "Update a multi-container endpoint"); any change to a variant replaces the EndpointConfig
   (``ProductionVariants``: replacement); a new EndpointConfig is an UpdateEndpoint with
   RetainAllVariantProperties true and the configured resets excluded (UpdateEndpoint API
-  reference; stacks.update_semantics), so weights and counts are kept unless reset. A template
+  reference; sizing.update_semantics), so weights and counts are kept unless reset. A template
   whose endpoint config is unchanged changes nothing on the endpoint (the reset flags act with an
   UpdateEndpoint; a change of those flags alone is not modelled). A failed deploy rolls back:
   the endpoint keeps its config. The blue/green shift and the smoke gate are not modelled.
@@ -54,9 +54,10 @@ from botocore.validate import validate_parameters
 from lambdas.canary_controller import names, store
 from lambdas.canary_controller.names import COMPLETED, LOCKED, ROLLED_BACK, ROLLING_BACK, RUNNING
 from simulator.rollout import controller_rules
-from stacks.config import VARIANT_NAMES, DeploymentConfig, config_path, load_config
+from sizing.deploy_options import DeployOptions
+from sizing.fit import load_config
+from spec import VARIANT_NAMES, DeploymentConfig, config_path
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
-from stacks.deploy_options import DeployOptions
 from tools.deploy import deployed_stacks
 
 REGION = "us-east-1"

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from stacks.capacity import (
+from sizing.capacity import (
     CapacityError,
     estimate,
     kv_bytes_per_token,
     sampler_bytes,
     weight_bytes,
 )
-from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
-from stacks.config import BaseModelConfig, ModelArchitecture
-from stacks.plan import build_plan, render_plan
-from stacks.scaling_target import concurrency_target
+from sizing.plan import build_plan, render_plan
+from sizing.scaling_target import concurrency_target
+from spec import BaseModelConfig, ModelArchitecture
+from spec.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 
 from .conftest import parse
 

@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from stacks.config import ConfigError, load_config
+from sizing.fit import load_config
+from spec import ConfigError
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, invalid, load_env, parse
 

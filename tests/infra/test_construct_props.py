@@ -15,14 +15,14 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from container.serving import metrics_contract as mc
-from stacks import catalog
-from stacks.config import (
+from spec import (
     DeploymentPolicy,
     ImageConfig,
     MonitoringConfig,
     TrafficShift,
     VariantConfig,
     Variants,
+    catalog,
 )
 from stacks.constructs.endpoint import ServingEndpoint
 from stacks.constructs.endpoint_ref import EndpointRef

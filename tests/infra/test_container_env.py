@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stacks.config import config_path, load_config
+from sizing.fit import load_config
+from spec import config_path
 from stacks.constructs.endpoint import container_environment
 from stacks.constructs.image import image_build_args
 from tools import container_env

@@ -19,15 +19,16 @@ import pytest
 from aws_cdk.assertions import Match, Template
 from botocore import xform_name
 
+from sizing import release_jobs
+from spec import DeploymentConfig, github_subjects
 from stacks.app_builder import build_stacks, cdk_json_context
-from stacks.config import DeploymentConfig, github_subjects
 from stacks.deploy_access_stack import (
     ARTIFACT_KEY_EXPORT,
     PREP_ROLE_EXPORT,
     DeployAccessStack,
     preparation_job_prefix,
 )
-from tools import deploy_access, release_jobs
+from tools import deploy_access
 from tools.validate import run_cfn_lint, run_checkov
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, parse, raw_config

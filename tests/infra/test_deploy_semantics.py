@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from stacks.config import ConfigError
-from stacks.deploy_options import DeployOptions
-from stacks.update_semantics import green_fleet_size, retained_properties, weights_after_update
+from sizing.deploy_options import DeployOptions
+from sizing.update_semantics import green_fleet_size, retained_properties, weights_after_update
+from spec import ConfigError
 
 from .conftest import parse, synth_templates
 
@@ -269,8 +269,8 @@ def test_bad_deploy_options_name_the_context_key() -> None:
 
 
 def test_plan_says_what_a_deploy_does_to_the_fleet(mutate, prod_cfg, prod_templates) -> None:
-    from stacks.plan import build_plan, render_plan
-    from stacks.plan_deploy import deploy_section
+    from sizing.plan import build_plan, render_plan
+    from sizing.plan_deploy import deploy_section
 
     plan = build_plan(prod_cfg, {k: t.to_json() for k, t in prod_templates.items()})
     d = plan["deploy"]

@@ -17,8 +17,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from stacks.config import DeploymentConfig
-from stacks.deploy_options import DeployOptions
+from sizing.deploy_options import DeployOptions
+from spec import DeploymentConfig
 from tools import deploy as tool
 
 from .conftest import load_env, parse, raw_config

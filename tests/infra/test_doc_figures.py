@@ -2,7 +2,7 @@
 
 The capacity terms were refitted (issue 22) and every figure downstream of them moved: quoted
 by hand, the pages would keep the old ones. Each line of a quoted plan block (the elisions
-excepted) must be a line, or the start of a line, of what `stacks.plan.render_plan` prints for
+excepted) must be a line, or the start of a line, of what `sizing.plan.render_plan` prints for
 config/prod.yaml today."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stacks.plan import build_plan, render_plan
+from sizing.plan import build_plan, render_plan
 
 REPO = Path(__file__).resolve().parents[2]
 

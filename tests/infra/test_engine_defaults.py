@@ -1,12 +1,12 @@
 """The deployment config's engine defaults are the serving container's defaults: one definition
-(container/serving/settings.py), read by stacks.config through ``engine_default``."""
+(container/serving/settings.py), read by spec through ``engine_default``."""
 
 from __future__ import annotations
 
 import pytest
 
 from container.serving import settings
-from stacks.config import ContextBudget, EngineConfig
+from spec import ContextBudget, EngineConfig
 
 
 def _config_default(path: str) -> object:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stacks.config import ImageConfig, VariantConfig, Variants, artifact_dir, release_inputs
+from spec import ImageConfig, VariantConfig, Variants, artifact_dir, release_inputs
 from stacks.constructs.image import image_build_args
 
 from .conftest import synth_templates

@@ -16,13 +16,13 @@ from aws_cdk.assertions import Capture, Match, Template
 
 from simulator import scenario_pools
 from simulator.assumptions import Assumptions
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import load_config
-from stacks.deploy_options import DeployOptions
-from stacks.plan import build_plan, render_plan
-from stacks.plan_deploy import deploy_section
-from stacks.scaling_target import concurrency_target, pool_bases, target_basis
-from stacks.speed_plan import healthy_latency_p99_ms
+from sizing.deploy_options import DeployOptions
+from sizing.fit import load_config
+from sizing.plan import build_plan, render_plan
+from sizing.plan_deploy import deploy_section
+from sizing.scaling_target import concurrency_target, pool_bases, target_basis
+from sizing.speed_plan import healthy_latency_p99_ms
+from spec.catalog import INSTANCE_CATALOG
 from tools.deploy import LiveEndpoint, LiveVariant, live_placement, plan_deploy
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, parse, synth_templates

@@ -18,9 +18,9 @@ import pytest
 from aws_cdk.assertions import Template
 from botocore.stub import Stubber
 
+from sizing.deploy_options import DeployOptions
+from spec import ConfigError, DeploymentConfig
 from stacks.app_builder import build_stacks, cdk_json_context
-from stacks.config import ConfigError, DeploymentConfig
-from stacks.deploy_options import DeployOptions
 from stacks.image_stack import KEEP_TAGS_CONTEXT
 from tools import live_images
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from stacks.config import ConfigError
-from stacks.deploy_options import DeployOptions
+from sizing.deploy_options import DeployOptions
+from spec import ConfigError
 from tools import deploy as deploy_tool
 from tools.live_images import ImageRefused, repository_tag, resolve
 

@@ -1,4 +1,4 @@
-"""LoRA's cost in the speed model (stacks/lora_cost.py) against the device's measurements."""
+"""LoRA's cost in the speed model (sizing/lora_cost.py) against the device's measurements."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from stacks import speed_model
-from stacks.config import load_config
-from stacks.lora_cost import MEASURED
-from stacks.serving_speed import efficiency, serves_adapters, with_lora
+from sizing import speed_model
+from sizing.fit import load_config
+from sizing.lora_cost import MEASURED
+from sizing.serving_speed import efficiency, serves_adapters, with_lora
 
 REPO = Path(__file__).resolve().parents[2]
 CFG = load_config(REPO / "config" / "prod.yaml", env="prod")

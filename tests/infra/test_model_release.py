@@ -15,7 +15,8 @@ from moto import mock_aws
 
 from container.model_prep import artifact, release
 from container.model_prep.manifest import ManifestError, sha256, verify_tree, write_manifest
-from stacks.config import ConfigError, load_config, parse_config, release_inputs
+from sizing.fit import load_config, parse_config
+from spec import ConfigError, release_inputs
 from tools import model_release
 
 BUCKET = "releases"
@@ -147,7 +148,7 @@ def test_a_gated_base_without_a_token_secret_is_a_synth_error_naming_the_field(
 
 
 def test_the_committed_configs_name_the_token_secret_of_their_gated_base() -> None:
-    from stacks.config.model_prep import is_gated
+    from spec.model_prep import is_gated
 
     config = Path(__file__).resolve().parents[2] / "config"
     for path in [*config.glob("*.yaml"), *(config / "examples").glob("*.yaml")]:

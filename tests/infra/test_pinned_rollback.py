@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stacks.config import load_config
-from stacks.deploy_options import DeployOptions
-from stacks.speed_plan import rollback_latency_problems
+from sizing.deploy_options import DeployOptions
+from sizing.fit import load_config
+from sizing.speed_plan import rollback_latency_problems
 
 REPO = Path(__file__).resolve().parents[2]
 PROD = load_config(REPO / "config" / "prod.yaml", env="prod")

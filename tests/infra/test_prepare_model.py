@@ -19,7 +19,7 @@ from moto import mock_aws
 from container.model_prep import artifact
 from container.model_prep.manifest import write_manifest
 from container.model_prep.release import ReleaseInputs
-from stacks.config import ModelPrepConfig, artifact_location_uri, release_inputs
+from spec import ModelPrepConfig, artifact_location_uri, release_inputs
 from tools import prepare_model
 
 ACCOUNT = "123456789012"  # moto's

@@ -213,7 +213,7 @@ def test_ci_config_writes_the_region_role_and_image_tag_as_job_outputs(tmp_path:
 def test_ci_config_warns_when_the_release_job_outlasts_a_hosted_runner(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tools import release_jobs
+    from sizing import release_jobs
 
     monkeypatch.setattr(release_jobs, "IMAGE_BUILD_SECONDS", 3 * 3600)  # a slow build
     environ = {"DEPLOY_ROLE_ARN_DEV": ROLE, "GITHUB_OUTPUT": str(tmp_path / "out")}
@@ -262,7 +262,7 @@ def test_ci_config_checks_the_diff_role_for_the_pull_request_workflow(
 def test_ci_config_refuses_a_role_in_another_account_than_the_config_names(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from stacks.config import ConfigError
+    from spec import ConfigError
 
     from .conftest import load_env
 

@@ -11,9 +11,9 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
+from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, healthy_latency_p99_ms
+from spec import ConfigError
 from stacks.app_builder import build_stacks, cdk_json_context
-from stacks.config import ConfigError
-from stacks.speed_plan import ROLLBACK_LATENCY_HEADROOM, healthy_latency_p99_ms
 
 from .conftest import REPO_ROOT, load_env, parse
 

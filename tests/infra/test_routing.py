@@ -15,10 +15,10 @@ from aws_cdk.assertions import Match
 
 from container.serving import warmup
 from lambdas.smoke_gate import checks
-from stacks.capacity import estimate
-from stacks.config import DeploymentConfig, RoutingConfig, prefix_floor_bytes
+from sizing.capacity import estimate
+from sizing.plan import build_plan, render_plan
+from spec import DeploymentConfig, RoutingConfig, prefix_floor_bytes
 from stacks.constructs.endpoint import _routing
-from stacks.plan import build_plan, render_plan
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, load_env, parse
 

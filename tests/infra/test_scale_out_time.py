@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from simulator.assumptions import Assumptions
-from stacks.capacity import weight_bytes
-from stacks.plan import build_plan, render_plan
-from stacks.scale_out_time import GPU_BASE_GB, PUBLISHED_P50, measured_layers, time_to_serve
-from stacks.update_semantics import ASSUMED_READY_SECONDS
+from sizing.capacity import weight_bytes
+from sizing.plan import build_plan, render_plan
+from sizing.scale_out_time import GPU_BASE_GB, PUBLISHED_P50, measured_layers, time_to_serve
+from spec.instance_start import ASSUMED_READY_SECONDS
 from tests.infra.conftest import REPO_ROOT as REPO
 from tests.infra.conftest import parse
 
@@ -88,14 +88,14 @@ def test_make_simulate_prints_the_scale_out_figure_it_uses(prod_cfg, tmp_path, c
     assert rc == 0
     assert (
         f"scale-out (primary): a scale-out serves {t.cached_seconds:g} s after the decision "
-        f"(AWS's P50 with the image cached, stacks/scale_out_time.py; {t.uncached_seconds:g} s "
+        f"(AWS's P50 with the image cached, sizing/scale_out_time.py; {t.uncached_seconds:g} s "
         "uncached"
     ) in out
 
 
 def test_a_pool_variant_prints_when_a_fallback_pool_serves() -> None:
-    from stacks.config import load_config
-    from stacks.scale_out_time import ICE_SECONDS
+    from sizing.scale_out_time import ICE_SECONDS
+    from spec import load_config
 
     cfg = load_config(REPO / "config" / "examples" / "prod-pools.yaml", env="prod")
     text = render_plan(build_plan(cfg, {}))

@@ -16,7 +16,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.assertions import Capture, Match, Template
 
 from container.serving import metrics_contract as mc
-from stacks.config import DeploymentConfig, ScalingConfig, VariantName, bounds_changes
+from spec import DeploymentConfig, ScalingConfig, VariantName, bounds_changes
 from stacks.constructs.scaling import EndpointScaling, ScalingProps
 
 ENDPOINT = "mangaassist-vllm-prod"
@@ -342,7 +342,7 @@ def test_release_window_counts_elapsed_hours_across_a_dst_change() -> None:
 def test_written_actions_are_the_bounds_changes_the_simulator_replays(
     prod_cfg: DeploymentConfig, endpoint: Template
 ) -> None:
-    """One list (stacks.config.bounds_changes) feeds the template and simulator/schedule.py."""
+    """One list (spec.bounds_changes) feeds the template and simulator/schedule.py."""
     written = list(scheduled_actions(endpoint).values())
     assert written == [
         {

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from stacks.config import ScheduledAction, aas_cron, bounds_changes
+from spec import ScheduledAction, aas_cron, bounds_changes
 
 from .conftest import assert_names_yaml_path, invalid, load_env, parse, raw_config
 
@@ -163,7 +163,7 @@ def test_a_recurring_change_fires_by_its_cron_and_a_one_off_once() -> None:
 def test_a_max_capacity_no_schedule_allows_is_a_plan_warning_naming_the_field() -> None:
     """dev's schedules write max 1 and 2: a primary max_capacity of 5 is never reached once one
     has fired, yet the plan priced and quota'd 5 without a word."""
-    from stacks.plan import render_plan, unreachable_ceiling
+    from sizing.plan import render_plan, unreachable_ceiling
 
     raw = raw_config("dev")
     raw["scaling"]["variants"]["primary"]["max_capacity"] = 5
@@ -173,7 +173,7 @@ def test_a_max_capacity_no_schedule_allows_is_a_plan_warning_naming_the_field() 
     assert warning.startswith("scaling.variants.primary.max_capacity 5 is never reached")
     assert "allow at most 2 (dev-night-floor 1, dev-day-ceiling 2)" in warning
     assert unreachable_ceiling(cfg.scaling, "canary") is None  # no schedule: reachable
-    from stacks.plan import build_plan
+    from sizing.plan import build_plan
 
     assert f"WARNING: {warning}" in render_plan(build_plan(cfg, {}))
     # the shipped configs reach their ceilings

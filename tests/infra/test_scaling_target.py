@@ -11,10 +11,10 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
+from sizing.plan import build_plan, render_plan
+from sizing.scaling_target import concurrency_target, target_basis, unmet_slo_warnings
+from spec import ConfigError, DeploymentConfig
 from stacks.app_builder import build_stacks
-from stacks.config import ConfigError, DeploymentConfig
-from stacks.plan import build_plan, render_plan
-from stacks.scaling_target import concurrency_target, target_basis, unmet_slo_warnings
 from tests.infra.conftest import parse
 
 

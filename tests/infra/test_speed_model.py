@@ -1,8 +1,8 @@
-"""The speed model (stacks/speed_model.py) against the committed GPU measurements.
+"""The speed model (sizing/speed_model.py) against the committed GPU measurements.
 
 docs/measurements/speed_h100_vllm0.26.json is what bench/speed_bench.py measured on an H100 with
 vLLM 0.26.0; the model's committed constants must reproduce every figure of it within the bounds
-in stacks.speed_fit.BOUNDS (the fit itself: ``python -m stacks.speed_fit --fit``).
+in sizing.speed_fit.BOUNDS (the fit itself: ``python -m sizing.speed_fit --fit``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from stacks import speed_model as sm
-from stacks.speed_fit import BOUNDS, LLAMA3_8B, MEASUREMENTS, errors, summary
+from sizing import speed_model as sm
+from sizing.speed_fit import BOUNDS, LLAMA3_8B, MEASUREMENTS, errors, summary
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_the_measurements_say_what_ran_where() -> None:
 @pytest.mark.parametrize("figure", list(BOUNDS))
 def test_the_fit_holds_every_figure_within_its_bound(errs: list, figure: str) -> None:
     """Every measured figure, each phase against its own bound (looser where the requests share
-    a prefix: stacks.speed_fit.PREFIX_BOUNDS says why)."""
+    a prefix: sizing.speed_fit.PREFIX_BOUNDS says why)."""
     assert summary(errs)[figure][2] >= 5
     bad = [
         f"{e.engine}/{e.name}: measured {e.measured:.4g}, model {e.predicted:.4g}"
@@ -110,7 +110,7 @@ def test_a_workload_needs_one_way_of_arriving() -> None:
 def test_the_plan_names_an_slo_no_concurrency_meets() -> None:
     """prod on an A10G: 180 tokens within 2 s p99 is out of reach (the issue's own example);
     the plan says so with the best the instance can do, and which bound binds."""
-    from stacks.speed_plan import render_speed, speed_section
+    from sizing.speed_plan import render_speed, speed_section
 
     from .conftest import parse, raw_config
 
@@ -138,7 +138,7 @@ def test_the_plan_names_an_slo_no_concurrency_meets() -> None:
 
 @pytest.fixture(scope="module")
 def published() -> list:
-    from stacks import speed_evidence
+    from sizing import speed_evidence
 
     return speed_evidence.errors()
 
@@ -153,7 +153,7 @@ def test_every_published_point_names_its_source_and_settings() -> None:
 
 def test_the_model_is_within_its_bound_of_every_fitted_published_point(published: list) -> None:
     """After each GPU's efficiency, every fitted point within +-15 % (the issue's bound)."""
-    from stacks.speed_evidence import FIT_BOUND
+    from sizing.speed_evidence import FIT_BOUND
 
     fitted = [e for e in published if e.point.use == "fit"]
     assert {e.point.gpu for e in fitted} >= {"A10G", "L4", "A100 40GB"}
@@ -167,8 +167,8 @@ def test_the_model_is_within_its_bound_of_every_fitted_published_point(published
 
 def test_each_gpus_band_covers_the_error_of_each_of_its_points(published: list) -> None:
     """The band the solver plans on contains every fitted point's published/model ratio, and is
-    the one stacks.speed_evidence.band computes from them (the committed figures are current)."""
-    from stacks.speed_evidence import band
+    the one sizing.speed_evidence.band computes from them (the committed figures are current)."""
+    from sizing.speed_evidence import band
 
     for gpu in {e.point.gpu for e in published if e.point.use == "fit"}:
         low, high = sm.speed_band(gpu)
@@ -199,8 +199,8 @@ def test_a_gpu_without_published_points_gets_the_widest_band() -> None:
 
 
 def test_the_committed_efficiencies_are_the_fit() -> None:
-    """``python -m stacks.speed_evidence --fit`` gives the committed Gpu.efficiency (+-0.01)."""
-    from stacks.speed_evidence import fit_gpu, load
+    """``python -m sizing.speed_evidence --fit`` gives the committed Gpu.efficiency (+-0.01)."""
+    from sizing.speed_evidence import fit_gpu, load
 
     points = load()
     for gpu in ("A10G", "L4"):

@@ -2,7 +2,7 @@
 
 Each row of vllm_startup_logs.yaml is a published vLLM start-up log: where it is, the GPU, model
 and settings, and the exact line with the KV cache vLLM reported.
-:func:`stacks.capacity.memory_terms` predicts every row with the same constants (no per-row
+:func:`sizing.capacity.memory_terms` predicts every row with the same constants (no per-row
 fitting); the only per-row inputs are the row's own settings, the GPU memory CUDA reported (from
 the log where it prints it, else the catalog) and whether that vLLM version subtracts its
 CUDA-graph estimate from the KV budget (vLLM >= 0.21 with graphs on: "CUDA graph memory profiling
@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import yaml
 
-from stacks.capacity import GIB, MemoryTerm, kv_bytes_per_token, kv_cache_tokens, memory_terms
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import ModelArchitecture
+from sizing.capacity import GIB, MemoryTerm, kv_bytes_per_token, kv_cache_tokens, memory_terms
+from spec import ModelArchitecture
+from spec.catalog import INSTANCE_CATALOG
 
 TOLERANCE = 0.05
 #: The rows: one published log each (source, GPU, settings, the quoted line).
@@ -196,7 +196,7 @@ def test_non_torch_term_covers_every_v1_log_and_not_much_more() -> None:
 
 
 def test_the_sampler_term_scales_with_sequences_and_vocabulary() -> None:
-    from stacks.capacity import sampler_bytes
+    from sizing.capacity import sampler_bytes
 
     assert sampler_bytes(QWEN3_8B, 256) / sampler_bytes(LLAMA_3_8B, 256) == pytest.approx(
         151936 / 128256, rel=1e-6

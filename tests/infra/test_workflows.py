@@ -207,7 +207,7 @@ def test_the_pull_request_workflow_tests_lints_plans_every_env_and_diffs_dev_whe
 def config_outputs() -> dict[str, str]:
     """release.yml's ``config`` job outputs as ``make ci-config`` computes them for the committed
     configs (tools/ci_config.py), each resolved through its ``steps.<id>.outputs.<key>``."""
-    from stacks.config import config_path, load_config
+    from spec import config_path, load_config
     from tools import ci_config
 
     wf = release()["jobs"]["config"]
@@ -241,10 +241,10 @@ def resolve(value: Any, outputs: dict[str, str]) -> int:
 def test_every_session_outlives_its_job_and_fits_the_roles_max_session() -> None:
     """Issue 31, item 1: a job that assumes the deploy role asks for a session at least as long
     as its own timeout (GitHub ends the job there), computed from the job's steps' bounds
-    (tools/release_jobs.py); and no longer than the role's MaxSessionDuration (STS refuses
+    (sizing/release_jobs.py); and no longer than the role's MaxSessionDuration (STS refuses
     that), which DeployAccessStack sets from the same bounds."""
-    from stacks.config import config_path, load_config
-    from tools import release_jobs
+    from sizing import release_jobs
+    from spec import config_path, load_config
 
     outputs = config_outputs()
     roles: dict[str, set[str]] = {}

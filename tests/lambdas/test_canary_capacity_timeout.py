@@ -20,9 +20,10 @@ import yaml
 
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
-from stacks.config import ConfigError, RolloutConfig, load_config, parse_config
-from stacks.config.operations import CAPACITY_WAIT_INSTANCE_STARTS
-from stacks.update_semantics import ASSUMED_READY_SECONDS
+from sizing.fit import load_config, parse_config
+from spec import ConfigError, RolloutConfig
+from spec.instance_start import ASSUMED_READY_SECONDS
+from spec.operations import CAPACITY_WAIT_INSTANCE_STARTS
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
 from tests.lambdas.conftest import (
     BAKE,

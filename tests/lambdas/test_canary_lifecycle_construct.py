@@ -24,7 +24,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from lambdas.canary_controller.names import EXECUTION_ENDED, EXECUTION_ENDED_STATUSES
-from stacks.config import load_config
+from sizing.fit import load_config
 from stacks.constructs.rollout_state_machine import (
     EVENTS_PER_ITERATION,
     HISTORY_EVENT_LIMIT,

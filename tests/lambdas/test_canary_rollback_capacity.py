@@ -32,9 +32,9 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
-from stacks.config import load_config
-from stacks.config.operations import ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS
-from stacks.update_semantics import ASSUMED_READY_SECONDS
+from sizing.fit import load_config
+from spec.instance_start import ASSUMED_READY_SECONDS
+from spec.operations import ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
 from tests.lambdas.conftest import (
     CHECK,

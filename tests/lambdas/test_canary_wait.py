@@ -24,8 +24,8 @@ from botocore.stub import Stubber
 
 import tools.canary as cli
 from lambdas.canary_controller import names
-from stacks.config import load_config
-from stacks.update_semantics import ASSUMED_READY_SECONDS
+from sizing.fit import load_config
+from spec.instance_start import ASSUMED_READY_SECONDS
 from tests.lambdas.conftest import ENDPOINT, FakeLambda, World, write_test_config
 
 REPO = Path(__file__).resolve().parents[2]

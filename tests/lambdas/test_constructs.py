@@ -16,17 +16,12 @@ from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Annotations, Capture, Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.config import (
-    VARIANT_NAMES,
-    DeploymentConfig,
-    RolloutConfig,
-    SmokeGateConfig,
-    load_config,
-)
+from sizing.fit import load_config
+from sizing.rollout_plan import rollout_capacity_plan
+from spec import VARIANT_NAMES, DeploymentConfig, RolloutConfig, SmokeGateConfig
 from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.smoke_gate import SmokeGate
-from stacks.rollout_plan import rollout_capacity_plan
 from tools.validate import run_cfn_lint, run_checkov, templates_in
 
 REPO = Path(__file__).resolve().parents[2]
@@ -343,7 +338,7 @@ def test_checkov_finds_nothing(stacks: dict[str, cdk.Stack], outdir: Path) -> No
 def test_evidence_settings_are_validated_naming_the_field(field: str, value: Any) -> None:
     import yaml
 
-    from stacks.config import ConfigError, parse_config
+    from spec import ConfigError, parse_config
 
     raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
     raw["rollout"][field] = value

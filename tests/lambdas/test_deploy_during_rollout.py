@@ -13,7 +13,7 @@ import pytest
 from botocore.stub import Stubber
 
 import tools.deploy as tool
-from stacks.deploy_options import DeployOptions
+from sizing.deploy_options import DeployOptions
 from tests.lambdas.conftest import ENDPOINT, REGION, FakeLambda, World, write_test_config
 
 

@@ -14,8 +14,9 @@ import yaml
 from simulator.assumptions import Assumptions
 from simulator.run import Result, simulate
 from simulator.traces import Trace
-from stacks.config import DeploymentConfig, parse_config
-from stacks.scaling_target import BRIEF_PREFIX_HIT_RATE
+from sizing.fit import parse_config
+from sizing.scaling_target import BRIEF_PREFIX_HIT_RATE
+from spec import DeploymentConfig
 
 PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
 #: The constant per-instance speed the simulator defaulted to before issue 24 (45 tok/s decode,
@@ -50,7 +51,7 @@ IDLE_IN: dict[str, Any] = {
 #: ml.g6e.xlarge fleet (ml.g5.xlarge; primary 2..8 starting at 4, canary 2; the schedules and the
 #: release calendar below). Kept here so the mechanics tests do not move with prod's fleet.
 LEGACY_INSTANCE_TYPE = "ml.g5.xlarge"
-#: What synth asks of an ml.g5.xlarge fleet (stacks.speed_plan.rollback_latency_problems): 1.25 x
+#: What synth asks of an ml.g5.xlarge fleet (sizing.speed_plan.rollback_latency_problems): 1.25 x
 #: the 67,247 ms p99 a healthy one shows at its target of 63 in flight, at the speed model's
 #: pessimistic edge with LoRA's measured cost.
 LEGACY_ROLLBACK_P99_MS = 85_000

@@ -13,8 +13,9 @@ from simulator.cli import main
 from simulator.fleet_scenarios import RUNNERS
 from simulator.fleet_solver import apply, current
 from simulator.slo_gate import evaluate
-from stacks.config import SCENARIO_NAMES, ConfigError, DeploymentConfig, load_config, parse_config
-from stacks.config.yaml_source import read_yaml
+from sizing.fit import load_config, parse_config
+from spec import SCENARIO_NAMES, ConfigError, DeploymentConfig
+from spec.yaml_source import read_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -150,7 +151,7 @@ def test_a_bad_fleet_section_fails_naming_the_field(fleet: dict[str, Any], field
 
 
 def test_a_measured_hit_rate_replaces_the_routing_simulations() -> None:
-    from stacks.serving_speed import hit_rate_source, planned_hit_rate
+    from sizing.serving_speed import hit_rate_source, planned_hit_rate
 
     raw = _raw()
     raw["fleet"] = {
@@ -182,7 +183,7 @@ def test_the_committed_prod_fleet_is_the_solvers_for_its_type_and_the_doc_quotes
 
 
 def test_prods_accepted_risk_is_replayed_reported_and_printed_by_the_plan(prod_report) -> None:  # type: ignore[no-untyped-def]
-    from stacks.plan import fleet_section, render_fleet
+    from sizing.plan import fleet_section, render_fleet
 
     soft = [v for v in prod_report.verdicts if v.best_effort is not None]
     assert [v.scenario for v in soft] == ["unannounced-4x"]

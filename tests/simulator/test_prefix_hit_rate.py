@@ -1,4 +1,4 @@
-"""The planned prefix-cache hit rates (stacks/prefix_hit_rate.py) are what the routing simulation
+"""The planned prefix-cache hit rates (sizing/prefix_hit_rate.py) are what the routing simulation
 finds: re-run at the evening peak (20:00 JST, 8 instances), where every strategy is lowest."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 from simulator.routing import compare, windows
 from simulator.traces import resolve
-from stacks.config import load_config
-from stacks.prefix_hit_rate import ROUTING_SIM_HIT_RATE, routing_hit_rate
-from stacks.serving_speed import planned_hit_rate
+from sizing.fit import load_config
+from sizing.prefix_hit_rate import ROUTING_SIM_HIT_RATE, routing_hit_rate
+from sizing.serving_speed import planned_hit_rate
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -22,9 +22,9 @@ from simulator.run import simulate
 from simulator.scaling_policies import SimulationError
 from simulator.scenario_deploy import hour_figures, jp_evening, todays_config, write
 from simulator.traces import BUILTIN
-from stacks.config import load_config
-from stacks.deploy_options import DeployOptions
-from stacks.update_semantics import update_phases
+from sizing.deploy_options import DeployOptions
+from sizing.fit import load_config
+from sizing.update_semantics import update_phases
 
 PROD = legacy_prod()
 COMMITTED = load_config(Path(__file__).resolve().parents[2] / "config" / "prod.yaml", env="prod")
@@ -116,7 +116,7 @@ def test_make_deploy_raises_to_the_schedule_floor_before_the_update() -> None:
     assert (raise_.seconds, raise_.desired_from, raise_.desired_to) == (90 * 60, 4, 6)
     log = dict((what, t) for t, what in res.runs["primary"].operator_log)
     # UpdateEndpoint only once the raised instances serve: instances of the running tag, so the
-    # cached scale-out figure (216 s, stacks.scale_out_time), on the next 10 s tick
+    # cached scale-out figure (216 s, sizing.scale_out_time), on the next 10 s tick
     assert log["deploy: UpdateEndpoint, green fleet 6"] == 90 * 60 + 220
 
 

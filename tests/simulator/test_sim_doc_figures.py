@@ -14,7 +14,7 @@ import pytest
 from simulator.assumptions import Assumptions
 from simulator.run import simulate
 from simulator.traces import BUILTIN, resolve
-from stacks.config import load_config
+from sizing.fit import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "simulator.md"

@@ -19,10 +19,11 @@ from simulator.run import Result
 from simulator.scaling_policies import SimulationError
 from simulator.traces import Trace
 from simulator.validation import one_piece
-from stacks import speed_model
-from stacks.capacity import estimate
-from stacks.config import DeploymentConfig, load_config
-from stacks.serving_speed import efficiency
+from sizing import speed_model
+from sizing.capacity import estimate
+from sizing.fit import load_config
+from sizing.serving_speed import efficiency
+from spec import DeploymentConfig
 
 CFG = load_config(PROD, env="prod")
 
@@ -63,7 +64,7 @@ def test_capacity_comes_from_the_kv_model_and_the_speed_model() -> None:
 def test_the_instance_model_takes_concurrency_from_the_estimate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """One derivation: the simulator serves at the figure stacks.capacity.estimate returns."""
+    """One derivation: the simulator serves at the figure sizing.capacity.estimate returns."""
     real = estimate(CFG, "ml.g5.xlarge")
     odd = replace(real, concurrency_at_typical_length=real.concurrency_at_typical_length - 7)
     monkeypatch.setattr("simulator.capacity.estimate", lambda cfg, instance_type: odd)

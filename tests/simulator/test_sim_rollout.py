@@ -14,7 +14,8 @@ from sim_helpers import legacy_prod
 from lambdas.canary_controller import rules
 from simulator.cli import main
 from simulator.rollout import controller_rules, simulate_rollout
-from stacks.config import RolloutConfig, load_config
+from sizing.fit import load_config
+from spec import RolloutConfig
 
 PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
 

@@ -28,8 +28,8 @@ from simulator.routing import (
     specs,
 )
 from simulator.sessions import Segment, Session, SessionModel, build_request, prefix_key
-from stacks import speed_model
-from stacks.config import load_config
+from sizing import speed_model
+from sizing.fit import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -188,7 +188,7 @@ def test_the_prefill_cost_is_the_speed_models_marginal_token(cfg) -> None:
     big = 4096
     step = cost.seconds(1, 0.0, big + 1, 0.0) - cost.seconds(1, 0.0, big, 0.0)
     assert p.seconds_per_token == pytest.approx(step, rel=1e-6)
-    assert "stacks/speed_model.py" in p.describe()
+    assert "sizing/speed_model.py" in p.describe()
 
 
 def test_the_afternoon_table_quoted_in_docs_is_what_make_simulate_prints(prod) -> None:

@@ -7,7 +7,7 @@ object down; nothing below app.py reads context. Each option exists for one docu
 - ``suspend_scaling``: the variants whose scalable target (policies, scheduled actions) the
   template leaves out, so CloudFormation deregisters them. An update that changes a variant's
   instance type fails while the variant is registered (SageMaker developer guide, "Update
-  endpoints that use auto scaling", stacks.update_semantics).
+  endpoints that use auto scaling", sizing.update_semantics).
 - ``pin_instance_types``: keep a variant on its deployed instance type in that suspending
   deploy. CloudFormation deletes removed resources only in its cleanup phase, after every
   update, so the type must not change in the same deploy that deregisters the target.
@@ -31,9 +31,10 @@ from typing import Any, cast, get_args
 
 from pydantic import ValidationError
 
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
-from stacks.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
+from sizing.fit import validate_config
+from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
+from spec import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
+from spec.catalog import INSTANCE_CATALOG
 
 CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset", "image_tag", "model_artifact")
 #: ``IMAGE_TAG=live``: the tag each variant runs now, which only ``make deploy`` can read
@@ -156,7 +157,7 @@ class DeployOptions:
                 "reads from the endpoint; make synth and make diff need the tag itself"
             )
         try:
-            out = DeploymentConfig.model_validate(data)
+            out = validate_config(data)
         except ValidationError as err:
             raise ConfigError(f"deploy options {self.as_context()}: {err}") from None
         if self.pin_instance_types:
@@ -188,11 +189,11 @@ def _rollback_threshold_for_pins(cfg: DeploymentConfig, data: dict[str, Any]) ->
     """A deploy that keeps a variant on its live type (an instance-type change's first deploy)
     carries a rollback ModelLatency threshold that type's healthy fleet stays under: the config's
     threshold is set for the type it moves to, and a slower live type would roll the interim
-    deploy back (synth refuses it: stacks.speed_plan.rollback_latency_problems). Raised, never
+    deploy back (synth refuses it: sizing.speed_plan.rollback_latency_problems). Raised, never
     lowered; the plan prints the threshold the deploy carries."""
     healthy = max(slowest_pool_p99(cfg, v)[0] for v in VARIANT_NAMES)
     need = math.ceil(healthy * ROLLBACK_LATENCY_HEADROOM / 1000) * 1000
     if cfg.deployment.rollback_model_latency_p99_ms >= need:
         return cfg
     data.setdefault("deployment", {})["rollback_model_latency_p99_ms"] = need
-    return DeploymentConfig.model_validate(data)
+    return validate_config(data)

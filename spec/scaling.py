@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from container.serving import metrics_contract as mc
-from stacks.config.base import (
+from spec.base import (
     NAME_PATTERN,
     VARIANT_NAMES,
     Strict,
@@ -17,7 +17,7 @@ from stacks.config.base import (
     check_capacity_bounds,
     section_rule,
 )
-from stacks.config.timing import BoundsChange, Capacity, ReleaseEvent, ScheduledAction
+from spec.timing import BoundsChange, Capacity, ReleaseEvent, ScheduledAction
 
 #: Metrics step scaling may watch: per-variant contract metrics and SageMaker's real-time metrics.
 SCALABLE_METRICS: frozenset[str] = (
@@ -48,14 +48,14 @@ class TargetTracking(Strict):
     Concurrency target = ``target_fraction_of_concurrency`` x what one instance can run at once
     within its SLOs: the lowest of engine.max_num_seqs, the KV cache at the typical request
     length and the concurrency at which each SLO of ``slos`` holds by the speed model
-    (stacks.scaling_target.concurrency_target). Seeds: scale out at 85%.
+    (sizing.scaling_target.concurrency_target). Seeds: scale out at 85%.
     """
 
     metric: Literal["concurrency", "invocations"] = "concurrency"
     #: For ``concurrency``: target = this fraction x engine.max_num_seqs.
     target_fraction_of_concurrency: Annotated[float, Field(gt=0, le=1)] = 0.85
     #: For ``concurrency``: the latency SLOs (monitoring.slo_*) that may bound the target, beside
-    #: max_num_seqs and the KV cache (stacks.scaling_target). One the speed model says no
+    #: max_num_seqs and the KV cache (sizing.scaling_target). One the speed model says no
     #: concurrency meets on the variant's instance cannot bind: synth warns, naming it; leaving
     #: it out of this list acknowledges that (its alarm stays).
     slos: Annotated[list[Literal["ttft_p50", "latency_p99"]], Field(max_length=2)] = [

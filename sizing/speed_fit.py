@@ -1,10 +1,10 @@
-"""The speed model against its measurements: ``python -m stacks.speed_fit [--fit]``.
+"""The speed model against its measurements: ``python -m sizing.speed_fit [--fit]``.
 
 Reads ``docs/measurements/speed_h100_vllm0.26.json`` (bench/speed_bench.py's output, merged),
-predicts every measured figure with :mod:`stacks.speed_model` and prints the error of each. With
-``--fit`` it first searches the :class:`~stacks.speed_model.Efficiency` that minimises the
+predicts every measured figure with :mod:`sizing.speed_model` and prints the error of each. With
+``--fit`` it first searches the :class:`~sizing.speed_model.Efficiency` that minimises the
 squared log-errors (Nelder-Mead over the logarithms of the seven constants) and prints it, to be
-copied into ``stacks/speed_model.py``; the tests (tests/infra/test_speed_model.py) hold the
+copied into ``sizing/speed_model.py``; the tests (tests/infra/test_speed_model.py) hold the
 committed constants to the error bounds in :data:`BOUNDS`.
 """
 
@@ -17,8 +17,7 @@ from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from stacks.config import ModelArchitecture
-from stacks.speed_model import (
+from sizing.speed_model import (
     FITTED,
     MEASURED_GPU,
     Efficiency,
@@ -28,6 +27,7 @@ from stacks.speed_model import (
     simulate,
     step_cost,
 )
+from spec import ModelArchitecture
 
 MEASUREMENTS = (
     Path(__file__).resolve().parent.parent / "docs" / "measurements" / "speed_h100_vllm0.26.json"
@@ -287,7 +287,7 @@ def report(errs: list[Error]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m stacks.speed_fit", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m sizing.speed_fit", description=__doc__)
     ap.add_argument("--fit", action="store_true", help="search the constants first")
     args = ap.parse_args(argv)
     obs = observations()

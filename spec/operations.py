@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from stacks.config.base import Strict, section_rule
+from spec.base import Strict, section_rule
+from spec.instance_start import ASSUMED_READY_SECONDS
 
 #: The default capacity wait in instance starts: the request, the endpoint still Updating with an
 #: earlier change (autoscaling, one start), and one launch that fails and is replaced.
@@ -69,10 +70,7 @@ class RolloutConfig(Strict):
 
     def _capacity_wait_minutes(self, instance_starts: int) -> int:
         """``instance_starts`` instance starts (from the capacity request to the instance serving,
-        stacks.update_semantics.ASSUMED_READY_SECONDS, 465 s) plus the check that sees the last."""
-        # Imported here: stacks.update_semantics imports this package (its DeploymentConfig).
-        from stacks.update_semantics import ASSUMED_READY_SECONDS
-
+        spec.instance_start.ASSUMED_READY_SECONDS, 465 s) plus the check that sees the last."""
         starts = instance_starts * ASSUMED_READY_SECONDS / 60
         return math.ceil(starts + self.check_interval_minutes)
 

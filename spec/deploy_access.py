@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from stacks.config.base import Strict
+from spec.base import Strict
 
 if TYPE_CHECKING:
-    from stacks.config.loader import DeploymentConfig
+    from spec.loader import DeploymentConfig
 
 #: A GitHub owner (user or organization): letters, digits and single inner hyphens, at most 39
 #: characters; a repository name: letters, digits, ``.``, ``_``, ``-``, at most 100, never
@@ -71,7 +71,7 @@ class DeployAccessConfig(Strict):
     #: Set when the repository emits immutable subject claims (see ImmutableIds).
     immutable_ids: ImmutableIds | None = None
     #: A floor for the role's MaxSessionDuration (IAM allows 1 to 12 hours). The role gets at
-    #: least the longest session its release jobs ask for (tools/release_jobs.py: each job's
+    #: least the longest session its release jobs ask for (sizing/release_jobs.py: each job's
     #: bound from its steps' own limits), so this is only for a longer hand-run session.
     max_session_hours: Annotated[int, Field(ge=1, le=12)] = 1
 

@@ -30,7 +30,7 @@ The image's size: the GPU base (``vllm/vllm-openai``, assumed at :data:`GPU_BASE
 not measurable without pulling it) + the product's own layers as measured on the tiny CPU image
 that ``make test-image`` builds (``make image-size`` writes docs/measurements/image_size.json;
 ``tests/image`` holds the committed figure to the built image) less that image's tiny model +
-the config's weights and adapters (stacks.capacity: AWQ int4 weights do not compress).
+the config's weights and adapters (sizing.capacity: AWQ int4 weights do not compress).
 
 Instance types without a published figure take ml.g5.xlarge's, and the plan says so.
 """
@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from stacks.capacity import lora_bytes, weight_bytes
-from stacks.config import DeploymentConfig, VariantName
-from stacks.update_semantics import ASSUMED_READY_SECONDS
+from sizing.capacity import lora_bytes, weight_bytes
+from spec import DeploymentConfig, VariantName
+from spec.instance_start import ASSUMED_READY_SECONDS
 
 GB = 1e9
 MEASUREMENT = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "image_size.json"
@@ -122,7 +122,7 @@ def image_terms(cfg: DeploymentConfig) -> tuple[float, tuple[Term, ...]]:
             "weights",
             round(weights_gb, 2),
             "GB",
-            f"computed: {cfg.model.quantization} weights from the architecture (stacks.capacity)",
+            f"computed: {cfg.model.quantization} weights from the architecture (sizing.capacity)",
         ),
         Term(
             "adapters",
@@ -174,7 +174,7 @@ def time_to_serve(
 def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, object]:
     """The plan's scale-out figures for ``variant``; the simulator's scale-outs use
     ``cached_seconds`` (simulator.assumptions), and deploys and the canary controller's waits
-    keep their per-start bound (stacks.update_semantics.ASSUMED_READY_SECONDS), which must not
+    keep their per-start bound (spec.instance_start.ASSUMED_READY_SECONDS), which must not
     be below ``uncached_seconds``."""
     t = time_to_serve(cfg, variant)
     pools = cfg.variants[variant].pools
@@ -223,6 +223,6 @@ def render_scale_out(s: dict[str, object]) -> list[str]:
         lines.append(
             f"          WARNING: a start of a new tag ({s['uncached_seconds']:g} s) exceeds the "
             f"{s['deploy_bound_seconds']:g} s per start that deploy times and the canary "
-            "controller's waits assume (stacks.update_semantics.ASSUMED_READY_SECONDS)"
+            "controller's waits assume (spec.instance_start.ASSUMED_READY_SECONDS)"
         )
     return lines

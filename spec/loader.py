@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,16 +26,16 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config.base import (
+from spec.base import (
     SECTION_RULES_OFF,
     VARIANT_NAMES,
     ConfigError,
     Strict,
     VariantName,
 )
-from stacks.config.deploy_access import DeployAccessConfig
-from stacks.config.deployment import (
+from spec.catalog import INSTANCE_CATALOG
+from spec.deploy_access import DeployAccessConfig
+from spec.deployment import (
     FIRST_TURN_BYTES,
     SYSTEM_PROMPT_BYTES_PER_TOKEN,
     DeploymentPolicy,
@@ -42,27 +43,35 @@ from stacks.config.deployment import (
     Variants,
     prefix_floor_bytes,
 )
-from stacks.config.fleet import FleetConfig
-from stacks.config.model import (
+from spec.fleet import FleetConfig
+from spec.model import (
     AdapterConfig,
     BaseModelConfig,
     EngineConfig,
     ImageConfig,
     ModelArchitecture,
 )
-from stacks.config.model_prep import ModelPrepConfig, gated_source_errors
-from stacks.config.operations import (
+from spec.model_prep import ModelPrepConfig, gated_source_errors
+from spec.operations import (
     MonitoringConfig,
     NotificationConfig,
     RolloutConfig,
     SmokeGateConfig,
 )
-from stacks.config.scaling import ScalingConfig
-from stacks.config.yaml_source import read_yaml
+from spec.scaling import ScalingConfig
+from spec.yaml_source import read_yaml
 
 #: Validation-context key under which ``parse_config`` hands DeploymentConfig the architecture it
 #: read from ``model.architecture_file`` (pydantic: ``model_validate(data, context=...)``).
 ARCHITECTURE_CONTEXT = "architecture_from_file"
+#: Validation-context key of the checks that need the capacity model (``sizing.fit.FIT_CHECKS``):
+#: this package sits below the sizing model and cannot import it, so the sizing floor hands its
+#: checks in. ``sizing.fit.load_config`` / ``parse_config`` / ``validate_config`` always do; a
+#: config validated without them has had only the rules this package can state.
+FIT_CHECKS_CONTEXT = "fit_checks"
+
+#: One check a config must pass: each broken rule as ``field: why``.
+FitCheck = Callable[["DeploymentConfig"], list[str]]
 
 
 class DeploymentConfig(Strict):
@@ -85,7 +94,7 @@ class DeploymentConfig(Strict):
     smoke_gate: SmokeGateConfig = SmokeGateConfig()
     notifications: NotificationConfig = NotificationConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
-    #: The scenarios and SLOs the capacity gate holds the fleet to (stacks/config/fleet.py).
+    #: The scenarios and SLOs the capacity gate holds the fleet to (spec/fleet.py).
     fleet: FleetConfig = FleetConfig()
     #: The GitHub Actions deploy role (DeployAccessStack); absent: no such stack.
     deploy_access: DeployAccessConfig | None = None
@@ -93,12 +102,16 @@ class DeploymentConfig(Strict):
     #: validation context (``ARCHITECTURE_CONTEXT``), never a field, so no YAML file can set it
     #: and the JSON schema (config/schema.json) does not offer it.
     _file_architecture: ModelArchitecture | None = PrivateAttr(default=None)
+    #: The fit checks handed in by the validation context (``FIT_CHECKS_CONTEXT``).
+    _fit_checks: tuple[FitCheck, ...] = PrivateAttr(default=())
 
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> DeploymentConfig:
         """The rules across sections, every broken one reported (one line each)."""
         if self.model.architecture_file is not None and info.context:
             self._file_architecture = info.context.get(ARCHITECTURE_CONTEXT)
+        if info.context:
+            self._fit_checks = tuple(info.context.get(FIT_CHECKS_CONTEXT, ()))
         errors = self.cross_section_errors()
         if errors:
             raise ValueError("\n".join(errors))
@@ -162,7 +175,8 @@ class DeploymentConfig(Strict):
                 f"({', '.join(INSTANCE_CATALOG)})"
             )
         errors += gated_source_errors(self)
-        errors += pool_errors(self)
+        for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model
+            errors += check(self)
         errors += provision_timeout_errors(self)
         errors += routing_errors(self)
         if not errors:  # the step sizes and timeouts below assume bounds that hold
@@ -183,7 +197,7 @@ class DeploymentConfig(Strict):
     def deploy_fleet_sizes(self, variant: VariantName) -> list[int]:
         """Instance counts ``variant``'s new (green) fleet can have at a deploy: the live
         desired count anywhere in its scaling bounds when counts are retained, else the
-        initial count (stacks.update_semantics explains both)."""
+        initial count (sizing.update_semantics explains both)."""
         initial = self.variants[variant].initial_instance_count
         if "DesiredInstanceCount" in self.deployment.reset_on_update:
             return [initial]
@@ -261,41 +275,6 @@ def guardrail_step_errors(cfg: DeploymentConfig) -> list[str]:
     return errors
 
 
-def pool_errors(cfg: DeploymentConfig) -> list[str]:
-    """Each instance pool (``variants.<name>.instance_pools.<i>``) that could not serve.
-
-    - Its engine settings merged into the variant's break an engine rule (``engine``).
-    - Its GPU cannot hold the model with those settings: the pool's capacity plan
-      (stacks.capacity.estimate) leaves no KV cache, or less than one sequence at
-      engine.max_model_len (``instance_type``, the plan's memory terms in the message).
-      SageMaker falls back to the pool on an insufficient capacity error (developer guide,
-      "Deploy to multiple instance types with instance pools"), so a pool that cannot load the
-      model turns a capacity shortage into failed instances in the middle of a scale-out.
-    """
-    from stacks.capacity import CapacityError, estimate  # stacks.capacity imports this package
-
-    errors: list[str] = []
-    if cfg._known_architecture is None:
-        return errors
-    for vname in VARIANT_NAMES:
-        variant = cfg.variants[vname]
-        for i, pool in enumerate(variant.instance_pools or ()):
-            field = f"variants.{vname}.instance_pools.{i}"
-            try:
-                pool_cfg = cfg.for_pool(pool)
-            except ValidationError as err:
-                errors += [f"{field}.engine.{line}" for line in _error_lines(err.errors())]
-                continue
-            try:
-                estimate(pool_cfg, pool.instance_type)
-            except CapacityError as err:
-                errors.append(
-                    f"{field}.instance_type: {pool.instance_type} (priority {pool.priority}) "
-                    f"cannot hold the model: {err}"
-                )
-    return errors
-
-
 def provision_timeout_errors(cfg: DeploymentConfig) -> list[str]:
     """Each ``variants.<name>.provision_timeout_seconds`` a blue/green update would cut short.
 
@@ -331,21 +310,17 @@ def provision_timeout_errors(cfg: DeploymentConfig) -> list[str]:
 
 
 def routing_errors(cfg: DeploymentConfig) -> list[str]:
-    """Each PREFIX_AWARE routing (variants.<name>.routing) the engine would defeat.
+    """Each PREFIX_AWARE routing (variants.<name>.routing) whose prefix the requests defeat:
 
-    - ``prefix_length_bytes`` below :func:`stacks.config.deployment.prefix_floor_bytes`: every
+    ``prefix_length_bytes`` below :func:`spec.deployment.prefix_floor_bytes`: every
       request starts with the same system prompt, so a prefix that ends inside it (or before
       the conversation's first turn) is the same for everyone, and SageMaker sends every request
       to one instance until ConcurrencyThreshold spills it (PrefixAwareRoutingConfig: "cover
       shared content (such as system prompts) plus enough unique content to distribute
       workloads across instances").
-    - ``concurrency_threshold`` above what one instance runs at once (the plan's figure:
-      engine.max_num_seqs capped by the KV cache at the typical request length,
-      stacks.capacity.estimate): the prefix-selected instance then queues requests inside vLLM
-      before any goes to an idle instance, so one instance hot-spots.
+    ``concurrency_threshold`` against what one instance runs is a fit check
+    (sizing.fit.routing_threshold_errors): it needs the capacity model.
     """
-    from stacks.capacity import CapacityError, estimate  # stacks.capacity imports this package
-
     errors = []
     budget = cfg.engine.context_budget
     floor = prefix_floor_bytes(budget.system_tokens, [a.name for a in cfg.adapters])
@@ -355,7 +330,7 @@ def routing_errors(cfg: DeploymentConfig) -> list[str]:
         if routing is None or routing.strategy != "PREFIX_AWARE":
             continue
         field = f"variants.{vname}.routing"
-        prefix, threshold = routing.prefix_length_bytes, routing.concurrency_threshold
+        prefix = routing.prefix_length_bytes
         if prefix is not None and prefix < floor:
             errors.append(
                 f"{field}.prefix_length_bytes: {prefix} bytes end inside the system prompt or "
@@ -365,25 +340,6 @@ def routing_errors(cfg: DeploymentConfig) -> list[str]:
                 "a shorter prefix is the same for every conversation, so one instance takes "
                 "every request until the threshold (docs/routing.md)"
             )
-        if threshold is None or cfg._known_architecture is None:
-            continue
-        for pool in variant.pools:  # every pool's instances: any may be prefix-selected
-            try:
-                pool_cfg = cfg.for_pool(pool)
-                cap = estimate(pool_cfg, pool.instance_type)
-            except (CapacityError, ValidationError):
-                continue  # the model does not fit at all: pool_errors / build_stacks report it
-            seqs = pool_cfg.engine.max_num_seqs
-            runs = min(seqs, cap.concurrency_at_typical_length)
-            if threshold > runs:
-                errors.append(
-                    f"{field}.concurrency_threshold: {threshold} exceeds what one "
-                    f"{pool.instance_type} runs at once ({runs}: engine.max_num_seqs "
-                    f"{seqs}, KV cache at the typical request "
-                    f"{cap.concurrency_at_typical_length}); the prefix-selected instance would "
-                    "queue requests before any spills to another, so one instance hot-spots"
-                )
-                break
     return errors
 
 
@@ -396,12 +352,12 @@ def _format_errors(path: Path, errors: list[ErrorDetails]) -> str:
     Cross-field validators start their message with the field they blame ("field: why"); that
     field is appended to the location pydantic reports (the model holding both fields).
     """
-    found = _error_lines(errors)
+    found = error_lines(errors)
     lines = [f"{path}: {len(found)} invalid value(s)", *(f"  {line}" for line in found)]
     return "\n".join(lines)
 
 
-def _error_lines(errors: list[ErrorDetails]) -> list[str]:
+def error_lines(errors: list[ErrorDetails]) -> list[str]:
     """``loc: why`` per error; a validator that found several reports them one per line."""
     out: list[str] = []
     for e in errors:
@@ -420,15 +376,18 @@ def _error_lines(errors: list[ErrorDetails]) -> list[str]:
     return out
 
 
-def parse_config(raw: Any, *, env: str, source: Path, base_dir: Path) -> DeploymentConfig:
-    """Validate an already-parsed YAML document."""
+def parse_config_data(
+    raw: Any, *, env: str, source: Path, base_dir: Path, fit_checks: Sequence[FitCheck] = ()
+) -> DeploymentConfig:
+    """Validate an already-parsed YAML document against this package's rules and
+    ``fit_checks`` (``sizing.fit.parse_config`` passes the capacity model's)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys to values")
     data = dict(raw)
     data.setdefault("env", env)
     if data["env"] != env:
         raise ConfigError(f"{source}: env: file says {data['env']!r} but {env!r} was selected")
-    context: dict[str, ModelArchitecture] = {}
+    context: dict[str, Any] = {FIT_CHECKS_CONTEXT: tuple(fit_checks)}
     arch_file = (data.get("model") or {}).get("architecture_file")
     if isinstance(arch_file, str):
         arch_path = (base_dir / arch_file).resolve()
@@ -470,10 +429,12 @@ def _cross_section_pass(
     return []
 
 
-def load_config(path: Path, *, env: str) -> DeploymentConfig:
-    """Read and validate ``config/<env>.yaml`` (duplicate keys refused: ``yaml_source``)."""
+def read_config(path: Path, *, env: str, fit_checks: Sequence[FitCheck] = ()) -> DeploymentConfig:
+    """Read and validate ``config/<env>.yaml`` (duplicate keys refused: ``yaml_source``); every
+    caller that acts on a config reads it through ``sizing.fit.load_config``, which passes the
+    fit checks."""
     raw = read_yaml(path)
-    return parse_config(raw, env=env, source=path, base_dir=path.parent)
+    return parse_config_data(raw, env=env, source=path, base_dir=path.parent, fit_checks=fit_checks)
 
 
 def config_path(repo_root: Path, env: str) -> Path:

@@ -1,6 +1,6 @@
 """The plan's "deploy" section: what one `make deploy` does to the fleet for this config.
 
-Read from stacks.update_semantics (the rules the template and the deploy tool follow) and the
+Read from sizing.update_semantics (the rules the template and the deploy tool follow) and the
 simulator's provisioning assumption (simulator/assumptions.py), so the plan, the stack and
 `make simulate` state one set of figures.
 """
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig
-from stacks.rollout_plan import rollout_capacity_plan
-from stacks.update_semantics import (
-    ASSUMED_READY_SECONDS,
+from sizing.rollout_plan import rollout_capacity_plan
+from sizing.update_semantics import (
     VARIANT_NAMES,
     deploy_footprint,
     reset_properties,
     retained_properties,
     update_phases,
 )
+from spec import DeploymentConfig
+from spec.catalog import INSTANCE_CATALOG
+from spec.instance_start import ASSUMED_READY_SECONDS
 
 
 def _guardrail_floor(cfg: DeploymentConfig) -> int:

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from stacks.config.base import Strict, section_rule
+from spec.base import Strict, section_rule
 
 #: The traffic scenarios the gate can replay (simulator/fleet_scenarios.py runs each; a test holds
 #: the two lists equal).
@@ -62,7 +62,7 @@ class FleetConfig(Strict):
     scenarios: Annotated[list[ScenarioName], Field(min_length=1)] = list(DEFAULT_SCENARIOS)
     slos: Annotated[list[GateSlo], Field(min_length=1)] = list(GATE_SLOS)
     best_effort: list[BestEffort] = []
-    #: None: the routing simulation's figure for the configured routing (stacks/prefix_hit_rate.py).
+    #: None: the routing simulation's figure for the configured routing (sizing/prefix_hit_rate.py).
     prefix_cache_hit_rate: MeasuredHitRate | None = None
     #: The share of the scenarios' traffic (the brief's prod traffic) this environment serves:
     #: every scenario's request rates are multiplied by it (dev: the team's own tests).

@@ -8,13 +8,13 @@ controller's (``lambdas.canary_controller.rules.build_plan``).
 from __future__ import annotations
 
 from lambdas.canary_controller.rules import CapacityPlan, build_plan
-from stacks.capacity import pool_capacities
-from stacks.config import DeploymentConfig, VariantName
+from sizing.capacity import pool_capacities
+from spec import DeploymentConfig, VariantName
 
 
 def per_instance_concurrency(cfg: DeploymentConfig, variant: VariantName) -> int:
     """Sequences one instance of ``variant`` runs at once at the typical request length:
-    engine.max_num_seqs capped by the KV cache (stacks.capacity.estimate); with instance
+    engine.max_num_seqs capped by the KV cache (sizing.capacity.estimate); with instance
     pools, the smallest pool's, since any step's instances may land there."""
     return min(pc.runs for pc in pool_capacities(cfg, variant))
 

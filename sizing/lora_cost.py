@@ -17,7 +17,7 @@ is wide, so the lowest ratio is planned on.) The brief's "< 5 ms" per adapter do
 issue's external "a quarter to a third" does not either: on this engine LoRA keeps 57-61 % of the
 throughput, and the time to first token grows 2.1-3.8 x.
 
-How the speed model takes it (stacks.serving_speed.with_lora): two factors on the step-cost
+How the speed model takes it (sizing.serving_speed.with_lora): two factors on the step-cost
 constants, fitted on a 0.03 grid to the three points above. Decode (bandwidth shares, the
 per-step and per-sequence overheads) at :data:`LORA_DECODE_FACTOR`; prefill (the compute shares
 and the per-request lag) at :data:`LORA_PREFILL_FACTOR`. The model then gives throughput ratios
@@ -42,5 +42,5 @@ LORA_DECODE_FACTOR = 0.66
 LORA_PREFILL_FACTOR = 0.5
 LORA_SOURCE = (
     f"LoRA: decode x{LORA_DECODE_FACTOR:g}, prefill x{LORA_PREFILL_FACTOR:g}, fitted to an H100 "
-    "run of vLLM 0.26 with 3 rank-16 adapters (57-61 % of the throughput; stacks/lora_cost.py)"
+    "run of vLLM 0.26 with 3 rank-16 adapters (57-61 % of the throughput; sizing/lora_cost.py)"
 )

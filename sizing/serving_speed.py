@@ -2,7 +2,7 @@
 and the prefix-cache hit rate of the configured routing.
 
 One place for every caller that sizes or times the fleet: the scaling target and its SLO bounds
-(stacks.scaling_target), the plan's speed section and rollback-latency check (stacks.speed_plan),
+(sizing.scaling_target), the plan's speed section and rollback-latency check (sizing.speed_plan),
 the simulator (simulator/capacity.py), the capacity gate and the fleet solver. So the template's
 target, the plan, the gate and ``make simulate`` quote one figure and can never disagree.
 
@@ -12,13 +12,13 @@ target, the plan, the gate and ``make simulate`` quote one figure and can never 
   (:data:`PLANNING_EDGE`); ``central`` and ``optimistic`` exist to print both edges.
 - **LoRA.** Every request of a config with adapters runs through one (the serving image selects
   the default adapter when a request names none), and serving through LoRA costs throughput
-  and time to first token, measured on the device (stacks/lora_cost.py, :func:`with_lora`).
+  and time to first token, measured on the device (sizing/lora_cost.py, :func:`with_lora`).
 - **The band enters as one throughput factor** ``f``: every term of an engine step is divided by
   ``f`` (:func:`scaled`), so TTFT, decode and end-to-end times grow by ``1 / f`` and
   requests/minute at a concurrency shrink by ``f``.
 - **Prefix-cache hit rate** (:func:`planned_hit_rate`): the config's measured rate when it states
   one (``fleet.prefix_cache_hit_rate``), else what the routing simulation finds for the configured
-  strategy (stacks/prefix_hit_rate.py), no longer the brief's 72 %.
+  strategy (sizing/prefix_hit_rate.py), no longer the brief's 72 %.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal, get_args
 
-from stacks import speed_model
-from stacks.config import DeploymentConfig
-from stacks.lora_cost import LORA_DECODE_FACTOR, LORA_PREFILL_FACTOR, LORA_SOURCE
-from stacks.prefix_hit_rate import routing_hit_rate
+from sizing import speed_model
+from sizing.lora_cost import LORA_DECODE_FACTOR, LORA_PREFILL_FACTOR, LORA_SOURCE
+from sizing.prefix_hit_rate import routing_hit_rate
+from spec import DeploymentConfig
 
 Edge = Literal["pessimistic", "central", "optimistic"]
 EDGES: tuple[Edge, ...] = get_args(Edge)
@@ -55,7 +55,7 @@ def scaled(eff: speed_model.Efficiency, factor: float) -> speed_model.Efficiency
 
 
 def with_lora(eff: speed_model.Efficiency) -> speed_model.Efficiency:
-    """``eff`` serving through LoRA adapters (stacks/lora_cost.py): decode terms at
+    """``eff`` serving through LoRA adapters (sizing/lora_cost.py): decode terms at
     LORA_DECODE_FACTOR, prefill terms at LORA_PREFILL_FACTOR."""
     d, p = LORA_DECODE_FACTOR, LORA_PREFILL_FACTOR
     return replace(
@@ -105,7 +105,7 @@ def hit_rate_source(cfg: DeploymentConfig) -> str:
     strategy = routing.strategy if routing else "RANDOM"
     return (
         f"{routing_hit_rate(strategy):.0%} (the routing simulation's lowest for {strategy}, "
-        "stacks/prefix_hit_rate.py; not the brief's 72 %)"
+        "sizing/prefix_hit_rate.py; not the brief's 72 %)"
     )
 
 

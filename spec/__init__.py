@@ -13,13 +13,18 @@ The package by concern (each module imports only those above it):
   ``bounds_changes`` (every scheduled action of a scaling config, for the stack and the
   simulator alike);
 - ``yaml_source``: the strict YAML reader (duplicate keys refused, errors name file and line);
-- ``loader``: ``DeploymentConfig`` and ``load_config`` / ``parse_config``.
+- ``loader``: ``DeploymentConfig`` and ``read_config`` / ``parse_config_data``.
 
-Import from here: ``from stacks.config import DeploymentConfig, load_config``.
+The package imports nothing above it (no CDK, no sizing model, no tools). The rules that need
+the capacity model (can the model fit this pool, does this routing threshold fit the instance)
+live one floor up in ``sizing.fit``, which hands them in through the validation context: read a
+config to act on it with ``sizing.fit.load_config``.
+
+Import from here: ``from spec import DeploymentConfig``.
 """
 
-from stacks.config.base import VARIANT_NAMES, ConfigError, VariantName
-from stacks.config.deploy_access import (
+from spec.base import VARIANT_NAMES, ConfigError, VariantName
+from spec.deploy_access import (
     DeployAccessConfig,
     ImmutableIds,
     deploy_access_stack_name,
@@ -27,7 +32,7 @@ from stacks.config.deploy_access import (
     github_subjects,
     pull_request_subject,
 )
-from stacks.config.deployment import (
+from spec.deployment import (
     MAX_INSTANCE_POOLS,
     POOL_ENGINE_FIELDS,
     DeploymentPolicy,
@@ -40,7 +45,7 @@ from stacks.config.deployment import (
     Variants,
     prefix_floor_bytes,
 )
-from stacks.config.fleet import (
+from spec.fleet import (
     DEFAULT_SCENARIOS,
     GATE_SLOS,
     SCENARIO_NAMES,
@@ -50,15 +55,18 @@ from stacks.config.fleet import (
     MeasuredHitRate,
     ScenarioName,
 )
-from stacks.config.loader import (
+from spec.loader import (
+    ARCHITECTURE_CONTEXT,
+    FIT_CHECKS_CONTEXT,
     DeploymentConfig,
+    FitCheck,
     config_path,
     guardrail_step_errors,
-    load_config,
-    parse_config,
+    parse_config_data,
+    read_config,
     routing_errors,
 )
-from stacks.config.model import (
+from spec.model import (
     _ADAPTER_NAME,
     AdapterConfig,
     BaseModelConfig,
@@ -68,7 +76,7 @@ from stacks.config.model import (
     LoraRank,
     ModelArchitecture,
 )
-from stacks.config.model_prep import (
+from spec.model_prep import (
     ModelPrepConfig,
     artifact_bucket_name,
     artifact_dir,
@@ -78,14 +86,14 @@ from stacks.config.model_prep import (
     release_inputs,
     release_stack_name,
 )
-from stacks.config.operations import (
+from spec.operations import (
     MetricsPath,
     MonitoringConfig,
     NotificationConfig,
     RolloutConfig,
     SmokeGateConfig,
 )
-from stacks.config.scaling import (
+from spec.scaling import (
     SCALABLE_METRICS,
     ScalingConfig,
     StepAdjustment,
@@ -95,7 +103,7 @@ from stacks.config.scaling import (
     VariantScaling,
     bounds_changes,
 )
-from stacks.config.timing import (
+from spec.timing import (
     BoundsChange,
     ReleaseEvent,
     ScheduledAction,
@@ -103,7 +111,9 @@ from stacks.config.timing import (
 )
 
 __all__ = [
+    "ARCHITECTURE_CONTEXT",
     "DEFAULT_SCENARIOS",
+    "FIT_CHECKS_CONTEXT",
     "GATE_SLOS",
     "MAX_INSTANCE_POOLS",
     "POOL_ENGINE_FIELDS",
@@ -121,6 +131,7 @@ __all__ = [
     "DeploymentConfig",
     "DeploymentPolicy",
     "EngineConfig",
+    "FitCheck",
     "FleetConfig",
     "GateSlo",
     "ImageConfig",
@@ -163,10 +174,10 @@ __all__ = [
     "github_environments",
     "github_subjects",
     "guardrail_step_errors",
-    "load_config",
-    "parse_config",
+    "parse_config_data",
     "prefix_floor_bytes",
     "pull_request_subject",
+    "read_config",
     "release_inputs",
     "release_stack_name",
     "routing_errors",

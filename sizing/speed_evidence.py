@@ -1,14 +1,14 @@
-"""The speed model against published measurements on other GPUs: ``python -m stacks.speed_evidence
+"""The speed model against published measurements on other GPUs: ``python -m sizing.speed_evidence
 [--fit]``.
 
 Reads ``docs/measurements/published_gpu_points.json`` (published vLLM figures of Llama-3-8B-class
 models on the A10G, L4, A100, ..., each with its source and settings), runs the model's own
-workload simulation (:func:`stacks.speed_model.simulate`) at each point's settings and prints the
+workload simulation (:func:`sizing.speed_model.simulate`) at each point's settings and prints the
 error of each. With ``--fit`` it first searches, per GPU, the :attr:`Gpu.efficiency
-<stacks.speed_model.Gpu.efficiency>` that minimises the squared log-errors of that GPU's ``fit``
+<sizing.speed_model.Gpu.efficiency>` that minimises the squared log-errors of that GPU's ``fit``
 points (golden-section search over one factor), to be copied into ``GPUS``. The tests
 (tests/infra/test_speed_model.py) hold the committed efficiencies to :data:`FIT_BOUND` and the
-committed :data:`stacks.speed_model.SPEED_BANDS` to covering every point's error.
+committed :data:`sizing.speed_model.SPEED_BANDS` to covering every point's error.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from stacks import capacity
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.speed_fit import LLAMA3_8B
-from stacks.speed_model import GPUS, EngineLimits, Speed, StepCost, Workload, simulate, step_cost
+from sizing import capacity
+from sizing.speed_fit import LLAMA3_8B
+from sizing.speed_model import GPUS, EngineLimits, Speed, StepCost, Workload, simulate, step_cost
+from spec.catalog import INSTANCE_CATALOG
 
 POINTS = (
     Path(__file__).resolve().parent.parent / "docs" / "measurements" / "published_gpu_points.json"
@@ -100,7 +100,7 @@ def load(path: Path = POINTS) -> list[Point]:
 
 def kv_tokens_v0(gpu: str) -> int:
     """KV-cache tokens a 2024 vLLM (V0) gives the 16-bit 8B model on one of ``gpu``'s cards, by
-    the project's own memory model (stacks.capacity) at that engine's defaults."""
+    the project's own memory model (sizing.capacity) at that engine's defaults."""
     inst = next(i for i in INSTANCE_CATALOG.values() if i.gpu == gpu)
     terms = capacity.memory_terms(
         LLAMA3_8B,
@@ -258,7 +258,7 @@ def report(errs: list[PointError]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m stacks.speed_evidence", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m sizing.speed_evidence", description=__doc__)
     ap.add_argument("--fit", action="store_true", help="fit each GPU's efficiency first")
     args = ap.parse_args(argv)
     points = load()

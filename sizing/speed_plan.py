@@ -1,5 +1,5 @@
 """The plan's speed section: what one instance of a variant serves, and the concurrency at which it
-meets each latency SLO of the config (``monitoring.slo_*``), from stacks.speed_model.
+meets each latency SLO of the config (``monitoring.slo_*``), from sizing.speed_model.
 
 Printed by ``make synth`` beside the KV-cache bound; the simulator's default speed is the same
 model (simulator/capacity.py), so the plan and the simulator quote one figure.
@@ -10,21 +10,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stacks import speed_model
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import VARIANT_NAMES, DeploymentConfig, VariantName
-from stacks.scaling_target import (
+from sizing import speed_model
+from sizing.scaling_target import (
     SLO_LIMITS,
     concurrency_target,
     target_basis,
     typical_request,
 )
-from stacks.serving_speed import describe, efficiency
+from sizing.serving_speed import describe, efficiency
+from spec import VARIANT_NAMES, DeploymentConfig, VariantName
+from spec.catalog import INSTANCE_CATALOG
 
 
 def speed_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]:
     """The typical request on one instance at the KV-cache bound, the SLO bounds and the one that
-    sets the scaling target (stacks.scaling_target)."""
+    sets the scaling target (sizing.scaling_target)."""
     basis = target_basis(cfg, variant)  # the binding pool's (the only one without pools)
     inst = INSTANCE_CATALOG[basis.instance_type]
     req = typical_request(_pool_cfg(cfg, variant, basis.instance_type))

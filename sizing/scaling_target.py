@@ -4,12 +4,12 @@ An instance can only be held at a concurrency it can run and answer within its S
 bounds, the lowest binds:
 
 - ``engine.max_num_seqs``: vLLM never runs more sequences at once;
-- the KV cache at the typical request length (stacks.capacity): a target above it is never
+- the KV cache at the typical request length (sizing.capacity): a target above it is never
   reached by running requests, so the policy would scale in an overloaded fleet (simulator
   finding);
 - each latency SLO the config lets bind (``target_tracking.slos``: ``monitoring.slo_ttft_p50_ms``,
   ``monitoring.slo_latency_p99_ms``): the most requests in flight at which the speed model
-  (stacks.speed_model, fitted to GPU measurements) meets it under Poisson arrivals, for the
+  (sizing.speed_model, fitted to GPU measurements) meets it under Poisson arrivals, for the
   typical request with the brief's prefix-cache hit rate.
 
 The target is ``target_fraction_of_concurrency`` x the binding bound. The queue-wait SLO
@@ -27,14 +27,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stacks import speed_model
-from stacks.capacity import pool_capacities
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config import DeploymentConfig, VariantName
-from stacks.serving_speed import describe, efficiency, planned_hit_rate
+from sizing import speed_model
+from sizing.capacity import pool_capacities
+from sizing.serving_speed import describe, efficiency, planned_hit_rate
+from spec import DeploymentConfig, VariantName
+from spec.catalog import INSTANCE_CATALOG
 
 #: The brief's measured prefix-cache hit rate (~72 %): no longer planned on (the routing simulation
-#: finds 33-58 %, stacks/prefix_hit_rate.py); kept for ``--prefix-cache-hit-rate 0.72`` what-ifs.
+#: finds 33-58 %, sizing/prefix_hit_rate.py); kept for ``--prefix-cache-hit-rate 0.72`` what-ifs.
 BRIEF_PREFIX_HIT_RATE = 0.72
 #: vLLM's KV-cache block: a prefix is cached in whole blocks.
 BLOCK = 16
@@ -80,7 +80,7 @@ class TargetBasis:
 
 def typical_request(cfg: DeploymentConfig) -> dict[str, int]:
     """The speed model's keywords for the config's typical request on its engine, with the
-    planned prefix-cache hit rate (stacks.serving_speed.planned_hit_rate)."""
+    planned prefix-cache hit rate (sizing.serving_speed.planned_hit_rate)."""
     eng = cfg.engine
     prompt, output = eng.typical_prompt_tokens, eng.typical_output_tokens
     cached, shared = cached_tokens(cfg, prompt, planned_hit_rate(cfg))

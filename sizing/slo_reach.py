@@ -4,8 +4,8 @@ plan prints both lists."""
 
 from __future__ import annotations
 
-from stacks.config import VARIANT_NAMES, DeploymentConfig, GateSlo
-from stacks.scaling_target import target_basis
+from sizing.scaling_target import target_basis
+from spec import VARIANT_NAMES, DeploymentConfig, GateSlo
 
 #: Each gate SLO: its name in the speed model's bounds and its ``monitoring`` field.
 SLO_FIELDS: dict[GateSlo, str] = {

@@ -6,9 +6,14 @@ import json
 from typing import Any
 
 from container.model_prep.manifest import summary
-from stacks.capacity import pool_capacities
-from stacks.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
-from stacks.config import (
+from sizing.capacity import pool_capacities
+from sizing.plan_deploy import deploy_section, render_deploy
+from sizing.scale_out_time import render_scale_out, scale_out_section
+from sizing.scaling_target import concurrency_target, pool_bases
+from sizing.serving_speed import PLANNING_EDGE, hit_rate_source
+from sizing.slo_reach import held, unreachable
+from sizing.speed_plan import render_speed, speed_section
+from spec import (
     VARIANT_NAMES,
     DeploymentConfig,
     ScalingConfig,
@@ -18,12 +23,7 @@ from stacks.config import (
     bounds_changes,
     prefix_floor_bytes,
 )
-from stacks.plan_deploy import deploy_section, render_deploy
-from stacks.scale_out_time import render_scale_out, scale_out_section
-from stacks.scaling_target import concurrency_target, pool_bases
-from stacks.serving_speed import PLANNING_EDGE, hit_rate_source
-from stacks.slo_reach import held, unreachable
-from stacks.speed_plan import render_speed, speed_section
+from spec.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
 
 
 def unreachable_ceiling(scaling: ScalingConfig, variant: VariantName) -> str | None:
@@ -61,7 +61,7 @@ def release_facts(cfg: DeploymentConfig) -> dict[str, Any]:
 
 def routing_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]:
     """The variant's RoutingConfig as the template carries it, with the figures the loader
-    checked it against (stacks.config.routing_errors): the shortest prefix that reaches past the
+    checked it against (spec.routing_errors): the shortest prefix that reaches past the
     system prompt into the conversation, and what one instance runs at once."""
     routing = cfg.variants[variant].routing
     if routing is None:
@@ -95,7 +95,7 @@ def render_routing(r: dict[str, Any]) -> str:
 def pools_section(cfg: DeploymentConfig, variant: VariantName) -> list[dict[str, Any]]:
     """Each instance pool of ``variant`` (none without ``instance_pools``): its type, price,
     engine settings, the capacity plan on its GPU (memory terms, KV tokens, concurrency) and its
-    concurrency bound (stacks.scaling_target.pool_bases; the variant's target is the lowest)."""
+    concurrency bound (sizing.scaling_target.pool_bases; the variant's target is the lowest)."""
     if cfg.variants[variant].instance_pools is None:
         return []
     bases = {b.instance_type: b for b in pool_bases(cfg, variant)}
@@ -310,7 +310,7 @@ def render_fleet(f: dict[str, Any]) -> list[str]:
 
 
 def render_memory_terms(c: dict[str, Any], eng: dict[str, Any]) -> list[str]:
-    """One line per memory term of :func:`stacks.capacity.estimate`, estimates with their margin."""
+    """One line per memory term of :func:`sizing.capacity.estimate`, estimates with their margin."""
     lines = [
         f"          memory per GPU: {c['cuda_memory_gib']} GiB as CUDA reports it (marketing "
         f"{c['gpu_memory_gib']} GB) x gpu_memory_utilization {eng['gpu_memory_utilization']} = "

@@ -11,7 +11,7 @@ where "weights read" is the 16-bit part (lm_head, and every layer unless quantiz
 ``bandwidth`` and the 4-bit packed layers at ``w4_bandwidth`` of the GPU's peak memory bandwidth,
 and "compute" is ``compute`` of its peak dense fp16/bf16 tensor rate (``compute_w4`` for 4-bit
 weights, whose GEMMs dequantize first). The efficiencies and the two overheads are fitted to the
-H100 runs in ``docs/measurements/speed_h100_vllm0.26.json`` (``python -m stacks.speed_model
+H100 runs in ``docs/measurements/speed_h100_vllm0.26.json`` (``python -m sizing.speed_model
 --fit``); another GPU gets the same shares of *its* peak figures (:data:`GPUS`): that is the whole
 carry-over, and its limits are said in docs/speed-model.md.
 
@@ -35,11 +35,11 @@ from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 
-from stacks.config import ModelArchitecture
+from spec import ModelArchitecture
 
 FP16_BYTES = 2
 #: AWQ / GPTQ / compressed-tensors W4A16, group 128: 4 bits + a 16-bit scale and a 4-bit zero
-#: point per 128 weights (stacks.capacity.AWQ_BITS_PER_WEIGHT).
+#: point per 128 weights (sizing.capacity.AWQ_BITS_PER_WEIGHT).
 W4_BITS_PER_WEIGHT = 4 + 16 / 128 + 4 / 128
 FOUR_BIT = frozenset({"awq", "gptq", "w4a16"})
 
@@ -59,13 +59,13 @@ class Gpu:
     #: neither, and gets Machete's share as a stand-in.
     marlin: bool = False
     #: Multiplier on the H100-fitted shares of peak bandwidth and compute (both) for this GPU,
-    #: fitted to its published measurements (``python -m stacks.speed_evidence --fit``,
+    #: fitted to its published measurements (``python -m sizing.speed_evidence --fit``,
     #: docs/measurements/published_gpu_points.json); 1.0 where there are none (a pure carry).
     efficiency: float = 1.0
 
 
 _NV = "NVIDIA data sheet"
-#: The catalog's GPUs (stacks/catalog.py names them). Dense tensor rates are half the data sheets'
+#: The catalog's GPUs (spec/catalog.py names them). Dense tensor rates are half the data sheets'
 #: "with sparsity" figures; the A10G's is the A10's (AWS publishes no tensor rate for it and the
 #: A10G's memory system matches the A10's 600 GB/s): an estimate, see docs/speed-model.md.
 GPUS: dict[str, Gpu] = {
@@ -150,7 +150,7 @@ class StepCost:
 
 
 def linear_params(arch: ModelArchitecture) -> int:
-    """Parameters of the decoder's Linear layers (stacks.capacity.linear_params)."""
+    """Parameters of the decoder's Linear layers (sizing.capacity.linear_params)."""
     h, d = arch.hidden_size, arch.head_dim
     attn = h * arch.num_attention_heads * d * 2 + h * arch.num_key_value_heads * d * 2
     return arch.num_hidden_layers * (attn + 3 * h * arch.intermediate_size)
@@ -209,7 +209,7 @@ class Workload:
 class EngineLimits:
     max_num_seqs: int = 128
     max_num_batched_tokens: int = 8192
-    #: KV-cache tokens (stacks.capacity); None: unbounded.
+    #: KV-cache tokens (sizing.capacity); None: unbounded.
     kv_capacity_tokens: int | None = None
 
 
@@ -452,7 +452,7 @@ def source(gpu: str) -> str:
         else f"carried from the {MEASURED_GPU} by bandwidth and compute"
     )
     return (
-        f"stacks/speed_model.py fitted to docs/measurements/speed_h100_vllm0.26.json "
+        f"sizing/speed_model.py fitted to docs/measurements/speed_h100_vllm0.26.json "
         f"(vLLM 0.26.0); {gpu}: {how}"
     )
 
@@ -460,9 +460,9 @@ def source(gpu: str) -> str:
 #: Where the speed model stands against measurements, per GPU: the multipliers on its throughput
 #: at the pessimistic and the optimistic edge (published or measured speed over the model's).
 #: The H100's is its own fit (requests/minute and decode speed of the 49 figures without a shared
-#: prefix, stacks.speed_fit: 0.884-1.170; with a shared prefix the model is more optimistic still,
+#: prefix, sizing.speed_fit: 0.884-1.170; with a shared prefix the model is more optimistic still,
 #: see docs/speed-model.md). Another GPU's is the spread of its published points after its
-#: ``efficiency`` (stacks.speed_evidence), widened to +-15 % where three or more points agree and
+#: ``efficiency`` (sizing.speed_evidence), widened to +-15 % where three or more points agree and
 #: to +-25 % where one or two stand alone (thin evidence); a GPU with no published point gets
 #: :data:`DEFAULT_SPEED_BAND`. tests/infra/test_speed_model.py recomputes them from the points.
 SPEED_BANDS: dict[str, tuple[float, float]] = {

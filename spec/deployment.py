@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from stacks.catalog import INSTANCE_CATALOG
-from stacks.config.base import Strict, VariantName, section_rule
+from spec.base import Strict, VariantName, section_rule
+from spec.catalog import INSTANCE_CATALOG
 
 #: Bytes of request body per token of an English system prompt: Llama 3's tokenizer encodes
 #: English at about 4 characters per token (Meta, "The Llama 3 Herd of Models", 2024, Model
@@ -127,7 +127,7 @@ class PoolEngine(Strict):
     """Engine settings of one instance pool that differ from the variant's ``engine`` section
     (:data:`POOL_ENGINE_FIELDS`). A pool with any gets its own Model (its container environment
     differs), named in the pool's ``ModelNameOverride``; the synth checks the pool's capacity plan
-    with them (stacks.capacity.estimate on the pool's GPU)."""
+    with them (sizing.capacity.estimate on the pool's GPU)."""
 
     gpu_memory_utilization: Annotated[float, Field(gt=0.1, le=0.98)] | None = None
     max_num_seqs: Annotated[int, Field(ge=1, le=1024)] | None = None
@@ -385,14 +385,14 @@ class DeploymentPolicy(Strict):
     rollback_5xx_errors_per_minute: Annotated[int, Field(ge=1)] = 5
     #: Rollback when ModelLatency p99 exceeds this. Not the latency SLO (monitoring.slo_*): a
     #: regression signal the healthy fleet must stay under, so synth refuses a value below the
-    #: speed model's p99 at the scaling target x 1.25 (stacks/speed_plan.py): 17.5 s on an
+    #: speed model's p99 at the scaling target x 1.25 (sizing/speed_plan.py): 17.5 s on an
     #: ml.g5.xlarge for the typical request under Poisson arrivals, so 22 s.
     rollback_model_latency_p99_ms: Annotated[int, Field(ge=10)] = 22000
     startup_health_check_timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 600
     #: What a deploy resets to the EndpointConfig's initial values. Empty (the default): every
     #: deploy keeps the live instance counts and weights (RetainAllVariantProperties). Reset on
     #: purpose, e.g. DesiredWeight for the deploy that promotes a canary (``make deploy
-    #: RESET=DesiredWeight`` sets it for one deploy); see stacks.update_semantics.
+    #: RESET=DesiredWeight`` sets it for one deploy); see sizing.update_semantics.
     reset_on_update: list[VariantProperty] = []
 
     @field_validator("reset_on_update")

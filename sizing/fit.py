@@ -1,0 +1,141 @@
+"""The rules a config must pass that need the capacity model, and the one way to read a config
+to act on it.
+
+``spec`` states every rule it can without the sizing model; these need it (a pool's GPU must hold
+the model; a routing threshold must fit what one instance runs; the rollback latency threshold
+must sit above what a healthy instance answers in). ``spec`` sits below this package and cannot
+import it, so these checks travel in pydantic's validation context (``spec.FIT_CHECKS_CONTEXT``):
+:func:`load_config`, :func:`parse_config` and :func:`validate_config` always pass them, so every
+config the stacks, the simulator and the tools act on has passed them, reported with the rest,
+one line per broken rule naming the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sizing.capacity import CapacityError, estimate, pool_capacities
+from sizing.speed_plan import rollback_latency_problems
+from spec import (
+    ARCHITECTURE_CONTEXT,
+    FIT_CHECKS_CONTEXT,
+    VARIANT_NAMES,
+    ConfigError,
+    DeploymentConfig,
+    FitCheck,
+    ModelArchitecture,
+    parse_config_data,
+    read_config,
+)
+from spec.loader import error_lines
+
+
+def pool_errors(cfg: DeploymentConfig) -> list[str]:
+    """Each instance pool (``variants.<name>.instance_pools.<i>``) that could not serve.
+
+    - Its engine settings merged into the variant's break an engine rule (``engine``).
+    - Its GPU cannot hold the model with those settings: the pool's capacity plan
+      (sizing.capacity.estimate) leaves no KV cache, or less than one sequence at
+      engine.max_model_len (``instance_type``, the plan's memory terms in the message).
+      SageMaker falls back to the pool on an insufficient capacity error (developer guide,
+      "Deploy to multiple instance types with instance pools"), so a pool that cannot load the
+      model turns a capacity shortage into failed instances in the middle of a scale-out.
+    """
+    errors: list[str] = []
+    if cfg._known_architecture is None:
+        return errors
+    for vname in VARIANT_NAMES:
+        variant = cfg.variants[vname]
+        for i, pool in enumerate(variant.instance_pools or ()):
+            field = f"variants.{vname}.instance_pools.{i}"
+            try:
+                pool_cfg = cfg.for_pool(pool)
+            except ValidationError as err:
+                errors += [f"{field}.engine.{line}" for line in error_lines(err.errors())]
+                continue
+            try:
+                estimate(pool_cfg, pool.instance_type)
+            except CapacityError as err:
+                errors.append(
+                    f"{field}.instance_type: {pool.instance_type} (priority {pool.priority}) "
+                    f"cannot hold the model: {err}"
+                )
+    return errors
+
+
+def routing_threshold_errors(cfg: DeploymentConfig) -> list[str]:
+    """Each PREFIX_AWARE ``concurrency_threshold`` above what one instance runs at once (the
+    plan's figure: engine.max_num_seqs capped by the KV cache at the typical request length,
+    sizing.capacity.estimate): the prefix-selected instance then queues requests inside vLLM
+    before any goes to an idle instance, so one instance hot-spots. (The prefix's own rule,
+    which needs no capacity model, is spec.routing_errors.)"""
+    errors: list[str] = []
+    for vname in VARIANT_NAMES:
+        variant = cfg.variants[vname]
+        routing = variant.routing
+        if routing is None or routing.strategy != "PREFIX_AWARE":
+            continue
+        field = f"variants.{vname}.routing"
+        threshold = routing.concurrency_threshold
+        if threshold is None or cfg._known_architecture is None:
+            continue
+        for pool in variant.pools:  # every pool's instances: any may be prefix-selected
+            try:
+                pool_cfg = cfg.for_pool(pool)
+                cap = estimate(pool_cfg, pool.instance_type)
+            except (CapacityError, ValidationError):
+                continue  # the model does not fit at all: pool_errors / build_stacks report it
+            seqs = pool_cfg.engine.max_num_seqs
+            runs = min(seqs, cap.concurrency_at_typical_length)
+            if threshold > runs:
+                errors.append(
+                    f"{field}.concurrency_threshold: {threshold} exceeds what one "
+                    f"{pool.instance_type} runs at once ({runs}: engine.max_num_seqs "
+                    f"{seqs}, KV cache at the typical request "
+                    f"{cap.concurrency_at_typical_length}); the prefix-selected instance would "
+                    "queue requests before any spills to another, so one instance hot-spots"
+                )
+                break
+    return errors
+
+
+#: Every fit check, in the order their errors are reported.
+FIT_CHECKS: tuple[FitCheck, ...] = (pool_errors, routing_threshold_errors)
+
+
+def check_deployable(cfg: DeploymentConfig) -> None:
+    """What synth refuses on the config a deploy will run (its release inputs applied, which
+    may pin another instance type): a variant's GPU that cannot hold the model (CapacityError,
+    its memory terms named) or a rollback latency threshold a healthy fleet crosses
+    (ConfigError, each variant named). Not a load rule: the plan and the simulator still show
+    such a config and say why it cannot ship."""
+    for variant in VARIANT_NAMES:
+        pool_capacities(cfg, variant)  # raises CapacityError if the model cannot fit a pool
+    latency = rollback_latency_problems(cfg)
+    if latency:
+        raise ConfigError("; ".join(latency))
+
+
+def load_config(path: Path, *, env: str) -> DeploymentConfig:
+    """Read and validate ``config/<env>.yaml``: the config's own rules and the fit checks."""
+    return read_config(path, env=env, fit_checks=FIT_CHECKS)
+
+
+def parse_config(raw: Any, *, env: str, source: Path, base_dir: Path) -> DeploymentConfig:
+    """Validate an already-parsed YAML document: the config's own rules and the fit checks."""
+    return parse_config_data(raw, env=env, source=source, base_dir=base_dir, fit_checks=FIT_CHECKS)
+
+
+def validate_config(
+    data: dict[str, Any], *, architecture: ModelArchitecture | None = None
+) -> DeploymentConfig:
+    """A config derived in code (a deploy's inputs applied, a solver's candidate fleet): the
+    same rules as :func:`load_config`. ``architecture``: the one read from the original's
+    ``model.architecture_file``, when it named one."""
+    context: dict[str, Any] = {FIT_CHECKS_CONTEXT: FIT_CHECKS}
+    if architecture is not None:
+        context[ARCHITECTURE_CONTEXT] = architecture
+    return DeploymentConfig.model_validate(data, context=context)
