@@ -24,9 +24,10 @@ import re
 import sys
 from pathlib import Path
 
+from sizing import release_jobs
 from sizing.fit import load_config
 from spec import ConfigError, DeploymentConfig, config_path
-from tools import REPO_ROOT, release_jobs
+from tools import REPO_ROOT
 from tools.push_image import checked_tag
 
 #: arn:<partition>:iam::<12-digit account>:role/<path/name> (IAM User Guide, "IAM ARNs").

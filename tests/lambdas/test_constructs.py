@@ -338,7 +338,8 @@ def test_checkov_finds_nothing(stacks: dict[str, cdk.Stack], outdir: Path) -> No
 def test_evidence_settings_are_validated_naming_the_field(field: str, value: Any) -> None:
     import yaml
 
-    from spec import ConfigError, parse_config
+    from sizing.fit import parse_config
+    from spec import ConfigError
 
     raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
     raw["rollout"][field] = value
