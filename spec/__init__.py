@@ -27,7 +27,6 @@ from spec.base import VARIANT_NAMES, ConfigError, VariantName
 from spec.deploy_access import (
     DeployAccessConfig,
     ImmutableIds,
-    deploy_access_stack_name,
     github_environments,
     github_subjects,
     pull_request_subject,
@@ -83,8 +82,9 @@ from spec.model_prep import (
     artifact_location_uri,
     artifact_ref,
     artifact_version,
+    preparation_job_prefix,
+    preparation_job_version_prefix,
     release_inputs,
-    release_stack_name,
 )
 from spec.operations import (
     MetricsPath,
@@ -103,6 +103,12 @@ from spec.scaling import (
     VariantScaling,
     bounds_changes,
 )
+from spec.stack_names import (
+    STACK_PARTS,
+    deploy_access_stack_name,
+    release_stack_name,
+    stack_name,
+)
 from spec.timing import (
     BoundsChange,
     ReleaseEvent,
@@ -119,6 +125,7 @@ __all__ = [
     "POOL_ENGINE_FIELDS",
     "SCALABLE_METRICS",
     "SCENARIO_NAMES",
+    "STACK_PARTS",
     "VARIANT_NAMES",
     "_ADAPTER_NAME",
     "AdapterConfig",
@@ -176,9 +183,12 @@ __all__ = [
     "guardrail_step_errors",
     "parse_config_data",
     "prefix_floor_bytes",
+    "preparation_job_prefix",
+    "preparation_job_version_prefix",
     "pull_request_subject",
     "read_config",
     "release_inputs",
     "release_stack_name",
     "routing_errors",
+    "stack_name",
 ]

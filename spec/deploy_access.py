@@ -103,11 +103,6 @@ class DeployAccessConfig(Strict):
         return value
 
 
-def deploy_access_stack_name(cfg: DeploymentConfig) -> str:
-    """DeployAccessStack's name (``make deploy-access``)."""
-    return f"{cfg.project}-{cfg.env}-deploy-access"
-
-
 def github_environments(cfg: DeploymentConfig) -> list[str]:
     """The GitHub environments whose jobs may deploy ``cfg``: configured, else ``[cfg.env]``."""
     access = cfg.deploy_access

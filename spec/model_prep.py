@@ -143,7 +143,14 @@ def artifact_dir(version: str) -> Path:
     return ARTIFACTS_DIR / version
 
 
-def release_stack_name(cfg: DeploymentConfig) -> str:
-    """The ModelReleaseStack's name: deployed on its own before the first prepare-model
-    (``make deploy-model-release``), since a build-mode image needs a release to exist."""
-    return f"{cfg.project}-{cfg.env}-model-release"
+def preparation_job_prefix(cfg: DeploymentConfig) -> str:
+    """The name every preparation job of ``cfg`` starts with: the deploy role may act on the
+    training jobs named so (stacks/deploy_access_stack.py), and tools/prepare_model.py names
+    each ``<prefix><version hex>-<time>`` (:func:`preparation_job_version_prefix`)."""
+    return f"{cfg.project}-{cfg.env}-prep-"
+
+
+def preparation_job_version_prefix(cfg: DeploymentConfig, version: str) -> str:
+    """What every preparation job of ``version`` is named with: ``<project>-<env>-prep-<hex>-``
+    (the creation time follows)."""
+    return f"{preparation_job_prefix(cfg)}{version[2:]}-"

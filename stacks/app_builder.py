@@ -16,6 +16,7 @@ from spec import (
     deploy_access_stack_name,
     release_stack_name,
 )
+from spec.stack_names import stack_name
 from stacks.deploy_access_stack import DeployAccessStack
 from stacks.endpoint_stack import EndpointStack
 from stacks.image_stack import ImageStack
@@ -26,17 +27,6 @@ def cdk_json_context(repo_root: Path) -> dict[str, object]:
     """The feature flags committed in cdk.json, for synths that do not go through the CDK CLI."""
     context: dict[str, object] = json.loads((repo_root / "cdk.json").read_text())["context"]
     return context
-
-
-#: The stacks of one environment besides the model release's (``<project>-<env>-<part>``).
-STACK_PARTS = ("image", "endpoint")
-
-
-def stack_name(cfg: DeploymentConfig, part: str) -> str:
-    """``<project>-<env>-image`` or ``-endpoint``: the name make targets deploy one stack by."""
-    if part not in STACK_PARTS:
-        raise ValueError(f"no {part!r} stack: one of {STACK_PARTS}")
-    return f"{cfg.project}-{cfg.env}-{part}"
 
 
 def build_stacks(

@@ -46,6 +46,7 @@ from spec import (
     DeploymentConfig,
     artifact_bucket_name,
     github_subjects,
+    preparation_job_prefix,
     pull_request_subject,
     release_stack_name,
 )
@@ -59,12 +60,6 @@ from stacks.constructs.deploy_access import CDK_LOOKUP_ROLES, DeployRole, github
 #: this stack imports; tests/infra/test_deploy_access_stack.py checks that they exist there.
 PREP_ROLE_EXPORT = "model-prep-role-arn"
 ARTIFACT_KEY_EXPORT = "model-artifact-key-arn"
-
-
-def preparation_job_prefix(cfg: DeploymentConfig) -> str:
-    """The name every preparation job of ``cfg`` starts with (tools/prepare_model.py names them
-    ``<project>-<env>-prep-<version>-<time>``)."""
-    return f"{cfg.project}-{cfg.env}-prep-"
 
 
 class DeployAccessStack(Stack):

@@ -53,9 +53,8 @@ from lambdas.canary_controller.names import COMPLETED, LOCKED
 from simulator.schedule import schedule_floor
 from sizing.deploy_options import DeployOptions
 from sizing.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
-from spec import DeploymentConfig, VariantName, VariantProperty, release_stack_name
+from spec import DeploymentConfig, VariantName, VariantProperty, release_stack_name, stack_name
 from spec.instance_start import ASSUMED_READY_SECONDS
-from stacks.app_builder import stack_name
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from tools import REPO_ROOT
 from tools.aws_command import client, error_code, run_on_config

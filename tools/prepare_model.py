@@ -47,6 +47,7 @@ from spec import (
     DeploymentConfig,
     artifact_location_uri,
     config_path,
+    preparation_job_version_prefix,
     release_inputs,
     release_stack_name,
 )
@@ -242,16 +243,10 @@ def elapsed(seconds: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
-def job_name_prefix(cfg: DeploymentConfig, version: str) -> str:
-    """What every preparation job of ``version`` is named with: ``<project>-<env>-prep-<hex>-``
-    (the creation time follows; stacks/deploy_access_stack.py scopes the role to the prefix)."""
-    return f"{cfg.project}-{cfg.env}-prep-{version[2:]}-"
-
-
 def existing_job(sm: Any, cfg: DeploymentConfig, version: str) -> dict[str, Any] | None:
     """The newest job preparing ``version`` that is InProgress, Stopping or Completed (a
     Failed or Stopped one left nothing to wait for), as ListTrainingJobs summarizes it."""
-    prefix = job_name_prefix(cfg, version)
+    prefix = preparation_job_version_prefix(cfg, version)
     found: list[dict[str, Any]] = []
     pages = sm.get_paginator("list_training_jobs").paginate(
         NameContains=prefix.rstrip("-"), SortBy="CreationTime", SortOrder="Descending"
@@ -359,7 +354,7 @@ def run(
     if not cfg.model_prep.job_image and not image_present(ecr, image):
         push_job_image(image, ecr)
     role = stack_output(session.client("cloudformation"), release_stack_name(cfg), "RoleArn")
-    name = f"{job_name_prefix(cfg, version)}{time.strftime('%m%d%H%M%S')}"
+    name = f"{preparation_job_version_prefix(cfg, version)}{time.strftime('%m%d%H%M%S')}"
     if len(name) > 63:  # CreateTrainingJob: TrainingJobName is at most 63 characters
         raise PrepareError(
             f"project and env: the job name {name} is longer than SageMaker's 63 characters; "

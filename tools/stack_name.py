@@ -8,8 +8,7 @@ import argparse
 import sys
 
 from sizing.fit import load_config
-from spec import ConfigError, config_path
-from stacks.app_builder import STACK_PARTS, stack_name
+from spec import STACK_PARTS, ConfigError, config_path, stack_name
 from tools import REPO_ROOT
 
 

@@ -20,13 +20,12 @@ from aws_cdk.assertions import Match, Template
 from botocore import xform_name
 
 from sizing import release_jobs
-from spec import DeploymentConfig, github_subjects
+from spec import DeploymentConfig, github_subjects, preparation_job_version_prefix
 from stacks.app_builder import build_stacks, cdk_json_context
 from stacks.deploy_access_stack import (
     ARTIFACT_KEY_EXPORT,
     PREP_ROLE_EXPORT,
     DeployAccessStack,
-    preparation_job_prefix,
 )
 from tools import deploy_access
 from tools.validate import run_cfn_lint, run_checkov
@@ -310,14 +309,18 @@ def test_training_jobs_logs_and_artifacts_are_scoped(template) -> None:
     assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}
 
 
-def test_the_job_name_prefix_is_the_one_prepare_model_names_jobs_with(prod_access_cfg) -> None:
-    from tools.prepare_model import job_name_prefix
+def test_a_job_prepare_model_names_is_one_the_role_may_run(template, prod_access_cfg) -> None:
+    """The round trip: the ARN pattern the synthesized role grants matches the name
+    tools/prepare_model.py gives a job (one definition, spec.preparation_job_version_prefix)."""
+    import fnmatch
 
     version = "m-0123456789abcdef"
-    assert job_name_prefix(prod_access_cfg, version).startswith(
-        preparation_job_prefix(prod_access_cfg)
-    )
-    assert preparation_job_prefix(prod_access_cfg) == "mangaassist-prod-prep-"
+    name = f"{preparation_job_version_prefix(prod_access_cfg, version)}1128040000"
+    arn = f"arn:aws:sagemaker:us-east-1:{{AWS::AccountId}}:training-job/{name.lower()}"
+    (granted,) = resources(statements(template)["PreparationJobs"])
+    assert fnmatch.fnmatchcase(arn, granted)
+    other = arn.replace("mangaassist-prod-", "mangaassist-dev-")
+    assert not fnmatch.fnmatchcase(other, granted)
 
 
 def test_star_resources_are_only_the_actions_with_no_resource_type(template) -> None:
