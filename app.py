@@ -14,8 +14,8 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from sizing.deploy_options import DeployOptions
-from spec import ConfigError
 from stacks.app_builder import build_app
+from typed_config import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent
 

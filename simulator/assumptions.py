@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from sizing.scale_out_time import time_to_serve
 from sizing.serving_speed import PLANNING_EDGE, Edge, planned_hit_rate
-from spec import DeploymentConfig, VariantName
-from spec.instance_start import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
+from typed_config import DeploymentConfig, VariantName
+from typed_config.instance_start import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
 
 
 @dataclass(frozen=True)

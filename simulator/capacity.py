@@ -24,8 +24,8 @@ from sizing import speed_model
 from sizing.capacity import Capacity, estimate, sequences_that_fit, weight_bytes
 from sizing.scaling_target import cached_tokens, concurrency_target
 from sizing.serving_speed import describe, efficiency
-from spec import DeploymentConfig
-from spec.catalog import INSTANCE_CATALOG
+from typed_config import DeploymentConfig
+from typed_config.catalog import INSTANCE_CATALOG
 
 #: Peak memory bandwidth of each catalog GPU (GB/s, vendor spec sheets), for the roofline check.
 GPU_BANDWIDTH_GBPS = {

@@ -38,8 +38,8 @@ from sizing.capacity import CapacityError
 from sizing.fit import load_config
 from sizing.scale_out_time import time_to_serve
 from sizing.serving_speed import EDGES
-from spec import ConfigError, DeploymentConfig, VariantName, config_path
-from spec.yaml_source import read_yaml
+from typed_config import ConfigError, DeploymentConfig, VariantName, config_path
+from typed_config.yaml_source import read_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 

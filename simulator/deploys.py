@@ -41,7 +41,7 @@ from sizing.update_semantics import (
     prescale_counts,
     update_phases,
 )
-from spec import DeploymentConfig, VariantName
+from typed_config import DeploymentConfig, VariantName
 
 
 def deploy_config(cfg: DeploymentConfig, event: Deploy) -> DeploymentConfig:

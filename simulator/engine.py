@@ -44,7 +44,7 @@ from simulator.scaling_policies import (
 )
 from simulator.schedule import timeline
 from simulator.traces import Trace
-from spec import DeploymentConfig, VariantName
+from typed_config import DeploymentConfig, VariantName
 
 
 @dataclass(frozen=True)

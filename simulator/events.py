@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from spec import VariantProperty
+from typed_config import VariantProperty
 
 
 @dataclass(frozen=True)

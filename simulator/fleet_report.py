@@ -10,8 +10,8 @@ from simulator.slo_gate import GateReport
 from sizing import speed_model
 from sizing.scaling_target import concurrency_target, typical_request
 from sizing.serving_speed import efficiency
-from spec import VARIANT_NAMES, DeploymentConfig
-from spec.catalog import INSTANCE_CATALOG
+from typed_config import VARIANT_NAMES, DeploymentConfig
+from typed_config.catalog import INSTANCE_CATALOG
 
 #: A technique that cuts decode steps, with where its figure comes from (not measured here).
 SPECULATIVE_DECODING = (

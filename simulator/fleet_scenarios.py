@@ -21,7 +21,7 @@ from simulator.rollout import simulate_rollout
 from simulator.run import Result, simulate
 from simulator.schedule import timeline
 from simulator.traces import BUILTIN, JST, Trace, normal_day
-from spec import SCENARIO_NAMES, VARIANT_NAMES, DeploymentConfig, ScenarioName, VariantName
+from typed_config import SCENARIO_NAMES, VARIANT_NAMES, DeploymentConfig, ScenarioName, VariantName
 
 
 @dataclass
@@ -218,7 +218,7 @@ RUNNERS: dict[ScenarioName, Callable[[DeploymentConfig, Assumptions], list[Scena
     "deploy-at-peak": _deploy_at_peak,
     "canary-rollout": _canary_rollout,
 }
-assert tuple(RUNNERS) == SCENARIO_NAMES, "spec.fleet.ScenarioName and RUNNERS disagree"
+assert tuple(RUNNERS) == SCENARIO_NAMES, "typed_config.fleet.ScenarioName and RUNNERS disagree"
 
 
 def run_scenario(cfg: DeploymentConfig, name: ScenarioName, a: Assumptions) -> list[ScenarioRun]:

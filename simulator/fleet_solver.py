@@ -32,10 +32,10 @@ from sizing.capacity import CapacityError, estimate
 from sizing.fit import validate_config
 from sizing.slo_reach import unreachable
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
-from spec import DeploymentConfig, VariantName
-from spec.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
+from typed_config import DeploymentConfig, VariantName
+from typed_config.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 
-#: Capacity's schema limit (spec/timing.py): the search's ceiling.
+#: Capacity's schema limit (typed_config/timing.py): the search's ceiling.
 MAX_INSTANCES = 100
 MAX_ROUNDS = 30
 VARIANT = "variant"

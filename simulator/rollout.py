@@ -44,7 +44,7 @@ from simulator.schedule import timeline
 from simulator.traces import JST, Trace, normal_day
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.scaling_target import concurrency_target
-from spec import DeploymentConfig, VariantName
+from typed_config import DeploymentConfig, VariantName
 
 NAME = "canary-rollout"
 #: The rollout starts at 14:00 JST: its last steps meet the JP evening peak (18:00-22:00).

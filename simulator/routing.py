@@ -76,8 +76,8 @@ from simulator.traces import JST, Trace
 from sizing import speed_model
 from sizing.capacity import estimate, sequences_that_fit
 from sizing.scaling_target import concurrency_target
-from spec import DeploymentConfig, VariantName
-from spec.catalog import INSTANCE_CATALOG
+from typed_config import DeploymentConfig, VariantName
+from typed_config.catalog import INSTANCE_CATALOG
 
 Strategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"]
 STRATEGIES: tuple[Strategy, ...] = ("RANDOM", "LEAST_OUTSTANDING_REQUESTS", "PREFIX_AWARE")
@@ -117,7 +117,7 @@ class RouterSpec:
 def configured_routing(cfg: DeploymentConfig, variant: VariantName) -> RouterSpec:
     """The variant's ``routing`` section (issue 21), or SageMaker's default (RANDOM) without one.
 
-    Read with getattr: the section is added to spec by a separate change."""
+    Read with getattr: the section is added to typed_config by a separate change."""
     routing = getattr(cfg.variants[variant], "routing", None)
     if routing is None:
         return RouterSpec("RANDOM", configured=True)

@@ -13,7 +13,7 @@ from simulator.capacity import InstanceModel, instance_model
 from simulator.engine import VariantRun, VariantSimulation
 from simulator.events import OperatorEvent, check_events
 from simulator.traces import Trace
-from spec import VARIANT_NAMES, DeploymentConfig, VariantName
+from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
 
 
 @dataclass

@@ -32,7 +32,7 @@ from container.serving import metrics_contract as mc
 from simulator.assumptions import Assumptions
 from simulator.fleet_metrics import SUPPORTED_METRICS, FleetMetrics
 from sizing.scaling_target import concurrency_target
-from spec import DeploymentConfig, StepPolicy, VariantName
+from typed_config import DeploymentConfig, StepPolicy, VariantName
 
 COMPARE: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,

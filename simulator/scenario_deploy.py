@@ -29,7 +29,7 @@ from simulator.run import Result, simulate
 from simulator.traces import JST, Trace, _day_shape
 from sizing.deploy_options import DeployOptions
 from sizing.update_semantics import ALL_PROPERTIES
-from spec import DeploymentConfig
+from typed_config import DeploymentConfig
 
 NAME = "deploy-at-peak"
 BUSY_FACTOR = 1.8

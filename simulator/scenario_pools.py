@@ -38,7 +38,7 @@ from simulator.traces import JST, Trace
 from sizing.fit import validate_config
 from sizing.scale_out_time import ICE_SECONDS
 from sizing.scaling_target import concurrency_target
-from spec import DeploymentConfig
+from typed_config import DeploymentConfig
 
 NAME = "pool-fallback"
 #: When the first pool's capacity runs out (JST): from the start, so every scale-out meets it.

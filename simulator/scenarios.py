@@ -11,7 +11,7 @@ from typing import Protocol
 
 from simulator import scenario_deploy, scenario_pools
 from simulator.assumptions import Assumptions
-from spec import DeploymentConfig
+from typed_config import DeploymentConfig
 
 
 class Scenario(Protocol):

@@ -8,7 +8,7 @@ Semantics matched with the CDK scaling construct (Application Auto Scaling sched
 - A release event is two one-off actions (``ReleaseEvent.window``): at ``at - prescale_hours``
   it sets the event's min/max; at ``at + restore_after_hours`` it restores what the recurring
   schedules hold at that moment (``ScalingConfig.recurring_bounds_at``). Both this module and the
-  CDK construct take the actions from one list, ``spec.bounds_changes``.
+  CDK construct take the actions from one list, ``typed_config.bounds_changes``.
 - Changing the bounds does not scale in by itself: a lower min only lets the policies scale in
   (a higher min, or a lower max, moves desired capacity at once).
 - The state at the start of a trace is what the most recent action before it left behind
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from spec import ScalingConfig, VariantName, bounds_changes
+from typed_config import ScalingConfig, VariantName, bounds_changes
 
 LOOKBACK = timedelta(days=8)
 
@@ -39,7 +39,7 @@ def timeline(
     scaling: ScalingConfig, variant: VariantName, start: datetime, end: datetime
 ) -> tuple[tuple[int, int, str], list[BoundsFiring]]:
     """(bounds at ``start``, changes within (start, end]) for ``variant``: the scheduled actions
-    the CDK construct writes (``spec.bounds_changes``), each at every time it fires."""
+    the CDK construct writes (``typed_config.bounds_changes``), each at every time it fires."""
     base = scaling.variants[variant]
     changes = [
         BoundsFiring(when, c.min_capacity, c.max_capacity, _label(c.name, c.kind))

@@ -22,8 +22,8 @@ from simulator.capacity import instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
 from sizing.scaling_target import target_basis
 from sizing.slo_reach import unreachable
-from spec import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
-from spec.catalog import HOURS_PER_MONTH
+from typed_config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
+from typed_config.catalog import HOURS_PER_MONTH
 
 
 @dataclass(frozen=True)

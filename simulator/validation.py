@@ -24,7 +24,7 @@ from simulator.assumptions import Assumptions
 from simulator.run import Result, simulate
 from simulator.traces import spike_3x
 from sizing.fit import validate_config
-from spec import DeploymentConfig
+from typed_config import DeploymentConfig
 
 OLD_TARGET_INVOCATIONS = 800
 CAPACITY_MINUTES = (8, 13)

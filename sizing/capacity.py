@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from spec import DeploymentConfig, InstancePool, ModelArchitecture, VariantName
-from spec.catalog import INSTANCE_CATALOG
+from typed_config import DeploymentConfig, InstancePool, ModelArchitecture, VariantName
+from typed_config.catalog import INSTANCE_CATALOG
 
 GIB = 1024**3
 FP16_BYTES = 2

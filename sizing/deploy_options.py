@@ -33,8 +33,8 @@ from pydantic import ValidationError
 
 from sizing.fit import validate_config
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
-from spec import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
-from spec.catalog import INSTANCE_CATALOG
+from typed_config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
+from typed_config.catalog import INSTANCE_CATALOG
 
 CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset", "image_tag", "model_artifact")
 #: ``IMAGE_TAG=live``: the tag each variant runs now, which only ``make deploy`` can read

@@ -1,10 +1,11 @@
 """The rules a config must pass that need the capacity model, and the one way to read a config
 to act on it.
 
-``spec`` states every rule it can without the sizing model; these need it (a pool's GPU must hold
-the model; a routing threshold must fit what one instance runs; the rollback latency threshold
-must sit above what a healthy instance answers in). ``spec`` sits below this package and cannot
-import it, so these checks travel in pydantic's validation context (``spec.FIT_CHECKS_CONTEXT``):
+``typed_config`` states every rule it can without the sizing model; these need it (a pool's GPU
+must hold the model; a routing threshold must fit what one instance runs; the rollback latency
+threshold must sit above what a healthy instance answers in). ``typed_config`` sits below this
+package and cannot import it, so these checks travel in pydantic's validation context
+(``typed_config.FIT_CHECKS_CONTEXT``):
 :func:`load_config`, :func:`parse_config` and :func:`validate_config` always pass them, so every
 config the stacks, the simulator and the tools act on has passed them, reported with the rest,
 one line per broken rule naming the field.
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 
 from sizing.capacity import CapacityError, estimate, pool_capacities
 from sizing.speed_plan import rollback_latency_problems
-from spec import (
+from typed_config import (
     ARCHITECTURE_CONTEXT,
     FIT_CHECKS_CONTEXT,
     VARIANT_NAMES,
@@ -30,7 +31,7 @@ from spec import (
     parse_config_data,
     read_config,
 )
-from spec.loader import error_lines
+from typed_config.loader import error_lines
 
 
 def pool_errors(cfg: DeploymentConfig) -> list[str]:
@@ -71,7 +72,7 @@ def routing_threshold_errors(cfg: DeploymentConfig) -> list[str]:
     plan's figure: engine.max_num_seqs capped by the KV cache at the typical request length,
     sizing.capacity.estimate): the prefix-selected instance then queues requests inside vLLM
     before any goes to an idle instance, so one instance hot-spots. (The prefix's own rule,
-    which needs no capacity model, is spec.routing_errors.)"""
+    which needs no capacity model, is typed_config.routing_errors.)"""
     errors: list[str] = []
     for vname in VARIANT_NAMES:
         variant = cfg.variants[vname]

@@ -13,7 +13,7 @@ from sizing.scaling_target import concurrency_target, pool_bases
 from sizing.serving_speed import PLANNING_EDGE, hit_rate_source
 from sizing.slo_reach import held, unreachable
 from sizing.speed_plan import render_speed, speed_section
-from spec import (
+from typed_config import (
     VARIANT_NAMES,
     DeploymentConfig,
     ScalingConfig,
@@ -23,7 +23,7 @@ from spec import (
     bounds_changes,
     prefix_floor_bytes,
 )
-from spec.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
+from typed_config.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG, PRICE_REGION
 
 
 def unreachable_ceiling(scaling: ScalingConfig, variant: VariantName) -> str | None:
@@ -61,7 +61,7 @@ def release_facts(cfg: DeploymentConfig) -> dict[str, Any]:
 
 def routing_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]:
     """The variant's RoutingConfig as the template carries it, with the figures the loader
-    checked it against (spec.routing_errors): the shortest prefix that reaches past the
+    checked it against (typed_config.routing_errors): the shortest prefix that reaches past the
     system prompt into the conversation, and what one instance runs at once."""
     routing = cfg.variants[variant].routing
     if routing is None:

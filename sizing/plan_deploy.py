@@ -17,9 +17,9 @@ from sizing.update_semantics import (
     retained_properties,
     update_phases,
 )
-from spec import DeploymentConfig
-from spec.catalog import INSTANCE_CATALOG
-from spec.instance_start import ASSUMED_READY_SECONDS
+from typed_config import DeploymentConfig
+from typed_config.catalog import INSTANCE_CATALOG
+from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 
 def _guardrail_floor(cfg: DeploymentConfig) -> int:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from spec import DeploymentConfig
+from typed_config import DeploymentConfig
 
 #: IAM: MaxSessionDuration "can have a value from 1 hour to 12 hours" (CreateRole/UpdateRole).
 MAX_SESSION_SECONDS = 12 * 3600

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lambdas.canary_controller.rules import CapacityPlan, build_plan
 from sizing.capacity import pool_capacities
-from spec import DeploymentConfig, VariantName
+from typed_config import DeploymentConfig, VariantName
 
 
 def per_instance_concurrency(cfg: DeploymentConfig, variant: VariantName) -> int:

@@ -43,8 +43,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from sizing.capacity import lora_bytes, weight_bytes
-from spec import DeploymentConfig, VariantName
-from spec.instance_start import ASSUMED_READY_SECONDS
+from typed_config import DeploymentConfig, VariantName
+from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 GB = 1e9
 MEASUREMENT = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "image_size.json"
@@ -174,7 +174,7 @@ def time_to_serve(
 def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, object]:
     """The plan's scale-out figures for ``variant``; the simulator's scale-outs use
     ``cached_seconds`` (simulator.assumptions), and deploys and the canary controller's waits
-    keep their per-start bound (spec.instance_start.ASSUMED_READY_SECONDS), which must not
+    keep their per-start bound (typed_config.instance_start.ASSUMED_READY_SECONDS), which must not
     be below ``uncached_seconds``."""
     t = time_to_serve(cfg, variant)
     pools = cfg.variants[variant].pools
@@ -223,6 +223,6 @@ def render_scale_out(s: dict[str, object]) -> list[str]:
         lines.append(
             f"          WARNING: a start of a new tag ({s['uncached_seconds']:g} s) exceeds the "
             f"{s['deploy_bound_seconds']:g} s per start that deploy times and the canary "
-            "controller's waits assume (spec.instance_start.ASSUMED_READY_SECONDS)"
+            "controller's waits assume (typed_config.instance_start.ASSUMED_READY_SECONDS)"
         )
     return lines

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from sizing import speed_model
 from sizing.capacity import pool_capacities
 from sizing.serving_speed import describe, efficiency, planned_hit_rate
-from spec import DeploymentConfig, VariantName
-from spec.catalog import INSTANCE_CATALOG
+from typed_config import DeploymentConfig, VariantName
+from typed_config.catalog import INSTANCE_CATALOG
 
 #: The brief's measured prefix-cache hit rate (~72 %): no longer planned on (the routing simulation
 #: finds 33-58 %, sizing/prefix_hit_rate.py); kept for ``--prefix-cache-hit-rate 0.72`` what-ifs.

@@ -29,7 +29,7 @@ from typing import Literal, get_args
 from sizing import speed_model
 from sizing.lora_cost import LORA_DECODE_FACTOR, LORA_PREFILL_FACTOR, LORA_SOURCE
 from sizing.prefix_hit_rate import routing_hit_rate
-from spec import DeploymentConfig
+from typed_config import DeploymentConfig
 
 Edge = Literal["pessimistic", "central", "optimistic"]
 EDGES: tuple[Edge, ...] = get_args(Edge)

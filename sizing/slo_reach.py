@@ -5,7 +5,7 @@ plan prints both lists."""
 from __future__ import annotations
 
 from sizing.scaling_target import target_basis
-from spec import VARIANT_NAMES, DeploymentConfig, GateSlo
+from typed_config import VARIANT_NAMES, DeploymentConfig, GateSlo
 
 #: Each gate SLO: its name in the speed model's bounds and its ``monitoring`` field.
 SLO_FIELDS: dict[GateSlo, str] = {

@@ -24,7 +24,7 @@ from typing import Any
 from sizing import capacity
 from sizing.speed_fit import LLAMA3_8B
 from sizing.speed_model import GPUS, EngineLimits, Speed, StepCost, Workload, simulate, step_cost
-from spec.catalog import INSTANCE_CATALOG
+from typed_config.catalog import INSTANCE_CATALOG
 
 POINTS = (
     Path(__file__).resolve().parent.parent / "docs" / "measurements" / "published_gpu_points.json"

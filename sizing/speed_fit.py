@@ -27,7 +27,7 @@ from sizing.speed_model import (
     simulate,
     step_cost,
 )
-from spec import ModelArchitecture
+from typed_config import ModelArchitecture
 
 MEASUREMENTS = (
     Path(__file__).resolve().parent.parent / "docs" / "measurements" / "speed_h100_vllm0.26.json"

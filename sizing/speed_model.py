@@ -35,7 +35,7 @@ from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 
-from spec import ModelArchitecture
+from typed_config import ModelArchitecture
 
 FP16_BYTES = 2
 #: AWQ / GPTQ / compressed-tensors W4A16, group 128: 4 bits + a 16-bit scale and a 4-bit zero
@@ -65,9 +65,9 @@ class Gpu:
 
 
 _NV = "NVIDIA data sheet"
-#: The catalog's GPUs (spec/catalog.py names them). Dense tensor rates are half the data sheets'
-#: "with sparsity" figures; the A10G's is the A10's (AWS publishes no tensor rate for it and the
-#: A10G's memory system matches the A10's 600 GB/s): an estimate, see docs/speed-model.md.
+#: The catalog's GPUs (typed_config/catalog.py names them). Dense tensor rates are half the data
+#: sheets' "with sparsity" figures; the A10G's is the A10's (AWS publishes no tensor rate for it
+#: and the A10G's memory system matches the A10's 600 GB/s): an estimate, see docs/speed-model.md.
 GPUS: dict[str, Gpu] = {
     g.name: g
     for g in (

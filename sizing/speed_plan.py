@@ -18,8 +18,8 @@ from sizing.scaling_target import (
     typical_request,
 )
 from sizing.serving_speed import describe, efficiency
-from spec import VARIANT_NAMES, DeploymentConfig, VariantName
-from spec.catalog import INSTANCE_CATALOG
+from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
+from typed_config.catalog import INSTANCE_CATALOG
 
 
 def speed_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]:

@@ -34,8 +34,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from spec import VARIANT_NAMES, DeploymentConfig, VariantName, VariantProperty
-from spec.catalog import INSTANCE_CATALOG
+from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName, VariantProperty
+from typed_config.catalog import INSTANCE_CATALOG
 
 ALL_PROPERTIES: tuple[VariantProperty, ...] = ("DesiredInstanceCount", "DesiredWeight")
 

@@ -10,17 +10,17 @@ from cdk_nag import AwsSolutionsChecks
 
 from sizing.deploy_options import DeployOptions
 from sizing.fit import check_deployable, load_config
-from spec import (
+from stacks.deploy_access_stack import DeployAccessStack
+from stacks.endpoint_stack import EndpointStack
+from stacks.image_stack import ImageStack
+from stacks.model_release_stack import ModelReleaseStack
+from typed_config import (
     DeploymentConfig,
     config_path,
     deploy_access_stack_name,
     release_stack_name,
 )
-from spec.stack_names import stack_name
-from stacks.deploy_access_stack import DeployAccessStack
-from stacks.endpoint_stack import EndpointStack
-from stacks.image_stack import ImageStack
-from stacks.model_release_stack import ModelReleaseStack
+from typed_config.stack_names import stack_name
 
 
 def cdk_json_context(repo_root: Path) -> dict[str, object]:

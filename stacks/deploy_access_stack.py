@@ -42,7 +42,8 @@ from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name
 from sizing.release_jobs import role_max_session_seconds
-from spec import (
+from stacks.constructs.deploy_access import CDK_LOOKUP_ROLES, DeployRole, github_oidc_provider
+from typed_config import (
     DeploymentConfig,
     artifact_bucket_name,
     github_subjects,
@@ -53,8 +54,7 @@ from spec import (
 
 # The preflight's values, reused: the bootstrap qualifier whose version parameter it reads (and
 # whose roles cdk deploy assumes), and the scaling service-linked role it looks up.
-from spec.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
-from stacks.constructs.deploy_access import CDK_LOOKUP_ROLES, DeployRole, github_oidc_provider
+from typed_config.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
 
 #: ModelReleaseStack's exports (stacks/model_release_stack.py, ``<project>-<env>-<name>``) that
 #: this stack imports; tests/infra/test_deploy_access_stack.py checks that they exist there.

@@ -15,7 +15,6 @@ from constructs import Construct
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.scaling_target import unmet_slo_warnings
 from sizing.update_semantics import reset_properties
-from spec import VARIANT_NAMES, DeploymentConfig
 from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.endpoint import (
     ServingEndpoint,
@@ -30,6 +29,7 @@ from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 from stacks.constructs.rollback_alarms import RollbackAlarms
 from stacks.constructs.scaling import EndpointScaling, ScalingProps
 from stacks.constructs.smoke_gate import SmokeGate
+from typed_config import VARIANT_NAMES, DeploymentConfig
 
 #: What CloudWatch Logs does with a log group's key (the user guide's policy, below).
 LOGS_KEY_ACTIONS = [

@@ -8,8 +8,8 @@ from aws_cdk import Stack
 from constructs import Construct
 from pydantic import ValidationError
 
-from spec import ConfigError, DeploymentConfig, ImageConfig
 from stacks.constructs.image import ServingImage, image_build_args
+from typed_config import ConfigError, DeploymentConfig, ImageConfig
 
 
 class ImageStack(Stack):

@@ -14,12 +14,12 @@ from typing import Any
 from aws_cdk import Annotations, Aws, CfnOutput, Stack
 from constructs import Construct
 
-from spec import DeploymentConfig, artifact_bucket_name
 from stacks.constructs.model_release import (
     ModelArtifacts,
     PreparationJobRole,
     ecr_repository_arn,
 )
+from typed_config import DeploymentConfig, artifact_bucket_name
 
 
 class ModelReleaseStack(Stack):

@@ -18,7 +18,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from sizing.fit import load_config
-from spec import ConfigError, DeploymentConfig, config_path
+from typed_config import ConfigError, DeploymentConfig, config_path
 
 #: What to do when no credentials are found (the preflight says the same before diff and deploy).
 NO_CREDENTIALS = (

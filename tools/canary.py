@@ -44,10 +44,10 @@ from lambdas.canary_controller.names import (
     RUNNING,
     controller_function_name,
 )
-from spec import DeploymentConfig
-from spec.instance_start import ASSUMED_READY_SECONDS
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS, client, error_code, run_on_config
+from typed_config import DeploymentConfig
+from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 #: ``make canary-wait`` gave up at its bound before the rollout ended (the rollout goes on).
 #: Not 2, which tools.aws_command gives an invalid config (and argparse a usage error).

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from sizing import release_jobs
 from sizing.fit import load_config
-from spec import ConfigError, DeploymentConfig, config_path
 from tools import REPO_ROOT
 from tools.push_image import checked_tag
+from typed_config import ConfigError, DeploymentConfig, config_path
 
 #: arn:<partition>:iam::<12-digit account>:role/<path/name> (IAM User Guide, "IAM ARNs").
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/[\w+=,.@/-]{1,512}$")

@@ -14,10 +14,10 @@ import argparse
 import sys
 
 from sizing.fit import load_config
-from spec import ConfigError, config_path
 from stacks.constructs.endpoint import VARIANT_NAMES, container_environment
 from stacks.constructs.image import image_build_args
 from tools import REPO_ROOT
+from typed_config import ConfigError, config_path
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:

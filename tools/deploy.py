@@ -53,8 +53,6 @@ from lambdas.canary_controller.names import COMPLETED, LOCKED
 from simulator.schedule import schedule_floor
 from sizing.deploy_options import DeployOptions
 from sizing.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
-from spec import DeploymentConfig, VariantName, VariantProperty, release_stack_name, stack_name
-from spec.instance_start import ASSUMED_READY_SECONDS
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from tools import REPO_ROOT
 from tools.aws_command import client, error_code, run_on_config
@@ -62,6 +60,14 @@ from tools.canary import ControllerError, rollout_record
 from tools.live_images import ImageRefused, live_image_uris, repository_tag, resolve
 from tools.model_release import ensure_release
 from tools.synth import add_release_args, release_options
+from typed_config import (
+    DeploymentConfig,
+    VariantName,
+    VariantProperty,
+    release_stack_name,
+    stack_name,
+)
+from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
 #: a deploy acting): wait for InService and try again this many times.

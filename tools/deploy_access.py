@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from sizing.fit import load_config
-from spec import ConfigError, DeploymentConfig, config_path, deploy_access_stack_name
 from tools import REPO_ROOT
+from typed_config import ConfigError, DeploymentConfig, config_path, deploy_access_stack_name
 
 DOC = 'docs/release-from-ci.md, "Deploy access (one-time)"'
 

@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sizing.deploy_options import LIVE_TAG, DeployOptions
 from sizing.fit import load_config
-from spec import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, config_path
+from typed_config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, config_path
 
 
 class ImageRefused(RuntimeError):
@@ -71,7 +71,7 @@ def refuse_builds(
     cfg: DeploymentConfig, wanted: Mapping[str, str | None], tags: Mapping[str, str]
 ) -> None:
     """``image.deploy_builds: false``: a variant left on an image CDK builds is refused
-    (spec/model.py says why)."""
+    (typed_config/model.py says why)."""
     if cfg.image.deploy_builds:
         return
     built = [

@@ -29,7 +29,9 @@ from typing import Any
 from container.model_prep import artifact, release
 from container.model_prep.manifest import ManifestError, summary, verify_tree
 from sizing.fit import load_config
-from spec import (
+from tools import REPO_ROOT
+from tools.aws_command import NO_CREDENTIALS
+from typed_config import (
     ConfigError,
     DeploymentConfig,
     artifact_dir,
@@ -39,8 +41,6 @@ from spec import (
     release_inputs,
     release_stack_name,
 )
-from tools import REPO_ROOT
-from tools.aws_command import NO_CREDENTIALS
 
 #: The local chain's bucket on the S3 API served here.
 LOCAL_BUCKET = "local-model-releases"

@@ -55,10 +55,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sizing.fit import load_config
 from sizing.plan_deploy import deploy_section
-from spec import ConfigError, DeploymentConfig, config_path, release_stack_name
-from spec.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS, OFFLINE_HINT, error_code
+from typed_config import ConfigError, DeploymentConfig, config_path, release_stack_name
+from typed_config.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
 
 #: What each target checks beyond credentials, account and bootstrap (module docstring).
 CHECKS: dict[str, frozenset[str]] = {

@@ -42,7 +42,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from container.model_prep import artifact
 from container.model_prep.manifest import summary
 from sizing.fit import load_config
-from spec import (
+from stacks.constructs.image import JOB_IMAGE_TAG_PREFIX
+from tools import REPO_ROOT
+from tools.aws_command import error_code
+from tools.model_release import aws_account
+from typed_config import (
     ConfigError,
     DeploymentConfig,
     artifact_location_uri,
@@ -51,10 +55,6 @@ from spec import (
     release_inputs,
     release_stack_name,
 )
-from stacks.constructs.image import JOB_IMAGE_TAG_PREFIX
-from tools import REPO_ROOT
-from tools.aws_command import error_code
-from tools.model_release import aws_account
 
 JOB_DOCKERFILE = REPO_ROOT / "container" / "Dockerfile.model-prep"
 #: What the job image is built from: its Dockerfile, the quantization pins, the job's code.

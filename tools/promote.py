@@ -27,10 +27,10 @@ from collections.abc import Callable
 from typing import Any
 
 from lambdas.canary_controller.names import COMPLETED, ROLLED_BACK, ROLLING_BACK
-from spec import VARIANT_NAMES, DeploymentConfig
 from tools import REPO_ROOT
 from tools.aws_command import client, run_on_config
 from tools.canary import ControllerError, invoke
+from typed_config import VARIANT_NAMES, DeploymentConfig
 
 #: The reason the promotion's canary rollback records (and resumes by).
 PROMOTED = "promoted"

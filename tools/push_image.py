@@ -39,10 +39,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
-from spec import ConfigError, DeploymentConfig, ImageConfig
 from stacks.constructs.image import BUILD_CACHE_TAG, CONTAINER_DIR, MODEL_CONTEXT, image_build_args
 from tools import REPO_ROOT
 from tools.aws_command import client, error_code, run_on_config
+from typed_config import ConfigError, DeploymentConfig, ImageConfig
 
 #: What SageMaker runs (CreateModel); the only manifest type this tool pushes or accepts.
 DOCKER_MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"

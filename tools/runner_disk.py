@@ -31,8 +31,8 @@ from pathlib import Path
 
 from sizing.fit import load_config
 from sizing.scale_out_time import GPU_BASE_GB, image_terms
-from spec import ConfigError, DeploymentConfig, config_path
 from tools import REPO_ROOT
+from typed_config import ConfigError, DeploymentConfig, config_path
 
 GB = 1e9
 #: The model-prep job image's own layers over the shared base (the llmcompressor venv): allowance.

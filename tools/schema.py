@@ -1,6 +1,6 @@
 """Write config/schema.json: the JSON Schema of a deployment config, for editors.
 
-Generated from :class:`spec.DeploymentConfig` (pydantic's ``model_json_schema()``, JSON
+Generated from :class:`typed_config.DeploymentConfig` (pydantic's ``model_json_schema()``, JSON
 Schema draft 2020-12), so the schema cannot say anything the loader does not. The YAML files under
 config/ name it on their first line (``# yaml-language-server: $schema=...``), which the YAML
 language server (VS Code's Red Hat YAML extension, Neovim, Helix, JetBrains) reads to complete
@@ -15,8 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-from spec import DeploymentConfig
 from tools import REPO_ROOT
+from typed_config import DeploymentConfig
 
 SCHEMA_PATH = REPO_ROOT / "config" / "schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

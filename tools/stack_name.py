@@ -8,8 +8,8 @@ import argparse
 import sys
 
 from sizing.fit import load_config
-from spec import STACK_PARTS, ConfigError, config_path, stack_name
 from tools import REPO_ROOT
+from typed_config import STACK_PARTS, ConfigError, config_path, stack_name
 
 
 def main(argv: list[str] | None = None) -> int:

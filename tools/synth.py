@@ -17,9 +17,9 @@ import aws_cdk as cdk
 from sizing.capacity import CapacityError
 from sizing.deploy_options import DeployOptions
 from sizing.plan import build_plan, render_plan
-from spec import ConfigError
 from stacks.app_builder import build_app, cdk_json_context
 from tools import REPO_ROOT
+from typed_config import ConfigError
 
 
 def add_release_args(parser: argparse.ArgumentParser) -> None:

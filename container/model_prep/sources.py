@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 #: An adapter name becomes a directory (lora/<name>) and a --lora-modules name: no separators,
-#: no dots, so "../base" or "/etc" can never name a path (spec/ enforces the same).
+#: no dots, so "../base" or "/etc" can never name a path (typed_config/ enforces the same).
 ADAPTER_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-#: An adapter version (spec AdapterConfig.version).
+#: An adapter version (typed_config AdapterConfig.version).
 VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 
 #: Files a serving model needs; everything else in a repository (README, original/, *.pth) is

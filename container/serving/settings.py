@@ -306,7 +306,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 #: The deployment config's engine fields (YAML path under ``engine``) -> the Settings field that
-#: defines their default. spec.EngineConfig takes its defaults from here.
+#: defines their default. typed_config.EngineConfig takes its defaults from here.
 ENGINE_FIELDS: Mapping[str, str] = {
     "gpu_memory_utilization": "vllm_gpu_memory_utilization",
     "max_model_len": "vllm_max_model_len",

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from container.serving import metrics_contract as mc
-from spec import MonitoringConfig
 from stacks.constructs.metrics import MICROSECONDS_PER_MS
+from typed_config import MonitoringConfig
 
 
 @dataclass(frozen=True)

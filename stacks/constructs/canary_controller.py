@@ -36,7 +36,6 @@ from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from lambdas.canary_controller.rules import CapacityPlan
-from spec import RolloutConfig
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (
     checkov_skip,
@@ -46,6 +45,7 @@ from stacks.constructs.python_lambda import (
 )
 from stacks.constructs.rollout_state_machine import execution_ended_rule, rollout_state_machine
 from stacks.constructs.scaling import register_variant_bounds
+from typed_config import RolloutConfig
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
 

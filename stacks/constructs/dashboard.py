@@ -15,9 +15,9 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from spec import VARIANT_NAMES, VariantName
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.metrics_path import per_gpu_search
+from typed_config import VARIANT_NAMES, VariantName
 
 # (title, metric, statistic, unit label); one line per variant.
 PER_VARIANT_GRAPHS: tuple[tuple[str, str, str, str], ...] = (

@@ -21,7 +21,9 @@ from constructs import Construct
 
 from container.serving import metrics_contract as mc
 from container.serving.settings import ENGINE_FIELDS
-from spec import (
+from stacks.constructs.metrics_path import metrics_config
+from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
+from typed_config import (
     VARIANT_NAMES,
     DeploymentConfig,
     DeploymentPolicy,
@@ -34,9 +36,7 @@ from spec import (
     VariantProperty,
     Variants,
 )
-from spec.catalog import INSTANCE_CATALOG
-from stacks.constructs.metrics_path import metrics_config
-from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
+from typed_config.catalog import INSTANCE_CATALOG
 
 
 def container_environment(cfg: DeploymentConfig, variant: VariantName) -> dict[str, str]:
@@ -86,7 +86,7 @@ def engine_environment(engine: EngineConfig) -> dict[str, str]:
 
 
 def _traffic_routing(shift: TrafficShift) -> sagemaker.CfnEndpoint.TrafficRoutingConfigProperty:
-    """Step sizes valid for every variant (spec.guardrail_step_errors checks them)."""
+    """Step sizes valid for every variant (typed_config.guardrail_step_errors checks them)."""
     kind, value = shift.capacity_size
     size = sagemaker.CfnEndpoint.CapacitySizeProperty(type=kind, value=value)
     return sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
@@ -102,7 +102,7 @@ def _routing(
 ) -> sagemaker.CfnEndpointConfig.RoutingConfigProperty | None:
     """The variant's RoutingConfig; none without a ``routing`` section (SageMaker's default,
     random). PrefixAwareRoutingConfig only with PREFIX_AWARE, as the API asks (RoutingConfig
-    in spec checks that and the ranges; the loader checks them against the engine)."""
+    in typed_config checks that and the ranges; the loader checks them against the engine)."""
     if routing is None:
         return None
     prefix = (

@@ -17,8 +17,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from spec import VariantName
 from stacks.constructs.metrics import MetricOptions, variant_metric
+from typed_config import VariantName
 
 
 def endpoint_arn(scope: Construct, endpoint_name: str) -> str:

@@ -21,9 +21,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from spec import DeploymentConfig, ImageConfig, artifact_dir, artifact_version
 from stacks.constructs.python_lambda import checkov_skip
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
+from typed_config import DeploymentConfig, ImageConfig, artifact_dir, artifact_version
 
 CONTAINER_DIR = Path(__file__).resolve().parents[2] / "container"
 

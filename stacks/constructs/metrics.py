@@ -13,7 +13,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from container.serving import metrics_contract as mc
-from spec import VariantName
+from typed_config import VariantName
 
 #: ModelLatency and OverheadLatency are published in microseconds.
 MICROSECONDS_PER_MS = 1000

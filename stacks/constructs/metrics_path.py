@@ -44,7 +44,7 @@ from __future__ import annotations
 from aws_cdk import aws_sagemaker as sagemaker
 
 from container.serving import metrics_contract as mc
-from spec import MetricsPath
+from typed_config import MetricsPath
 
 
 def metrics_config(path: MetricsPath) -> sagemaker.CfnEndpointConfig.MetricsConfigProperty:

@@ -21,11 +21,11 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from spec import VARIANT_NAMES, MonitoringConfig
 from stacks.constructs.alarm_rules import variant_rules
 from stacks.constructs.dashboard import ServingDashboard
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.rollback_alarms import RollbackAlarms
+from typed_config import VARIANT_NAMES, MonitoringConfig
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD

@@ -22,8 +22,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from spec import RolloutConfig
 from stacks.constructs.endpoint_ref import EndpointRef
+from typed_config import RolloutConfig
 
 #: (construct id, metric, statistic, what it measures): the two latencies compared.
 RATIOS: tuple[tuple[str, str, str, str], ...] = (

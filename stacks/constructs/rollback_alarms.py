@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from spec import VARIANT_NAMES, DeploymentPolicy, VariantName
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.metrics import MICROSECONDS_PER_MS
+from typed_config import VARIANT_NAMES, DeploymentPolicy, VariantName
 
 
 class RollbackAlarms(Construct):

@@ -6,7 +6,7 @@ step-scaling policies driven by CloudWatch alarms on contract or SageMaker metri
 targets: recurring scheduled actions written in local time with their IANA time zone (MinCapacity
 written = floor + standby instances), and for each release in the calendar a one-off pre-scale
 ``at(...)`` and a restore to what the recurring schedules hold at that moment: the list
-``spec.bounds_changes`` gives, which the simulator replays too (simulator/schedule.py).
+``typed_config.bounds_changes`` gives, which the simulator replays too (simulator/schedule.py).
 
 The construct takes :class:`ScalingProps` (the endpoint name, the scaling section and the
 concurrency targets), not the whole DeploymentConfig.
@@ -26,14 +26,14 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from sizing.scaling_target import concurrency_target
-from spec import (
+from stacks.constructs.metrics import variant_metric
+from typed_config import (
     DeploymentConfig,
     ScalingConfig,
     StepPolicy,
     VariantName,
     bounds_changes,
 )
-from stacks.constructs.metrics import variant_metric
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 

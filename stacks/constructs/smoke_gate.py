@@ -32,13 +32,13 @@ from constructs import Construct
 
 from lambdas.smoke_gate.checks import call_count
 from lambdas.smoke_gate.handler import query_interval_seconds, round_timeout_seconds
-from spec import SmokeGateConfig
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (
     lambda_role,
     python_function,
     tidy_function,
 )
+from typed_config import SmokeGateConfig
 
 LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "smoke_gate"
 #: on_event validates the event and returns: no AWS call, seconds at most.

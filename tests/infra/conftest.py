@@ -15,8 +15,8 @@ from aws_cdk.assertions import Template
 
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config, parse_config
-from spec import ConfigError, DeploymentConfig
 from stacks.app_builder import build_stacks, cdk_json_context
+from typed_config import ConfigError, DeploymentConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

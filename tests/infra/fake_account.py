@@ -56,9 +56,9 @@ from lambdas.canary_controller.names import COMPLETED, LOCKED, ROLLED_BACK, ROLL
 from simulator.rollout import controller_rules
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
-from spec import VARIANT_NAMES, DeploymentConfig, config_path
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from tools.deploy import deployed_stacks
+from typed_config import VARIANT_NAMES, DeploymentConfig, config_path
 
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"

@@ -13,8 +13,8 @@ from sizing.capacity import (
 )
 from sizing.plan import build_plan, render_plan
 from sizing.scaling_target import concurrency_target
-from spec import BaseModelConfig, ModelArchitecture
-from spec.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
+from typed_config import BaseModelConfig, ModelArchitecture
+from typed_config.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 
 from .conftest import parse
 

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from sizing.fit import load_config
-from spec import ConfigError
+from typed_config import ConfigError
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, invalid, load_env, parse
 

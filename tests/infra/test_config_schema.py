@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from sizing.fit import load_config, parse_config
-from spec import ConfigError, DeploymentConfig
 from tools import schema as schema_tool
+from typed_config import ConfigError, DeploymentConfig
 
 from .conftest import REPO_ROOT, parse, raw_config
 
@@ -34,7 +34,7 @@ def validator(committed: dict[str, Any]) -> jsonschema.Draft202012Validator:
 
 def test_committed_schema_is_what_the_code_generates() -> None:
     assert schema_tool.SCHEMA_PATH.read_text() == schema_tool.render(), (
-        "config/schema.json is out of date with spec/: "
+        "config/schema.json is out of date with typed_config/: "
         f"regenerate it with `.venv/bin/{schema_tool.REGENERATE}` and commit it"
     )
 

@@ -1,4 +1,4 @@
-"""A config file's YAML is read strictly (spec/yaml_source.py): a key written twice is an
+"""A config file's YAML is read strictly (typed_config/yaml_source.py): a key written twice is an
 error naming both lines (PyYAML keeps the last one silently: a second `smoke_gate:` block turned
 the smoke gate off), and a syntax error names the file and the line, not "<unicode string>"."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from sizing.fit import load_config
-from spec import ConfigError
-from spec.yaml_source import parse_yaml
+from typed_config import ConfigError
+from typed_config.yaml_source import parse_yaml
 
 from .conftest import REPO_ROOT
 

@@ -15,7 +15,12 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from container.serving import metrics_contract as mc
-from spec import (
+from stacks.constructs.endpoint import ServingEndpoint
+from stacks.constructs.endpoint_ref import EndpointRef
+from stacks.constructs.image import ServingImage
+from stacks.constructs.monitoring import Monitoring
+from stacks.constructs.rollback_alarms import RollbackAlarms
+from typed_config import (
     DeploymentPolicy,
     ImageConfig,
     MonitoringConfig,
@@ -24,11 +29,6 @@ from spec import (
     Variants,
     catalog,
 )
-from stacks.constructs.endpoint import ServingEndpoint
-from stacks.constructs.endpoint_ref import EndpointRef
-from stacks.constructs.image import ServingImage
-from stacks.constructs.monitoring import Monitoring
-from stacks.constructs.rollback_alarms import RollbackAlarms
 
 NAME = "Shop-Chat"  # mixed case: SageMaker lowercases endpoint names in ARNs
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from sizing.fit import load_config
-from spec import config_path
 from stacks.constructs.endpoint import container_environment
 from stacks.constructs.image import image_build_args
 from tools import container_env
+from typed_config import config_path
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,6 @@ from aws_cdk.assertions import Match, Template
 from botocore import xform_name
 
 from sizing import release_jobs
-from spec import DeploymentConfig, github_subjects, preparation_job_version_prefix
 from stacks.app_builder import build_stacks, cdk_json_context
 from stacks.deploy_access_stack import (
     ARTIFACT_KEY_EXPORT,
@@ -29,6 +28,7 @@ from stacks.deploy_access_stack import (
 )
 from tools import deploy_access
 from tools.validate import run_cfn_lint, run_checkov
+from typed_config import DeploymentConfig, github_subjects, preparation_job_version_prefix
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, parse, raw_config
 
@@ -311,7 +311,8 @@ def test_training_jobs_logs_and_artifacts_are_scoped(template) -> None:
 
 def test_a_job_prepare_model_names_is_one_the_role_may_run(template, prod_access_cfg) -> None:
     """The round trip: the ARN pattern the synthesized role grants matches the name
-    tools/prepare_model.py gives a job (one definition, spec.preparation_job_version_prefix)."""
+    tools/prepare_model.py gives a job (one definition:
+    typed_config.preparation_job_version_prefix)."""
     import fnmatch
 
     version = "m-0123456789abcdef"

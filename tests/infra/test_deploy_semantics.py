@@ -15,7 +15,7 @@ from aws_cdk.assertions import Match, Template
 
 from sizing.deploy_options import DeployOptions
 from sizing.update_semantics import green_fleet_size, retained_properties, weights_after_update
-from spec import ConfigError
+from typed_config import ConfigError
 
 from .conftest import parse, synth_templates
 

@@ -18,8 +18,8 @@ import pytest
 from botocore.stub import Stubber
 
 from sizing.deploy_options import DeployOptions
-from spec import DeploymentConfig
 from tools import deploy as tool
+from typed_config import DeploymentConfig
 
 from .conftest import load_env, parse, raw_config
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from container.serving import settings
-from spec import ContextBudget, EngineConfig
+from typed_config import ContextBudget, EngineConfig
 
 
 def _config_default(path: str) -> object:

@@ -1,11 +1,11 @@
 """The floors of the house, held by a test: each package imports only from the floors below it,
 never from one above, never by an import inside a function (which would hide an arrow), and the
 floors below the CDK import no CDK. (Issue 35: ``stacks/`` had done two jobs, and a circle ran
-``spec.loader -> sizing.capacity -> spec`` through an import inside a function.)
+``typed_config.loader -> sizing.capacity -> spec`` through an import inside a function.)
 
 Floors, bottom up:
 1. ``container`` (the serving image and the preparation job) and ``lambdas`` (the Lambda code);
-2. ``spec``: the typed config, the instance catalog, names AWS fixes;
+2. ``typed_config``: the typed config, the instance catalog, names AWS fixes;
 3. ``sizing``: the sizing and planning model (pure Python);
 4. ``stacks`` (CDK only) and ``simulator``;
 5. ``tools`` and ``app.py``: what make targets run.
@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FLOOR = {"container": 1, "lambdas": 1, "spec": 2, "sizing": 3, "stacks": 4, "simulator": 4,
+FLOOR = {"container": 1, "lambdas": 1, "typed_config": 2, "sizing": 3, "stacks": 4, "simulator": 4,
          "tools": 5, "app": 5}  # fmt: skip
 #: Third-party packages a floor must not import (spec and sizing run in the simulator, the
 #: tools and the tests without CDK, and synth must not need boto3).
 FORBIDDEN = {
-    "spec": {"aws_cdk", "constructs", "cdk_nag", "boto3", "botocore"},
+    "typed_config": {"aws_cdk", "constructs", "cdk_nag", "boto3", "botocore"},
     "sizing": {"aws_cdk", "constructs", "cdk_nag", "boto3", "botocore"},
     "stacks": {"boto3", "botocore"},
 }
@@ -72,7 +72,7 @@ def _violations() -> list[str]:
             if FLOOR[top] >= FLOOR[pkg] and not type_only:
                 out.append(f"{rel}:{line}: {pkg} (floor {FLOOR[pkg]}) imports {module} "
                            f"(floor {FLOOR[top]})")  # fmt: skip
-            elif in_function and pkg in {"spec", "sizing", "stacks"}:
+            elif in_function and pkg in {"typed_config", "sizing", "stacks"}:
                 out.append(f"{rel}:{line}: an import of {module} inside a function")
     return out
 
@@ -85,13 +85,17 @@ def test_no_import_runs_up_a_floor_or_hides_inside_a_function() -> None:
     ("pkg", "source", "expected"),
     [
         (
-            "spec",
+            "typed_config",
             "from sizing.capacity import estimate\n",
-            "spec (floor 2) imports sizing.capacity",
+            "typed_config (floor 2) imports sizing.capacity",
         ),
         ("sizing", "import aws_cdk\n", "sizing imports aws_cdk"),
         ("stacks", "from tools.preflight import X\n", "stacks (floor 4) imports tools.preflight"),
-        ("sizing", "def f():\n    from spec import X\n", "an import of spec inside a function"),
+        (
+            "sizing",
+            "def f():\n    from typed_config import X\n",
+            "an import of typed_config inside a function",
+        ),
     ],
 )
 def test_the_rule_catches_each_kind_of_arrow(tmp_path, monkeypatch, pkg, source, expected) -> None:  # type: ignore[no-untyped-def]

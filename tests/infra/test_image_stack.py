@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from spec import ImageConfig, VariantConfig, Variants, artifact_dir, release_inputs
 from stacks.constructs.image import image_build_args
+from typed_config import ImageConfig, VariantConfig, Variants, artifact_dir, release_inputs
 
 from .conftest import synth_templates
 

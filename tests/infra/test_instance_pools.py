@@ -22,8 +22,8 @@ from sizing.plan import build_plan, render_plan
 from sizing.plan_deploy import deploy_section
 from sizing.scaling_target import concurrency_target, pool_bases, target_basis
 from sizing.speed_plan import healthy_latency_p99_ms
-from spec.catalog import INSTANCE_CATALOG
 from tools.deploy import LiveEndpoint, LiveVariant, live_placement, plan_deploy
+from typed_config.catalog import INSTANCE_CATALOG
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, parse, synth_templates
 

@@ -19,10 +19,10 @@ from aws_cdk.assertions import Template
 from botocore.stub import Stubber
 
 from sizing.deploy_options import DeployOptions
-from spec import ConfigError, DeploymentConfig
 from stacks.app_builder import build_stacks, cdk_json_context
 from stacks.image_stack import KEEP_TAGS_CONTEXT
 from tools import live_images
+from typed_config import ConfigError, DeploymentConfig
 
 from .conftest import REPO_ROOT
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from sizing.deploy_options import DeployOptions
-from spec import ConfigError
 from tools import deploy as deploy_tool
 from tools.live_images import ImageRefused, repository_tag, resolve
+from typed_config import ConfigError
 
 from .conftest import load_env, parse, raw_config
 

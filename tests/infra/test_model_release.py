@@ -16,8 +16,8 @@ from moto import mock_aws
 from container.model_prep import artifact, release
 from container.model_prep.manifest import ManifestError, sha256, verify_tree, write_manifest
 from sizing.fit import load_config, parse_config
-from spec import ConfigError, release_inputs
 from tools import model_release
+from typed_config import ConfigError, release_inputs
 
 BUCKET = "releases"
 WHERE = artifact.ArtifactLocation(BUCKET, "models")
@@ -148,7 +148,7 @@ def test_a_gated_base_without_a_token_secret_is_a_synth_error_naming_the_field(
 
 
 def test_the_committed_configs_name_the_token_secret_of_their_gated_base() -> None:
-    from spec.model_prep import is_gated
+    from typed_config.model_prep import is_gated
 
     config = Path(__file__).resolve().parents[2] / "config"
     for path in [*config.glob("*.yaml"), *(config / "examples").glob("*.yaml")]:

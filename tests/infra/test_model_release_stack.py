@@ -12,10 +12,10 @@ import pytest
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from spec import DeploymentConfig
 from stacks.app_builder import build_stacks, cdk_json_context
 from stacks.constructs.model_release import ecr_repository_arn, s3_sources
 from stacks.model_release_stack import ModelReleaseStack
+from typed_config import DeploymentConfig
 
 from .conftest import REPO_ROOT
 

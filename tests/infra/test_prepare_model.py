@@ -19,8 +19,8 @@ from moto import mock_aws
 from container.model_prep import artifact
 from container.model_prep.manifest import write_manifest
 from container.model_prep.release import ReleaseInputs
-from spec import ModelPrepConfig, artifact_location_uri, release_inputs
 from tools import prepare_model
+from typed_config import ModelPrepConfig, artifact_location_uri, release_inputs
 
 ACCOUNT = "123456789012"  # moto's
 JOB_IMAGE = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/mangaassist-serving:model-prep-abc"

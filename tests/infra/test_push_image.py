@@ -262,7 +262,7 @@ def test_ci_config_checks_the_diff_role_for_the_pull_request_workflow(
 def test_ci_config_refuses_a_role_in_another_account_than_the_config_names(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from spec import ConfigError
+    from typed_config import ConfigError
 
     from .conftest import load_env
 

@@ -11,9 +11,9 @@ import pytest
 from botocore.stub import Stubber
 
 from sizing.deploy_options import DeployOptions
-from spec import ConfigError
 from tools import deploy as tool
 from tools import synth
+from typed_config import ConfigError
 
 
 def ctx(**values: str) -> DeployOptions:
@@ -33,7 +33,7 @@ def test_one_tag_for_every_variant_or_one_per_variant(prod_cfg) -> None:
 
 
 def test_the_model_artifact_pins_the_release_the_build_bakes(prod_cfg) -> None:
-    from spec import artifact_version
+    from typed_config import artifact_version
 
     pinned = ctx(model_artifact="m-0123456789abcdef").apply(prod_cfg)
     assert pinned.model.artifact == "m-0123456789abcdef"

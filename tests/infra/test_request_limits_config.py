@@ -8,8 +8,8 @@ import re
 import pytest
 
 from container.serving import settings
-from spec import ConfigError
 from stacks.constructs.endpoint import container_environment
+from typed_config import ConfigError
 
 from .conftest import parse
 
@@ -23,7 +23,7 @@ def test_adapter_name_that_could_be_a_path_fails_naming_its_yaml_path(mutate, na
 
 def test_config_adapter_names_are_within_the_image_rule() -> None:
     from container.model_prep.sources import ADAPTER_NAME
-    from spec import _ADAPTER_NAME
+    from typed_config import _ADAPTER_NAME
 
     for name in ("manga_domain", "jp-style", "A1"):
         assert re.match(_ADAPTER_NAME, name) and ADAPTER_NAME.match(name)

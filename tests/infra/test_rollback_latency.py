@@ -12,8 +12,8 @@ import aws_cdk as cdk
 import pytest
 
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, healthy_latency_p99_ms
-from spec import ConfigError
 from stacks.app_builder import build_stacks, cdk_json_context
+from typed_config import ConfigError
 
 from .conftest import REPO_ROOT, load_env, parse
 

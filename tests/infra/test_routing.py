@@ -17,8 +17,8 @@ from container.serving import warmup
 from lambdas.smoke_gate import checks
 from sizing.capacity import estimate
 from sizing.plan import build_plan, render_plan
-from spec import DeploymentConfig, RoutingConfig, prefix_floor_bytes
 from stacks.constructs.endpoint import _routing
+from typed_config import DeploymentConfig, RoutingConfig, prefix_floor_bytes
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, load_env, parse
 

@@ -10,9 +10,9 @@ from simulator.assumptions import Assumptions
 from sizing.capacity import weight_bytes
 from sizing.plan import build_plan, render_plan
 from sizing.scale_out_time import GPU_BASE_GB, PUBLISHED_P50, measured_layers, time_to_serve
-from spec.instance_start import ASSUMED_READY_SECONDS
 from tests.infra.conftest import REPO_ROOT as REPO
 from tests.infra.conftest import parse
+from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 
 def test_prod_serves_after_awss_cached_p50_and_pays_the_pull_for_a_new_tag(prod_cfg) -> None:

@@ -16,8 +16,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.assertions import Capture, Match, Template
 
 from container.serving import metrics_contract as mc
-from spec import DeploymentConfig, ScalingConfig, VariantName, bounds_changes
 from stacks.constructs.scaling import EndpointScaling, ScalingProps
+from typed_config import DeploymentConfig, ScalingConfig, VariantName, bounds_changes
 
 ENDPOINT = "mangaassist-vllm-prod"
 DIMS = [

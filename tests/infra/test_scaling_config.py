@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from spec import ScheduledAction, aas_cron, bounds_changes
+from typed_config import ScheduledAction, aas_cron, bounds_changes
 
 from .conftest import assert_names_yaml_path, invalid, load_env, parse, raw_config
 

@@ -13,9 +13,9 @@ from aws_cdk.assertions import Template
 
 from sizing.plan import build_plan, render_plan
 from sizing.scaling_target import concurrency_target, target_basis, unmet_slo_warnings
-from spec import ConfigError, DeploymentConfig
 from stacks.app_builder import build_stacks
 from tests.infra.conftest import parse
+from typed_config import ConfigError, DeploymentConfig
 
 
 def _cfg(raw: dict[str, Any]) -> DeploymentConfig:

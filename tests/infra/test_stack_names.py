@@ -1,13 +1,13 @@
-"""Stack names, one definition (spec.stack_names) and its round trip: the stacks the app builds
-carry exactly the names the make targets and tools address them by."""
+"""Stack names, one definition (typed_config.stack_names) and its round trip: the stacks the
+app builds carry exactly the names the make targets and tools address them by."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 
-from spec import STACK_PARTS, deploy_access_stack_name, release_stack_name, stack_name
 from stacks.app_builder import build_stacks, cdk_json_context
 from tools import stack_name as stack_name_cli
+from typed_config import STACK_PARTS, deploy_access_stack_name, release_stack_name, stack_name
 
 from .conftest import REPO_ROOT, load_env
 

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from sizing.capacity import GIB, MemoryTerm, kv_bytes_per_token, kv_cache_tokens, memory_terms
-from spec import ModelArchitecture
-from spec.catalog import INSTANCE_CATALOG
+from typed_config import ModelArchitecture
+from typed_config.catalog import INSTANCE_CATALOG
 
 TOLERANCE = 0.05
 #: The rows: one published log each (source, GPU, settings, the quoted line).

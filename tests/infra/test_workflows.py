@@ -208,8 +208,8 @@ def config_outputs() -> dict[str, str]:
     """release.yml's ``config`` job outputs as ``make ci-config`` computes them for the committed
     configs (tools/ci_config.py), each resolved through its ``steps.<id>.outputs.<key>``."""
     from sizing.fit import load_config
-    from spec import config_path
     from tools import ci_config
+    from typed_config import config_path
 
     wf = release()["jobs"]["config"]
     steps: dict[str, dict[str, str]] = {}
@@ -246,7 +246,7 @@ def test_every_session_outlives_its_job_and_fits_the_roles_max_session() -> None
     that), which DeployAccessStack sets from the same bounds."""
     from sizing import release_jobs
     from sizing.fit import load_config
-    from spec import config_path
+    from typed_config import config_path
 
     outputs = config_outputs()
     roles: dict[str, set[str]] = {}

@@ -21,9 +21,6 @@ import yaml
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
 from sizing.fit import load_config, parse_config
-from spec import ConfigError, RolloutConfig
-from spec.instance_start import ASSUMED_READY_SECONDS
-from spec.operations import CAPACITY_WAIT_INSTANCE_STARTS
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
 from tests.lambdas.conftest import (
     BAKE,
@@ -38,6 +35,9 @@ from tests.lambdas.conftest import (
     to_percent,
     weights,
 )
+from typed_config import ConfigError, RolloutConfig
+from typed_config.instance_start import ASSUMED_READY_SECONDS
+from typed_config.operations import CAPACITY_WAIT_INSTANCE_STARTS
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 1800

@@ -33,8 +33,6 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
 from sizing.fit import load_config
-from spec.instance_start import ASSUMED_READY_SECONDS
-from spec.operations import ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
 from tests.lambdas.conftest import (
     CHECK,
@@ -54,6 +52,8 @@ from tests.lambdas.conftest import (
     weights,
 )
 from tests.lambdas.test_constructs import build, controller_env, policy_of
+from typed_config.instance_start import ASSUMED_READY_SECONDS
+from typed_config.operations import ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS
 
 REPO = Path(__file__).resolve().parents[2]
 #: prod's: one instance start (465 s) plus one 5-minute check, 13 min.

@@ -25,8 +25,8 @@ from botocore.stub import Stubber
 import tools.canary as cli
 from lambdas.canary_controller import names
 from sizing.fit import load_config
-from spec.instance_start import ASSUMED_READY_SECONDS
 from tests.lambdas.conftest import ENDPOINT, FakeLambda, World, write_test_config
+from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 REPO = Path(__file__).resolve().parents[2]
 STATUS = json.dumps({"endpoint_name": ENDPOINT, "action": "status"}).encode()

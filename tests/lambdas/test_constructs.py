@@ -18,11 +18,11 @@ from cdk_nag import AwsSolutionsChecks
 
 from sizing.fit import load_config
 from sizing.rollout_plan import rollout_capacity_plan
-from spec import VARIANT_NAMES, DeploymentConfig, RolloutConfig, SmokeGateConfig
 from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.smoke_gate import SmokeGate
 from tools.validate import run_cfn_lint, run_checkov, templates_in
+from typed_config import VARIANT_NAMES, DeploymentConfig, RolloutConfig, SmokeGateConfig
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKOV = REPO / ".venv-checkov" / "bin" / "checkov"
@@ -339,7 +339,7 @@ def test_evidence_settings_are_validated_naming_the_field(field: str, value: Any
     import yaml
 
     from sizing.fit import parse_config
-    from spec import ConfigError
+    from typed_config import ConfigError
 
     raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
     raw["rollout"][field] = value

@@ -18,8 +18,8 @@ from aws_cdk.assertions import Template
 
 from lambdas.smoke_gate.checks import CALL_SECONDS
 from lambdas.smoke_gate.handler import HANDLER_MAX_TIMEOUT_SECONDS
-from spec import SmokeGateConfig
 from stacks.constructs.smoke_gate import LAMBDA_DIR, SmokeGate
+from typed_config import SmokeGateConfig
 
 ADAPTERS = ["manga_domain", "general_support", "jp_style"]
 

@@ -16,7 +16,7 @@ from simulator.run import Result, simulate
 from simulator.traces import Trace
 from sizing.fit import parse_config
 from sizing.scaling_target import BRIEF_PREFIX_HIT_RATE
-from spec import DeploymentConfig
+from typed_config import DeploymentConfig
 
 PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
 #: The constant per-instance speed the simulator defaulted to before issue 24 (45 tok/s decode,

@@ -14,8 +14,8 @@ from simulator.fleet_scenarios import RUNNERS
 from simulator.fleet_solver import apply, current
 from simulator.slo_gate import evaluate
 from sizing.fit import load_config, parse_config
-from spec import SCENARIO_NAMES, ConfigError, DeploymentConfig
-from spec.yaml_source import read_yaml
+from typed_config import SCENARIO_NAMES, ConfigError, DeploymentConfig
+from typed_config.yaml_source import read_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ from sizing import speed_model
 from sizing.capacity import estimate
 from sizing.fit import load_config
 from sizing.serving_speed import efficiency
-from spec import DeploymentConfig
+from typed_config import DeploymentConfig
 
 CFG = load_config(PROD, env="prod")
 

@@ -15,7 +15,7 @@ from lambdas.canary_controller import rules
 from simulator.cli import main
 from simulator.rollout import controller_rules, simulate_rollout
 from sizing.fit import load_config
-from spec import RolloutConfig
+from typed_config import RolloutConfig
 
 PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
 

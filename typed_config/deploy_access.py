@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from spec.base import Strict
+from typed_config.base import Strict
 
 if TYPE_CHECKING:
-    from spec.loader import DeploymentConfig
+    from typed_config.loader import DeploymentConfig
 
 #: A GitHub owner (user or organization): letters, digits and single inner hyphens, at most 39
 #: characters; a repository name: letters, digits, ``.``, ``_``, ``-``, at most 100, never

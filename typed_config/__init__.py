@@ -20,18 +20,18 @@ the capacity model (can the model fit this pool, does this routing threshold fit
 live one floor up in ``sizing.fit``, which hands them in through the validation context: read a
 config to act on it with ``sizing.fit.load_config``.
 
-Import from here: ``from spec import DeploymentConfig``.
+Import from here: ``from typed_config import DeploymentConfig``.
 """
 
-from spec.base import VARIANT_NAMES, ConfigError, VariantName
-from spec.deploy_access import (
+from typed_config.base import VARIANT_NAMES, ConfigError, VariantName
+from typed_config.deploy_access import (
     DeployAccessConfig,
     ImmutableIds,
     github_environments,
     github_subjects,
     pull_request_subject,
 )
-from spec.deployment import (
+from typed_config.deployment import (
     MAX_INSTANCE_POOLS,
     POOL_ENGINE_FIELDS,
     DeploymentPolicy,
@@ -44,7 +44,7 @@ from spec.deployment import (
     Variants,
     prefix_floor_bytes,
 )
-from spec.fleet import (
+from typed_config.fleet import (
     DEFAULT_SCENARIOS,
     GATE_SLOS,
     SCENARIO_NAMES,
@@ -54,7 +54,7 @@ from spec.fleet import (
     MeasuredHitRate,
     ScenarioName,
 )
-from spec.loader import (
+from typed_config.loader import (
     ARCHITECTURE_CONTEXT,
     FIT_CHECKS_CONTEXT,
     DeploymentConfig,
@@ -65,7 +65,7 @@ from spec.loader import (
     read_config,
     routing_errors,
 )
-from spec.model import (
+from typed_config.model import (
     _ADAPTER_NAME,
     AdapterConfig,
     BaseModelConfig,
@@ -75,7 +75,7 @@ from spec.model import (
     LoraRank,
     ModelArchitecture,
 )
-from spec.model_prep import (
+from typed_config.model_prep import (
     ModelPrepConfig,
     artifact_bucket_name,
     artifact_dir,
@@ -86,14 +86,14 @@ from spec.model_prep import (
     preparation_job_version_prefix,
     release_inputs,
 )
-from spec.operations import (
+from typed_config.operations import (
     MetricsPath,
     MonitoringConfig,
     NotificationConfig,
     RolloutConfig,
     SmokeGateConfig,
 )
-from spec.scaling import (
+from typed_config.scaling import (
     SCALABLE_METRICS,
     ScalingConfig,
     StepAdjustment,
@@ -103,13 +103,13 @@ from spec.scaling import (
     VariantScaling,
     bounds_changes,
 )
-from spec.stack_names import (
+from typed_config.stack_names import (
     STACK_PARTS,
     deploy_access_stack_name,
     release_stack_name,
     stack_name,
 )
-from spec.timing import (
+from typed_config.timing import (
     BoundsChange,
     ReleaseEvent,
     ScheduledAction,

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field
 
 from container.model_prep.release import ReleaseInputs, build_inputs, version_of
-from spec.base import Strict, section_rule
+from typed_config.base import Strict, section_rule
 
 if TYPE_CHECKING:
-    from spec.loader import DeploymentConfig
+    from typed_config.loader import DeploymentConfig
 
 #: CreateTrainingJob StoppingCondition: MaxRuntimeInSeconds is at most 28 days (SageMaker API
 #: reference, StoppingCondition).

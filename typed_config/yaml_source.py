@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from spec.base import ConfigError
+from typed_config.base import ConfigError
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 

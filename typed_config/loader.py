@@ -26,16 +26,16 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from spec.base import (
+from typed_config.base import (
     SECTION_RULES_OFF,
     VARIANT_NAMES,
     ConfigError,
     Strict,
     VariantName,
 )
-from spec.catalog import INSTANCE_CATALOG
-from spec.deploy_access import DeployAccessConfig
-from spec.deployment import (
+from typed_config.catalog import INSTANCE_CATALOG
+from typed_config.deploy_access import DeployAccessConfig
+from typed_config.deployment import (
     FIRST_TURN_BYTES,
     SYSTEM_PROMPT_BYTES_PER_TOKEN,
     DeploymentPolicy,
@@ -43,23 +43,23 @@ from spec.deployment import (
     Variants,
     prefix_floor_bytes,
 )
-from spec.fleet import FleetConfig
-from spec.model import (
+from typed_config.fleet import FleetConfig
+from typed_config.model import (
     AdapterConfig,
     BaseModelConfig,
     EngineConfig,
     ImageConfig,
     ModelArchitecture,
 )
-from spec.model_prep import ModelPrepConfig, gated_source_errors
-from spec.operations import (
+from typed_config.model_prep import ModelPrepConfig, gated_source_errors
+from typed_config.operations import (
     MonitoringConfig,
     NotificationConfig,
     RolloutConfig,
     SmokeGateConfig,
 )
-from spec.scaling import ScalingConfig
-from spec.yaml_source import read_yaml
+from typed_config.scaling import ScalingConfig
+from typed_config.yaml_source import read_yaml
 
 #: Validation-context key under which ``parse_config`` hands DeploymentConfig the architecture it
 #: read from ``model.architecture_file`` (pydantic: ``model_validate(data, context=...)``).
@@ -94,7 +94,7 @@ class DeploymentConfig(Strict):
     smoke_gate: SmokeGateConfig = SmokeGateConfig()
     notifications: NotificationConfig = NotificationConfig()
     monitoring: MonitoringConfig = MonitoringConfig()
-    #: The scenarios and SLOs the capacity gate holds the fleet to (spec/fleet.py).
+    #: The scenarios and SLOs the capacity gate holds the fleet to (typed_config/fleet.py).
     fleet: FleetConfig = FleetConfig()
     #: The GitHub Actions deploy role (DeployAccessStack); absent: no such stack.
     deploy_access: DeployAccessConfig | None = None
@@ -312,7 +312,7 @@ def provision_timeout_errors(cfg: DeploymentConfig) -> list[str]:
 def routing_errors(cfg: DeploymentConfig) -> list[str]:
     """Each PREFIX_AWARE routing (variants.<name>.routing) whose prefix the requests defeat:
 
-    ``prefix_length_bytes`` below :func:`spec.deployment.prefix_floor_bytes`: every
+    ``prefix_length_bytes`` below :func:`typed_config.deployment.prefix_floor_bytes`: every
       request starts with the same system prompt, so a prefix that ends inside it (or before
       the conversation's first turn) is the same for everyone, and SageMaker sends every request
       to one instance until ConcurrencyThreshold spills it (PrefixAwareRoutingConfig: "cover

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from spec.base import Strict, section_rule
-from spec.instance_start import ASSUMED_READY_SECONDS
+from typed_config.base import Strict, section_rule
+from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 #: The default capacity wait in instance starts: the request, the endpoint still Updating with an
 #: earlier change (autoscaling, one start), and one launch that fails and is replaced.
@@ -70,7 +70,8 @@ class RolloutConfig(Strict):
 
     def _capacity_wait_minutes(self, instance_starts: int) -> int:
         """``instance_starts`` instance starts (from the capacity request to the instance serving,
-        spec.instance_start.ASSUMED_READY_SECONDS, 465 s) plus the check that sees the last."""
+        typed_config.instance_start.ASSUMED_READY_SECONDS, 465 s) plus the check that sees the
+        last."""
         starts = instance_starts * ASSUMED_READY_SECONDS / 60
         return math.ceil(starts + self.check_interval_minutes)
 

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from container.model_prep.validate import VLLM_LORA_RANKS
 from container.serving.settings import engine_default
-from spec.base import Strict, report_all, require_at_least, section_rule
+from typed_config.base import Strict, report_all, require_at_least, section_rule
 
 
 def _lora_rank(rank: int) -> int:

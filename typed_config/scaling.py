@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from container.serving import metrics_contract as mc
-from spec.base import (
+from typed_config.base import (
     NAME_PATTERN,
     VARIANT_NAMES,
     Strict,
@@ -17,7 +17,7 @@ from spec.base import (
     check_capacity_bounds,
     section_rule,
 )
-from spec.timing import BoundsChange, Capacity, ReleaseEvent, ScheduledAction
+from typed_config.timing import BoundsChange, Capacity, ReleaseEvent, ScheduledAction
 
 #: Metrics step scaling may watch: per-variant contract metrics and SageMaker's real-time metrics.
 SCALABLE_METRICS: frozenset[str] = (

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 from pydantic import AfterValidator, Field, field_validator
 
-from spec.base import (
+from typed_config.base import (
     NAME_PATTERN,
     Strict,
     VariantName,

@@ -2,7 +2,7 @@
 rollout config's waits, the deploy preflight, the plan and the simulator all start from.
 
 Defined here, on the config's floor, because the config itself derives its default waits from
-them (``spec.operations.RolloutConfig``); ``sizing.update_semantics`` and
+them (``typed_config.operations.RolloutConfig``); ``sizing.update_semantics`` and
 ``sizing.scale_out_time`` read them from here.
 """
 

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from spec.base import Strict, VariantName, section_rule
-from spec.catalog import INSTANCE_CATALOG
+from typed_config.base import Strict, VariantName, section_rule
+from typed_config.catalog import INSTANCE_CATALOG
 
 #: Bytes of request body per token of an English system prompt: Llama 3's tokenizer encodes
 #: English at about 4 characters per token (Meta, "The Llama 3 Herd of Models", 2024, Model

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
-from spec.base import Strict, section_rule
+from typed_config.base import Strict, section_rule
 
 #: The traffic scenarios the gate can replay (simulator/fleet_scenarios.py runs each; a test holds
 #: the two lists equal).
