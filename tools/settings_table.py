@@ -1,9 +1,10 @@
-"""The README's table of the serving container's environment variables, generated from the
-settings class (container/serving/settings.py) the way vLLM generates its env docs from
+"""The table of the serving container's environment variables in docs/serving.md, generated
+from the settings class (container/serving/settings.py) the way vLLM generates its env docs from
 vllm/envs.py, so the two cannot drift.
 
-``python -m tools.settings_table`` prints the table; ``--write`` puts it into README.md between
-the ``settings-table`` markers; ``--check`` exits 1 when README.md holds another table.
+``python -m tools.settings_table`` prints the table; ``--write`` puts it into docs/serving.md
+between the ``settings-table`` markers; ``--check`` exits 1 when docs/serving.md holds another
+table.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from container.serving.settings import REGISTRY
 from tools import REPO_ROOT
 
-README = REPO_ROOT / "README.md"
+DOC = REPO_ROOT / "docs" / "serving.md"
 START, END = "<!-- settings-table:start -->", "<!-- settings-table:end -->"
 REGENERATE = "python -m tools.settings_table --write"
 
@@ -29,9 +30,9 @@ def markdown_table() -> str:
 
 
 def table_in(text: str) -> str:
-    """What README.md holds between the markers (ValueError when they are missing)."""
+    """What the page holds between the markers (ValueError when they are missing)."""
     if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
-        raise ValueError(f"README.md needs one {START} before one {END}")
+        raise ValueError(f"{DOC.name} needs one {START} before one {END}")
     return text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
 
 
@@ -44,14 +45,14 @@ def with_table(text: str, table: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", action="store_true", help="update README.md in place")
-    action.add_argument("--check", action="store_true", help="exit 1 when README.md differs")
+    action.add_argument("--write", action="store_true", help="update docs/serving.md in place")
+    action.add_argument("--check", action="store_true", help="exit 1 when docs/serving.md differs")
     args = parser.parse_args(argv)
     table = markdown_table()
     if args.write:
-        README.write_text(with_table(README.read_text(), table))
-    elif args.check and table_in(README.read_text()) != table:
-        print(f"README.md's settings table is out of date; regenerate: {REGENERATE}")
+        DOC.write_text(with_table(DOC.read_text(), table))
+    elif args.check and table_in(DOC.read_text()) != table:
+        print(f"docs/serving.md's settings table is out of date; regenerate: {REGENERATE}")
         return 1
     elif not args.check:
         sys.stdout.write(table)

@@ -7,7 +7,7 @@ each variant's SageMaker Model; its tests check every name it sets against :data
 entrypoint turns them into current ``vllm serve`` flags (:func:`vllm_args`) and hook settings in
 one place, before the engine starts (the pattern of TGI's sagemaker-entrypoint).
 
-The README's table of variables is generated from :data:`REGISTRY` by ``python -m
+The table of variables in docs/serving.md is generated from :data:`REGISTRY` by ``python -m
 tools.settings_table --write`` (a test fails when the two differ).
 
 Needs only pydantic and pydantic-settings: the stacks import it as ``container.serving.settings``

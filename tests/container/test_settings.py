@@ -1,4 +1,4 @@
-"""The settings class, its table in the README, and its translation into vLLM 0.32 flags."""
+"""The settings class, its table in docs/serving.md, and its translation into vLLM 0.32 flags."""
 
 from __future__ import annotations
 
@@ -46,19 +46,20 @@ def test_one_pydantic_settings_class_documents_every_variable() -> None:
     assert settings.REGISTRY["VLLM_ENABLE_PREFIX_CACHING"].default == "true"
 
 
-def test_readme_table_is_the_generated_one() -> None:
-    readme = settings_table.README.read_text()
-    assert settings_table.table_in(readme) == settings_table.markdown_table(), (
-        f"README.md's settings table is out of date; regenerate: {settings_table.REGENERATE}"
+def test_docs_table_is_the_generated_one() -> None:
+    page = settings_table.DOC.read_text()
+    assert settings_table.table_in(page) == settings_table.markdown_table(), (
+        f"docs/serving.md's settings table is out of date; regenerate: {settings_table.REGENERATE}"
     )
 
 
-def test_readme_table_check_fails_on_a_drifted_table(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    drifted = settings_table.README.read_text().replace(
+def test_docs_table_check_fails_on_a_drifted_table(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    drifted = settings_table.DOC.read_text().replace(
         "| `VLLM_MAX_NUM_SEQS` | `128` |", "| `VLLM_MAX_NUM_SEQS` | `64` |"
     )
-    monkeypatch.setattr(settings_table, "README", tmp_path / "README.md")
-    settings_table.README.write_text(drifted)
+    assert drifted != settings_table.DOC.read_text()
+    monkeypatch.setattr(settings_table, "DOC", tmp_path / "serving.md")
+    settings_table.DOC.write_text(drifted)
     assert settings_table.main(["--check"]) == 1
     assert settings_table.main(["--write"]) == 0 and settings_table.main(["--check"]) == 0
 

@@ -167,7 +167,7 @@ def test_activation_peak_scales_with_max_num_batched_tokens(prod_cfg) -> None:
 
 
 def test_prod_a10g_figures_from_the_corrected_model(prod_cfg, prod_raw) -> None:
-    # README's capacity section: 21.98 GiB x 0.92 less the five terms (was 13.76 GiB /
+    # docs/capacity.md's issue-13 table: 21.98 GiB x 0.92 less the five terms (was 13.76 GiB /
     # 112,688 tokens / 27 / 81 / target 68.85 with the marketing 24 GiB and a flat 1.5 GiB).
     cap = estimate(prod_cfg, "ml.g5.xlarge")
     # (12.5 GiB / 102,368 / 24 / 74 / 62.9 before the sampler term and the refitted non-torch)

@@ -133,8 +133,9 @@ def test_rules_within_and_across_sections_and_a_typo_are_all_reported_in_one_run
 
 
 def test_a_field_error_still_holds_back_the_rules_across_sections(prod_raw) -> None:
-    """What the README says of the passes: a value of the wrong type or out of its range is
-    reported with every other field error, but the rules across sections need valid values."""
+    """What docs/configuration.md says of the passes: a value of the wrong type or out of its
+    range is reported with every other field error, but the rules across sections need valid
+    values."""
     raw = copy.deepcopy(prod_raw)
     raw["engine"]["max_num_seqs"] = 0
     raw["variants"]["primary"]["initial_instance_count"] = 52  # outside prod's 2..51

@@ -1,4 +1,4 @@
-"""The plan as README.md and docs/capacity.md quote it is the plan `make synth ENV=prod` prints.
+"""The plan as docs/plan.md and docs/capacity.md quote it is the plan `make synth ENV=prod` prints.
 
 The capacity terms were refitted (issue 22) and every figure downstream of them moved: quoted
 by hand, the pages would keep the old ones. Each line of a quoted plan block (the elisions
@@ -47,7 +47,7 @@ def quoted_plan_lines(doc: Path) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/capacity.md"])
+@pytest.mark.parametrize("doc", ["docs/plan.md", "docs/capacity.md"])
 def test_every_quoted_plan_line_is_printed_by_the_plan_today(doc, printed) -> None:
     quoted = quoted_plan_lines(REPO / doc)
     assert len(quoted) >= 8, f"{doc}: no plan block found"

@@ -341,5 +341,5 @@ def test_scale_out_falls_back_to_the_next_pool_and_serves_at_its_speed(example_c
 def test_docs_describe_instance_pools() -> None:
     capacity = (REPO_ROOT / "docs" / "capacity.md").read_text()
     assert "## Instance pools" in capacity
-    assert "instance_pools" in (REPO_ROOT / "README.md").read_text()
+    assert "instance_pools" in (REPO_ROOT / "docs" / "plan.md").read_text()
     assert Path(EXAMPLE).is_file()

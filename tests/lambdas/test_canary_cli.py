@@ -145,7 +145,7 @@ def no_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str,
 def test_promote_info_prints_the_steps_without_an_account(
     no_credentials: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """README: promote-info prints step 4 for your config; that needs no account."""
+    """docs/day2.md: promote-info prints step 4 for your config; that needs no account."""
     assert cli.main(["promote-info", "--env", "test"], clients=no_credentials) == 0
     out = capsys.readouterr().out
     assert "Rollout status not read (no AWS credentials found: export AWS_PROFILE" in out

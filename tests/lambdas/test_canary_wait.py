@@ -198,7 +198,7 @@ def test_the_default_bound_is_the_rollouts_total_bake_plus_a_margin_per_step(wai
     ro = cfg.rollout
     per_step = ro.bake_minutes + ro.check_interval_minutes + ASSUMED_READY_SECONDS / 60
     assert cli.rollout_wait_minutes(cfg) == math.ceil(len(ro.steps_percent) * per_step) == 364
-    # longer than the rollout the simulator replays on prod's normal day (README: 5 h 35 min)
+    # longer than the rollout the simulator replays on prod's normal day (docs/day2-canary.md)
     assert cli.rollout_wait_minutes(cfg) > 5 * 60 + 35
     rc, _, err, clock = wait(Controller(*[running(0)] * 800), "--poll-s", "30")
     assert rc == 3 and "TIMEOUT_MIN=364)" in err and clock.now - 1000.0 == 364 * 60
