@@ -31,7 +31,7 @@ from typed_config import (
     parse_config_data,
     read_config,
 )
-from typed_config.loader import error_lines
+from typed_config.loader import error_lines, prefix_aware_routings
 
 
 def pool_errors(cfg: DeploymentConfig) -> list[str]:
@@ -74,12 +74,7 @@ def routing_threshold_errors(cfg: DeploymentConfig) -> list[str]:
     before any goes to an idle instance, so one instance hot-spots. (The prefix's own rule,
     which needs no capacity model, is typed_config.routing_errors.)"""
     errors: list[str] = []
-    for vname in VARIANT_NAMES:
-        variant = cfg.variants[vname]
-        routing = variant.routing
-        if routing is None or routing.strategy != "PREFIX_AWARE":
-            continue
-        field = f"variants.{vname}.routing"
+    for field, variant, routing in prefix_aware_routings(cfg):
         threshold = routing.concurrency_threshold
         if threshold is None or cfg._known_architecture is None:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,6 +40,8 @@ from typed_config.deployment import (
     SYSTEM_PROMPT_BYTES_PER_TOKEN,
     DeploymentPolicy,
     InstancePool,
+    RoutingConfig,
+    VariantConfig,
     Variants,
     prefix_floor_bytes,
 )
@@ -309,6 +311,18 @@ def provision_timeout_errors(cfg: DeploymentConfig) -> list[str]:
     return errors
 
 
+def prefix_aware_routings(
+    cfg: DeploymentConfig,
+) -> Iterator[tuple[str, VariantConfig, RoutingConfig]]:
+    """``(field, variant, routing)`` of each variant that routes PREFIX_AWARE, ``field`` its
+    YAML path (``variants.<name>.routing``): what both routing rules walk."""
+    for vname in VARIANT_NAMES:
+        variant = cfg.variants[vname]
+        routing = variant.routing
+        if routing is not None and routing.strategy == "PREFIX_AWARE":
+            yield f"variants.{vname}.routing", variant, routing
+
+
 def routing_errors(cfg: DeploymentConfig) -> list[str]:
     """Each PREFIX_AWARE routing (variants.<name>.routing) whose prefix the requests defeat:
 
@@ -324,12 +338,7 @@ def routing_errors(cfg: DeploymentConfig) -> list[str]:
     errors = []
     budget = cfg.engine.context_budget
     floor = prefix_floor_bytes(budget.system_tokens, [a.name for a in cfg.adapters])
-    for vname in VARIANT_NAMES:
-        variant = cfg.variants[vname]
-        routing = variant.routing
-        if routing is None or routing.strategy != "PREFIX_AWARE":
-            continue
-        field = f"variants.{vname}.routing"
+    for field, _variant, routing in prefix_aware_routings(cfg):
         prefix = routing.prefix_length_bytes
         if prefix is not None and prefix < floor:
             errors.append(
