@@ -9,13 +9,16 @@ path of the offending value, e.g. ``scaling.variants.primary.max_capacity: ...``
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import (
+    BaseModel,
     Field,
     PrivateAttr,
     SerializerFunctionWrapHandler,
@@ -61,7 +64,7 @@ from typed_config.operations import (
     SmokeGateConfig,
 )
 from typed_config.scaling import ScalingConfig
-from typed_config.yaml_source import read_yaml
+from typed_config.yaml_source import LineMap, read_yaml_with_lines
 
 #: Validation-context key under which ``parse_config`` hands DeploymentConfig the architecture it
 #: read from ``model.architecture_file`` (pydantic: ``model_validate(data, context=...)``).
@@ -355,21 +358,103 @@ def routing_errors(cfg: DeploymentConfig) -> list[str]:
 _FIELD_PREFIX = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*): ")
 
 
-def _format_errors(path: Path, errors: list[ErrorDetails]) -> str:
-    """One line per error: the full YAML path, then why.
+def _format_errors(path: Path, errors: list[ErrorDetails], lines: LineMap | None = None) -> str:
+    """One line per mistake: the full YAML path, why, and the line of the file to fix.
 
     Cross-field validators start their message with the field they blame ("field: why"); that
-    field is appended to the location pydantic reports (the model holding both fields).
+    field is appended to the location pydantic reports (the model holding both fields). A
+    misspelt key is one mistake, not two: its "unknown key" and the "Field required" of the key
+    it meant become one line that says which key was meant (:func:`_did_you_mean`).
     """
     found = error_lines(errors)
-    lines = [f"{path}: {len(found)} invalid value(s)", *(f"  {line}" for line in found)]
-    return "\n".join(lines)
+    if lines:
+        found = [_with_line(line, lines) for line in found]
+    out = [f"{path}: {len(found)} invalid value(s)", *(f"  {line}" for line in found)]
+    return "\n".join(out)
+
+
+def _with_line(line: str, lines: LineMap) -> str:
+    """``line`` with ``(line N)`` appended: the line of the longest part of its path the file
+    has (a missing key: its parent's line)."""
+    field = line.split(": ", 1)[0]
+    if field == "<top level>":
+        return line
+    parts: list[str | int] = [int(p) if p.isdigit() else p for p in field.split(".")]
+    while parts:
+        at = lines.get(tuple(parts))
+        if at is not None:
+            return f"{line} (line {at})"
+        parts.pop()
+    return line
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The config model that holds the keys at ``loc`` (list items and mapping values walked
+    through their annotations), or None where ``loc`` leaves the models."""
+    current: Any = DeploymentConfig
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                return None
+            current = field.annotation
+        elif get_origin(current) in (list, tuple) and isinstance(part, int):
+            current = get_args(current)[0]
+        elif get_origin(current) is dict:
+            current = get_args(current)[1]
+        else:
+            return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``X`` from ``Annotated[X, ...]``, ``X | None`` and ``Optional[X]``."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, UnionType):
+            args = [a for a in get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _did_you_mean(errors: list[ErrorDetails]) -> list[ErrorDetails]:
+    """``errors`` with each unknown key that is a misspelling of a key its section takes told
+    so, and the "Field required" of that key dropped when it was the one meant."""
+    missing = {tuple(e["loc"]): e for e in errors if e["type"] == "missing"}
+    meant: set[tuple[Any, ...]] = set()
+    out: list[ErrorDetails] = []
+    for e in errors:
+        if e["type"] != "extra_forbidden":
+            out.append(e)
+            continue
+        *parent, key = e["loc"]
+        model = _model_at(tuple(parent))
+        keys = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(key), keys, n=1, cutoff=0.75)
+        if not close:
+            out.append(e)
+            continue
+        required = (*parent, close[0]) in missing
+        if required:
+            meant.add((*parent, close[0]))
+        hint = f"unknown key; did you mean {close[0]!r}?" + (
+            f" ({close[0]} is required)" if required else ""
+        )
+        out.append({**e, "type": "value_error", "msg": hint})
+    return [e for e in out if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
 
 
 def error_lines(errors: list[ErrorDetails]) -> list[str]:
     """``loc: why`` per error; a validator that found several reports them one per line."""
     out: list[str] = []
-    for e in errors:
+    for e in _did_you_mean(errors):
         base = ".".join(str(p) for p in e["loc"])
         for msg in e["msg"].removeprefix("Value error, ").split("\n"):
             loc = base
@@ -386,7 +471,13 @@ def error_lines(errors: list[ErrorDetails]) -> list[str]:
 
 
 def parse_config_data(
-    raw: Any, *, env: str, source: Path, base_dir: Path, fit_checks: Sequence[FitCheck] = ()
+    raw: Any,
+    *,
+    env: str,
+    source: Path,
+    base_dir: Path,
+    fit_checks: Sequence[FitCheck] = (),
+    lines: LineMap | None = None,
 ) -> DeploymentConfig:
     """Validate an already-parsed YAML document against this package's rules and
     ``fit_checks`` (``sizing.fit.parse_config`` passes the capacity model's)."""
@@ -410,7 +501,9 @@ def parse_config_data(
         return DeploymentConfig.model_validate(data, context=context)
     except ValidationError as err:
         errors = err.errors()
-    raise ConfigError(_format_errors(source, errors + _cross_section_pass(data, context, errors)))
+    raise ConfigError(
+        _format_errors(source, errors + _cross_section_pass(data, context, errors), lines)
+    )
 
 
 def _cross_section_pass(
@@ -442,8 +535,10 @@ def read_config(path: Path, *, env: str, fit_checks: Sequence[FitCheck] = ()) ->
     """Read and validate ``config/<env>.yaml`` (duplicate keys refused: ``yaml_source``); every
     caller that acts on a config reads it through ``sizing.fit.load_config``, which passes the
     fit checks."""
-    raw = read_yaml(path)
-    return parse_config_data(raw, env=env, source=path, base_dir=path.parent, fit_checks=fit_checks)
+    raw, lines = read_yaml_with_lines(path)
+    return parse_config_data(
+        raw, env=env, source=path, base_dir=path.parent, fit_checks=fit_checks, lines=lines
+    )
 
 
 def config_path(repo_root: Path, env: str) -> Path:

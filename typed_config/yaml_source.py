@@ -74,8 +74,44 @@ def parse_yaml(text: str, *, source: Path) -> Any:
 
 def read_yaml(path: Path) -> Any:
     """Read and parse a config file (see :func:`parse_yaml`)."""
+    return read_yaml_with_lines(path)[0]
+
+
+#: A value's place in the document (mapping keys and list indexes, as pydantic's ``loc``) ->
+#: the 1-based line it starts on.
+LineMap = dict[tuple[str | int, ...], int]
+
+
+def read_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
+    """The parsed document and where each value is (:func:`key_lines`), so an error in a
+    field names the line to fix, not only a YAML syntax error."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
-    return parse_yaml(text, source=path)
+    data = parse_yaml(text, source=path)
+    return data, key_lines(text)
+
+
+def key_lines(text: str) -> LineMap:
+    """Each mapping key's and list item's line in ``text`` (already parsed once, so valid)."""
+    out: LineMap = {}
+
+    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE_TAG:
+                    out.setdefault((*path, key.value), key.start_mark.line + 1)
+                    walk(value, (*path, key.value))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                out.setdefault((*path, i), item.start_mark.line + 1)
+                walk(item, (*path, i))
+
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return out
+    if root is not None:
+        walk(root, ())
+    return out

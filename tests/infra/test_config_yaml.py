@@ -74,3 +74,61 @@ def test_the_simulator_refuses_the_duplicate_too(tmp_path) -> None:
     assert done.returncode != 0
     assert "duplicate key 'smoke_gate': first on line" in done.stderr
     assert f"again on line {added}" in done.stderr
+
+
+# -- field errors a person fixes in one pass: the line, one error per typo, the key meant -----
+
+
+def _prod_edited(tmp_path: Path, old: str, new: str) -> Path:
+    text = (REPO_ROOT / "config" / "prod.yaml").read_text()
+    assert old in text
+    path = tmp_path / "prod.yaml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def _line_starting(path: Path, prefix: str) -> int:
+    return next(
+        i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(prefix)
+    )
+
+
+def _error(path: Path, env: str = "prod") -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env=env)
+    return str(err.value).splitlines()
+
+
+def test_a_misspelt_required_section_is_one_error_naming_the_key_meant_and_its_line(
+    tmp_path,
+) -> None:  # type: ignore[no-untyped-def]
+    path = _prod_edited(tmp_path, "\nscaling:\n", "\nscalign:\n")
+    lines = _error(path)
+    line = _line_starting(path, "scalign:")
+    assert lines[1:] == [
+        f"  scalign: unknown key; did you mean 'scaling'? (scaling is required) (line {line})"
+    ]
+    assert lines[0].endswith("1 invalid value(s)")
+
+
+def test_a_misspelt_optional_key_names_the_key_meant_and_its_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = _prod_edited(tmp_path, "  max_num_seqs:", "  max_num_seq:")
+    line = _line_starting(path, "  max_num_seq:")
+    assert _error(path)[1:] == [
+        f"  engine.max_num_seq: unknown key; did you mean 'max_num_seqs'? (line {line})"
+    ]
+
+
+def test_a_key_like_no_other_stays_an_unknown_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = _prod_edited(tmp_path, "\nscaling:\n", "\nzzz_not_a_key: 1\nscaling:\n")
+    (only,) = _error(path)[1:]
+    assert only.startswith("  zzz_not_a_key: unknown key (check the spelling")
+    assert "did you mean" not in only
+
+
+def test_a_wrong_value_names_its_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = _prod_edited(tmp_path, "  max_num_seqs: 128", "  max_num_seqs: many")
+    line = _line_starting(path, "  max_num_seqs:")
+    (only,) = _error(path)[1:]
+    assert only.startswith("  engine.max_num_seqs: Input should be a valid integer")
+    assert only.endswith(f"(line {line})")
