@@ -26,7 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .manifest import MANIFEST_NAME, ManifestError, sha256, verify_tree
+from .manifest import (
+    CHANGED,
+    MANIFEST_NAME,
+    MAX_NAMED,
+    MISSING,
+    UNLISTED,
+    ManifestError,
+    parse_manifest,
+    sha256,
+    verify_tree,
+)
 from .release import VERSION
 
 
@@ -93,9 +103,9 @@ def read_manifest(s3: Any, where: ArtifactLocation, version: str) -> dict[str, A
             return None
         raise
     try:
-        manifest: dict[str, Any] = json.loads(body.read())
-    except ValueError as exc:
-        raise ArtifactError(f"{where.uri(version, MANIFEST_NAME)}: not JSON ({exc})") from exc
+        manifest = parse_manifest(body.read(), where.uri(version, MANIFEST_NAME))
+    except ManifestError as exc:
+        raise ArtifactError(str(exc)) from exc
     if manifest.get("version") != version:
         raise ArtifactError(
             f"{where.uri(version, MANIFEST_NAME)}: names version {manifest.get('version')!r}"
@@ -162,12 +172,10 @@ def fetch(s3: Any, where: ArtifactLocation, version: str, dest: Path) -> dict[st
     missing = sorted(set(files) - listed)
     extra = sorted(listed - set(files))
     if missing or extra:
+        named = [f"{f}: {MISSING}" for f in missing] + [f"{f}: {UNLISTED}" for f in extra]
         raise ArtifactError(
             f"model artifact {version} at {where.uri(version)}/ does not match its manifest: "
-            + "; ".join(
-                [f"{f}: missing" for f in missing]
-                + [f"{f}: not in the manifest" for f in extra][:20]
-            )
+            + "; ".join(named[:MAX_NAMED])
         )
     tmp = dest.with_name(f".{dest.name}.partial-{uuid.uuid4().hex[:8]}")
     try:
@@ -181,8 +189,7 @@ def fetch(s3: Any, where: ArtifactLocation, version: str, dest: Path) -> dict[st
             s3.download_file(where.bucket, f"{base}{rel}", str(target))
             if sha256(target) != digest:
                 raise ArtifactError(
-                    f"model artifact {version}: {where.uri(version, upload)}/{rel}: sha256 differs "
-                    "from the manifest"
+                    f"model artifact {version}: {where.uri(version, upload)}/{rel}: {CHANGED}"
                 )
         local = {k: v for k, v in manifest.items() if k != "upload"}
         (tmp / MANIFEST_NAME).write_text(json.dumps(local, indent=2, sort_keys=True) + "\n")

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -53,6 +52,12 @@ from .log_relay import relay
 from .state import State, write_state
 from .vllm_server import LISTEN_FD_ENV, RETIRE_SIGNAL, RETIRE_WAIT_SECONDS, bind_socket
 
+# The manifest's one definition is model_prep's, carried beside serving/ in the image.
+if __package__ == "serving":  # the image: /opt/app/serving beside /opt/app/model_prep
+    import model_prep.manifest as model_manifest
+else:  # the repository: container.serving beside container.model_prep
+    from ..model_prep import manifest as model_manifest
+
 log = logging.getLogger("serving.entrypoint")
 PACKAGE = __package__ or "serving"
 HEALTH_POLL_SECONDS = 0.5
@@ -63,33 +68,17 @@ class StartupError(RuntimeError):
     """A startup phase failed: the entrypoint logs it and exits non-zero."""
 
 
-def _sha256(path: Path) -> str:
-    """The same digest as model_prep's manifest (``hashlib.file_digest``, Python >= 3.11: the
-    image ships serving/ alone, so the two sides share the standard library, not a module)."""
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def verify_manifest(manifest_path: Path, root: Path) -> int:
     """Check the sha256 of every file the manifest lists and refuse any file under ``root`` it
     does not list (an adapter directory dropped under lora/ would otherwise be served through
-    --lora-modules). Returns the number of files checked."""
-    manifest = json.loads(manifest_path.read_text())
-    files = manifest.get("files", {})
-    bad = []
-    for rel, expected in files.items():
-        path = root / rel
-        if not path.is_file():
-            bad.append(f"{rel}: missing")
-        elif _sha256(path) != expected:
-            bad.append(f"{rel}: checksum mismatch")
-    for path in sorted(root.rglob("*")):
-        rel = str(path.relative_to(root))
-        if path != manifest_path and not path.is_dir() and rel not in files:
-            bad.append(f"{rel}: not in the manifest")
-    if bad:
-        raise StartupError("model files do not match the manifest: " + "; ".join(bad[:10]))
-    return len(files)
+    --lora-modules). The check and its wording are model_prep's own (``model_manifest``, the
+    module the preparation job writes and checks the manifest with). Returns the number of files
+    checked."""
+    try:
+        manifest = model_manifest.verify(manifest_path, root)
+    except model_manifest.ManifestError as exc:
+        raise StartupError(str(exc)) from exc
+    return len(manifest["files"])
 
 
 def validate(s: settings_mod.Settings) -> dict[str, object]:

@@ -57,7 +57,7 @@ def test_tampered_file_fails_the_manifest_check(model_dir: Path, tmp_path: Path)
     shutil.copytree(model_dir, copy)
     with (copy / "base" / "config.json").open("a") as f:
         f.write(" ")
-    with pytest.raises(StartupError, match=r"base/config\.json: checksum mismatch"):
+    with pytest.raises(StartupError, match=r"base/config\.json: sha256 differs from the manifest"):
         verify_manifest(copy / "manifest.json", copy)
 
 
