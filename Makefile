@@ -80,8 +80,8 @@ node_modules/.stamp: package.json $(VENV)/.stamp $(NODE_SHIMS)/.stamp
 RELEASE_ARGS = $(if $(IMAGE_TAG),--image-tag $(IMAGE_TAG)) $(if $(ARTIFACT),--artifact $(ARTIFACT))
 RELEASE_CONTEXT = $(if $(IMAGE_TAG),-c image_tag=$(IMAGE_TAG)) $(if $(ARTIFACT),-c model_artifact=$(ARTIFACT))
 
-synth: venv ## deploy | validate config/ENV.yaml, synthesize cdk.out/ENV, print the plan (offline; IMAGE_TAG=, ARTIFACT=)
-	$(PY) -m tools.synth --env $(ENV) --out $(OUT) $(RELEASE_ARGS)
+synth: venv ## deploy | validate config/ENV.yaml, synthesize cdk.out/ENV, print the plan (offline; IMAGE_TAG=, ARTIFACT=, CONFIG=path)
+	$(PY) -m tools.synth --env $(ENV) --out $(OUT) $(RELEASE_ARGS) $(if $(CONFIG),--config $(CONFIG))
 
 # Validators on the synthesized templates (cfn-lint, checkov) + the project's own code.
 validate: synth checkov-venv ## deploy | synth + cfn-lint + checkov on the templates (offline)

@@ -25,7 +25,16 @@ def main() -> None:
     env = app.node.try_get_context("env") or os.environ.get("ENV") or "dev"
     try:
         options = DeployOptions.from_context(app.node.try_get_context)
-        build_app(app, repo_root=REPO_ROOT, env=env, options=options)
+        config = app.node.try_get_context(
+            "config"
+        )  # -c config=path: another file than config/<env>.yaml
+        build_app(
+            app,
+            repo_root=REPO_ROOT,
+            env=env,
+            options=options,
+            config=Path(config) if config else None,
+        )
     except ConfigError as err:
         sys.exit(f"config error: {err}")
     app.synth()

@@ -64,10 +64,16 @@ def build_stacks(
 
 
 def build_app(
-    app: cdk.App, *, repo_root: Path, env: str, options: DeployOptions | None = None
+    app: cdk.App,
+    *,
+    repo_root: Path,
+    env: str,
+    options: DeployOptions | None = None,
+    config: Path | None = None,
 ) -> DeploymentConfig:
-    """Returns the config the stacks were built from (``options`` applied)."""
+    """Returns the config the stacks were built from (``options`` applied). ``config``: a
+    config file to read instead of ``config/<env>.yaml`` (its ``env:`` must still be ``env``)."""
     options = options or DeployOptions()
-    cfg = options.apply(load_config(config_path(repo_root, env), env=env))
+    cfg = options.apply(load_config(config or config_path(repo_root, env), env=env))
     build_stacks(app, cfg, options)
     return cfg

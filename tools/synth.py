@@ -36,12 +36,12 @@ def release_options(args: argparse.Namespace) -> DeployOptions:
 
 
 def synth(
-    env: str, out: Path, options: DeployOptions | None = None
+    env: str, out: Path, options: DeployOptions | None = None, config: Path | None = None
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Synthesize; return templates by stack name and the cdk-nag/CDK error messages.
     ``options``: the release inputs given on the command line (IMAGE_TAG=, ARTIFACT=)."""
     app = cdk.App(outdir=str(out), context={**cdk_json_context(REPO_ROOT), "env": env})
-    cfg = build_app(app, repo_root=REPO_ROOT, env=env, options=options)
+    cfg = build_app(app, repo_root=REPO_ROOT, env=env, options=options, config=config)
     assembly = app.synth()
     templates = {s.stack_name: s.template for s in assembly.stacks}
     errors = [
@@ -83,12 +83,18 @@ def write_plan_markdown(path: Path, env: str, text: str, options: DeployOptions)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--env", default="dev")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="a config file instead of config/<env>.yaml (its env: must be --env)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     add_release_args(parser)
     args = parser.parse_args(argv)
     out = args.out or REPO_ROOT / "cdk.out" / args.env
     try:
-        _, errors = synth(args.env, out, release_options(args))
+        _, errors = synth(args.env, out, release_options(args), args.config)
     except (ConfigError, CapacityError) as err:
         print(f"synth failed: {err}", file=sys.stderr)
         return 1

@@ -15,6 +15,8 @@ from tools import deploy as tool
 from tools import synth
 from typed_config import ConfigError
 
+from .conftest import REPO_ROOT
+
 
 def ctx(**values: str) -> DeployOptions:
     return DeployOptions.from_context(values.get)
@@ -85,6 +87,23 @@ def test_synth_prints_the_release_inputs_in_the_plan(tmp_path: Path, capsys) -> 
     assert "image: sha-2" in out  # the canary's line
     assert "model release: the release baked in image sha-2" in out
     assert "model release: m-0123456789abcdef: not fetched here" in out  # the primary's
+
+
+def test_synth_takes_a_config_path(tmp_path: Path, capsys) -> None:
+    """``make synth CONFIG=path``: a file outside config/ (an example, a draft), validated the
+    same way; its errors name that file."""
+    draft = tmp_path / "draft.yaml"
+    text = (REPO_ROOT / "config" / "prod.yaml").read_text()
+    draft.write_text(text.replace("\nendpoint_name: ", "\nendpoint_name: draft-", 1))
+    rc = synth.main(["--env", "prod", "--config", str(draft), "--out", str(tmp_path / "out")])
+    assert rc == 0
+    assert "draft-" in (tmp_path / "out" / "plan.json").read_text()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(text.replace("\nscaling:\n", "\nscalign:\n", 1))
+    rc = synth.main(["--env", "prod", "--config", str(broken), "--out", str(tmp_path / "out2")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert f"{broken}: 1 invalid value(s)" in err and "did you mean 'scaling'?" in err
 
 
 def ecr_stub(failures: list[str]) -> tuple[object, Stubber]:
