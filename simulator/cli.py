@@ -30,7 +30,7 @@ from typing import cast
 
 from simulator.assumptions import Assumptions
 from simulator.capacity import BANDWIDTH_EFFICIENCY, instance_model
-from simulator.routing import MINUTES, WARMUP, WINDOWS
+from simulator.routing_windows import MINUTES, WARMUP, WINDOWS
 from simulator.run import Result, instance_models, simulate
 from simulator.scaling_policies import SimulationError
 from simulator.traces import BUILTIN, TraceError, resolve
@@ -361,7 +361,9 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 def cmd_routing(args: argparse.Namespace) -> int:
     """The routing comparison (simulator/routing.py) on windows of a trace; the fleet is what the
     scaling simulation has in service then (``--instances`` to fix it)."""
-    from simulator.routing import compare, table, windows
+    from simulator.routing import compare
+    from simulator.routing_report import table
+    from simulator.routing_windows import windows
     from simulator.sessions import SessionModel
 
     cfg, a = _config(args), _assumptions(args)

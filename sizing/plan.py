@@ -154,59 +154,81 @@ def render_pools(v: dict[str, Any]) -> list[str]:
 
 
 def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The plan of ``cfg`` as ``render_plan`` prints it and plan.json holds it; ``templates``
+    (by stack name) give the alarms."""
     release = release_facts(cfg)
-    variants: list[dict[str, Any]] = []
-    monthly_initial = monthly_min = monthly_max = 0.0
-    # every instance on its variant's dearest pool: what a capacity shortage can cost
-    dearest_initial = dearest_min = dearest_max = 0.0
-    for name in VARIANT_NAMES:
-        v = cfg.variants[name]
-        sc = cfg.scaling.variants[name]
-        inst = INSTANCE_CATALOG[v.instance_type]
-        cap = pool_capacities(cfg, name)[0].capacity  # the first pool's
-        monthly_initial += v.initial_instance_count * inst.monthly_price
-        monthly_min += sc.min_capacity * inst.monthly_price
-        monthly_max += sc.max_capacity * inst.monthly_price
-        dear = max(INSTANCE_CATALOG[t].monthly_price for t in v.pool_types)
-        dearest_initial += v.initial_instance_count * dear
-        dearest_min += sc.min_capacity * dear
-        dearest_max += sc.max_capacity * dear
-        variants.append(
-            {
-                "name": name,
-                "instance_type": v.instance_type,
-                "gpu": f"{inst.gpu_count} x {inst.gpu} {inst.gpu_memory_gib} GB",
-                "initial_instance_count": v.initial_instance_count,
-                "initial_weight": v.initial_weight,
-                "min_capacity": sc.min_capacity,
-                "max_capacity": sc.max_capacity,
-                "image_tag": v.image_tag or cfg.image.tag or "built by CDK from container/",
-                "model_release": (
-                    f"the release baked in image {v.image_tag}" if v.image_tag else release["line"]
-                ),
-                "price_per_hour": inst.price_per_hour,
-                "scaling": {
-                    "target_tracking": None
-                    if sc.target_tracking is None
-                    else (
-                        f"ConcurrentRequestsPerModel {concurrency_target(cfg, name)}"
-                        if sc.target_tracking.metric == "concurrency"
-                        else f"InvocationsPerInstance {sc.target_tracking.invocations_per_instance}"
-                    ),
-                    "step_policies": [p.name for p in sc.step_policies],
-                    "schedules": [x.name for x in cfg.scaling.schedules if x.variant == name],
-                    "releases": [x.name for x in cfg.scaling.release_calendar if x.variant == name],
-                    "unreachable_ceiling": unreachable_ceiling(cfg.scaling, name),
-                },
-                "capacity": cap.as_dict(),
-                "routing": routing_section(cfg, name),
-                "pools": pools_section(cfg, name),
-                "provision_timeout_seconds": v.provision_timeout_seconds,
-                "speed": speed_section(cfg, name),
-                "scale_out": scale_out_section(cfg, name),
-            }
-        )
-    alarms = sorted(
+    variants = [variant_section(cfg, name, release["line"]) for name in VARIANT_NAMES]
+    alarms = alarm_descriptions(templates)
+    return {
+        "project": cfg.project,
+        "env": cfg.env,
+        "region": cfg.region,
+        "endpoint_name": cfg.endpoint_name,
+        "model": model_section(cfg, release),
+        "engine": cfg.engine.model_dump(exclude={"context_budget"}),
+        "variants": variants,
+        "cost": cost_section(cfg),
+        "rollout": rollout_section(cfg),
+        "alarms": alarms,
+        "deploy": deploy_section(cfg),
+        "fleet": fleet_section(cfg),
+    }
+
+
+def variant_section(cfg: DeploymentConfig, name: VariantName, release_line: str) -> dict[str, Any]:
+    """One variant: its instances, image and model release, price, scaling, capacity (its first
+    pool's), routing, pools, speed and scale-out time. ``release_line``: the release the
+    image bakes (:func:`release_facts`), shown unless the variant pins an image tag."""
+    v = cfg.variants[name]
+    sc = cfg.scaling.variants[name]
+    inst = INSTANCE_CATALOG[v.instance_type]
+    cap = pool_capacities(cfg, name)[0].capacity  # the first pool's
+    return {
+        "name": name,
+        "instance_type": v.instance_type,
+        "gpu": f"{inst.gpu_count} x {inst.gpu} {inst.gpu_memory_gib} GB",
+        "initial_instance_count": v.initial_instance_count,
+        "initial_weight": v.initial_weight,
+        "min_capacity": sc.min_capacity,
+        "max_capacity": sc.max_capacity,
+        "image_tag": v.image_tag or cfg.image.tag or "built by CDK from container/",
+        "model_release": (
+            f"the release baked in image {v.image_tag}" if v.image_tag else release_line
+        ),
+        "price_per_hour": inst.price_per_hour,
+        "scaling": scaling_section(cfg, name),
+        "capacity": cap.as_dict(),
+        "routing": routing_section(cfg, name),
+        "pools": pools_section(cfg, name),
+        "provision_timeout_seconds": v.provision_timeout_seconds,
+        "speed": speed_section(cfg, name),
+        "scale_out": scale_out_section(cfg, name),
+    }
+
+
+def scaling_section(cfg: DeploymentConfig, name: VariantName) -> dict[str, Any]:
+    """The variant's autoscaling: its target tracking metric and target, the names of its step
+    policies, schedules and releases, and a warning when max_capacity is never reached."""
+    sc = cfg.scaling.variants[name]
+    return {
+        "target_tracking": None
+        if sc.target_tracking is None
+        else (
+            f"ConcurrentRequestsPerModel {concurrency_target(cfg, name)}"
+            if sc.target_tracking.metric == "concurrency"
+            else f"InvocationsPerInstance {sc.target_tracking.invocations_per_instance}"
+        ),
+        "step_policies": [p.name for p in sc.step_policies],
+        "schedules": [x.name for x in cfg.scaling.schedules if x.variant == name],
+        "releases": [x.name for x in cfg.scaling.release_calendar if x.variant == name],
+        "unreachable_ceiling": unreachable_ceiling(cfg.scaling, name),
+    }
+
+
+def alarm_descriptions(templates: dict[str, dict[str, Any]]) -> list[str]:
+    """Every CloudWatch alarm of the templates, by its description (its logical id without one),
+    sorted."""
+    return sorted(
         {
             res["Properties"].get("AlarmDescription", logical)
             for tpl in templates.values()
@@ -214,64 +236,80 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
             if res["Type"] == "AWS::CloudWatch::Alarm"
         }
     )
+
+
+def model_section(cfg: DeploymentConfig, release: dict[str, Any]) -> dict[str, Any]:
+    """The base model, its quantization, the adapters and the release the image bakes."""
+    return {
+        "source": cfg.model.source,
+        "quantization": cfg.model.quantization,
+        "adapters": [{"name": a.name, "version": a.version, "rank": a.rank} for a in cfg.adapters],
+        "default_adapter": cfg.default_adapter,
+        "release": release,
+    }
+
+
+def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
+    """Monthly cost at the initial counts, min_capacity and max_capacity, every instance priced
+    on its variant's first pool; with instance pools, on its dearest too (what a capacity
+    shortage can cost)."""
+    monthly_initial = monthly_min = monthly_max = 0.0
+    # every instance on its variant's dearest pool: what a capacity shortage can cost
+    dearest_initial = dearest_min = dearest_max = 0.0
+    for name in VARIANT_NAMES:
+        v = cfg.variants[name]
+        sc = cfg.scaling.variants[name]
+        price = INSTANCE_CATALOG[v.instance_type].monthly_price
+        monthly_initial += v.initial_instance_count * price
+        monthly_min += sc.min_capacity * price
+        monthly_max += sc.max_capacity * price
+        dear = max(INSTANCE_CATALOG[t].monthly_price for t in v.pool_types)
+        dearest_initial += v.initial_instance_count * dear
+        dearest_min += sc.min_capacity * dear
+        dearest_max += sc.max_capacity * dear
+    return {
+        "price_region": PRICE_REGION,
+        "hours_per_month": HOURS_PER_MONTH,
+        "monthly_at_initial_counts": round(monthly_initial, 2),
+        "monthly_at_min_capacity": round(monthly_min, 2),
+        "monthly_at_max_capacity": round(monthly_max, 2),
+        # the figures above price every instance on its first pool; these on its dearest
+        "dearest_pool": {
+            "monthly_at_initial_counts": round(dearest_initial, 2),
+            "monthly_at_min_capacity": round(dearest_min, 2),
+            "monthly_at_max_capacity": round(dearest_max, 2),
+        }
+        if any(cfg.variants[n].instance_pools for n in VARIANT_NAMES)
+        else None,
+        "price_sources": sorted(
+            {
+                INSTANCE_CATALOG[t].price_source
+                for n in VARIANT_NAMES
+                for t in cfg.variants[n].pool_types
+            }
+        ),
+    }
+
+
+def rollout_section(cfg: DeploymentConfig) -> dict[str, Any]:
+    """How a release rolls out: SageMaker's blue/green traffic shift with auto-rollback, then
+    the canary controller's steps, bake time and smoke gate."""
     shift = cfg.deployment.traffic_shift
     return {
-        "project": cfg.project,
-        "env": cfg.env,
-        "region": cfg.region,
-        "endpoint_name": cfg.endpoint_name,
-        "model": {
-            "source": cfg.model.source,
-            "quantization": cfg.model.quantization,
-            "adapters": [
-                {"name": a.name, "version": a.version, "rank": a.rank} for a in cfg.adapters
-            ],
-            "default_adapter": cfg.default_adapter,
-            "release": release,
-        },
-        "engine": cfg.engine.model_dump(exclude={"context_budget"}),
-        "variants": variants,
-        "cost": {
-            "price_region": PRICE_REGION,
-            "hours_per_month": HOURS_PER_MONTH,
-            "monthly_at_initial_counts": round(monthly_initial, 2),
-            "monthly_at_min_capacity": round(monthly_min, 2),
-            "monthly_at_max_capacity": round(monthly_max, 2),
-            # the figures above price every instance on its first pool; these on its dearest
-            "dearest_pool": {
-                "monthly_at_initial_counts": round(dearest_initial, 2),
-                "monthly_at_min_capacity": round(dearest_min, 2),
-                "monthly_at_max_capacity": round(dearest_max, 2),
-            }
-            if any(cfg.variants[n].instance_pools for n in VARIANT_NAMES)
-            else None,
-            "price_sources": sorted(
-                {
-                    INSTANCE_CATALOG[t].price_source
-                    for n in VARIANT_NAMES
-                    for t in cfg.variants[n].pool_types
-                }
+        "blue_green": {
+            "type": shift.type,
+            "step": (
+                f"{shift.capacity_size[1]}" + (" instance(s)" if shift.step_instances else "%")
+                if shift.type != "all_at_once"
+                else None
             ),
+            "wait_interval_seconds": shift.wait_interval_seconds,
+            "termination_wait_seconds": cfg.deployment.termination_wait_seconds,
+            "auto_rollback_alarms": "5XX errors and ModelLatency p99 per variant",
         },
-        "rollout": {
-            "blue_green": {
-                "type": shift.type,
-                "step": (
-                    f"{shift.capacity_size[1]}" + (" instance(s)" if shift.step_instances else "%")
-                    if shift.type != "all_at_once"
-                    else None
-                ),
-                "wait_interval_seconds": shift.wait_interval_seconds,
-                "termination_wait_seconds": cfg.deployment.termination_wait_seconds,
-                "auto_rollback_alarms": "5XX errors and ModelLatency p99 per variant",
-            },
-            "canary_controller_steps_percent": cfg.rollout.steps_percent,
-            "bake_minutes": cfg.rollout.bake_minutes,
-            "smoke_gate": cfg.smoke_gate.enabled,
-        },
-        "alarms": alarms,
-        "deploy": deploy_section(cfg),
-        "fleet": fleet_section(cfg),
+        "canary_controller_steps_percent": cfg.rollout.steps_percent,
+        "bake_minutes": cfg.rollout.bake_minutes,
+        "smoke_gate": cfg.smoke_gate.enabled,
     }
 
 

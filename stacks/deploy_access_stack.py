@@ -35,9 +35,11 @@ AdministratorAccess when trusting another account). docs/release-from-ci.md, "De
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, Fn, Stack
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name
@@ -60,6 +62,14 @@ from typed_config.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SE
 #: this stack imports; tests/infra/test_deploy_access_stack.py checks that they exist there.
 PREP_ROLE_EXPORT = "model-prep-role-arn"
 ARTIFACT_KEY_EXPORT = "model-artifact-key-arn"
+
+
+#: The preflight's reads (DeployRole.allow_preflight): the bootstrap version parameter and the
+#: scaling service-linked role.
+PREFLIGHT_READS = {
+    "bootstrap_version_parameter": f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version",
+    "scaling_role": f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
+}
 
 
 class DeployAccessStack(Stack):
@@ -85,18 +95,26 @@ class DeployAccessStack(Stack):
             description=f"GitHub Actions release of {prefix} ({access.repository})",
         )
         self.deploy.allow_cdk_bootstrap_roles(BOOTSTRAP_QUALIFIER)
-        preflight = {
-            "bootstrap_version_parameter": f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version",
-            "scaling_role": f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
-        }
-        self.deploy.allow_preflight(**preflight)
-        # The pull request workflow's `make diff DIFF_METHOD=template`: a role of its own, since
-        # the deploy role trusts named environments only and any branch of a pull request could
-        # otherwise run with it. This one trusts the pull_request subject and may read: the CDK
-        # lookup role (which reads the deployed templates) and the preflight's reads.
+        self.deploy.allow_preflight(**PREFLIGHT_READS)
         pr_subject = pull_request_subject(cfg)
         assert pr_subject is not None
-        self.diff = DeployRole(
+        self.diff = self._pull_request_diff_role(provider, pr_subject, prefix)
+        self._allow_release_steps(cfg, cfg.image.repository_name, prefix)
+        self._outputs(
+            provider,
+            created=access.oidc_provider == "create",
+            subjects=subjects,
+            pr_subject=pr_subject,
+        )
+
+    def _pull_request_diff_role(
+        self, provider: iam.IOpenIdConnectProvider, pr_subject: str, prefix: str
+    ) -> DeployRole:
+        """The pull request workflow's `make diff DIFF_METHOD=template`: a role of its own, since
+        the deploy role trusts named environments only and any branch of a pull request could
+        otherwise run with it. This one trusts the pull_request subject and may read: the CDK
+        lookup role (which reads the deployed templates) and the preflight's reads."""
+        diff = DeployRole(
             self,
             "PullRequestDiff",
             provider=provider,
@@ -104,12 +122,17 @@ class DeployAccessStack(Stack):
             max_session=Duration.hours(1),
             description=f"GitHub Actions read-only cdk diff of {prefix} on pull requests",
         )
-        self.diff.allow_cdk_bootstrap_roles(BOOTSTRAP_QUALIFIER, roles=CDK_LOOKUP_ROLES)
-        self.diff.allow_preflight(**preflight)
+        diff.allow_cdk_bootstrap_roles(BOOTSTRAP_QUALIFIER, roles=CDK_LOOKUP_ROLES)
+        diff.allow_preflight(**PREFLIGHT_READS)
+        return diff
+
+    def _allow_release_steps(
+        self, cfg: DeploymentConfig, repository_name: str, prefix: str
+    ) -> None:
+        """What the release's make targets do beyond CDK: the image repository, the endpoint and
+        the canary controller, the model preparation job (and its token secret), the releases."""
         self.deploy.allow_ecr_repository(
-            self.format_arn(
-                service="ecr", resource="repository", resource_name=cfg.image.repository_name
-            )
+            self.format_arn(service="ecr", resource="repository", resource_name=repository_name)
         )
         self.deploy.allow_endpoint_operations(
             endpoint_name=cfg.endpoint_name,
@@ -135,6 +158,16 @@ class DeployAccessStack(Stack):
             prefix=cfg.model_prep.artifact_prefix,
             key_arn=Fn.import_value(f"{prefix}-{ARTIFACT_KEY_EXPORT}"),
         )
+
+    def _outputs(
+        self,
+        provider: iam.IOpenIdConnectProvider,
+        *,
+        created: bool,
+        subjects: Sequence[str],
+        pr_subject: str,
+    ) -> None:
+        """The two roles' ARNs, each the ``role-to-assume`` of its workflow, and the provider's."""
         CfnOutput(
             self,
             "DeployRoleArn",
@@ -153,5 +186,5 @@ class DeployAccessStack(Stack):
             "GitHubOidcProviderArn",
             value=provider.open_id_connect_provider_arn,
             description="the account's GitHub OIDC provider, "
-            + ("created by this stack" if access.oidc_provider == "create" else "imported"),
+            + ("created by this stack" if created else "imported"),
         )

@@ -74,43 +74,14 @@ class EndpointStack(Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.key = kms.Key(
-            self,
-            "EndpointKey",
-            enable_key_rotation=True,
-            description=f"{cfg.endpoint_name}: endpoint logs, notifications, volumes",
-            # it decrypts the log group kept past the stack; kept too, except a failed create
-            removal_policy=KEEP_EXCEPT_FAILED_CREATE,
-        )
-        self.key.add_to_resource_policy(logs_key_statement(self))
+        self.key = self._endpoint_key(cfg)
         # The endpoint by name: its ARN, grants and metrics for everything that watches or calls it.
         self.endpoint_ref = endpoint = EndpointRef.of(self, cfg.endpoint_name)
         self.rollback_alarms = RollbackAlarms(
             self, "RollbackAlarms", endpoint=endpoint, policy=cfg.deployment
         )
-        self.serving = ServingEndpoint(
-            self,
-            "Serving",
-            endpoint_name=cfg.endpoint_name,
-            variants=cfg.variants,
-            deployment=cfg.deployment,
-            environments={v: container_environment(cfg, v) for v in VARIANT_NAMES},
-            pool_environments={v: pool_environments(cfg, v) for v in VARIANT_NAMES},
-            image_uris={v: image.image_uri(cfg.variants[v].image_tag) for v in VARIANT_NAMES},
-            resets=reset_properties(cfg),
-            rollback_alarms=self.rollback_alarms.all,
-            volume_key=self.key,
-            metrics_path=cfg.monitoring.metrics_path,
-        )
-        self.scaling = EndpointScaling(
-            self,
-            "Scaling",
-            props=ScalingProps.from_config(cfg),
-            endpoint=self.serving.endpoint,
-            suspended=suspend_scaling,
-        )
-        for i, warning in enumerate(unmet_slo_warnings(cfg)):
-            Annotations.of(self.scaling).add_warning_v2(f"scaling:slo-unmet-{i}", warning)
+        self.serving = self._serving_endpoint(cfg, image)
+        self.scaling = self._scaling(cfg, suspend_scaling)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -126,10 +97,68 @@ class EndpointStack(Stack):
         self.relative_latency = RelativeLatencyAlarms(
             self, "RelativeLatency", endpoint=endpoint, rollout=cfg.rollout
         )
-        self.canary = CanaryController(
+        self.canary = self._canary_controller(cfg)
+        self.smoke_gate = SmokeGate(
+            self,
+            "SmokeGate",
+            gate=cfg.smoke_gate,
+            endpoint=self.serving.endpoint,
+            endpoint_name=cfg.endpoint_name,
+            variant_names=VARIANT_NAMES,
+            adapter_names=[adapter.name for adapter in cfg.adapters],
+        )
+        self._grant_image_pull(image)
+
+    def _endpoint_key(self, cfg: DeploymentConfig) -> kms.Key:
+        """The key of the endpoint's logs, notifications and volumes; CloudWatch Logs may use it
+        (:func:`logs_key_statement`)."""
+        key = kms.Key(
+            self,
+            "EndpointKey",
+            enable_key_rotation=True,
+            description=f"{cfg.endpoint_name}: endpoint logs, notifications, volumes",
+            # it decrypts the log group kept past the stack; kept too, except a failed create
+            removal_policy=KEEP_EXCEPT_FAILED_CREATE,
+        )
+        key.add_to_resource_policy(logs_key_statement(self))
+        return key
+
+    def _serving_endpoint(self, cfg: DeploymentConfig, image: ServingImage) -> ServingEndpoint:
+        """The endpoint itself: each variant's container from the config and ``image``."""
+        return ServingEndpoint(
+            self,
+            "Serving",
+            endpoint_name=cfg.endpoint_name,
+            variants=cfg.variants,
+            deployment=cfg.deployment,
+            environments={v: container_environment(cfg, v) for v in VARIANT_NAMES},
+            pool_environments={v: pool_environments(cfg, v) for v in VARIANT_NAMES},
+            image_uris={v: image.image_uri(cfg.variants[v].image_tag) for v in VARIANT_NAMES},
+            resets=reset_properties(cfg),
+            rollback_alarms=self.rollback_alarms.all,
+            volume_key=self.key,
+            metrics_path=cfg.monitoring.metrics_path,
+        )
+
+    def _scaling(self, cfg: DeploymentConfig, suspend_scaling: frozenset[str]) -> EndpointScaling:
+        """Autoscaling of the endpoint's variants; a synth warning for each SLO it cannot hold."""
+        scaling = EndpointScaling(
+            self,
+            "Scaling",
+            props=ScalingProps.from_config(cfg),
+            endpoint=self.serving.endpoint,
+            suspended=suspend_scaling,
+        )
+        for i, warning in enumerate(unmet_slo_warnings(cfg)):
+            Annotations.of(scaling).add_warning_v2(f"scaling:slo-unmet-{i}", warning)
+        return scaling
+
+    def _canary_controller(self, cfg: DeploymentConfig) -> CanaryController:
+        """The canary rollout's controller, rolling back on the canary's alarms."""
+        return CanaryController(
             self,
             "CanaryController",
-            endpoint=endpoint,
+            endpoint=self.endpoint_ref,
             rollout=cfg.rollout,
             capacity_plan=rollout_capacity_plan(cfg),
             alarms=[
@@ -145,17 +174,11 @@ class EndpointStack(Stack):
             ],
             topic=self.monitoring.topic,
         )
-        self.smoke_gate = SmokeGate(
-            self,
-            "SmokeGate",
-            gate=cfg.smoke_gate,
-            endpoint=self.serving.endpoint,
-            endpoint_name=cfg.endpoint_name,
-            variant_names=VARIANT_NAMES,
-            adapter_names=[adapter.name for adapter in cfg.adapters],
-        )
+
+    def _grant_image_pull(self, image: ServingImage) -> None:
+        """The execution role pulls ``image``. SageMaker checks image access at CreateModel:
+        create the models after the role's policy."""
         image.grant_pull(self.serving.role)
-        # SageMaker checks image access at CreateModel: create the models after the role's policy.
         policy = self.serving.role.node.find_child("DefaultPolicy")
         for model in self.serving.models.values():
             model.node.add_dependency(policy)

@@ -60,71 +60,91 @@ class ServingDashboard(Construct):
         frequency), one graph per variant and GPU metric with a line per GPU
         (stacks.constructs.metrics_path); None: the per-variant sums only."""
         super().__init__(scope, construct_id)
-
-        def metric(
-            variant: VariantName, metric_name: str, stat: str, adapter: str | None = None
-        ) -> cloudwatch.Metric:
-            label = " ".join(p for p in (variant, adapter, stat) if p)
-            return endpoint.metric(
-                variant, metric_name, statistic=stat, label=label, adapter=adapter
-            )
-
+        self._endpoint = endpoint
         self.widgets: list[cloudwatch.IWidget] = [
-            cloudwatch.GraphWidget(
-                title="ModelLatency percentiles (microseconds)",
-                left=[
-                    metric(v, "ModelLatency", p) for v in VARIANT_NAMES for p in LATENCY_PERCENTILES
-                ],
-                width=12,
-            )
+            self._latency_graph(),
+            *self._per_variant_graphs(),
+            *(
+                self._per_gpu_graphs(per_gpu_period_seconds)
+                if per_gpu_period_seconds is not None
+                else []
+            ),
+            *self._per_adapter_graphs(adapter_names),
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms), width=24),
         ]
-        for title, metric_name, stat, unit in PER_VARIANT_GRAPHS:
-            self.widgets.append(
-                cloudwatch.GraphWidget(
-                    title=f"{title} ({unit})",
-                    left=[metric(v, metric_name, stat) for v in VARIANT_NAMES],
-                    width=12,
-                )
-            )
-        if per_gpu_period_seconds is not None:
-            for title, metric_name in PER_GPU_GRAPHS:
-                for v in VARIANT_NAMES:
-                    self.widgets.append(
-                        cloudwatch.GraphWidget(
-                            title=f"{title}, per GPU: {v} (%)",
-                            left=[
-                                cloudwatch.SearchExpression(
-                                    expression=per_gpu_search(
-                                        endpoint.endpoint_name,
-                                        v,
-                                        metric_name,
-                                        max(60, per_gpu_period_seconds),
-                                    ),
-                                    label="",
-                                )
-                            ],
-                            width=12,
-                        )
-                    )
-        for adapter_metric, stat in ((mc.ADAPTER_LATENCY_P95.name, "Average"),
-                                     (mc.ADAPTER_REQUESTS.name, "Sum")):  # fmt: skip
-            self.widgets.append(
-                cloudwatch.GraphWidget(
-                    title=f"Per adapter: {adapter_metric}",
-                    left=[
-                        metric(v, adapter_metric, stat, adapter=a)
-                        for v in VARIANT_NAMES
-                        for a in adapter_names
-                    ],
-                    width=12,
-                )
-            )
-        self.widgets.append(
-            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(alarms), width=24)
-        )
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
             default_interval=Duration.hours(3),
             widgets=[self.widgets[i : i + 2] for i in range(0, len(self.widgets), 2)],
         )
+
+    def _metric(
+        self, variant: VariantName, metric_name: str, stat: str, adapter: str | None = None
+    ) -> cloudwatch.Metric:
+        """A line of a graph, labelled with its variant, adapter and statistic."""
+        label = " ".join(p for p in (variant, adapter, stat) if p)
+        return self._endpoint.metric(
+            variant, metric_name, statistic=stat, label=label, adapter=adapter
+        )
+
+    def _latency_graph(self) -> cloudwatch.GraphWidget:
+        """SageMaker's ModelLatency at :data:`LATENCY_PERCENTILES`, a line per variant each."""
+        return cloudwatch.GraphWidget(
+            title="ModelLatency percentiles (microseconds)",
+            left=[
+                self._metric(v, "ModelLatency", p)
+                for v in VARIANT_NAMES
+                for p in LATENCY_PERCENTILES
+            ],
+            width=12,
+        )
+
+    def _per_variant_graphs(self) -> list[cloudwatch.IWidget]:
+        """A graph per :data:`PER_VARIANT_GRAPHS` entry, a line per variant."""
+        return [
+            cloudwatch.GraphWidget(
+                title=f"{title} ({unit})",
+                left=[self._metric(v, metric_name, stat) for v in VARIANT_NAMES],
+                width=12,
+            )
+            for title, metric_name, stat, unit in PER_VARIANT_GRAPHS
+        ]
+
+    def _per_gpu_graphs(self, period_seconds: int) -> list[cloudwatch.IWidget]:
+        """A graph per :data:`PER_GPU_GRAPHS` entry and variant, a line per GPU (SageMaker's
+        enhanced metrics, published every ``period_seconds``)."""
+        return [
+            cloudwatch.GraphWidget(
+                title=f"{title}, per GPU: {v} (%)",
+                left=[
+                    cloudwatch.SearchExpression(
+                        expression=per_gpu_search(
+                            self._endpoint.endpoint_name, v, metric_name, max(60, period_seconds)
+                        ),
+                        label="",
+                    )
+                ],
+                width=12,
+            )
+            for title, metric_name in PER_GPU_GRAPHS
+            for v in VARIANT_NAMES
+        ]
+
+    def _per_adapter_graphs(self, adapter_names: Sequence[str]) -> list[cloudwatch.IWidget]:
+        """The adapters' latency and requests, a line per variant and adapter."""
+        return [
+            cloudwatch.GraphWidget(
+                title=f"Per adapter: {adapter_metric}",
+                left=[
+                    self._metric(v, adapter_metric, stat, adapter=a)
+                    for v in VARIANT_NAMES
+                    for a in adapter_names
+                ],
+                width=12,
+            )
+            for adapter_metric, stat in (
+                (mc.ADAPTER_LATENCY_P95.name, "Average"),
+                (mc.ADAPTER_REQUESTS.name, "Sum"),
+            )
+        ]

@@ -146,13 +146,45 @@ class ServingEndpoint(Construct):
         pool_environments: Mapping[VariantName, Mapping[str, Mapping[str, str]]] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.role = self._execution_role(endpoint_name)
+        log_group_arn = self._grant_log_streams(endpoint_name)
+        self.log_group = self._log_group(endpoint_name, volume_key)
+        # GetAuthorizationToken has no resource-level permissions in IAM: it must be "*".
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
+        )
+        self._grant_execution_minimum(log_group_arn, rollback_alarms)
+        self._suppress_role_wildcards(endpoint_name)
+        self.models = self._models(image_uris, environments, pool_environments or {})
+        # SageMaker refuses KmsKeyId when any variant has Nitro instance storage (hardware
+        # encrypted); every GPU type in the catalog has it, so the key applies only otherwise.
+        self.kms_on_volume = not any(
+            INSTANCE_CATALOG[t].local_nvme for v in VARIANT_NAMES for t in variants[v].pool_types
+        )
+        self.endpoint_config = sagemaker.CfnEndpointConfig(
+            self,
+            "EndpointConfig",
+            kms_key_id=volume_key.key_arn if self.kms_on_volume else None,
+            # set explicitly, never AWS's date-dependent default (stacks.constructs.metrics_path)
+            metrics_config=metrics_config(metrics_path or MetricsPath()),
+            production_variants=[self._variant(variants, deployment, v) for v in VARIANT_NAMES],
+        )
+        if self.kms_on_volume:
+            self._grant_volume_key(volume_key)
+        self.endpoint = self._endpoint(endpoint_name, deployment, resets, rollback_alarms)
+        self.endpoint.node.add_dependency(self.log_group)
+
+    def _execution_role(self, endpoint_name: str) -> iam.Role:
+        """The role SageMaker assumes to host the endpoint, trusted for this account's SageMaker
+        resources in this region only.
+
+        Confused deputy: SageMaker may assume the role for this account's resources in this
+        region only (SageMaker developer guide, "Cross-service confused deputy prevention":
+        aws:SourceAccount and aws:SourceArn in the execution role's trust policy, its
+        "SageMaker AI Inference" example; the model and endpoint names are generated, so the
+        ARN is the account's SageMaker resources in this region)."""
         stack = Stack.of(self)
-        # Confused deputy: SageMaker may assume the role for this account's resources in this
-        # region only (SageMaker developer guide, "Cross-service confused deputy prevention":
-        # aws:SourceAccount and aws:SourceArn in the execution role's trust policy, its
-        # "SageMaker AI Inference" example; the model and endpoint names are generated, so the
-        # ARN is the account's SageMaker resources in this region).
-        self.role = iam.Role(
+        return iam.Role(
             self,
             "ExecutionRole",
             assumed_by=iam.ServicePrincipal(
@@ -168,7 +200,11 @@ class ServingEndpoint(Construct):
             ),
             description=f"SageMaker execution role for {endpoint_name}",
         )
-        log_group_arn = stack.format_arn(
+
+    def _grant_log_streams(self, endpoint_name: str) -> str:
+        """The role writes the instances' log streams in the endpoint's log group; returns the
+        log group's ARN."""
+        log_group_arn = Stack.of(self).format_arn(
             service="logs",
             resource="log-group",
             resource_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
@@ -180,9 +216,12 @@ class ServingEndpoint(Construct):
                 resources=[log_group_arn, f"{log_group_arn}:log-stream:*"],
             )
         )
-        # The endpoint's log group, created here so it has a retention and is KMS-encrypted
-        # (SageMaker would otherwise create it unencrypted, kept forever).
-        self.log_group = logs.LogGroup(
+        return log_group_arn
+
+    def _log_group(self, endpoint_name: str, volume_key: kms.IKey) -> logs.LogGroup:
+        """The endpoint's log group, created here so it has a retention and is KMS-encrypted
+        (SageMaker would otherwise create it unencrypted, kept forever)."""
+        return logs.LogGroup(
             self,
             "LogGroup",
             log_group_name=f"/aws/sagemaker/Endpoints/{endpoint_name}",
@@ -190,114 +229,6 @@ class ServingEndpoint(Construct):
             encryption_key=volume_key,
             removal_policy=KEEP_EXCEPT_FAILED_CREATE,
         )
-        # GetAuthorizationToken has no resource-level permissions in IAM: it must be "*".
-        self.role.add_to_policy(
-            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
-        )
-        self._grant_execution_minimum(log_group_arn, rollback_alarms)
-        NagSuppressions.add_resource_suppressions(
-            self.role,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-IAM5",
-                    reason="ecr:GetAuthorizationToken and cloudwatch:PutMetricData support no "
-                    "resource-level permission (PutMetricData is held to SageMaker's instance "
-                    "metrics namespace by a cloudwatch:namespace condition); "
-                    "log streams are created by SageMaker per instance under this endpoint's "
-                    "own log group, so their names are only known at run time",
-                    applies_to=[
-                        "Resource::*",
-                        # any partition/region/account: this log group's streams only
-                        RegexAppliesTo(
-                            regex=rf"/^Resource::arn:[^:]+:logs:.+:log-group:"
-                            rf"\/aws\/sagemaker\/Endpoints\/{endpoint_name}"
-                            rf":log-stream:\*$/g"
-                        ),
-                    ],
-                )
-            ],
-            apply_to_children=True,
-        )
-        self.models: dict[str, sagemaker.CfnModel] = {}
-        for variant in VARIANT_NAMES:
-            model = sagemaker.CfnModel(
-                self,
-                f"{variant.capitalize()}Model",
-                execution_role_arn=self.role.role_arn,
-                enable_network_isolation=True,
-                primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                    image=image_uris[variant],
-                    environment=dict(environments[variant]),
-                ),
-            )
-            self.models[variant] = model
-            for itype, env in (pool_environments or {}).get(variant, {}).items():
-                self.models[f"{variant}@{itype}"] = sagemaker.CfnModel(
-                    self,
-                    f"{variant.capitalize()}Model{_type_id(itype)}",
-                    execution_role_arn=self.role.role_arn,
-                    enable_network_isolation=True,
-                    primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                        image=image_uris[variant], environment=dict(env)
-                    ),
-                )
-
-        instance_types = {t for v in VARIANT_NAMES for t in variants[v].pool_types}
-        # SageMaker refuses KmsKeyId when any variant has Nitro instance storage (hardware
-        # encrypted); every GPU type in the catalog has it, so the key applies only otherwise.
-        needs_kms = not any(INSTANCE_CATALOG[t].local_nvme for t in instance_types)
-        self.endpoint_config = sagemaker.CfnEndpointConfig(
-            self,
-            "EndpointConfig",
-            kms_key_id=volume_key.key_arn if needs_kms else None,
-            # set explicitly, never AWS's date-dependent default (stacks.constructs.metrics_path)
-            metrics_config=metrics_config(metrics_path or MetricsPath()),
-            production_variants=[self._variant(variants, deployment, v) for v in VARIANT_NAMES],
-        )
-        self.kms_on_volume = needs_kms
-        if needs_kms:
-            # Explicit actions (grant_encrypt_decrypt adds wildcards such as kms:ReEncrypt*);
-            # SageMaker creates a grant on the key for each instance's volume.
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=[
-                        "kms:Encrypt",
-                        "kms:Decrypt",
-                        "kms:GenerateDataKey",
-                        "kms:CreateGrant",
-                        "kms:DescribeKey",
-                    ],
-                    resources=[volume_key.key_arn],
-                )
-            )
-        # A deploy keeps the live instance counts and weights (autoscaling's and the canary
-        # controller's) unless the config resets one on purpose: sizing.update_semantics.
-        self.endpoint = sagemaker.CfnEndpoint(
-            self,
-            "Endpoint",
-            endpoint_name=endpoint_name,
-            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
-            retain_all_variant_properties=True,
-            exclude_retained_variant_properties=[
-                sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=p)
-                for p in resets
-            ]
-            or None,
-            deployment_config=sagemaker.CfnEndpoint.DeploymentConfigProperty(
-                blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
-                    traffic_routing_configuration=_traffic_routing(deployment.traffic_shift),
-                    termination_wait_in_seconds=deployment.termination_wait_seconds,
-                    maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_seconds,
-                ),
-                auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
-                    alarms=[
-                        sagemaker.CfnEndpoint.AlarmProperty(alarm_name=a.alarm_name)
-                        for a in rollback_alarms
-                    ]
-                ),
-            ),
-        )
-        self.endpoint.node.add_dependency(self.log_group)
 
     def _grant_execution_minimum(
         self, log_group_arn: str, rollback_alarms: Sequence[cloudwatch.IAlarm]
@@ -335,6 +266,117 @@ class ServingEndpoint(Construct):
         )
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["logs:CreateLogGroup"], resources=[log_group_arn])
+        )
+
+    def _suppress_role_wildcards(self, endpoint_name: str) -> None:
+        """AwsSolutions-IAM5 on the role: the wildcards its statements cannot avoid."""
+        NagSuppressions.add_resource_suppressions(
+            self.role,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    reason="ecr:GetAuthorizationToken and cloudwatch:PutMetricData support no "
+                    "resource-level permission (PutMetricData is held to SageMaker's instance "
+                    "metrics namespace by a cloudwatch:namespace condition); "
+                    "log streams are created by SageMaker per instance under this endpoint's "
+                    "own log group, so their names are only known at run time",
+                    applies_to=[
+                        "Resource::*",
+                        # any partition/region/account: this log group's streams only
+                        RegexAppliesTo(
+                            regex=rf"/^Resource::arn:[^:]+:logs:.+:log-group:"
+                            rf"\/aws\/sagemaker\/Endpoints\/{endpoint_name}"
+                            rf":log-stream:\*$/g"
+                        ),
+                    ],
+                )
+            ],
+            apply_to_children=True,
+        )
+
+    def _models(
+        self,
+        image_uris: Mapping[VariantName, str],
+        environments: Mapping[VariantName, Mapping[str, str]],
+        pool_environments: Mapping[VariantName, Mapping[str, Mapping[str, str]]],
+    ) -> dict[str, sagemaker.CfnModel]:
+        """One Model per variant, then one per instance pool whose container differs from its
+        variant's (keyed ``variant@type``)."""
+        models: dict[str, sagemaker.CfnModel] = {}
+        for variant in VARIANT_NAMES:
+            name = f"{variant.capitalize()}Model"
+            models[variant] = self._model(name, image_uris[variant], environments[variant])
+            for itype, env in pool_environments.get(variant, {}).items():
+                models[f"{variant}@{itype}"] = self._model(
+                    f"{name}{_type_id(itype)}", image_uris[variant], env
+                )
+        return models
+
+    def _model(
+        self, construct_id: str, image_uri: str, environment: Mapping[str, str]
+    ) -> sagemaker.CfnModel:
+        """A network-isolated Model of ``image_uri`` with ``environment``, run as the role."""
+        return sagemaker.CfnModel(
+            self,
+            construct_id,
+            execution_role_arn=self.role.role_arn,
+            enable_network_isolation=True,
+            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+                image=image_uri, environment=dict(environment)
+            ),
+        )
+
+    def _grant_volume_key(self, volume_key: kms.IKey) -> None:
+        """The instances' volumes encrypted with ``volume_key``. Explicit actions
+        (grant_encrypt_decrypt adds wildcards such as kms:ReEncrypt*); SageMaker creates a grant
+        on the key for each instance's volume."""
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "kms:Encrypt",
+                    "kms:Decrypt",
+                    "kms:GenerateDataKey",
+                    "kms:CreateGrant",
+                    "kms:DescribeKey",
+                ],
+                resources=[volume_key.key_arn],
+            )
+        )
+
+    def _endpoint(
+        self,
+        endpoint_name: str,
+        deployment: DeploymentPolicy,
+        resets: Sequence[VariantProperty],
+        rollback_alarms: Sequence[cloudwatch.IAlarm],
+    ) -> sagemaker.CfnEndpoint:
+        """The Endpoint on the EndpointConfig, updated blue/green with auto-rollback. A deploy
+        keeps the live instance counts and weights (autoscaling's and the canary controller's)
+        unless the config resets one on purpose: sizing.update_semantics."""
+        return sagemaker.CfnEndpoint(
+            self,
+            "Endpoint",
+            endpoint_name=endpoint_name,
+            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            retain_all_variant_properties=True,
+            exclude_retained_variant_properties=[
+                sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=p)
+                for p in resets
+            ]
+            or None,
+            deployment_config=sagemaker.CfnEndpoint.DeploymentConfigProperty(
+                blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
+                    traffic_routing_configuration=_traffic_routing(deployment.traffic_shift),
+                    termination_wait_in_seconds=deployment.termination_wait_seconds,
+                    maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_seconds,
+                ),
+                auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
+                    alarms=[
+                        sagemaker.CfnEndpoint.AlarmProperty(alarm_name=a.alarm_name)
+                        for a in rollback_alarms
+                    ]
+                ),
+            ),
         )
 
     def _pools(

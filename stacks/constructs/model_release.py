@@ -206,8 +206,30 @@ class PreparationJobRole(Construct):
         job_repository_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.role = self._job_role(name_prefix)
+        wildcards = self._read_sources(s3_sources(sources))
+        self._grant_logs_and_metrics()
+        if job_repository_arn is not None:
+            self._grant_image_pull(job_repository_arn)
+        if hf_token_secret is not None:
+            self._grant_token_secret(hf_token_secret)
+        _suppress_wildcards(
+            self.role,
+            "ecr:GetAuthorizationToken and cloudwatch:PutMetricData have no resource-level "
+            "permission (PutMetricData is held to the training-jobs namespace by condition); "
+            "source object keys are read under each configured prefix; SageMaker names the "
+            "job's log streams at run time",
+            [
+                r"\*",
+                *wildcards,
+                rf"arn:[^:]+:logs:.+:log-group:{_re(TRAINING_LOG_GROUP)}:log-stream:\*",
+            ],
+        )
+
+    def _job_role(self, name_prefix: str) -> iam.Role:
+        """The role, trusted by SageMaker for this account's training jobs in this region only."""
         stack = Stack.of(self)
-        self.role = iam.Role(
+        return iam.Role(
             self,
             "Role",
             description=f"{name_prefix} model preparation job (SageMaker training job)",
@@ -223,9 +245,11 @@ class PreparationJobRole(Construct):
                 },
             ),
         )
-        wildcards = self._read_sources(s3_sources(sources))
-        # SageMaker writes the job's logs to the shared training-jobs log group.
-        log_group = stack.format_arn(
+
+    def _grant_logs_and_metrics(self) -> None:
+        """The job's logs in the shared training-jobs log group, where SageMaker writes them,
+        and its instance metrics (PutMetricData has no resource, the namespace bounds it)."""
+        log_group = Stack.of(self).format_arn(
             service="logs",
             resource="log-group",
             resource_name=TRAINING_LOG_GROUP,
@@ -242,7 +266,6 @@ class PreparationJobRole(Construct):
                 resources=[log_group, f"{log_group}:log-stream:*"],
             )
         )
-        # Instance metrics of the job; PutMetricData has no resource, the namespace bounds it.
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
@@ -250,44 +273,34 @@ class PreparationJobRole(Construct):
                 conditions={"StringEquals": {"cloudwatch:namespace": TRAINING_METRICS_NAMESPACE}},
             )
         )
-        if job_repository_arn is not None:
-            # Pull the job image: a registry token (no resource-level permission) + this repo.
-            self.role.add_to_policy(
-                iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
+
+    def _grant_image_pull(self, repository_arn: str) -> None:
+        """Pull the job image: a registry token (no resource-level permission) + this repo."""
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "ecr:BatchCheckLayerAvailability",
+                    "ecr:GetDownloadUrlForLayer",
+                    "ecr:BatchGetImage",
+                ],
+                resources=[repository_arn],
             )
-            self.role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=[
-                        "ecr:BatchCheckLayerAvailability",
-                        "ecr:GetDownloadUrlForLayer",
-                        "ecr:BatchGetImage",
-                    ],
-                    resources=[job_repository_arn],
-                )
-            )
-        if hf_token_secret is not None:
-            # The Hugging Face token for gated base models (job.py reads it into a file). A
-            # secret ARN ends in "-" and six random characters; "??????" matches only those.
-            secret = stack.format_arn(
-                service="secretsmanager",
-                resource="secret",
-                resource_name=f"{hf_token_secret}-??????",
-                arn_format=ArnFormat.COLON_RESOURCE_NAME,
-            )
-            self.role.add_to_policy(
-                iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret])
-            )
-        _suppress_wildcards(
-            self.role,
-            "ecr:GetAuthorizationToken and cloudwatch:PutMetricData have no resource-level "
-            "permission (PutMetricData is held to the training-jobs namespace by condition); "
-            "source object keys are read under each configured prefix; SageMaker names the "
-            "job's log streams at run time",
-            [
-                r"\*",
-                *wildcards,
-                rf"arn:[^:]+:logs:.+:log-group:{_re(TRAINING_LOG_GROUP)}:log-stream:\*",
-            ],
+        )
+
+    def _grant_token_secret(self, secret_name: str) -> None:
+        """The Hugging Face token for gated base models (job.py reads it into a file). A
+        secret ARN ends in "-" and six random characters; "??????" matches only those."""
+        secret = Stack.of(self).format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{secret_name}-??????",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[secret])
         )
 
     def _read_sources(self, sources: dict[str, list[str]]) -> list[str]:

@@ -21,16 +21,28 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from stacks.constructs.alarm_rules import variant_rules
+from stacks.constructs.alarm_rules import Rule, variant_rules
 from stacks.constructs.dashboard import ServingDashboard
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.rollback_alarms import RollbackAlarms
-from typed_config import VARIANT_NAMES, MonitoringConfig
+from typed_config import VARIANT_NAMES, MonitoringConfig, VariantName
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
 #: Burn rates of the availability error budget (Google SRE workbook): 1 h fast, 6 h slow.
 BURN_RATES = {"fast": (1, 14.4), "slow": (6, 6.0)}
+
+
+def _rule_period(rule: Rule, metrics_interval_seconds: int) -> int:
+    """The alarm period of ``rule``: no shorter than the container publishes (its interval rounded
+    up to whole minutes; SageMaker's own metrics: a minute), no longer than the rule's window;
+    the whole window for counts "in the window" and SLO windows (one datapoint)."""
+    interval = max(60, math.ceil(metrics_interval_seconds / 60) * 60)
+    contract = rule.metric in mc.BY_NAME
+    period = min(rule.window_s, interval if contract else 60)
+    if rule.statistic == "Sum" or rule.window_s >= 3600:
+        period = rule.window_s  # counts "in the window", SLO windows: one datapoint
+    return period
 
 
 class Monitoring(Construct):
@@ -57,44 +69,81 @@ class Monitoring(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._endpoint = endpoint
-        self.topic = sns.Topic(
-            self, "Topic", master_key=key, enforce_ssl=True, display_name=endpoint.endpoint_name
+        self.topic = self._encrypted_topic(key, emails)
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        self.critical: list[cloudwatch.Alarm] = [*rollback_alarms.all]
+        for variant in VARIANT_NAMES:
+            self._variant_alarms(
+                variant,
+                thresholds,
+                adapter_names,
+                metrics_interval_seconds,
+                queue_step_scaling=variant in queue_step_variants,
+            )
+        self._slo_alarms(thresholds)
+        self._notify(cw_actions.SnsAction(self.topic))
+        self.dashboard = ServingDashboard(
+            self,
+            "Dashboard",
+            endpoint=endpoint,
+            adapter_names=adapter_names,
+            alarms=[*rollback_alarms.all, *self.alarms.values()],
+            per_gpu_period_seconds=thresholds.metrics_path.publish_frequency_seconds
+            if thresholds.metrics_path.enhanced_metrics
+            else None,
+        )
+
+    def _encrypted_topic(self, key: kms.IKey, emails: Sequence[str]) -> sns.Topic:
+        """The alarms' topic, encrypted with ``key`` (which CloudWatch may use to publish), with
+        an email subscription per address."""
+        topic = sns.Topic(
+            self,
+            "Topic",
+            master_key=key,
+            enforce_ssl=True,
+            display_name=self._endpoint.endpoint_name,
         )
         # CloudWatch publishes to the KMS-encrypted topic: it needs the key.
         key.grant(
             iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*"
         )
         for email in emails:
-            self.topic.add_subscription(subs.EmailSubscription(email))
-        self.alarms: dict[str, cloudwatch.Alarm] = {}
-        self.critical: list[cloudwatch.Alarm] = [*rollback_alarms.all]
-        interval = max(60, math.ceil(metrics_interval_seconds / 60) * 60)
-        for variant in VARIANT_NAMES:
-            rules = variant_rules(
-                thresholds, adapter_names, queue_step_scaling=variant in queue_step_variants
+            topic.add_subscription(subs.EmailSubscription(email))
+        return topic
+
+    def _variant_alarms(
+        self,
+        variant: VariantName,
+        thresholds: MonitoringConfig,
+        adapter_names: Sequence[str],
+        metrics_interval_seconds: int,
+        *,
+        queue_step_scaling: bool,
+    ) -> None:
+        """An alarm per rule of ``variant`` (alarm_rules.variant_rules), ``<variant>/<rule>``."""
+        for rule in variant_rules(thresholds, adapter_names, queue_step_scaling=queue_step_scaling):
+            period = _rule_period(rule, metrics_interval_seconds)
+            metric = self._endpoint.metric(
+                variant,
+                rule.metric,
+                statistic=rule.statistic,
+                period=Duration.seconds(period),
+                adapter=rule.adapter,
             )
-            for rule in rules:
-                contract = rule.metric in mc.BY_NAME
-                period = min(rule.window_s, interval if contract else 60)
-                if rule.statistic == "Sum" or rule.window_s >= 3600:
-                    period = rule.window_s  # counts "in the window", SLO windows: one datapoint
-                metric = endpoint.metric(
-                    variant,
-                    rule.metric,
-                    statistic=rule.statistic,
-                    period=Duration.seconds(period),
-                    adapter=rule.adapter,
-                )
-                self._alarm(
-                    f"{variant}/{rule.key}",
-                    metric,
-                    rule.threshold,
-                    rule.above,
-                    max(1, rule.window_s // period),
-                    rule.critical,
-                    rule.why,
-                    rule.missing,
-                )
+            self._alarm(
+                f"{variant}/{rule.key}",
+                metric,
+                rule.threshold,
+                rule.above,
+                max(1, rule.window_s // period),
+                rule.critical,
+                rule.why,
+                rule.missing,
+            )
+
+    def _slo_alarms(self, thresholds: MonitoringConfig) -> None:
+        """The availability SLO's error-budget burn alarms (:data:`BURN_RATES`) and the 24 h
+        5XX rate, endpoint-wide: ``slo/<name>``."""
         for name, (hours, rate) in BURN_RATES.items():
             budget = round(100 - thresholds.slo_availability_percent, 6)
             self._alarm(
@@ -118,23 +167,16 @@ class Monitoring(Construct):
             f"SLO: 5XX rate above {thresholds.slo_error_rate_percent}% over 24 h",
             None,
         )
-        action = cw_actions.SnsAction(self.topic)
+
+    def _notify(self, action: cw_actions.SnsAction) -> None:
+        """Critical alarms (the rollback alarms among them) notify on alarm and on OK, the others
+        on alarm only."""
         for alarm in self.critical:
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
         for alarm in self.alarms.values():
             if alarm not in self.critical:
                 alarm.add_alarm_action(action)
-        self.dashboard = ServingDashboard(
-            self,
-            "Dashboard",
-            endpoint=endpoint,
-            adapter_names=adapter_names,
-            alarms=[*rollback_alarms.all, *self.alarms.values()],
-            per_gpu_period_seconds=thresholds.metrics_path.publish_frequency_seconds
-            if thresholds.metrics_path.enhanced_metrics
-            else None,
-        )
 
     def _alarm(
         self,

@@ -87,27 +87,85 @@ def rollout_state_machine(
     endpoint_name: str,
     state_machine_name: str,
 ) -> sfn.StateMachine:
-    def invoke(name: str, payload: dict[str, object]) -> tasks.LambdaInvoke:
-        return tasks.LambdaInvoke(
-            scope,
-            name,
-            lambda_function=function,
-            payload=sfn.TaskInput.from_object(payload),
-            payload_response_only=True,
-        )
+    """The loop ``Tick -> Done? -> Bake -> Tick``, with RollbackOnError behind a Tick that keeps
+    failing and HandOn after :data:`ITERATIONS_PER_EXECUTION` (module docstring)."""
+    tick = _tick(scope, function)
+    rollback = _rollback_on_error(scope, function, endpoint_name)
+    # Transient failures (throttling, a timeout) are retried with the same seq, which the
+    # controller treats as a redelivery; only a persistent failure rolls back.
+    _retry_transient(tick)
+    tick.add_catch(rollback, result_path="$.error")
+    wait = sfn.Wait(scope, "Bake", time=sfn.WaitTime.seconds_path("$.wait_seconds"))
+    wait.next(tick)
+    hand_on = _hand_on(scope, function, endpoint_name, wait)
+    done = sfn.Choice(scope, "Done?")
+    hand_on.next(_handed_on(scope, done=done, wait=wait))
+    _branch_on_status(scope, done, hand_on=hand_on, wait=wait)
+    rollback.next(done)
+    rollout_logs = decision_log_group(scope, "RolloutLogs")
+    return sfn.StateMachine(
+        scope,
+        "Rollout",
+        state_machine_name=state_machine_name,
+        definition_body=sfn.DefinitionBody.from_chainable(tick.next(done)),
+        timeout=Duration.days(30),
+        tracing_enabled=True,
+        logs=sfn.LogOptions(destination=rollout_logs, level=sfn.LogLevel.ALL),
+    )
 
-    iteration = sfn.JsonPath.number_at("$.iteration")
-    tick = invoke(
+
+def _invoke(
+    scope: Construct, function: lambda_.IFunction, name: str, payload: dict[str, object]
+) -> tasks.LambdaInvoke:
+    """A Task state ``name`` that calls the controller with ``payload`` and keeps its answer."""
+    return tasks.LambdaInvoke(
+        scope,
+        name,
+        lambda_function=function,
+        payload=sfn.TaskInput.from_object(payload),
+        payload_response_only=True,
+    )
+
+
+def _iteration() -> float:
+    """The loop's iteration count in the state (``$.iteration``)."""
+    return sfn.JsonPath.number_at("$.iteration")
+
+
+def _retry_transient(task: tasks.LambdaInvoke) -> None:
+    """``task`` retried :data:`TICK_RETRIES` times on a failure or a timeout (20 s, doubling)."""
+    task.add_retry(
+        errors=["States.TaskFailed", "States.Timeout"],
+        interval=Duration.seconds(20),
+        max_attempts=TICK_RETRIES,
+        backoff_rate=2,
+    )
+
+
+def _tick(scope: Construct, function: lambda_.IFunction) -> tasks.LambdaInvoke:
+    """Tick: the controller's next step of the rollout, the iteration counted up by one."""
+    return _invoke(
+        scope,
+        function,
         "Tick",
         {
             "action": TICK,
             "endpoint_name": sfn.JsonPath.string_at("$.endpoint_name"),
             "rollout_id": sfn.JsonPath.string_at("$.rollout_id"),
             "seq": sfn.JsonPath.number_at("$.seq"),
-            "iteration": sfn.JsonPath.math_add(iteration, 1),
+            "iteration": sfn.JsonPath.math_add(_iteration(), 1),
         },
     )
-    rollback = invoke(
+
+
+def _rollback_on_error(
+    scope: Construct, function: lambda_.IFunction, endpoint_name: str
+) -> tasks.LambdaInvoke:
+    """RollbackOnError: a Tick that kept failing asks the controller to roll *this* rollout
+    back, retried :data:`ROLLBACK_RETRIES` times; if that too keeps failing, ControllerFailed."""
+    rollback = _invoke(
+        scope,
+        function,
         "RollbackOnError",
         {
             "action": ROLLBACK,
@@ -117,7 +175,7 @@ def rollout_state_machine(
                 "controller error, rolled back: {}", sfn.JsonPath.string_at("$.error.Cause")
             ),
             "requested_by": "state-machine",
-            "iteration": iteration,
+            "iteration": _iteration(),
         },
     )
     rollback.add_retry(
@@ -129,18 +187,17 @@ def rollout_state_machine(
     rollback.add_catch(
         sfn.Fail(scope, "ControllerFailed", error="CanaryControllerError"), result_path="$.error"
     )
-    # Transient failures (throttling, a timeout) are retried with the same seq, which the
-    # controller treats as a redelivery; only a persistent failure rolls back.
-    tick.add_retry(
-        errors=["States.TaskFailed", "States.Timeout"],
-        interval=Duration.seconds(20),
-        max_attempts=TICK_RETRIES,
-        backoff_rate=2,
-    )
-    tick.add_catch(rollback, result_path="$.error")
-    wait = sfn.Wait(scope, "Bake", time=sfn.WaitTime.seconds_path("$.wait_seconds"))
-    wait.next(tick)
-    hand_on = invoke(
+    return rollback
+
+
+def _hand_on(
+    scope: Construct, function: lambda_.IFunction, endpoint_name: str, wait: sfn.Wait
+) -> tasks.LambdaInvoke:
+    """HandOn: the controller starts a new execution at the recorded seq; if that fails, this
+    execution goes on (``wait``) and asks again."""
+    hand_on = _invoke(
+        scope,
+        function,
         "HandOn",
         {
             "action": CONTINUE,
@@ -148,18 +205,18 @@ def rollout_state_machine(
             "rollout_id": sfn.JsonPath.string_at("$.rollout_id"),
             "seq": sfn.JsonPath.number_at("$.seq"),
             "execution_name": sfn.JsonPath.string_at("$$.Execution.Name"),
-            "iteration": iteration,
+            "iteration": _iteration(),
         },
     )
-    hand_on.add_retry(
-        errors=["States.TaskFailed", "States.Timeout"],
-        interval=Duration.seconds(20),
-        max_attempts=TICK_RETRIES,
-        backoff_rate=2,
-    )
+    _retry_transient(hand_on)
     hand_on.add_catch(wait, result_path="$.error")  # this execution goes on; it asks again
-    done = sfn.Choice(scope, "Done?")
-    handed = (
+    return hand_on
+
+
+def _handed_on(scope: Construct, *, done: sfn.Choice, wait: sfn.Wait) -> sfn.Choice:
+    """After HandOn: succeed once a new execution drives the rollout; else on to ``done`` when
+    the rollout ended meanwhile, or back to ``wait``."""
+    return (
         sfn.Choice(scope, "HandedOn?")
         .when(
             sfn.Condition.and_(
@@ -171,7 +228,13 @@ def rollout_state_machine(
         .when(sfn.Condition.boolean_equals("$.done", True), done)
         .otherwise(wait)
     )
-    hand_on.next(handed)
+
+
+def _branch_on_status(
+    scope: Construct, done: sfn.Choice, *, hand_on: tasks.LambdaInvoke, wait: sfn.Wait
+) -> None:
+    """Done?: end the execution as the rollout ended (Completed, Superseded, RolledBack,
+    Abandoned), hand on after :data:`ITERATIONS_PER_EXECUTION` iterations, else ``wait``."""
     (
         done.when(
             sfn.Condition.string_equals("$.status", COMPLETED), sfn.Succeed(scope, "Completed")
@@ -196,17 +259,6 @@ def rollout_state_machine(
             hand_on,
         )
         .otherwise(wait)
-    )
-    rollback.next(done)
-    rollout_logs = decision_log_group(scope, "RolloutLogs")
-    return sfn.StateMachine(
-        scope,
-        "Rollout",
-        state_machine_name=state_machine_name,
-        definition_body=sfn.DefinitionBody.from_chainable(tick.next(done)),
-        timeout=Duration.days(30),
-        tracing_enabled=True,
-        logs=sfn.LogOptions(destination=rollout_logs, level=sfn.LogLevel.ALL),
     )
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from simulator.routing import compare, windows
+from simulator.routing import compare
+from simulator.routing_windows import windows
 from simulator.traces import resolve
 from sizing.fit import load_config
 from sizing.prefix_hit_rate import ROUTING_SIM_HIT_RATE, routing_hit_rate

@@ -17,16 +17,11 @@ from typing import Any
 import pytest
 from sim_helpers import legacy_prod
 
-from simulator.routing import (
-    Fleet,
-    PrefixCache,
-    RouterSpec,
-    Window,
-    budget_of,
-    configured_routing,
-    prefill_cost,
-    specs,
-)
+from simulator.prefix_cache import PrefixCache
+from simulator.routing import prefill_cost, specs
+from simulator.routing_fleet import Fleet, budget_of
+from simulator.routing_strategies import RouterSpec, configured_routing
+from simulator.routing_windows import Window
 from simulator.sessions import Segment, Session, SessionModel, build_request, prefix_key
 from sizing import speed_model
 from sizing.fit import load_config
@@ -197,7 +192,9 @@ def test_the_afternoon_table_quoted_in_docs_is_what_make_simulate_prints(prod) -
     much again and moves with the same code)."""
     import re
 
-    from simulator.routing import compare, table, windows
+    from simulator.routing import compare
+    from simulator.routing_report import table
+    from simulator.routing_windows import windows
     from simulator.traces import resolve
 
     doc = (REPO / "docs" / "simulator.md").read_text()
