@@ -43,10 +43,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import rules as r
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import rules as r  # type: ignore[no-redef]
+from . import rules as r
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 

@@ -28,16 +28,9 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import aws, store
-    from lambdas.canary_controller import rules as r
-    from lambdas.canary_controller.settings import Settings, StartFailed
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import aws  # type: ignore[no-redef]
-    import rules as r  # type: ignore[no-redef]
-    import store  # type: ignore[no-redef]
-    from settings import Settings, StartFailed  # type: ignore[no-redef]
-
+from . import aws, store
+from . import rules as r
+from .settings import Settings, StartFailed
 
 #: Pauses before each further attempt of a record write that DynamoDB throttled, failed (5xx) or
 #: did not answer: exponential backoff, 6.2 s in all (botocore's own retries come inside each

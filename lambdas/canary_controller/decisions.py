@@ -41,17 +41,10 @@ from __future__ import annotations
 
 from typing import Any
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import aws, store
-    from lambdas.canary_controller import rules as r
-    from lambdas.canary_controller.controller_io import ControllerIO
-    from lambdas.canary_controller.settings import RolloutConflict
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import aws  # type: ignore[no-redef]
-    import rules as r  # type: ignore[no-redef]
-    import store  # type: ignore[no-redef]
-    from controller_io import ControllerIO  # type: ignore[no-redef]
-    from settings import RolloutConflict  # type: ignore[no-redef]
+from . import aws, store
+from . import rules as r
+from .controller_io import ControllerIO
+from .settings import RolloutConflict
 
 #: Attempts of a rollback's conditional write against concurrent ticks before giving up.
 WRITE_ATTEMPTS = 5

@@ -61,29 +61,16 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import aws, store
-    from lambdas.canary_controller import rules as r
-    from lambdas.canary_controller.decisions import WRITE_ATTEMPTS, DecisionApplier
-    from lambdas.canary_controller.settings import (
-        EventError,
-        RolloutConflict,
-        Settings,
-        StartFailed,
-        validate_event,
-    )
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import aws  # type: ignore[no-redef]
-    import rules as r  # type: ignore[no-redef]
-    import store  # type: ignore[no-redef]
-    from decisions import WRITE_ATTEMPTS, DecisionApplier  # type: ignore[no-redef]
-    from settings import (  # type: ignore[no-redef]
-        EventError,
-        RolloutConflict,
-        Settings,
-        StartFailed,
-        validate_event,
-    )
+from . import aws, store
+from . import rules as r
+from .decisions import WRITE_ATTEMPTS, DecisionApplier
+from .settings import (
+    EventError,
+    RolloutConflict,
+    Settings,
+    StartFailed,
+    validate_event,
+)
 
 # What importers of handler used before it was split keeps working (handler.X).
 __all__ = [

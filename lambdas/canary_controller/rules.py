@@ -61,10 +61,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import names
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import names  # type: ignore[no-redef]
+from . import names
 
 # The statuses are defined in names.py (the stacks import them from there); kept here as well so
 # the controller, the simulator and the tests can keep writing ``rules.RUNNING``.

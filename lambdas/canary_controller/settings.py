@@ -8,10 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import rules as r
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import rules as r  # type: ignore[no-redef]
+from . import rules as r
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
 #: A Step Functions execution name (StartExecution ``name``: 1-80 characters).

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import rules as r
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import rules as r  # type: ignore[no-redef]
+from . import rules as r
 
 HISTORY_LIMIT = 50
 #: Answer to a tick or rollback from an execution whose rollout is no longer the current one.

@@ -47,7 +47,7 @@ from stacks.constructs.python_lambda import (
 from stacks.constructs.rollout_state_machine import execution_ended_rule, rollout_state_machine
 from stacks.constructs.scaling import register_variant_bounds
 
-LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
 
 
 class CanaryController(Construct):
@@ -153,7 +153,7 @@ class CanaryController(Construct):
             self,
             # Fixed name: `make canary-*` invokes it knowing only the endpoint name.
             function_name=controller_function_name(endpoint_name),
-            lambda_dir=LAMBDA_DIR,
+            package_dir=PACKAGE_DIR,
             role=self.role,
             log_group=log_group,
             timeout=Duration.seconds(60),

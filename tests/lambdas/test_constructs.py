@@ -210,11 +210,14 @@ def rollout_states(template: Template) -> dict[str, Any]:
 
 
 def test_functions_run_the_handlers_on_a_current_python(prod: Template) -> None:
-    functions = prod.find_resources(
-        "AWS::Lambda::Function", {"Properties": {"Handler": "handler.handler"}}
-    )
-    assert len(functions) == 2
-    assert {f["Properties"]["Runtime"] for f in functions.values()} == {"python3.14"}
+    handlers = ["canary_controller.handler.handler", "smoke_gate.handler.handler"]
+    functions = [
+        f["Properties"]
+        for f in prod.find_resources("AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] in handlers
+    ]
+    assert sorted(f["Handler"] for f in functions) == handlers
+    assert {f["Runtime"] for f in functions} == {"python3.14"}
     env = controller_env(prod)
     assert json.loads(env["STEPS_PERCENT"]) == [5, 25, 50, 75, 100]
     assert (env["ENDPOINT_NAME"], env["BAKE_SECONDS"], env["CHECK_SECONDS"]) == (
