@@ -44,6 +44,7 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from . import rules as r
+from .state import RolloutState
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
@@ -263,7 +264,7 @@ def evidence(
     )
 
 
-def start_execution(sfn: Any, state_machine_arn: str, name: str, state: dict[str, Any]) -> None:
+def start_execution(sfn: Any, state_machine_arn: str, name: str, state: RolloutState) -> None:
     """Start the rollout loop at ``state``'s seq, its iteration count at 0.
 
     Step Functions API reference, StartExecution ``name``: a second call with the same name and

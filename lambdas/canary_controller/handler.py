@@ -71,6 +71,7 @@ from .settings import (
     StartFailed,
     validate_event,
 )
+from .state import RolloutState
 
 # What importers of handler used before it was split keeps working (handler.X).
 __all__ = [
@@ -245,7 +246,7 @@ class Controller(DecisionApplier):
         )
         return self._result(driven)
 
-    def _abandon(self, state: dict[str, Any], why: str) -> dict[str, Any]:
+    def _abandon(self, state: RolloutState, why: str) -> dict[str, Any]:
         """Nothing can drive the rollout: FAILED (the lock released), the bounds it raised put
         back as far as is safe without knowing the canary's weight (``_release_bounds``: its
         minimum, not its maximum), and the operator told."""
