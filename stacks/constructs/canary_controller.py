@@ -36,6 +36,7 @@ from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from lambdas.canary_controller.rules import CapacityPlan
+from lambdas.canary_controller.settings import EnvVar, lambda_environment
 from stacks.config import RolloutConfig
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (
@@ -158,25 +159,31 @@ class CanaryController(Construct):
             log_group=log_group,
             timeout=Duration.seconds(60),
             description=f"Canary rollout controller for {endpoint_name}",
-            environment={
-                "ENDPOINT_NAME": endpoint_name,
-                "TABLE_NAME": self.table.table_name,
-                "TOPIC_ARN": topic.topic_arn,
-                "STATE_MACHINE_ARN": state_machine_arn,
-                "ALARM_NAMES": stack.to_json_string(self.alarm_names),
-                "STEPS_PERCENT": json.dumps(rollout.steps_percent),
-                "BAKE_SECONDS": str(rollout.bake_minutes * 60),
-                "CHECK_SECONDS": str(rollout.check_interval_minutes * 60),
-                "MIN_CANARY_INVOCATIONS": str(rollout.min_canary_invocations_per_step),
-                "MAX_ERROR_RATE_INCREASE_PERCENT": str(rollout.max_error_rate_increase_percent),
-                "EVIDENCE_TIMEOUT_SECONDS": str(rollout.evidence_timeout_minutes * 60),
-                "CAPACITY_TIMEOUT_SECONDS": str(rollout.capacity_timeout_seconds),
-                "ROLLBACK_CAPACITY_TIMEOUT_SECONDS": str(rollout.rollback_capacity_timeout_seconds),
-                "UPDATING_TIMEOUT_SECONDS": str(rollout.updating_timeout_seconds),
-                "CAPACITY_PLAN": self.capacity_plan.to_json(),
-                "PRIMARY_VARIANT": "primary",
-                "CANARY_VARIANT": "canary",
-            },
+            environment=lambda_environment(
+                {
+                    EnvVar.ENDPOINT_NAME: endpoint_name,
+                    EnvVar.TABLE_NAME: self.table.table_name,
+                    EnvVar.TOPIC_ARN: topic.topic_arn,
+                    EnvVar.STATE_MACHINE_ARN: state_machine_arn,
+                    EnvVar.ALARM_NAMES: stack.to_json_string(self.alarm_names),
+                    EnvVar.STEPS_PERCENT: json.dumps(rollout.steps_percent),
+                    EnvVar.BAKE_SECONDS: str(rollout.bake_minutes * 60),
+                    EnvVar.CHECK_SECONDS: str(rollout.check_interval_minutes * 60),
+                    EnvVar.MIN_CANARY_INVOCATIONS: str(rollout.min_canary_invocations_per_step),
+                    EnvVar.MAX_ERROR_RATE_INCREASE_PERCENT: str(
+                        rollout.max_error_rate_increase_percent
+                    ),
+                    EnvVar.EVIDENCE_TIMEOUT_SECONDS: str(rollout.evidence_timeout_minutes * 60),
+                    EnvVar.CAPACITY_TIMEOUT_SECONDS: str(rollout.capacity_timeout_seconds),
+                    EnvVar.ROLLBACK_CAPACITY_TIMEOUT_SECONDS: str(
+                        rollout.rollback_capacity_timeout_seconds
+                    ),
+                    EnvVar.UPDATING_TIMEOUT_SECONDS: str(rollout.updating_timeout_seconds),
+                    EnvVar.CAPACITY_PLAN: self.capacity_plan.to_json(),
+                    EnvVar.PRIMARY_VARIANT: "primary",
+                    EnvVar.CANARY_VARIANT: "canary",
+                }
+            ),
         )
         self.state_machine = rollout_state_machine(
             self,

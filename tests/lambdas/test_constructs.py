@@ -35,7 +35,11 @@ ACCOUNT, REGION = "123456789012", "us-east-1"
 EXTRA_ALARM = "canary-ttft-p90"
 
 
-def build(app: cdk.App, stack_id: str, cfg: DeploymentConfig) -> cdk.Stack:
+def build(
+    app: cdk.App, stack_id: str, cfg: DeploymentConfig, rollout: RolloutConfig | None = None
+) -> cdk.Stack:
+    """The test stack for ``cfg``; the controller's ``rollout`` section is the default one with
+    an extra alarm name unless given."""
     stack = cdk.Stack(app, stack_id, env=cdk.Environment(account=ACCOUNT, region=REGION))
     endpoint = sagemaker.CfnEndpoint(
         stack, "Endpoint", endpoint_config_name="cfg-placeholder", endpoint_name=cfg.endpoint_name
@@ -58,7 +62,7 @@ def build(app: cdk.App, stack_id: str, cfg: DeploymentConfig) -> cdk.Stack:
         stack,
         "Canary",
         endpoint=ref,
-        rollout=RolloutConfig(extra_alarm_names=[EXTRA_ALARM]),
+        rollout=rollout or RolloutConfig(extra_alarm_names=[EXTRA_ALARM]),
         capacity_plan=rollout_capacity_plan(cfg),
         alarms=alarms,
         topic=topic,
