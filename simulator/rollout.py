@@ -38,6 +38,7 @@ from typing import Any
 
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller import store
+from lambdas.canary_controller.state import RolloutState
 from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model, warm_start_count
 from simulator.schedule import timeline
@@ -193,6 +194,8 @@ def simulate_rollout(
         now=start_minute * 60,
     )
     next_tick = float(start_minute * 60)
+    # The minute the rollout ended (its record's status no longer locked, or a rollback).
+    ended_minute: int | None = None
     rows: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     decisions: list[tuple[int, str, str]] = []
@@ -244,7 +247,7 @@ def simulate_rollout(
                 can.set_bounds(rules.plan.canary_min, rules.plan.canary_max)
             state.update(r.transition(state, d, int(t)))
             if state["status"] not in r.LOCKED or d.kind == "rollback":
-                state["ended_minute"] = minute
+                ended_minute = minute
             if d.kind == "rollback":
                 state["status"] = r.ROLLED_BACK
             next_tick = t + max(1, d.wait_seconds or rules.check_seconds)
@@ -274,7 +277,7 @@ def simulate_rollout(
         "steps": steps,
         "decisions": decisions,
         "status": state["status"],
-        "summary": _summary(cfg, a, tr, rows, steps, state, start_minute),
+        "summary": _summary(cfg, a, tr, rows, steps, state, start_minute, ended_minute),
     }
 
 
@@ -284,13 +287,14 @@ def _summary(
     tr: Trace,
     rows: list[dict[str, Any]],
     steps: list[dict[str, Any]],
-    state: dict[str, Any],
+    state: RolloutState,
     start_minute: int,
+    ended_minute: int | None,
 ) -> dict[str, Any]:
     def when(minute: int) -> str:
         return (tr.start + timedelta(minutes=minute)).astimezone(JST).strftime("%H:%M JST")
 
-    end = len(rows) if state.get("ended_minute") is None else state["ended_minute"] + 1
+    end = len(rows) if ended_minute is None else ended_minute + 1
     rows = rows[start_minute:end]  # the rollout's own window: start to completion
     live = [x for x in rows if x["canary_weight"] > 0]
     over = [x for x in live if x["canary_arrivals"] > x["canary_capacity"] + 1e-9]

@@ -43,10 +43,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import rules as r
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import rules as r  # type: ignore[no-redef]
+from . import rules as r
+from .state import RolloutState
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
@@ -266,7 +264,7 @@ def evidence(
     )
 
 
-def start_execution(sfn: Any, state_machine_arn: str, name: str, state: dict[str, Any]) -> None:
+def start_execution(sfn: Any, state_machine_arn: str, name: str, state: RolloutState) -> None:
     """Start the rollout loop at ``state``'s seq, its iteration count at 0.
 
     Step Functions API reference, StartExecution ``name``: a second call with the same name and

@@ -28,16 +28,11 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import aws, store
-    from lambdas.canary_controller import rules as r
-    from lambdas.canary_controller.settings import Settings, StartFailed
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import aws  # type: ignore[no-redef]
-    import rules as r  # type: ignore[no-redef]
-    import store  # type: ignore[no-redef]
-    from settings import Settings, StartFailed  # type: ignore[no-redef]
-
+from . import aws, store
+from . import rules as r
+from .names import RolloutStatus
+from .settings import Settings, StartFailed
+from .state import RecordedDecision, RolloutState
 
 #: Pauses before each further attempt of a record write that DynamoDB throttled, failed (5xx) or
 #: did not answer: exponential backoff, 6.2 s in all (botocore's own retries come inside each
@@ -78,20 +73,20 @@ class ControllerIO:
 
     # ------------------------------------------------------------------ state
 
-    def load(self) -> dict[str, Any] | None:
+    def load(self) -> RolloutState | None:
         item = self.table.get_item(Key={"endpoint_name": self.s.endpoint_name}, ConsistentRead=True)
         return store.plain(item.get("Item"))
 
-    def _current(self) -> dict[str, Any]:
+    def _current(self) -> RolloutState:
         """The record after a lost conditional write (which proves that one exists)."""
         current = self.load()
         assert current is not None
         return current
 
-    def _save(self, state: dict[str, Any], *, expect_seq: int | None) -> None:
+    def _save(self, state: RolloutState, *, expect_seq: int | None) -> None:
         store.save(self.table, state, expect_seq=expect_seq)
 
-    def _write(self, state: dict[str, Any], *, expect_seq: int | None) -> bool:
+    def _write(self, state: RolloutState, *, expect_seq: int | None) -> bool:
         """``_save``: True once written, False when another writer moved the record first; any
         other failure is sent again after each of :data:`WRITE_BACKOFF_SECONDS` while DynamoDB
         says it is worth it (module docstring), then raises."""
@@ -114,19 +109,19 @@ class ControllerIO:
             self.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _decide(self, state: dict[str, Any], decision: str, reason: str) -> dict[str, Any]:
+    def _decide(self, state: RolloutState, decision: RecordedDecision, reason: str) -> RolloutState:
         return store.record(state, decision, reason, int(self.clock()))
 
     def _fresh(
         self,
         rollout_id: str,
-        status: str,
+        status: RolloutStatus,
         *,
         by: str,
-        decision: str,
+        decision: RecordedDecision,
         reason: str,
         obs: r.Observation | None = None,
-    ) -> dict[str, Any]:
+    ) -> RolloutState:
         """A new rollout's record with its first decision: written only while nothing holds the
         lock (``_write(..., expect_seq=None)``). Its execution is named after it; ``obs``: the
         endpoint as the rollout finds it (config, canary share), what later ticks compare with."""
@@ -145,7 +140,7 @@ class ControllerIO:
         return self._decide(state, decision, reason)
 
     def _result(
-        self, state: dict[str, Any], *, duplicate: bool = False, wait: int = 0
+        self, state: RolloutState, *, duplicate: bool = False, wait: int = 0
     ) -> dict[str, Any]:
         return store.summary(
             state, check_seconds=self.s.rules.check_seconds, duplicate=duplicate, wait=wait
@@ -180,7 +175,7 @@ class ControllerIO:
             {self.s.canary_variant: percent, self.s.primary_variant: 100 - percent},
         )
 
-    def notify(self, subject: str, state: dict[str, Any]) -> None:
+    def notify(self, subject: str, state: RolloutState) -> None:
         """Best effort: the decision is already applied and recorded; a failed publish (an error
         answer or none at all) is logged instead of failing the tick (which would make the state
         machine roll back again)."""
@@ -197,12 +192,12 @@ class ControllerIO:
     # ------------------------------------------------------------------ executions
 
     @staticmethod
-    def driver(state: dict[str, Any]) -> str:
+    def driver(state: RolloutState) -> str:
         """The name of the execution that drives ``state``'s rollout (a record written before the
         name was recorded: the rollout id, the name its start used)."""
         return str(state.get("execution") or state["rollout_id"])
 
-    def _hand_to(self, state: dict[str, Any], name: str, reason: str) -> dict[str, Any] | None:
+    def _hand_to(self, state: RolloutState, name: str, reason: str) -> RolloutState | None:
         """Record ``name`` as the execution that drives the rollout, then start it at the recorded
         seq. The record comes first, so an execution that starts is always the recorded one (its
         end is then noticed: ``execution-ended``). None when another writer moved the record
@@ -213,7 +208,7 @@ class ControllerIO:
         aws.start_execution(self.sfn, self.s.state_machine_arn, name, new)
         return new
 
-    def _start_execution(self, state: dict[str, Any]) -> dict[str, Any]:
+    def _start_execution(self, state: RolloutState) -> RolloutState:
         """Start the execution ``state`` names; returns the record as it stands after.
 
         Any failure (an error answer or none: a dropped connection, a timeout) releases the lock
@@ -251,7 +246,7 @@ class ControllerIO:
             raise StartFailed(failed["last_reason"]) from None
         return attempt
 
-    def _start_driver(self, state: dict[str, Any]) -> dict[str, Any] | None:
+    def _start_driver(self, state: RolloutState) -> RolloutState | None:
         """An execution that ticks a pending rollback to its end even if the rollout's own
         execution has stopped; a second one alive at the same time only sees duplicate seqs.
         Returns the record naming it (or, when another writer moved the record first, the record
@@ -267,7 +262,7 @@ class ControllerIO:
             return None
         return new if new is not None else self._current()
 
-    def _name_again(self, previous: str, failed: str, exc: Exception) -> dict[str, Any]:
+    def _name_again(self, previous: str, failed: str, exc: Exception) -> RolloutState:
         """StartExecution of ``failed`` failed after the record named it: name ``previous``
         again (if nobody moved the record since), so that its end is still noticed."""
         print(f"StartExecution {failed} failed: {aws.describe_error(exc)}")

@@ -41,17 +41,11 @@ from __future__ import annotations
 
 from typing import Any
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import aws, store
-    from lambdas.canary_controller import rules as r
-    from lambdas.canary_controller.controller_io import ControllerIO
-    from lambdas.canary_controller.settings import RolloutConflict
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import aws  # type: ignore[no-redef]
-    import rules as r  # type: ignore[no-redef]
-    import store  # type: ignore[no-redef]
-    from controller_io import ControllerIO  # type: ignore[no-redef]
-    from settings import RolloutConflict  # type: ignore[no-redef]
+from . import aws, store
+from . import rules as r
+from .controller_io import ControllerIO
+from .settings import RolloutConflict
+from .state import DecisionKind, Intent, RolloutState
 
 #: Attempts of a rollback's conditional write against concurrent ticks before giving up.
 WRITE_ATTEMPTS = 5
@@ -75,23 +69,25 @@ ROLLBACK_SHORT_SUBJECT = END_SUBJECTS["restore"] + ", primary had {} of {} neede
 
 
 class DecisionApplier(ControllerIO):
-    def _advance(self, state: dict[str, Any]) -> dict[str, Any]:
+    def _advance(self, state: RolloutState) -> dict[str, Any]:
         now = int(self.clock())
         obs = self.observe(alarms=state["status"] == r.RUNNING)
-        if state.get("intent"):
-            resolved = self._resolve_intent(state, obs)
+        recorded = state.get("intent")
+        if recorded:
+            resolved = self._resolve_intent(state, recorded, obs)
             if resolved is None:
                 return self._result(self._current(), duplicate=True)
             state = resolved
         decision = r.decide(state, obs, self.s.rules, now, self.evidence)
         return self._apply(state, decision, now, obs)
 
-    def _resolve_intent(self, state: dict[str, Any], obs: r.Observation) -> dict[str, Any] | None:
-        """The record's intent, as DescribeEndpoint shows it (``rules.intent_landed``): landed,
-        the step is recorded as made at the intent's time (written now; None when another writer
-        moved the record first); not landed, the intent is dropped (the tick decides again);
-        not known yet (the endpoint is Updating), it stays."""
-        recorded = state["intent"]
+    def _resolve_intent(
+        self, state: RolloutState, recorded: Intent, obs: r.Observation
+    ) -> RolloutState | None:
+        """The record's intent (``recorded``), as DescribeEndpoint shows it
+        (``rules.intent_landed``): landed, the step is recorded as made at the intent's time
+        (written now; None when another writer moved the record first); not landed, the intent
+        is dropped (the tick decides again); not known yet (the endpoint is Updating), it stays."""
         if state["status"] != r.RUNNING:  # a rollback decides from DescribeEndpoint alone
             return {**state, "intent": None}
         landed = r.intent_landed(recorded, obs)
@@ -105,11 +101,11 @@ class DecisionApplier(ControllerIO):
             "stopped before its record was written)",
         )  # fmt: skip
         new.update(r.transition(state, d, int(recorded["at"])))
-        new.update(intent=None, refusals=0)
+        new.update({"intent": None, "refusals": 0})
         return new if self._write(new, expect_seq=state["seq"]) else None
 
     def _apply(
-        self, state: dict[str, Any], d: r.Decision, now: int, obs: r.Observation | None = None
+        self, state: RolloutState, d: r.Decision, now: int, obs: r.Observation | None = None
     ) -> dict[str, Any]:
         seq, ep, canary = state["seq"], self.s.endpoint_name, self.s.canary_variant
         if d.kind == "rollback":
@@ -178,7 +174,7 @@ class DecisionApplier(ControllerIO):
         except aws.AWS_ERRORS as exc:
             return self._unrecorded(state, d, exc)
 
-    def _take_back(self, before: dict[str, Any], pending: dict[str, Any], exc: Exception) -> None:
+    def _take_back(self, before: RolloutState, pending: RolloutState, exc: Exception) -> None:
         """An AWS call of an intent failed in a way that is not "not now" (AccessDenied, a missing
         resource, no credentials: it applied nothing) and the tick fails: the record goes back to
         what it was before the intent, its ``seq`` too, so the state machine's retry of the same
@@ -186,14 +182,16 @@ class DecisionApplier(ControllerIO):
         that end in the catch-all rollback would never count). Writing an older ``seq`` again is
         safe: the record is the very version it was, and only a writer that read that version
         expects it. If even this write fails, the intent stays and the next tick decides again."""
-        kind = pending["intent"]["decision"]
+        intent = pending["intent"]
+        assert intent is not None  # written (store.intending) before the call that failed
+        kind = intent["decision"]
         print(f"{kind} failed ({aws.describe_error(exc)}): its intent taken back")
         try:
             self._write(before, expect_seq=pending["seq"])
         except aws.AWS_ERRORS as again:
             print(f"intent not taken back ({aws.describe_error(again)})")
 
-    def _unrecorded(self, pending: dict[str, Any], d: r.Decision, exc: Exception) -> dict[str, Any]:
+    def _unrecorded(self, pending: RolloutState, d: r.Decision, exc: Exception) -> dict[str, Any]:
         """The AWS calls of ``d`` were made but their record could not be written (``_write``
         gave up): the tick ends at the intent's ``seq`` (the record as it stands), so the next
         tick records the step from the intent (``_resolve_intent``)."""
@@ -203,7 +201,7 @@ class DecisionApplier(ControllerIO):
         return {**self._result(pending, wait=d.wait_seconds), "last_reason": why}
 
     def _give_up(
-        self, state: dict[str, Any], d: r.Decision, now: int, obs: r.Observation | None
+        self, state: RolloutState, d: r.Decision, now: int, obs: r.Observation | None
     ) -> dict[str, Any]:
         """``abort`` (the endpoint failed or is gone) and ``timeout`` (a rollback past its
         deadline): FAILED, which releases the lock, the bounds the rollout raised put back as far
@@ -215,7 +213,7 @@ class DecisionApplier(ControllerIO):
         new["intent"] = None
         return self._finish(new, state["seq"], d.subject or END_SUBJECTS[d.kind])
 
-    def _release_bounds(self, state: dict[str, Any], obs: r.Observation | None) -> str:
+    def _release_bounds(self, state: RolloutState, obs: r.Observation | None) -> str:
         """Put back the scaling bounds of a rollout that ends without a rollback's restore;
         returns what to add to the reason. Best effort: a failed call is said, never raised.
 
@@ -247,7 +245,7 @@ class DecisionApplier(ControllerIO):
             notes.append(f"the primary's bounds not restored ({aws.describe_error(exc)})")
         return "".join(f"; {note}" for note in notes if note)
 
-    def _refused(self, state: dict[str, Any], d: r.Decision, exc: Exception) -> dict[str, Any]:
+    def _refused(self, state: RolloutState, d: r.Decision, exc: Exception) -> dict[str, Any]:
         """AWS refused a weight or bounds change (endpoint Updating), or gave no answer: retry on
         the next tick. A shift without an answer may have landed: its percent is pending."""
         count = int(state.get("refusals", 0)) + 1
@@ -276,7 +274,7 @@ class DecisionApplier(ControllerIO):
             self.notify(f"canary rollback still refused after {count} attempts", new)
         return result
 
-    def _begin_rollback(self, state: dict[str, Any], reason: str) -> dict[str, Any]:
+    def _begin_rollback(self, state: RolloutState, reason: str) -> dict[str, Any]:
         """Record ROLLING_BACK before acting; a write lost to a concurrent tick is retried on the
         fresh state, so an operator's rollback cannot be lost (or undone by the next tick)."""
         for _ in range(WRITE_ATTEMPTS):
@@ -285,14 +283,16 @@ class DecisionApplier(ControllerIO):
             if state["status"] not in r.LOCKED:
                 return self._result(state)
             new = self._decide(state, "rollback", reason)
-            new.update(status=r.ROLLING_BACK, refusals=0, rollback_reason=reason, intent=None)
+            new.update(
+                {"status": r.ROLLING_BACK, "refusals": 0, "rollback_reason": reason, "intent": None}
+            )
             new["rollback_started_at"] = new["updated_at"]  # its deadline counts from here
             if self._write(new, expect_seq=state["seq"]):
                 return self._drive_rollback(new)
             state = self._current()
         raise RolloutConflict(f"could not record the rollback in {WRITE_ATTEMPTS} attempts; retry")
 
-    def _drive_rollback(self, state: dict[str, Any]) -> dict[str, Any]:
+    def _drive_rollback(self, state: RolloutState) -> dict[str, Any]:
         """As far as a rollback goes now: the primary's capacity first (``rules.decide``), then
         canary weight 0, tried at once even on an endpoint that is not InService (SageMaker refuses
         it while Updating; the ticks retry it), finishing at once if DescribeEndpoint already shows
@@ -308,7 +308,7 @@ class DecisionApplier(ControllerIO):
             return self._weight_now({**state, **r.transition(state, d, now)})
         return self._apply(state, d, now, obs)
 
-    def _weight_now(self, state: dict[str, Any]) -> dict[str, Any]:
+    def _weight_now(self, state: RolloutState) -> dict[str, Any]:
         try:
             self.set_canary_weight(0)
         except aws.AWS_ERRORS as exc:
@@ -317,7 +317,7 @@ class DecisionApplier(ControllerIO):
             return self._refused(state, r.Decision("rollback", "weight 0"), exc)
         return self._advance(state)
 
-    def _raise_primary(self, state: dict[str, Any], d: r.Decision, now: int) -> dict[str, Any]:
+    def _raise_primary(self, state: RolloutState, d: r.Decision, now: int) -> dict[str, Any]:
         """The primary's capacity for its full share, before the canary's weight moves: its
         scalable target's bounds (read, then raised; once per rollback) and its desired count
         (each tick while it is below the need). The raise is recorded before it is made, so a
@@ -362,7 +362,7 @@ class DecisionApplier(ControllerIO):
         return self._store(new, state["seq"], wait=d.wait_seconds)
 
     def _primary_failed(
-        self, state: dict[str, Any], new: dict[str, Any], exc: Exception
+        self, state: RolloutState, new: RolloutState, exc: Exception
     ) -> dict[str, Any]:
         """A capacity call for the primary failed: recorded (``primary_raise_failed``), then the
         weight moves at once, the primary as it is (availability first)."""
@@ -374,7 +374,7 @@ class DecisionApplier(ControllerIO):
             return self._result(self._current(), duplicate=True)
         return self._drive_rollback(new)
 
-    def _restore_primary(self, state: dict[str, Any]) -> str:
+    def _restore_primary(self, state: RolloutState) -> str:
         """Put back the primary's bounds a rollback raised (``rules.primary_restore_bounds``);
         returns what to add to the reason. AWS errors raise (the restore is retried)."""
         recorded = state.get("primary_bounds")
@@ -387,7 +387,7 @@ class DecisionApplier(ControllerIO):
         return f"; {said}"
 
     @staticmethod
-    def _end_subject(state: dict[str, Any], kind: str) -> str:
+    def _end_subject(state: RolloutState, kind: DecisionKind) -> str:
         """The subject of a rollout's end; a rollback's names its reason, and first the primary's
         shortfall when the weight moved without all the instances it needed."""
         if kind != "restore":
@@ -398,7 +398,7 @@ class DecisionApplier(ControllerIO):
         return ROLLBACK_SUBJECT.format(reason) if reason else END_SUBJECTS[kind]
 
     def _store(
-        self, new: dict[str, Any], seq: int, *, wait: int, moved_weight: bool = False
+        self, new: RolloutState, seq: int, *, wait: int, moved_weight: bool = False
     ) -> dict[str, Any]:
         if self._write(new, expect_seq=seq):
             return self._result(new, wait=wait)
@@ -413,7 +413,7 @@ class DecisionApplier(ControllerIO):
                     raise
         return self._result(current, duplicate=True)
 
-    def _finish(self, new: dict[str, Any], seq: int, subject: str) -> dict[str, Any]:
+    def _finish(self, new: RolloutState, seq: int, subject: str) -> dict[str, Any]:
         result = self._store(new, seq, wait=0)
         if not result["duplicate"]:
             self.notify(subject, new)

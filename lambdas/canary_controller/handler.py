@@ -61,29 +61,17 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import aws, store
-    from lambdas.canary_controller import rules as r
-    from lambdas.canary_controller.decisions import WRITE_ATTEMPTS, DecisionApplier
-    from lambdas.canary_controller.settings import (
-        EventError,
-        RolloutConflict,
-        Settings,
-        StartFailed,
-        validate_event,
-    )
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import aws  # type: ignore[no-redef]
-    import rules as r  # type: ignore[no-redef]
-    import store  # type: ignore[no-redef]
-    from decisions import WRITE_ATTEMPTS, DecisionApplier  # type: ignore[no-redef]
-    from settings import (  # type: ignore[no-redef]
-        EventError,
-        RolloutConflict,
-        Settings,
-        StartFailed,
-        validate_event,
-    )
+from . import aws, store
+from . import rules as r
+from .decisions import WRITE_ATTEMPTS, DecisionApplier
+from .settings import (
+    EventError,
+    RolloutConflict,
+    Settings,
+    StartFailed,
+    validate_event,
+)
+from .state import RolloutState
 
 # What importers of handler used before it was split keeps working (handler.X).
 __all__ = [
@@ -258,7 +246,7 @@ class Controller(DecisionApplier):
         )
         return self._result(driven)
 
-    def _abandon(self, state: dict[str, Any], why: str) -> dict[str, Any]:
+    def _abandon(self, state: RolloutState, why: str) -> dict[str, Any]:
         """Nothing can drive the rollout: FAILED (the lock released), the bounds it raised put
         back as far as is safe without knowing the canary's weight (``_release_bounds``: its
         minimum, not its maximum), and the operator told."""

@@ -59,19 +59,18 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Final
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import names
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import names  # type: ignore[no-redef]
+from . import names
+from .state import DecisionKind, Intent, PrimaryBounds, RolloutState
 
 # The statuses are defined in names.py (the stacks import them from there); kept here as well so
 # the controller, the simulator and the tests can keep writing ``rules.RUNNING``.
 RUNNING, ROLLING_BACK, LOCKED = names.RUNNING, names.ROLLING_BACK, names.LOCKED
 COMPLETED, ROLLED_BACK, FAILED = names.COMPLETED, names.ROLLED_BACK, names.FAILED
 ENDED = names.ENDED
-SCALING, BAKING = "scaling", "baking"
+SCALING: Final = "scaling"
+BAKING: Final = "baking"
 #: Endpoint states that end a rollout; any other non-InService state means "wait and look again".
 TERMINAL_ENDPOINT_STATES = frozenset({"Failed", "OutOfService", "Deleting", "NotFound"})
 #: SageMaker refusals of a weight/capacity change on an InService endpoint before a RUNNING
@@ -215,16 +214,17 @@ def primary_raise_bounds(need: int, live: tuple[int, int] | None) -> tuple[int, 
 
 
 def primary_restore_bounds(
-    recorded: dict[str, Any] | None, live: tuple[int, int] | None
+    recorded: PrimaryBounds | None, live: tuple[int, int] | None
 ) -> tuple[tuple[int, int] | None, str]:
     """What the rollback puts back on the primary's scalable target once the canary's weight is 0:
     ``(bounds or None, what is said)``. ``recorded`` is the record's ``primary_bounds``
     (``before``/``set``). The bounds found before the raise come back only if the target still
     shows what the rollback set; otherwise a scheduled action or a deploy set them since, and they
     are theirs."""
-    if not recorded or not recorded.get("set"):
+    raised = recorded.get("set") if recorded else None
+    if not recorded or not raised:
         return None, ""
-    before, done = recorded["before"], (recorded["set"][0], recorded["set"][1])
+    before, done = recorded["before"], (raised[0], raised[1])
     if before is not None and live == (before[0], before[1]):  # a restore whose record was lost
         return None, f"the primary's bounds back to {before[0]}..{before[1]}"
     if live != done:
@@ -233,6 +233,7 @@ def primary_restore_bounds(
             f"the primary's bounds left at {now}: changed since the rollback set "
             f"{done[0]}..{done[1]} (a scheduled action or a deploy)"
         )
+    assert before is not None  # a raise is only registered on a target whose bounds were read
     return (before[0], before[1]), f"the primary's bounds back to {before[0]}..{before[1]}"
 
 
@@ -354,7 +355,7 @@ class Observation:
         return 100 * self.canary_weight / total if total > 0 else 0.0
 
 
-def endpoint_changed(state: dict[str, Any], obs: Observation) -> str | None:
+def endpoint_changed(state: RolloutState, obs: Observation) -> str | None:
     """What changed on the endpoint under the rollout, or None.
 
     Compared with the record: the EndpointConfigName found at the start (a deploy or the console
@@ -380,17 +381,24 @@ def endpoint_changed(state: dict[str, Any], obs: Observation) -> str | None:
     return None
 
 
-def _intended_share(state: dict[str, Any], obs: Observation) -> float | None:
+def _intended_share(state: RolloutState, obs: Observation) -> float | None:
     intent = state.get("intent")
     if not intent or intent.get("decision") != "shift":
         return None
     config = intent.get("endpoint_config_name")
     if config is not None and obs.endpoint_config_name not in (None, config):
         return None
-    return float(intent["percent"])
+    return _shift_percent(intent)
 
 
-def intent(state: dict[str, Any], d: Decision, obs: Observation, now: int) -> dict[str, Any]:
+def _shift_percent(intent: Intent) -> float:
+    """The canary share a shift's intent asks for (a shift always names one)."""
+    percent = intent["percent"]
+    assert percent is not None, intent
+    return float(percent)
+
+
+def intent(state: RolloutState, d: Decision, obs: Observation, now: int) -> Intent:
     """What a tick is about to ask AWS for ``d`` (``scale``, ``shift``), recorded before it asks:
     the decision with its target (step, weight, instances, bounds), the endpoint config it is
     asked of, and when."""
@@ -408,7 +416,7 @@ def intent(state: dict[str, Any], d: Decision, obs: Observation, now: int) -> di
     }
 
 
-def intent_decision(recorded: dict[str, Any]) -> Decision:
+def intent_decision(recorded: Intent) -> Decision:
     """The decision a recorded :func:`intent` was made for (its :func:`transition` is applied
     once the intent is known to have landed)."""
     bounds = recorded.get("bounds")
@@ -423,7 +431,7 @@ def intent_decision(recorded: dict[str, Any]) -> Decision:
     )
 
 
-def intent_landed(recorded: dict[str, Any], obs: Observation) -> bool | None:
+def intent_landed(recorded: Intent, obs: Observation) -> bool | None:
     """Whether the AWS calls of a recorded :func:`intent` were made, as far as DescribeEndpoint
     tells: True (record the step as made), False (decide again), None (cannot tell yet: the
     endpoint is not InService and does not show the weight yet).
@@ -438,7 +446,7 @@ def intent_landed(recorded: dict[str, Any], obs: Observation) -> bool | None:
     config = recorded.get("endpoint_config_name")
     if config is not None and obs.endpoint_config_name not in (None, config):
         return False
-    if abs(obs.canary_share - float(recorded["percent"])) <= SHARE_TOLERANCE:
+    if abs(obs.canary_share - _shift_percent(recorded)) <= SHARE_TOLERANCE:
         return True
     return None if obs.endpoint_status != "InService" else False
 
@@ -461,9 +469,7 @@ class PrimaryCapacity:
 
 @dataclass(frozen=True)
 class Decision:
-    #: abort | rollback | wait | bake | hold | scale | shift | complete | reapply | restore |
-    #: raise-primary | timeout (a rollback past its deadline)
-    kind: str
+    kind: DecisionKind
     reason: str
     wait_seconds: int = 0
     target_index: int | None = None
@@ -484,7 +490,7 @@ class Decision:
 
 
 def decide(
-    state: dict[str, Any],
+    state: RolloutState,
     obs: Observation,
     rules: Rules,
     now: int,
@@ -603,7 +609,7 @@ def decide(
     )
 
 
-def _rollback_weight(state: dict[str, Any], obs: Observation, rules: Rules, now: int) -> Decision:
+def _rollback_weight(state: RolloutState, obs: Observation, rules: Rules, now: int) -> Decision:
     """The canary still has weight: the primary's capacity first (:func:`_primary_first`), then
     weight 0, which SageMaker takes only on an InService endpoint."""
     check, status = rules.check_seconds, obs.endpoint_status
@@ -620,7 +626,7 @@ def _rollback_weight(state: dict[str, Any], obs: Observation, rules: Rules, now:
 
 
 def _primary_first(
-    state: dict[str, Any], obs: Observation, rules: Rules, now: int
+    state: RolloutState, obs: Observation, rules: Rules, now: int
 ) -> Decision | PrimaryCapacity | None:
     """``raise-primary`` while the primary is short of its full share's instances and the wait is
     not over; otherwise what the weight move says of the primary (None: no capacity step).
@@ -684,7 +690,7 @@ def _left(since: int | None, timeout: int | None, now: int) -> str:
 
 
 def _capacity_deadline(
-    state: dict[str, Any], obs: Observation, rules: Rules, now: int
+    state: RolloutState, obs: Observation, rules: Rules, now: int
 ) -> Decision | None:
     """Rollback once the canary has been short of its step's instances for
     ``capacity_timeout_seconds`` since the scaling phase began (also while the endpoint is
@@ -702,9 +708,7 @@ def _capacity_deadline(
     )
 
 
-def _updating_deadline(
-    state: dict[str, Any], rules: Rules, now: int, status: str
-) -> Decision | None:
+def _updating_deadline(state: RolloutState, rules: Rules, now: int, status: str) -> Decision | None:
     """Rollback once a RUNNING rollout has seen the endpoint not InService for
     ``updating_timeout_seconds`` in a row (``updating_since``: its first such tick)."""
     since, timeout = state.get("updating_since"), rules.updating_timeout_seconds
@@ -718,7 +722,7 @@ def _updating_deadline(
 
 
 def rollback_overdue(
-    state: dict[str, Any], rules: Rules, now: int, waiting_for: str
+    state: RolloutState, rules: Rules, now: int, waiting_for: str
 ) -> Decision | None:
     """``timeout`` once a rollback has run ``rollback_timeout_seconds`` since it began
     (``rollback_started_at``) and is still waiting for ``waiting_for``: it ends FAILED, naming
@@ -738,7 +742,7 @@ def rollback_overdue(
 
 
 def _held_without_data(
-    state: dict[str, Any], obs: Observation, rules: Rules, now: int, move: str
+    state: RolloutState, obs: Observation, rules: Rules, now: int, move: str
 ) -> Decision:
     """No data, no step forward: hold ``move``; roll back once the hold outlasts
     ``evidence_timeout_seconds`` (``held_since``, recorded by :func:`transition`)."""
@@ -756,16 +760,18 @@ def _held_without_data(
     return Decision("hold", why, rules.check_seconds)
 
 
-def transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
+def transition(state: RolloutState, d: Decision, now: int) -> RolloutState:
     """:func:`_transition`, and ``updating_since``: when the endpoint was first seen not
     InService by the wait going on now (:func:`_updating_deadline`); any other decision clears
     it."""
     since = state.get("updating_since")
-    updating = {"updating_since": (now if since is None else since) if d.updating else None}
+    updating: RolloutState = {
+        "updating_since": (now if since is None else since) if d.updating else None
+    }
     return {**_transition(state, d, now), **updating}
 
 
-def _transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
+def _transition(state: RolloutState, d: Decision, now: int) -> RolloutState:
     """The fields a decision changes once its AWS call was accepted (Lambda and simulator).
 
     ``scaling_started_at`` is when the scaling phase towards a step began: a re-request of the same
@@ -776,6 +782,7 @@ def _transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
     capacity deadline counts from it); its weight move what it says of the primary
     (:func:`primary_record`)."""
     if d.kind == "scale":
+        assert d.target_index is not None and d.instances is not None
         same = (
             state.get("phase") == SCALING
             and state.get("target_index") == d.target_index
@@ -789,6 +796,7 @@ def _transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
             "held_since": None,
         }
     if d.kind == "shift":
+        assert d.target_index is not None
         return {
             "phase": BAKING,
             "step_index": d.target_index,
@@ -819,7 +827,7 @@ def _transition(state: dict[str, Any], d: Decision, now: int) -> dict[str, Any]:
     return {"status": ends[d.kind]} if d.kind in ends else {}
 
 
-def primary_record(p: PrimaryCapacity) -> dict[str, Any]:
+def primary_record(p: PrimaryCapacity) -> RolloutState:
     """The record's view of the primary when the canary's weight moves: ``primary_capacity`` (the
     sentence), ``primary_shortfall`` (``[had, needed]`` when short, the notification's subject
     names it)."""

@@ -1,17 +1,22 @@
-"""The controller's settings (from the Lambda environment) and event validation."""
+"""The controller's settings (from the Lambda environment) and event validation.
+
+The environment is a contract between the construct (stacks/constructs/canary_controller.py),
+which sets it, and :meth:`Settings.from_env`, which reads it: :class:`EnvVar` spells each variable
+once for both, with which the function also runs without (:data:`ENV_DEFAULTS`,
+:data:`ENV_OPTIONAL_DEADLINES`).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import rules as r
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import rules as r  # type: ignore[no-redef]
+from . import rules as r
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
 #: A Step Functions execution name (StartExecution ``name``: 1-80 characters).
@@ -32,6 +37,60 @@ class StartFailed(RuntimeError):
     """The state machine could not be started; the lock was released (retry the same id)."""
 
 
+class EnvVar(StrEnum):
+    """The controller's environment variables, in the order the construct sets them (every one,
+    :func:`lambda_environment`). Numbers are decimal strings; the alarm names and the steps are
+    JSON lists, the capacity plan JSON (``rules.CapacityPlan.to_json``)."""
+
+    ENDPOINT_NAME = "ENDPOINT_NAME"
+    TABLE_NAME = "TABLE_NAME"
+    TOPIC_ARN = "TOPIC_ARN"
+    STATE_MACHINE_ARN = "STATE_MACHINE_ARN"
+    ALARM_NAMES = "ALARM_NAMES"
+    STEPS_PERCENT = "STEPS_PERCENT"
+    BAKE_SECONDS = "BAKE_SECONDS"
+    CHECK_SECONDS = "CHECK_SECONDS"
+    MIN_CANARY_INVOCATIONS = "MIN_CANARY_INVOCATIONS"
+    MAX_ERROR_RATE_INCREASE_PERCENT = "MAX_ERROR_RATE_INCREASE_PERCENT"
+    EVIDENCE_TIMEOUT_SECONDS = "EVIDENCE_TIMEOUT_SECONDS"
+    CAPACITY_TIMEOUT_SECONDS = "CAPACITY_TIMEOUT_SECONDS"
+    ROLLBACK_CAPACITY_TIMEOUT_SECONDS = "ROLLBACK_CAPACITY_TIMEOUT_SECONDS"
+    UPDATING_TIMEOUT_SECONDS = "UPDATING_TIMEOUT_SECONDS"
+    CAPACITY_PLAN = "CAPACITY_PLAN"
+    PRIMARY_VARIANT = "PRIMARY_VARIANT"
+    CANARY_VARIANT = "CANARY_VARIANT"
+
+
+#: Variables the function also runs without, and the value it takes then. A deployed function
+#: gets every variable; these (and the deadlines below) may be left out of the environments the
+#: tests build. Without STATE_MACHINE_ARN a start drives no execution.
+ENV_DEFAULTS: Mapping[EnvVar, str] = {
+    EnvVar.STATE_MACHINE_ARN: "",
+    EnvVar.PRIMARY_VARIANT: "primary",
+    EnvVar.CANARY_VARIANT: "canary",
+}
+#: Deadlines the function also runs without: no such deadline (``rules.Rules``' None).
+ENV_OPTIONAL_DEADLINES: tuple[EnvVar, ...] = (
+    EnvVar.CAPACITY_TIMEOUT_SECONDS,
+    EnvVar.ROLLBACK_CAPACITY_TIMEOUT_SECONDS,
+    EnvVar.UPDATING_TIMEOUT_SECONDS,
+)
+#: Every other variable: :meth:`Settings.from_env` raises KeyError naming the one missing.
+ENV_REQUIRED: tuple[EnvVar, ...] = tuple(
+    key for key in EnvVar if key not in ENV_DEFAULTS and key not in ENV_OPTIONAL_DEADLINES
+)
+
+
+def lambda_environment(values: Mapping[EnvVar, str]) -> dict[str, str]:
+    """The function's environment as the construct sets it: every :class:`EnvVar` variable, the
+    optional ones too, by name and in :class:`EnvVar`'s order. Raises ValueError naming any that
+    ``values`` leaves out."""
+    missing = [key.value for key in EnvVar if key not in values]
+    if missing:
+        raise ValueError(f"the canary controller's environment lacks {', '.join(missing)}")
+    return {key.value: values[key] for key in EnvVar}
+
+
 @dataclass(frozen=True)
 class Settings:
     endpoint_name: str
@@ -48,38 +107,43 @@ class Settings:
         return self.rules.steps
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | os._Environ[str] = os.environ) -> Settings:
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> Settings:
+        """The settings of the environment :class:`EnvVar` describes (module docstring)."""
+
+        def required(key: EnvVar) -> str:
+            return env[key.value]
+
+        def or_default(key: EnvVar) -> str:
+            return env.get(key.value, ENV_DEFAULTS[key])
+
+        def deadline(key: EnvVar) -> int | None:
+            return int(env[key.value]) if key.value in env else None
+
         rules = r.Rules(
-            steps=tuple(int(s) for s in json.loads(env["STEPS_PERCENT"])),
-            bake_seconds=int(env["BAKE_SECONDS"]),
-            check_seconds=int(env["CHECK_SECONDS"]),
+            steps=tuple(int(s) for s in json.loads(required(EnvVar.STEPS_PERCENT))),
+            bake_seconds=int(required(EnvVar.BAKE_SECONDS)),
+            check_seconds=int(required(EnvVar.CHECK_SECONDS)),
             evidence=r.EvidenceRules(
-                min_canary_invocations=int(env["MIN_CANARY_INVOCATIONS"]),
-                max_error_rate_increase_percent=float(env["MAX_ERROR_RATE_INCREASE_PERCENT"]),
+                min_canary_invocations=int(required(EnvVar.MIN_CANARY_INVOCATIONS)),
+                max_error_rate_increase_percent=float(
+                    required(EnvVar.MAX_ERROR_RATE_INCREASE_PERCENT)
+                ),
             ),
-            evidence_timeout_seconds=int(env["EVIDENCE_TIMEOUT_SECONDS"]),
-            plan=r.CapacityPlan.from_json(env["CAPACITY_PLAN"]),
-            capacity_timeout_seconds=(
-                int(env["CAPACITY_TIMEOUT_SECONDS"]) if "CAPACITY_TIMEOUT_SECONDS" in env else None
-            ),
-            rollback_capacity_timeout_seconds=(
-                int(env["ROLLBACK_CAPACITY_TIMEOUT_SECONDS"])
-                if "ROLLBACK_CAPACITY_TIMEOUT_SECONDS" in env
-                else None
-            ),
-            updating_timeout_seconds=(
-                int(env["UPDATING_TIMEOUT_SECONDS"]) if "UPDATING_TIMEOUT_SECONDS" in env else None
-            ),
+            evidence_timeout_seconds=int(required(EnvVar.EVIDENCE_TIMEOUT_SECONDS)),
+            plan=r.CapacityPlan.from_json(required(EnvVar.CAPACITY_PLAN)),
+            capacity_timeout_seconds=deadline(EnvVar.CAPACITY_TIMEOUT_SECONDS),
+            rollback_capacity_timeout_seconds=deadline(EnvVar.ROLLBACK_CAPACITY_TIMEOUT_SECONDS),
+            updating_timeout_seconds=deadline(EnvVar.UPDATING_TIMEOUT_SECONDS),
         )
         return cls(
-            endpoint_name=env["ENDPOINT_NAME"],
-            table_name=env["TABLE_NAME"],
-            topic_arn=env["TOPIC_ARN"],
-            state_machine_arn=env.get("STATE_MACHINE_ARN", ""),
-            alarm_names=tuple(json.loads(env["ALARM_NAMES"])),
+            endpoint_name=required(EnvVar.ENDPOINT_NAME),
+            table_name=required(EnvVar.TABLE_NAME),
+            topic_arn=required(EnvVar.TOPIC_ARN),
+            state_machine_arn=or_default(EnvVar.STATE_MACHINE_ARN),
+            alarm_names=tuple(json.loads(required(EnvVar.ALARM_NAMES))),
             rules=rules,
-            primary_variant=env.get("PRIMARY_VARIANT", "primary"),
-            canary_variant=env.get("CANARY_VARIANT", "canary"),
+            primary_variant=or_default(EnvVar.PRIMARY_VARIANT),
+            canary_variant=or_default(EnvVar.CANARY_VARIANT),
         )
 
 

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-try:  # tests, stacks and the simulator import the package; in Lambda this directory is the root
-    from lambdas.canary_controller import rules as r
-except ImportError:  # pragma: no cover - the Lambda runtime
-    import rules as r  # type: ignore[no-redef]
+from . import rules as r
+from .state import HistoryEntry, Intent, RecordedDecision, RolloutState
 
 HISTORY_LIMIT = 50
 #: Answer to a tick or rollback from an execution whose rollout is no longer the current one.
 SUPERSEDED = r.names.SUPERSEDED
 
 
-def save(table: Any, state: dict[str, Any], *, expect_seq: int | None) -> None:
+def save(table: Any, state: RolloutState, *, expect_seq: int | None) -> None:
     """Write ``state`` if nobody else moved it since ``expect_seq`` (None: only if unlocked)."""
     if expect_seq is None:
         cond = "attribute_not_exists(endpoint_name) OR NOT (#st IN (:running, :rolling))"
@@ -34,13 +32,18 @@ def save(table: Any, state: dict[str, Any], *, expect_seq: int | None) -> None:
     )
 
 
-def record(state: dict[str, Any], decision: str, reason: str, now: int) -> dict[str, Any]:
+def record(state: RolloutState, decision: RecordedDecision, reason: str, now: int) -> RolloutState:
     """The next version of ``state`` with a decision; routine checks (and a rollback's repeated
     requests for the primary's capacity) stay out of the history."""
     history = list(state.get("history", []))
     routine = ("bake", "wait", "hold", "raise-primary")
     if decision not in routine or decision != state.get("last_decision"):
-        entry = {"at": now, "decision": decision, "reason": reason, "step": state["step_index"]}
+        entry: HistoryEntry = {
+            "at": now,
+            "decision": decision,
+            "reason": reason,
+            "step": state["step_index"],
+        }
         history = [*history, entry][-HISTORY_LIMIT:]
     return {
         **state,
@@ -52,10 +55,15 @@ def record(state: dict[str, Any], decision: str, reason: str, now: int) -> dict[
     }
 
 
-def handed_on(state: dict[str, Any], execution: str, reason: str, now: int) -> dict[str, Any]:
+def handed_on(state: RolloutState, execution: str, reason: str, now: int) -> RolloutState:
     """The next version of ``state`` driven by the execution named ``execution``: its history
     says so, its last decision (what the rollout is doing) stays."""
-    entry = {"at": now, "decision": "execution", "reason": reason, "step": state["step_index"]}
+    entry: HistoryEntry = {
+        "at": now,
+        "decision": "execution",
+        "reason": reason,
+        "step": state["step_index"],
+    }
     return {
         **state,
         "seq": state["seq"] + 1,
@@ -65,7 +73,7 @@ def handed_on(state: dict[str, Any], execution: str, reason: str, now: int) -> d
     }
 
 
-def intending(state: dict[str, Any], intent: dict[str, Any], now: int) -> dict[str, Any]:
+def intending(state: RolloutState, intent: Intent, now: int) -> RolloutState:
     """The next version of ``state`` with ``intent``: what the controller is about to ask AWS
     (``rules.intent``), written before it asks. Its last decision and history stay: the intent
     becomes a decision only once the call was made and recorded (or, after a tick that died in
@@ -77,7 +85,7 @@ def new_state(
     *,
     endpoint: str,
     rollout_id: str,
-    status: str,
+    status: r.names.RolloutStatus,
     by: str,
     rules: r.Rules,
     alarms: list[str],
@@ -85,7 +93,7 @@ def new_state(
     execution: str | None = None,
     endpoint_config_name: str | None = None,
     canary_percent: int | None = None,
-) -> dict[str, Any]:
+) -> RolloutState:
     """A new rollout's record. ``execution``: the name of the state machine execution that drives
     it (a late event from any other is ignored); ``endpoint_config_name`` and ``canary_percent``:
     the endpoint as the rollout found it (``rules.endpoint_changed``)."""
@@ -111,7 +119,7 @@ def new_state(
 
 
 def summary(
-    state: dict[str, Any], *, check_seconds: int, duplicate: bool = False, wait: int = 0
+    state: RolloutState, *, check_seconds: int, duplicate: bool = False, wait: int = 0
 ) -> dict[str, Any]:
     """What the state machine and the CLI read: summary plus loop control."""
     out = {k: state.get(k) for k in SUMMARY_KEYS}
@@ -123,9 +131,7 @@ def summary(
     return out
 
 
-def superseded(
-    endpoint: str, event: dict[str, Any], state: dict[str, Any] | None
-) -> dict[str, Any]:
+def superseded(endpoint: str, event: dict[str, Any], state: RolloutState | None) -> dict[str, Any]:
     """A stale execution (its rollout ended and a newer one started) ends, changing nothing."""
     current = state["rollout_id"] if state else None
     return {

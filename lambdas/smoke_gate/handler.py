@@ -49,15 +49,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-try:  # tests and stacks import the package; in Lambda this directory is the root
-    from lambdas.smoke_gate.checks import CALL_SECONDS, RUNTIME_CONFIG, call_count, run_round
-except ImportError:  # pragma: no cover - the Lambda runtime
-    from checks import (  # type: ignore[no-redef]
-        CALL_SECONDS,
-        RUNTIME_CONFIG,
-        call_count,
-        run_round,
-    )
+from .checks import CALL_SECONDS, RUNTIME_CONFIG, call_count, run_round
 
 REQUIRED = (
     "EndpointName",
@@ -164,7 +156,8 @@ def on_event(
     return {"PhysicalResourceId": physical_id, "Data": {"StartedAt": str(int(clock()))}}
 
 
-#: The Lambda entry point (``handler.handler``, as every function of the product's is wired).
+#: The Lambda entry point (``smoke_gate.handler.handler``: each product function runs its
+#: package's ``handler.handler``, stacks/constructs/python_lambda.py).
 handler = on_event
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -36,6 +37,7 @@ from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from lambdas.canary_controller.rules import CapacityPlan
+from lambdas.canary_controller.settings import EnvVar, lambda_environment
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (
     checkov_skip,
@@ -47,7 +49,142 @@ from stacks.constructs.rollout_state_machine import execution_ended_rule, rollou
 from stacks.constructs.scaling import register_variant_bounds
 from typed_config import RolloutConfig
 
-LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
+#: What the controller may do besides its endpoint (``EndpointRef.grant``) and the variants'
+#: bounds (``register_variant_bounds``): ``{sid: (actions, resources)}``, see
+#: :func:`controller_statements`.
+Statements = dict[str, tuple[list[str], list[str]]]
+
+#: cdk-nag findings on the controller's role that do not apply, with the reason.
+ROLE_NAG_SUPPRESSIONS: list[dict[str, Any]] = [
+    {
+        "id": "AwsSolutions-IAM5",
+        "reason": "cloudwatch:GetMetricData and application-autoscaling:"
+        "DescribeScalableTargets have no resource-level permissions; "
+        "scalable-target and endpoint-config ARNs carry generated ids (the variants' "
+        "targets and this endpoint's configs); each statement names one action.",
+        "applies_to": [
+            "Resource::*",
+            "Resource::arn:<AWS::Partition>:application-autoscaling:<AWS::Region>:"
+            "<AWS::AccountId>:scalable-target/*",
+            "Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
+            "<AWS::AccountId>:endpoint-config/*",
+        ],
+    }
+]
+#: cdk-nag findings on the rollout state machine (its role's policy), with the reason.
+STATE_MACHINE_NAG_SUPPRESSIONS: list[dict[str, Any]] = [
+    {
+        "id": "AwsSolutions-IAM5",
+        "reason": "Step Functions may invoke the controller function and its versions "
+        "(<function arn>:*), nothing else.",
+        "applies_to": [{"regex": "/^Resource::<[A-Za-z0-9]+\\.Arn>:\\*$/g"}],
+    },
+    {
+        "id": "AwsSolutions-IAM5",
+        "reason": "X-Ray trace upload and CloudWatch Logs vended-delivery actions "
+        "(logs:CreateLogDelivery etc.) do not support resource-level permissions.",
+        "applies_to": ["Resource::*"],
+    },
+]
+#: checkov's finding on the state table that does not apply, with the reason.
+TABLE_CHECKOV_SKIP = {
+    "CKV_AWS_119": "Rollout state only (step, times, reasons); encrypted with the "
+    "AWS managed DynamoDB key, a customer key would add cost and nothing to protect."
+}
+
+
+def colon_arn(stack: Stack, service: str, resource: str, name: str) -> str:
+    """The ARN ``arn:<partition>:<service>:<region>:<account>:<resource>:<name>``."""
+    return stack.format_arn(
+        service=service,
+        resource=resource,
+        resource_name=name,
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+def watched_alarm_arns(
+    stack: Stack, alarms: Sequence[cloudwatch.IAlarm], extra_alarm_names: Sequence[str]
+) -> list[str]:
+    """The ARNs of the alarms the controller reads: the construct's, then the config's extra ones
+    (by name, in this stack's account and region)."""
+    extra = [colon_arn(stack, "cloudwatch", "alarm", name) for name in extra_alarm_names]
+    return [a.alarm_arn for a in alarms] + extra
+
+
+def controller_statements(
+    stack: Stack,
+    *,
+    alarm_arns: list[str],
+    table_arn: str,
+    state_machine_arn: str,
+    topic: sns.ITopic,
+) -> Statements:
+    """What the controller may do besides its endpoint and the variants' bounds, one action (or
+    one pair) per statement; a statement without resources is left out."""
+    statements: Statements = {
+        # A rollback reads the primary's target before raising its bounds (a target that does
+        # not exist would be created by RegisterScalableTarget). Service Authorization
+        # Reference, Application Auto Scaling: DescribeScalableTargets lists no resource
+        # type, so the resource is "*".
+        "ScalableTargets": (["application-autoscaling:DescribeScalableTargets"], ["*"]),
+        "EndpointConfigs": (
+            ["sagemaker:DescribeEndpointConfig"],
+            [stack.format_arn(service="sagemaker", resource="endpoint-config", resource_name="*")],
+        ),
+        # Evidence per step: GetMetricData has no resource-level permissions (Service
+        # Authorization Reference, Amazon CloudWatch: no resource type for GetMetricData).
+        "Evidence": (["cloudwatch:GetMetricData"], ["*"]),
+        "Alarms": (["cloudwatch:DescribeAlarms"], alarm_arns),
+        "State": (["dynamodb:GetItem", "dynamodb:PutItem"], [table_arn]),
+        "StartRollout": (["states:StartExecution"], [state_machine_arn]),
+        "Notify": (["sns:Publish"], [topic.topic_arn]),
+    }
+    if topic.master_key is not None:  # explicit, not grant_publish: no kms:GenerateDataKey*
+        statements["TopicKey"] = (
+            ["kms:GenerateDataKey", "kms:Decrypt"],
+            [topic.master_key.key_arn],
+        )
+    return {sid: statement for sid, statement in statements.items() if statement[1]}
+
+
+def controller_environment(
+    stack: Stack,
+    *,
+    endpoint_name: str,
+    table_name: str,
+    topic_arn: str,
+    state_machine_arn: str,
+    alarm_names: list[str],
+    rollout: RolloutConfig,
+    capacity_plan: CapacityPlan,
+) -> dict[str, str]:
+    """The controller function's environment (``settings.EnvVar``; the config's minutes in
+    seconds, lists and the plan as JSON)."""
+    return lambda_environment(
+        {
+            EnvVar.ENDPOINT_NAME: endpoint_name,
+            EnvVar.TABLE_NAME: table_name,
+            EnvVar.TOPIC_ARN: topic_arn,
+            EnvVar.STATE_MACHINE_ARN: state_machine_arn,
+            EnvVar.ALARM_NAMES: stack.to_json_string(alarm_names),
+            EnvVar.STEPS_PERCENT: json.dumps(rollout.steps_percent),
+            EnvVar.BAKE_SECONDS: str(rollout.bake_minutes * 60),
+            EnvVar.CHECK_SECONDS: str(rollout.check_interval_minutes * 60),
+            EnvVar.MIN_CANARY_INVOCATIONS: str(rollout.min_canary_invocations_per_step),
+            EnvVar.MAX_ERROR_RATE_INCREASE_PERCENT: str(rollout.max_error_rate_increase_percent),
+            EnvVar.EVIDENCE_TIMEOUT_SECONDS: str(rollout.evidence_timeout_minutes * 60),
+            EnvVar.CAPACITY_TIMEOUT_SECONDS: str(rollout.capacity_timeout_seconds),
+            EnvVar.ROLLBACK_CAPACITY_TIMEOUT_SECONDS: str(
+                rollout.rollback_capacity_timeout_seconds
+            ),
+            EnvVar.UPDATING_TIMEOUT_SECONDS: str(rollout.updating_timeout_seconds),
+            EnvVar.CAPACITY_PLAN: capacity_plan.to_json(),
+            EnvVar.PRIMARY_VARIANT: "primary",
+            EnvVar.CANARY_VARIANT: "canary",
+        }
+    )
 
 
 class CanaryController(Construct):
@@ -70,113 +207,43 @@ class CanaryController(Construct):
         super().__init__(scope, construct_id)
         stack, endpoint_name = Stack.of(self), endpoint.endpoint_name
         self.alarm_names = [a.alarm_name for a in alarms] + list(rollout.extra_alarm_names)
-        extra_arns = [
-            stack.format_arn(
-                service="cloudwatch",
-                resource="alarm",
-                resource_name=name,
-                arn_format=ArnFormat.COLON_RESOURCE_NAME,
-            )
-            for name in rollout.extra_alarm_names
-        ]
         self.state_machine_name = state_machine_name(endpoint_name)
-        state_machine_arn = stack.format_arn(
-            service="states",
-            resource="stateMachine",
-            resource_name=self.state_machine_name,
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        self.table = dynamodb.Table(
-            self,
-            "State",
-            partition_key=dynamodb.Attribute(
-                name="endpoint_name", type=dynamodb.AttributeType.STRING
-            ),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            encryption=dynamodb.TableEncryption.AWS_MANAGED,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            # Rollout state only (the history is in the SNS messages and execution history).
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        state_machine_arn = colon_arn(stack, "states", "stateMachine", self.state_machine_name)
+        self.table = self._state_table()
         self.role, log_group = lambda_role(
             self,
             description=f"Canary controller for {endpoint_name}: its endpoint, alarms, topic only",
         )
         self.capacity_plan = capacity_plan
-        endpoint.grant(
-            self.role,
-            "sagemaker:DescribeEndpoint",
-            "sagemaker:UpdateEndpointWeightsAndCapacities",
-            sid="Endpoint",
+        self._grant_controller_access(
+            endpoint,
+            controller_statements(
+                stack,
+                alarm_arns=watched_alarm_arns(stack, alarms, rollout.extra_alarm_names),
+                table_arn=self.table.table_arn,
+                state_machine_arn=state_machine_arn,
+                topic=topic,
+            ),
         )
-        statements = {
-            # A rollback reads the primary's target before raising its bounds (a target that does
-            # not exist would be created by RegisterScalableTarget). Service Authorization
-            # Reference, Application Auto Scaling: DescribeScalableTargets lists no resource
-            # type, so the resource is "*".
-            "ScalableTargets": (["application-autoscaling:DescribeScalableTargets"], ["*"]),
-            "EndpointConfigs": (
-                ["sagemaker:DescribeEndpointConfig"],
-                [
-                    stack.format_arn(
-                        service="sagemaker", resource="endpoint-config", resource_name="*"
-                    )
-                ],
-            ),
-            # Evidence per step: GetMetricData has no resource-level permissions (Service
-            # Authorization Reference, Amazon CloudWatch: no resource type for GetMetricData).
-            "Evidence": (["cloudwatch:GetMetricData"], ["*"]),
-            "Alarms": (
-                ["cloudwatch:DescribeAlarms"],
-                [a.alarm_arn for a in alarms] + extra_arns,
-            ),
-            "State": (["dynamodb:GetItem", "dynamodb:PutItem"], [self.table.table_arn]),
-            "StartRollout": (["states:StartExecution"], [state_machine_arn]),
-            "Notify": (["sns:Publish"], [topic.topic_arn]),
-        }
-        if topic.master_key is not None:  # explicit, not grant_publish: no kms:GenerateDataKey*
-            statements["TopicKey"] = (
-                ["kms:GenerateDataKey", "kms:Decrypt"],
-                [topic.master_key.key_arn],
-            )
-        # Its own bounds (raise/restore the canary's), and the primary's in a rollback (its
-        # capacity before the canary's weight moves): SageMaker variant counts only.
-        self.role.add_to_policy(register_variant_bounds(stack, "CanaryScalingBounds"))
-        for sid, (actions, resources) in statements.items():
-            if resources:
-                self.role.add_to_policy(
-                    iam.PolicyStatement(sid=sid, actions=actions, resources=resources)
-                )
         self.function = python_function(
             self,
             # Fixed name: `make canary-*` invokes it knowing only the endpoint name.
             function_name=controller_function_name(endpoint_name),
-            lambda_dir=LAMBDA_DIR,
+            package_dir=PACKAGE_DIR,
             role=self.role,
             log_group=log_group,
             timeout=Duration.seconds(60),
             description=f"Canary rollout controller for {endpoint_name}",
-            environment={
-                "ENDPOINT_NAME": endpoint_name,
-                "TABLE_NAME": self.table.table_name,
-                "TOPIC_ARN": topic.topic_arn,
-                "STATE_MACHINE_ARN": state_machine_arn,
-                "ALARM_NAMES": stack.to_json_string(self.alarm_names),
-                "STEPS_PERCENT": json.dumps(rollout.steps_percent),
-                "BAKE_SECONDS": str(rollout.bake_minutes * 60),
-                "CHECK_SECONDS": str(rollout.check_interval_minutes * 60),
-                "MIN_CANARY_INVOCATIONS": str(rollout.min_canary_invocations_per_step),
-                "MAX_ERROR_RATE_INCREASE_PERCENT": str(rollout.max_error_rate_increase_percent),
-                "EVIDENCE_TIMEOUT_SECONDS": str(rollout.evidence_timeout_minutes * 60),
-                "CAPACITY_TIMEOUT_SECONDS": str(rollout.capacity_timeout_seconds),
-                "ROLLBACK_CAPACITY_TIMEOUT_SECONDS": str(rollout.rollback_capacity_timeout_seconds),
-                "UPDATING_TIMEOUT_SECONDS": str(rollout.updating_timeout_seconds),
-                "CAPACITY_PLAN": self.capacity_plan.to_json(),
-                "PRIMARY_VARIANT": "primary",
-                "CANARY_VARIANT": "canary",
-            },
+            environment=controller_environment(
+                stack,
+                endpoint_name=endpoint_name,
+                table_name=self.table.table_name,
+                topic_arn=topic.topic_arn,
+                state_machine_arn=state_machine_arn,
+                alarm_names=self.alarm_names,
+                rollout=rollout,
+                capacity_plan=self.capacity_plan,
+            ),
         )
         self.state_machine = rollout_state_machine(
             self,
@@ -190,50 +257,51 @@ class CanaryController(Construct):
             function=self.function,
             endpoint_name=endpoint_name,
         )
+        self._answer_the_checkers()
+
+    def _state_table(self) -> dynamodb.Table:
+        """The rollout's record, one item per endpoint (also its lock)."""
+        return dynamodb.Table(
+            self,
+            "State",
+            partition_key=dynamodb.Attribute(
+                name="endpoint_name", type=dynamodb.AttributeType.STRING
+            ),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            # Rollout state only (the history is in the SNS messages and execution history).
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+
+    def _grant_controller_access(self, endpoint: EndpointRef, statements: Statements) -> None:
+        """The role's permissions: its endpoint (describe, weights and capacities), the
+        variants' scaling bounds, then ``statements``."""
+        endpoint.grant(
+            self.role,
+            "sagemaker:DescribeEndpoint",
+            "sagemaker:UpdateEndpointWeightsAndCapacities",
+            sid="Endpoint",
+        )
+        # Its own bounds (raise/restore the canary's), and the primary's in a rollback (its
+        # capacity before the canary's weight moves): SageMaker variant counts only.
+        self.role.add_to_policy(register_variant_bounds(Stack.of(self), "CanaryScalingBounds"))
+        for sid, (actions, resources) in statements.items():
+            self.role.add_to_policy(
+                iam.PolicyStatement(sid=sid, actions=actions, resources=resources)
+            )
+
+    def _answer_the_checkers(self) -> None:
+        """cfn-lint's duplicate DependsOn removed and the findings of cdk-nag and checkov that do
+        not apply here suppressed, each with its reason."""
         tidy_function(self.function, self.role)
         tidy_function(self.state_machine, self.state_machine.role)
         NagSuppressions.add_resource_suppressions(
-            self.role,
-            [
-                {
-                    "id": "AwsSolutions-IAM5",
-                    "reason": "cloudwatch:GetMetricData and application-autoscaling:"
-                    "DescribeScalableTargets have no resource-level permissions; "
-                    "scalable-target and endpoint-config ARNs carry generated ids (the variants' "
-                    "targets and this endpoint's configs); each statement names one action.",
-                    "applies_to": [
-                        "Resource::*",
-                        "Resource::arn:<AWS::Partition>:application-autoscaling:<AWS::Region>:"
-                        "<AWS::AccountId>:scalable-target/*",
-                        "Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
-                        "<AWS::AccountId>:endpoint-config/*",
-                    ],
-                }
-            ],
-            apply_to_children=True,
+            self.role, ROLE_NAG_SUPPRESSIONS, apply_to_children=True
         )
-        checkov_skip(
-            self.table,
-            {
-                "CKV_AWS_119": "Rollout state only (step, times, reasons); encrypted with the "
-                "AWS managed DynamoDB key, a customer key would add cost and nothing to protect."
-            },
-        )
+        checkov_skip(self.table, TABLE_CHECKOV_SKIP)
         NagSuppressions.add_resource_suppressions(
-            self.state_machine,
-            [
-                {
-                    "id": "AwsSolutions-IAM5",
-                    "reason": "Step Functions may invoke the controller function and its versions "
-                    "(<function arn>:*), nothing else.",
-                    "applies_to": [{"regex": "/^Resource::<[A-Za-z0-9]+\\.Arn>:\\*$/g"}],
-                },
-                {
-                    "id": "AwsSolutions-IAM5",
-                    "reason": "X-Ray trace upload and CloudWatch Logs vended-delivery actions "
-                    "(logs:CreateLogDelivery etc.) do not support resource-level permissions.",
-                    "applies_to": ["Resource::*"],
-                },
-            ],
-            apply_to_children=True,
+            self.state_machine, STATE_MACHINE_NAG_SUPPRESSIONS, apply_to_children=True
         )

@@ -2,6 +2,11 @@
 
 Used by the canary controller and the smoke gate (and the rollout state machine's log group).
 Children keep the ids ``Logs``, ``Role`` and ``Function`` under the calling construct.
+
+A function's code is one package under lambdas/ (:func:`package_code`): the asset holds the
+package as a folder at its root, and its handler names the package
+(``canary_controller.handler.handler``), so Lambda imports the package as a package and its
+modules' relative imports (``from . import rules``) work there as they do under ``lambdas.``.
 """
 
 from __future__ import annotations
@@ -79,10 +84,24 @@ def lambda_role(scope: Construct, *, description: str) -> tuple[iam.Role, logs.L
     return role, log_group
 
 
+def package_code(package_dir: Path) -> lambda_.AssetCode:
+    """The asset of the Lambda package ``package_dir`` (``lambdas/<package>``): its parent as the
+    code root with nothing in it but the package (no sibling function's code, no bytecode), so
+    the asset's only top-level entry is the ``<package>/`` folder."""
+    name = package_dir.name
+    only_the_package = ["*", f"!{name}", f"!{name}/**", "__pycache__", "*.pyc"]
+    return lambda_.Code.from_asset(str(package_dir.parent), exclude=only_the_package)
+
+
+def package_handler(package_dir: Path, handler: str = "handler.handler") -> str:
+    """The Lambda handler string of ``handler`` (module.function inside the package)."""
+    return f"{package_dir.name}.{handler}"
+
+
 def python_function(
     scope: Construct,
     *,
-    lambda_dir: Path,
+    package_dir: Path,
     role: iam.Role,
     log_group: logs.LogGroup,
     timeout: Duration,
@@ -91,15 +110,16 @@ def python_function(
     environment: dict[str, str] | None = None,
     handler: str = "handler.handler",
 ) -> lambda_.Function:
-    """``handler`` (module.function) from ``lambda_dir``, writing to ``log_group`` as ``role``."""
+    """``handler`` (module.function inside the package ``package_dir``, :func:`package_code`),
+    writing to ``log_group`` as ``role``."""
     log_group.grant_write(role)
     return lambda_.Function(
         scope,
         "Function",
         function_name=function_name,
         runtime=LAMBDA_RUNTIME,
-        handler=handler,
-        code=lambda_.Code.from_asset(str(lambda_dir), exclude=["__pycache__", "*.pyc"]),
+        handler=package_handler(package_dir, handler),
+        code=package_code(package_dir),
         role=role,
         log_group=log_group,
         timeout=timeout,

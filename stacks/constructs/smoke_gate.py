@@ -15,7 +15,8 @@ poll is one bounded round whose Lambda timeout is :func:`round_timeout_seconds`.
 handlers answer the framework: lambdas/smoke_gate/handler.py.
 
 Both functions share one role, one log group and one asset (the ``is_complete`` function runs
-``handler.is_complete``); the framework's three functions write to that log group too.
+``smoke_gate.handler.is_complete``); the framework's three functions write to that log group
+too.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from stacks.constructs.python_lambda import (
 )
 from typed_config import SmokeGateConfig
 
-LAMBDA_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "smoke_gate"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "smoke_gate"
 #: on_event validates the event and returns: no AWS call, seconds at most.
 ON_EVENT_TIMEOUT = Duration.seconds(30)
 #: The Provider framework's functions, by their construct ids under the Provider.
@@ -94,7 +95,7 @@ class SmokeGate(Construct):
         EndpointRef.of(self, endpoint_name).grant_invoke(self.role)
         self.function = python_function(
             self,
-            lambda_dir=LAMBDA_DIR,
+            package_dir=PACKAGE_DIR,
             role=self.role,
             log_group=log_group,
             timeout=ON_EVENT_TIMEOUT,
@@ -103,7 +104,7 @@ class SmokeGate(Construct):
         calls = call_count(len(variant_names), len(adapter_names))
         self.is_complete_function = python_function(
             Construct(self, "IsComplete"),
-            lambda_dir=LAMBDA_DIR,
+            package_dir=PACKAGE_DIR,
             role=self.role,
             log_group=log_group,
             timeout=Duration.seconds(round_timeout_seconds(calls)),

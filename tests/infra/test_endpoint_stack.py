@@ -202,8 +202,14 @@ def test_cloudwatch_logs_may_use_the_key_for_this_accounts_log_groups_only(
 
 def test_prod_wires_the_canary_controller_and_the_smoke_gate(endpoint: Template) -> None:
     functions = endpoint.find_resources("AWS::Lambda::Function")
-    ours = [f for f in functions.values() if f["Properties"].get("Handler") == "handler.handler"]
-    assert len(ours) == 2, "expected the canary controller and the smoke gate functions"
+    ours = sorted(
+        f["Properties"]["Handler"]
+        for f in functions.values()
+        if f["Properties"].get("Handler", "").endswith(".handler.handler")
+    )
+    assert ours == ["canary_controller.handler.handler", "smoke_gate.handler.handler"], (
+        "expected the canary controller and the smoke gate functions"
+    )
     # The canary rollout and the smoke gate's Provider waiter (it polls is_complete).
     endpoint.resource_count_is("AWS::StepFunctions::StateMachine", 2)
     gates = endpoint.find_resources("Custom::EndpointSmokeGate")

@@ -22,6 +22,7 @@ if str(REPO) not in sys.path:
 
 from lambdas.canary_controller import handler as ctl  # noqa: E402 - after the path setup
 from lambdas.canary_controller import names, rules  # noqa: E402
+from lambdas.canary_controller.state import HistoryEntry, Intent, RolloutState  # noqa: E402
 
 REGION = "us-east-1"
 ENDPOINT = "mangaassist-vllm-test"
@@ -290,7 +291,26 @@ def world(endpoint: str) -> World:
     )  # fmt: skip
     clock = Clock()
     controller = ctl.Controller(settings, clock=clock, sleep=clock.sleep)
+    _typed_records_only(controller)
     return World(controller, clock, queue_url, machine)
+
+
+def _typed_records_only(controller: ctl.Controller) -> None:
+    """Every record the controller writes in these tests has only the keys its type names
+    (state.RolloutState, with its history entries and intent): mypy checks the code that builds
+    records, this checks the records themselves."""
+    real = controller._save
+    known = RolloutState.__required_keys__ | RolloutState.__optional_keys__
+
+    def save(state: Any, *, expect_seq: int | None) -> None:
+        assert not set(state) - known, f"not in RolloutState: {sorted(set(state) - known)}"
+        for entry in state.get("history", []):
+            assert set(entry) == HistoryEntry.__required_keys__, entry
+        if state.get("intent") is not None:
+            assert set(state["intent"]) == Intent.__required_keys__, state["intent"]
+        real(state, expect_seq=expect_seq)
+
+    controller._save = save
 
 
 # ------------------------------------------------------------- the state machine's loop

@@ -30,7 +30,11 @@ ACCOUNT, REGION = "123456789012", "us-east-1"
 EXTRA_ALARM = "canary-ttft-p90"
 
 
-def build(app: cdk.App, stack_id: str, cfg: DeploymentConfig) -> cdk.Stack:
+def build(
+    app: cdk.App, stack_id: str, cfg: DeploymentConfig, rollout: RolloutConfig | None = None
+) -> cdk.Stack:
+    """The test stack for ``cfg``; the controller's ``rollout`` section is the default one with
+    an extra alarm name unless given."""
     stack = cdk.Stack(app, stack_id, env=cdk.Environment(account=ACCOUNT, region=REGION))
     endpoint = sagemaker.CfnEndpoint(
         stack, "Endpoint", endpoint_config_name="cfg-placeholder", endpoint_name=cfg.endpoint_name
@@ -53,7 +57,7 @@ def build(app: cdk.App, stack_id: str, cfg: DeploymentConfig) -> cdk.Stack:
         stack,
         "Canary",
         endpoint=ref,
-        rollout=RolloutConfig(extra_alarm_names=[EXTRA_ALARM]),
+        rollout=rollout or RolloutConfig(extra_alarm_names=[EXTRA_ALARM]),
         capacity_plan=rollout_capacity_plan(cfg),
         alarms=alarms,
         topic=topic,
@@ -205,11 +209,14 @@ def rollout_states(template: Template) -> dict[str, Any]:
 
 
 def test_functions_run_the_handlers_on_a_current_python(prod: Template) -> None:
-    functions = prod.find_resources(
-        "AWS::Lambda::Function", {"Properties": {"Handler": "handler.handler"}}
-    )
-    assert len(functions) == 2
-    assert {f["Properties"]["Runtime"] for f in functions.values()} == {"python3.14"}
+    handlers = ["canary_controller.handler.handler", "smoke_gate.handler.handler"]
+    functions = [
+        f["Properties"]
+        for f in prod.find_resources("AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] in handlers
+    ]
+    assert sorted(f["Handler"] for f in functions) == handlers
+    assert {f["Runtime"] for f in functions} == {"python3.14"}
     env = controller_env(prod)
     assert json.loads(env["STEPS_PERCENT"]) == [5, 25, 50, 75, 100]
     assert (env["ENDPOINT_NAME"], env["BAKE_SECONDS"], env["CHECK_SECONDS"]) == (

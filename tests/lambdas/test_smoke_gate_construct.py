@@ -6,9 +6,7 @@ Built from the construct's narrow props alone (a SmokeGateConfig, names), no Dep
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from typing import Any
 
 import aws_cdk as cdk
@@ -18,10 +16,12 @@ from aws_cdk.assertions import Template
 
 from lambdas.smoke_gate.checks import CALL_SECONDS
 from lambdas.smoke_gate.handler import HANDLER_MAX_TIMEOUT_SECONDS
-from stacks.constructs.smoke_gate import LAMBDA_DIR, SmokeGate
+from stacks.constructs.smoke_gate import SmokeGate
 from typed_config import SmokeGateConfig
 
 ADAPTERS = ["manga_domain", "general_support", "jp_style"]
+#: The two functions' handlers (the package, its module, the function).
+ON_EVENT, IS_COMPLETE = "smoke_gate.handler.handler", "smoke_gate.handler.is_complete"
 
 
 def synth(timeout: int, adapters: list[str] = ADAPTERS) -> tuple[SmokeGate, Template]:
@@ -70,10 +70,11 @@ def test_the_waiter_polls_is_complete_for_the_configured_timeout(timeout: int) -
 def test_is_complete_runs_its_own_handler_with_a_timeout_for_one_round() -> None:
     _, template = synth(300)
     fns = functions_by_handler(template)
+    on_event, is_complete = fns[ON_EVENT], fns[IS_COMPLETE]
     # on_event (the entry point every product function has) and is_complete share one asset.
-    assert fns["handler.handler"]["Code"] == fns["handler.is_complete"]["Code"]
-    assert fns["handler.handler"]["Timeout"] <= 60
-    round_timeout = fns["handler.is_complete"]["Timeout"]
+    assert on_event["Code"] == is_complete["Code"]
+    assert on_event["Timeout"] <= 60
+    round_timeout = is_complete["Timeout"]
     # Two variants x (three adapters + one streaming) = 8 calls, each at its longest.
     assert 8 * CALL_SECONDS < round_timeout < HANDLER_MAX_TIMEOUT_SECONDS
     # Both are given to the Provider: its framework functions invoke exactly these two.
@@ -88,34 +89,12 @@ def test_is_complete_runs_its_own_handler_with_a_timeout_for_one_round() -> None
             assert (
                 handler
                 == {
-                    "USER_ON_EVENT_FUNCTION_ARN": "handler.handler",
-                    "USER_IS_COMPLETE_FUNCTION_ARN": "handler.is_complete",
+                    "USER_ON_EVENT_FUNCTION_ARN": ON_EVENT,
+                    "USER_IS_COMPLETE_FUNCTION_ARN": IS_COMPLETE,
                 }[key]
             )
 
 
 def test_a_round_too_long_for_one_lambda_is_capped_at_the_lambda_maximum() -> None:
     _, template = synth(300, adapters=[f"adapter_{i}" for i in range(12)])
-    assert functions_by_handler(template)["handler.is_complete"]["Timeout"] == (
-        HANDLER_MAX_TIMEOUT_SECONDS
-    )
-
-
-def test_both_entry_points_import_with_only_the_asset_directory_on_the_path(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """As Lambda loads the asset: its directory is the only root, no ``lambdas`` package."""
-    installed = [p for p in sys.path if p.startswith(sys.base_prefix) or "site-packages" in p]
-    monkeypatch.setattr(sys, "path", [str(LAMBDA_DIR), *installed])
-    for name in [m for m in sys.modules if m == "lambdas" or m.startswith("lambdas.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.delitem(sys.modules, "checks", raising=False)
-    spec = importlib.util.spec_from_file_location("asset_handler", LAMBDA_DIR / "handler.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop("checks", None)
-    assert module.handler is module.on_event and callable(module.is_complete)
-    assert module.run_round.__module__ == "checks"
+    assert functions_by_handler(template)[IS_COMPLETE]["Timeout"] == HANDLER_MAX_TIMEOUT_SECONDS
