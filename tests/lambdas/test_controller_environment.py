@@ -27,10 +27,11 @@ from lambdas.canary_controller.settings import (
     Settings,
     lambda_environment,
 )
+from sizing.fit import load_config
 from sizing.rollout_plan import rollout_capacity_plan
 from stacks.constructs.canary_controller import CanaryController
 from tests.lambdas.test_constructs import ACCOUNT, EXTRA_ALARM, REGION, build
-from typed_config import VARIANT_NAMES, DeploymentConfig, RolloutConfig, load_config
+from typed_config import VARIANT_NAMES, DeploymentConfig, RolloutConfig
 
 REPO = Path(__file__).resolve().parents[2]
 #: The pseudo parameters' values in the test stack's account and region.

@@ -23,8 +23,8 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
+from sizing.fit import load_config
 from tests.lambdas.test_constructs import build
-from typed_config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 
