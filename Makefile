@@ -109,7 +109,7 @@ demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the pla
 
 # Each target checks what it needs (tools/preflight.py CHECKS): a target that depends on preflight
 # sets PREFLIGHT_FOR (a target-specific variable, in effect for its prerequisites too).
-preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap, quotas, the scaling role and the token secret for ENV
+preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap and its execution role, quotas, the scaling role and the token secret for ENV
 	$(PY) -m tools.preflight --env $(ENV) --for $(or $(PREFLIGHT_FOR),all)
 
 diff deploy: PREFLIGHT_FOR := deploy
@@ -141,6 +141,18 @@ deploy-model-release: venv node_modules/.stamp preflight ## deploy | create or u
 deploy-access: venv node_modules/.stamp ## deploy | create or update only the GitHub Actions deploy role of ENV (OIDC; asks before broadening IAM)
 	stack=$$($(PY) -m tools.deploy_access stack --env $(ENV)); \
 	$(PY) -m tools.preflight --env $(ENV) --for deploy-access; \
+	npx cdk deploy "$$stack" --exclusively --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) \
+		--require-approval broadening
+
+# The product's CloudFormation execution policies (ExecutionPolicyStack; docs/release-from-ci.md): a
+# person deploys them with their own credentials, before `cdk bootstrap --cloudformation-execution-
+# policies <its ExecutionPolicyArns output>`, and again after a resource type is added. The stack has
+# no asset and no bootstrap role (LegacyStackSynthesizer), so it needs no bootstrap; the preflight
+# checks the credentials and the account only. The CLI asks before any change that broadens IAM.
+.PHONY: deploy-execution-policy
+deploy-execution-policy: venv node_modules/.stamp ## deploy | create or update only ENV's CloudFormation execution policies (before cdk bootstrap; your own credentials)
+	stack=$$($(PY) -m tools.stack_name --env $(ENV) execution-policy); \
+	$(PY) -m tools.preflight --env $(ENV) --for deploy-execution-policy; \
 	npx cdk deploy "$$stack" --exclusively --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) \
 		--require-approval broadening
 

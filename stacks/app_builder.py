@@ -12,12 +12,14 @@ from sizing.deploy_options import DeployOptions
 from sizing.fit import check_deployable, load_config
 from stacks.deploy_access_stack import DeployAccessStack
 from stacks.endpoint_stack import EndpointStack
+from stacks.execution_policy_stack import ExecutionPolicyStack
 from stacks.image_stack import ImageStack
 from stacks.model_release_stack import ModelReleaseStack
 from typed_config import (
     DeploymentConfig,
     config_path,
     deploy_access_stack_name,
+    execution_policy_stack_name,
     release_stack_name,
 )
 from typed_config.stack_names import stack_name
@@ -36,7 +38,9 @@ def build_stacks(
 
     Also adds the ``<project>-<env>-model-release`` stack (ModelReleaseStack, found with
     ``app.node.find_child``); it depends on neither stack returned. With a ``deploy_access``
-    section, also ``<project>-<env>-deploy-access`` (DeployAccessStack), likewise on its own."""
+    section, also ``<project>-<env>-deploy-access`` (DeployAccessStack), likewise on its own;
+    and always ``<project>-<env>-execution-policy`` (ExecutionPolicyStack: the CloudFormation
+    execution policies a person deploys before ``cdk bootstrap``)."""
     options = options or DeployOptions()
     cfg = options.apply(cfg)
     check_deployable(cfg)
@@ -56,7 +60,8 @@ def build_stacks(
         if cfg.deploy_access is not None
         else []
     )
-    for stack in (release, image, endpoint, *access):
+    policy = ExecutionPolicyStack(app, execution_policy_stack_name(cfg), cfg=cfg, env=env)
+    for stack in (release, image, endpoint, *access, policy):
         cdk.Tags.of(stack).add("project", cfg.project)
         cdk.Tags.of(stack).add("env", cfg.env)
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))

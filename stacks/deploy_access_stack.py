@@ -4,20 +4,23 @@ environment, and the account's GitHub OIDC provider (``deploy_access`` in config
 Synthesized only when the config has a ``deploy_access`` section, and deployed by a person, once
 per environment and again after a change, with ``make deploy-access ENV=...``: the CDK CLI then
 asks before any IAM change that broadens access (``--require-approval broadening``, its
-default). The role may do what the release's make targets call and nothing else: assume the
-CDK bootstrap roles (``cdk deploy`` and ``diff`` act through them), push to and read the
-config's ECR repository, read the endpoint and raise its counts before a deploy, invoke the
-canary controller, run and watch the model-preparation job, read model releases, and the
-preflight's reads. Its trust admits one repository's named GitHub environments, each an exact
-``sub``; its MaxSessionDuration is the longest session one of its release jobs asks for
+default). The role may do what the release's make targets call and nothing else: assume the CDK
+bootstrap roles (``cdk deploy`` acts through them, and CloudFormation through the execution
+role, which carries the product's execution policies: stacks/execution_policy_stack.py), push to
+and read the config's ECR repository, read the endpoint and raise its counts before a deploy,
+invoke the canary controller, run and watch the model-preparation job, read model releases, and
+the preflight's reads. Its trust admits one repository's named GitHub environments, each an
+exact ``sub``; its MaxSessionDuration is the longest session one of its release jobs asks for
 (sizing/release_jobs.py: each job's bound from its steps' own limits), and at least
 ``deploy_access.max_session_hours``.
 
-Order on a new account: ``cdk bootstrap``, ``make deploy-model-release`` (this stack imports that
-stack's job role and bucket key ARNs, its exports ``<project>-<env>-model-prep-role-arn`` and
-``-model-artifact-key-arn``), then ``make deploy-access``. While this stack imports them,
-CloudFormation refuses a release-stack update that would replace that role or key (an export in
-use cannot change): such an update needs this stack deleted first and deployed again after.
+Order on a new account: ``make deploy-execution-policy``, ``cdk bootstrap
+--cloudformation-execution-policies <its ExecutionPolicyArns>``, ``make deploy-model-release``
+(this stack imports that stack's job role and bucket key ARNs, its exports
+``<project>-<env>-model-prep-role-arn`` and ``-model-artifact-key-arn``), then ``make
+deploy-access``. While this stack imports them, CloudFormation refuses a release-stack update
+that would replace that role or key (an export in use cannot change): such an update needs this
+stack deleted first and deployed again after.
 
 One OIDC provider per URL per account: where dev and prod share an account, exactly one of the
 two configs says ``oidc_provider: create`` (deploy that one first) and the other ``existing``.
@@ -54,7 +57,7 @@ from typed_config import (
 
 # The preflight's values, reused: the bootstrap qualifier whose version parameter it reads (and
 # whose roles cdk deploy assumes), and the scaling service-linked role it looks up.
-from typed_config.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
+from typed_config.aws_names import BOOTSTRAP_QUALIFIER, CFN_EXEC_ROLE, SCALING_ROLE, SCALING_SERVICE
 
 #: ModelReleaseStack's exports (stacks/model_release_stack.py, ``<project>-<env>-<name>``) that
 #: this stack imports; tests/infra/test_deploy_access_stack.py checks that they exist there.
@@ -88,6 +91,9 @@ class DeployAccessStack(Stack):
         preflight = {
             "bootstrap_version_parameter": f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version",
             "scaling_role": f"aws-service-role/{SCALING_SERVICE}/{SCALING_ROLE}",
+            "execution_role": CFN_EXEC_ROLE.format(
+                qualifier=BOOTSTRAP_QUALIFIER, account=self.account, region=self.region
+            ),
         }
         self.deploy.allow_preflight(**preflight)
         # The pull request workflow's `make diff DIFF_METHOD=template`: a role of its own, since

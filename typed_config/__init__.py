@@ -104,8 +104,12 @@ from typed_config.scaling import (
     bounds_changes,
 )
 from typed_config.stack_names import (
+    EXECUTION_POLICY_PARTS,
     STACK_PARTS,
     deploy_access_stack_name,
+    environment_stack_names,
+    execution_policy_names,
+    execution_policy_stack_name,
     release_stack_name,
     stack_name,
 )
@@ -119,6 +123,7 @@ from typed_config.timing import (
 __all__ = [
     "ARCHITECTURE_CONTEXT",
     "DEFAULT_SCENARIOS",
+    "EXECUTION_POLICY_PARTS",
     "FIT_CHECKS_CONTEXT",
     "GATE_SLOS",
     "MAX_INSTANCE_POOLS",
@@ -178,6 +183,9 @@ __all__ = [
     "bounds_changes",
     "config_path",
     "deploy_access_stack_name",
+    "environment_stack_names",
+    "execution_policy_names",
+    "execution_policy_stack_name",
     "github_environments",
     "github_subjects",
     "guardrail_step_errors",

@@ -173,11 +173,15 @@ class DeployRole(Construct):
             rf"{_ARN}:iam::{_ACCOUNT}:role/cdk-{qualifier}-\*-{_ACCOUNT}-{_REGION}",
         )
 
-    def allow_preflight(self, *, bootstrap_version_parameter: str, scaling_role: str) -> None:
+    def allow_preflight(
+        self, *, bootstrap_version_parameter: str, scaling_role: str, execution_role: str
+    ) -> None:
         """tools/preflight.py: SSM GetParameter of the bootstrap version, the SageMaker quotas,
-        IAM GetRole of the scaling service-linked role (``scaling_role``: its path and name).
-        STS GetCallerIdentity needs no permission ("No permissions are required to perform this
-        operation", STS API reference, GetCallerIdentity)."""
+        IAM GetRole of the scaling service-linked role (``scaling_role``: its path and name),
+        IAM ListAttachedRolePolicies of the bootstrap's CloudFormation execution role
+        (``execution_role``: its name). STS GetCallerIdentity needs no permission ("No
+        permissions are required to perform this operation", STS API reference,
+        GetCallerIdentity)."""
         stack = Stack.of(self)
         self._allow(
             "PreflightBootstrapVersion",
@@ -204,6 +208,15 @@ class DeployRole(Construct):
             [
                 stack.format_arn(
                     service="iam", region="", resource="role", resource_name=scaling_role
+                )
+            ],
+        )
+        self._allow(
+            "PreflightExecutionRolePolicies",
+            ["iam:ListAttachedRolePolicies"],
+            [
+                stack.format_arn(
+                    service="iam", region="", resource="role", resource_name=execution_role
                 )
             ],
         )

@@ -30,7 +30,7 @@ from tools import deploy_access
 from tools.validate import run_cfn_lint, run_checkov
 from typed_config import DeploymentConfig, github_subjects, preparation_job_version_prefix
 
-from .conftest import REPO_ROOT, assert_names_yaml_path, parse, raw_config
+from .conftest import REPO_ROOT, assert_names_yaml_path, make_rule, parse, raw_config
 
 REPOSITORY = "my-org/mangaassist-serving"
 HOST = "token.actions.githubusercontent.com"
@@ -135,7 +135,7 @@ def test_pull_requests_get_a_read_only_diff_role_of_their_own(template) -> None:
     diff = statements(template, "PullRequestDiff")
     assert set(diff) == {
         "AssumeCdkBootstrapRoles", "PreflightBootstrapVersion", "PreflightQuotas",
-        "PreflightScalingRole",
+        "PreflightScalingRole", "PreflightExecutionRolePolicies",
     }  # fmt: skip
     assert diff["AssumeCdkBootstrapRoles"]["Condition"] == {
         "StringEquals": {"iam:ResourceTag/aws-cdk:bootstrap-role": ["lookup"]}
@@ -343,7 +343,13 @@ def test_star_resources_are_only_the_actions_with_no_resource_type(template) -> 
         if "*" in a
         or (
             a.startswith("iam:")
-            and a not in ("iam:GetRole", "iam:PassRole", "iam:SimulatePrincipalPolicy")
+            and a
+            not in (
+                "iam:GetRole",
+                "iam:PassRole",
+                "iam:SimulatePrincipalPolicy",
+                "iam:ListAttachedRolePolicies",
+            )
         )
     ]
 
@@ -367,6 +373,9 @@ def test_the_preflight_reads_are_the_bootstrap_version_and_the_scaling_role(temp
     assert resources(s["PreflightScalingRole"]) == [
         "arn:aws:iam::{AWS::AccountId}:role/aws-service-role/sagemaker.application-autoscaling"
         ".amazonaws.com/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+    ]
+    assert resources(s["PreflightExecutionRolePolicies"]) == [
+        "arn:aws:iam::{AWS::AccountId}:role/cdk-hnb659fds-cfn-exec-role-{AWS::AccountId}-us-east-1"
     ]
 
 
@@ -559,10 +568,7 @@ def test_checkov_reports_no_failed_checks(synthesized) -> None:
 
 
 def test_make_deploy_access_asks_before_broadening_iam() -> None:
-    text = (REPO_ROOT / "Makefile").read_text()
-    rule = re.search(r"^deploy-access:.*?(?=^\S|\Z)", text, re.M | re.S)
-    assert rule, "no deploy-access target in the Makefile"
-    recipe = rule.group(0)
+    recipe = make_rule("deploy-access")
     assert "--require-approval broadening" in recipe
     assert "never" not in recipe
     assert "tools.deploy_access stack" in recipe and "--exclusively" in recipe
