@@ -113,7 +113,7 @@ preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap and it
 	$(PY) -m tools.preflight --env $(ENV) --for $(or $(PREFLIGHT_FOR),all)
 
 diff deploy: PREFLIGHT_FOR := deploy
-diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials; DIFF_METHOD=template: the lookup role only)
+diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials; DIFF_METHOD=template: the deployed templates, no change set)
 	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) \
 		$(if $(DIFF_METHOD),--method $(DIFF_METHOD))
 

@@ -45,10 +45,12 @@ from constructs import Construct
 
 from lambdas.canary_controller.names import controller_function_name
 from sizing.release_jobs import role_max_session_seconds
-from stacks.constructs.deploy_access import CDK_LOOKUP_ROLES, DeployRole, github_oidc_provider
+from stacks.constructs.deploy_access import DeployRole, github_oidc_provider
 from typed_config import (
     DeploymentConfig,
     artifact_bucket_name,
+    environment_stack_names,
+    execution_policy_stack_name,
     github_subjects,
     preparation_job_prefix,
     pull_request_subject,
@@ -98,8 +100,9 @@ class DeployAccessStack(Stack):
         self.deploy.allow_preflight(**preflight)
         # The pull request workflow's `make diff DIFF_METHOD=template`: a role of its own, since
         # the deploy role trusts named environments only and any branch of a pull request could
-        # otherwise run with it. This one trusts the pull_request subject and may read: the CDK
-        # lookup role (which reads the deployed templates) and the preflight's reads.
+        # otherwise run with it. This one trusts the pull_request subject and may read this
+        # environment's deployed templates and do the preflight's reads; not the CDK lookup
+        # role, whose ReadOnlyAccess reads the whole account (S3 objects and logs included).
         pr_subject = pull_request_subject(cfg)
         assert pr_subject is not None
         self.diff = DeployRole(
@@ -110,7 +113,9 @@ class DeployAccessStack(Stack):
             max_session=Duration.hours(1),
             description=f"GitHub Actions read-only cdk diff of {prefix} on pull requests",
         )
-        self.diff.allow_cdk_bootstrap_roles(BOOTSTRAP_QUALIFIER, roles=CDK_LOOKUP_ROLES)
+        self.diff.allow_template_reads(
+            [*environment_stack_names(cfg), execution_policy_stack_name(cfg)]
+        )
         self.diff.allow_preflight(**preflight)
         self.deploy.allow_ecr_repository(
             self.format_arn(

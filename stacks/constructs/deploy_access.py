@@ -52,10 +52,20 @@ STS_AUDIENCE = "sts.amazonaws.com"
 #: (node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml); the execution role that
 #: CloudFormation assumes carries no such tag, and trusts only cloudformation.amazonaws.com.
 CDK_BOOTSTRAP_ROLES = ("deploy", "file-publishing", "image-publishing", "lookup")
-#: What ``cdk diff --method template`` assumes: the lookup role alone, read-only ("template:
-#: Compares CloudFormation templates directly ... Uses the lookup role", CDK CLI reference,
-#: cdk diff); the default method creates a change set through the deploy role.
-CDK_LOOKUP_ROLES = ("lookup",)
+#: What ``cdk diff --method template`` reads of a deployed stack (CDK CLI 2.1148.1,
+#: CloudFormationStack.lookup and loadNestedStacks): DescribeStacks, GetTemplate, and
+#: ListStackResources for nested stacks. "template: Compares CloudFormation templates directly
+#: ... Uses the lookup role" (CDK CLI reference, cdk diff:
+#: https://docs.aws.amazon.com/cdk/v2/guide/ref-cli-cmd-diff.html), and where that role cannot
+#: be assumed the CLI reads with the caller's own credentials when they are for the stack's
+#: account ("could not be used to assume ..., but are for the right account. Proceeding
+#: anyway", SdkProvider.forEnvironment; accessStackForLookupBestEffort). The default method,
+#: auto, makes a change set through the deploy role instead.
+TEMPLATE_DIFF_READS = (
+    "cloudformation:DescribeStacks",
+    "cloudformation:GetTemplate",
+    "cloudformation:ListStackResources",
+)
 #: Where SageMaker training jobs log (tools/prepare_model.py reads the job's streams there).
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -171,6 +181,27 @@ class DeployRole(Construct):
             "the CDK bootstrap roles share one name pattern; the aws-cdk:bootstrap-role tag "
             f"condition admits {', '.join(roles)} only",
             rf"{_ARN}:iam::{_ACCOUNT}:role/cdk-{qualifier}-\*-{_ACCOUNT}-{_REGION}",
+        )
+
+    def allow_template_reads(self, stack_names: Sequence[str]) -> None:
+        """``cdk diff --method template`` with this role's own credentials: the deployed
+        templates of ``stack_names`` (this environment's stacks) and nothing else of the account
+        (:data:`TEMPLATE_DIFF_READS`). A stack's ARN ends in an id CloudFormation generates."""
+        stack = Stack.of(self)
+        self._allow(
+            "ReadStackTemplates",
+            TEMPLATE_DIFF_READS,
+            [
+                stack.format_arn(service="cloudformation", resource="stack", resource_name=f"{n}/*")
+                for n in stack_names
+            ],
+        )
+        self._wildcard(
+            "a stack ARN ends in an id CloudFormation generates",
+            *(
+                rf"{_ARN}:cloudformation:{_REGION}:{_ACCOUNT}:stack/{_re(n)}/\*"
+                for n in stack_names
+            ),
         )
 
     def allow_preflight(

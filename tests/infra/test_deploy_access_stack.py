@@ -123,7 +123,9 @@ def test_trust_is_web_identity_with_exact_aud_and_exact_sub_per_environment(temp
 def test_pull_requests_get_a_read_only_diff_role_of_their_own(template) -> None:
     """A pull request's job names no environment, so its token's sub is
     repo:OWNER/NAME:pull_request: the deploy role never trusts it. The diff role does, and may
-    only assume the CDK lookup role (cdk diff --method template) and do the preflight's reads."""
+    only read this environment's stack templates (cdk diff --method template, with its own
+    credentials) and do the preflight's reads: no CDK bootstrap role, so not the lookup role's
+    ReadOnlyAccess on the whole account."""
     statement = trust(template, "PullRequestDiff")
     assert statement["Condition"] == {
         "StringEquals": {
@@ -134,12 +136,21 @@ def test_pull_requests_get_a_read_only_diff_role_of_their_own(template) -> None:
     assert f"repo:{REPOSITORY}:pull_request" not in json.dumps(trust(template))
     diff = statements(template, "PullRequestDiff")
     assert set(diff) == {
-        "AssumeCdkBootstrapRoles", "PreflightBootstrapVersion", "PreflightQuotas",
+        "ReadStackTemplates", "PreflightBootstrapVersion", "PreflightQuotas",
         "PreflightScalingRole", "PreflightExecutionRolePolicies",
     }  # fmt: skip
-    assert diff["AssumeCdkBootstrapRoles"]["Condition"] == {
-        "StringEquals": {"iam:ResourceTag/aws-cdk:bootstrap-role": ["lookup"]}
-    }
+    assert not [a for s in diff.values() for a in as_list(s["Action"]) if a.startswith("sts:")]
+    reads = diff["ReadStackTemplates"]
+    assert sorted(as_list(reads["Action"])) == [
+        "cloudformation:DescribeStacks",
+        "cloudformation:GetTemplate",
+        "cloudformation:ListStackResources",
+    ]
+    stack = "arn:aws:cloudformation:us-east-1:{AWS::AccountId}:stack/mangaassist-prod-"
+    assert sorted(resources(reads)) == sorted(
+        f"{stack}{part}/*"
+        for part in ("model-release", "image", "endpoint", "deploy-access", "execution-policy")
+    )
     outputs = template.to_json()["Outputs"]
     assert f"repo:{REPOSITORY}:pull_request" in outputs["DiffRoleArn"]["Description"]
 
