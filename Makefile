@@ -123,7 +123,8 @@ diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff th
 # holds the endpoint; SKIP_ROLLOUT_CHECK=1 deploys anyway.
 deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live endpoint, raise counts, cdk deploy (RESET=, DRY_RUN=1, IMAGE_TAG=, ARTIFACT=)
 	$(PY) -m tools.deploy --env $(ENV) $(if $(RESET),--reset $(RESET)) $(if $(DRY_RUN),--dry-run) \
-		$(if $(SKIP_ROLLOUT_CHECK),--skip-rollout-check) $(RELEASE_ARGS)
+		$(if $(SKIP_ROLLOUT_CHECK),--skip-rollout-check) $(RELEASE_ARGS) \
+		$(if $(IMAGE_DIGEST),--image-digest $(IMAGE_DIGEST))
 
 # The artifact bucket and the job role alone (ModelReleaseStack): a first deploy in image.mode
 # build needs a published release, which needs this stack, so it goes first on a new account.

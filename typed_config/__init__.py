@@ -93,6 +93,7 @@ from typed_config.operations import (
     RolloutConfig,
     SmokeGateConfig,
 )
+from typed_config.promotion import PromotionConfig
 from typed_config.scaling import (
     SCALABLE_METRICS,
     ScalingConfig,
@@ -157,6 +158,7 @@ __all__ = [
     "MonitoringConfig",
     "NotificationConfig",
     "PoolEngine",
+    "PromotionConfig",
     "ReleaseEvent",
     "RolloutConfig",
     "RoutingConfig",
