@@ -69,8 +69,16 @@ ARTIFACT_KEY_EXPORT = "model-artifact-key-arn"
 
 class DeployAccessStack(Stack):
     def __init__(
-        self, scope: Construct, construct_id: str, *, cfg: DeploymentConfig, **kwargs: Any
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cfg: DeploymentConfig,
+        promotion_source: DeploymentConfig | None = None,
+        **kwargs: Any,
     ) -> None:
+        """``promotion_source``: the ``promotion.from_env`` environment's config, whose image and
+        model releases this environment's role copies (same account and region)."""
         super().__init__(scope, construct_id, **kwargs)
         access, prefix = cfg.deploy_access, f"{cfg.project}-{cfg.env}"
         if access is None or cfg.image.repository_name is None:
@@ -146,6 +154,20 @@ class DeployAccessStack(Stack):
             prefix=cfg.model_prep.artifact_prefix,
             key_arn=Fn.import_value(f"{prefix}-{ARTIFACT_KEY_EXPORT}"),
         )
+        if promotion_source is not None:
+            src = promotion_source
+            self.deploy.allow_promotion(
+                source_repository_arn=self.format_arn(
+                    service="ecr",
+                    resource="repository",
+                    resource_name=str(src.image.repository_name),
+                ),
+                source_bucket_name=artifact_bucket_name(src, Aws.ACCOUNT_ID),
+                source_prefix=src.model_prep.artifact_prefix,
+                source_key_arn=Fn.import_value(f"{src.project}-{src.env}-{ARTIFACT_KEY_EXPORT}"),
+                bucket_name=artifact_bucket_name(cfg, Aws.ACCOUNT_ID),
+                prefix=cfg.model_prep.artifact_prefix,
+            )
         CfnOutput(
             self,
             "DeployRoleArn",

@@ -136,6 +136,25 @@ class DeployRole(Construct):
             )
         )
 
+    def _allow_prefix_reads(self, sid: str, bucket_arn: str, prefix: str) -> None:
+        """``<sid>Read``: GetObject under ``prefix``; ``<sid>List``: ListBucket, IfExists on
+        the prefix: a GetObject of a missing manifest must answer 404, which S3 gives only to a
+        caller allowed s3:ListBucket on the bucket, a check that carries no s3:prefix (S3 API
+        reference, GetObject, "Permissions"); the same rule as the job role's."""
+        self._allow(f"{sid}Read", ["s3:GetObject"], [f"{bucket_arn}/{prefix}/*"])
+        self._allow(
+            f"{sid}List",
+            ["s3:ListBucket"],
+            [bucket_arn],
+            conditions={"StringLikeIfExists": {"s3:prefix": [f"{prefix}/*"]}},
+        )
+
+    def _allow_key_through_s3(self, sid: str, actions: Sequence[str], key_arn: str) -> None:
+        """A bucket's KMS key, used by S3 on the role's behalf only (``kms:ViaService``)."""
+        region = Stack.of(self).region
+        via = {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}
+        self._allow(sid, actions, [key_arn], conditions=via)
+
     def _wildcard(self, reason: str, *resource_regexes: str) -> None:
         """AwsSolutions-IAM5 suppressed, with ``reason``, for the findings ``Resource::<ARN>``
         whose whole ARN matches one of ``resource_regexes`` (JavaScript regex literals: slashes
@@ -418,29 +437,53 @@ class DeployRole(Construct):
         manifest check of tools/prepare_model.py), and write a preparation job's inputs under
         ``<prefix>/jobs/`` only; the bucket key through S3 only."""
         bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{bucket_name}"
-        self._allow("ReleasesRead", ["s3:GetObject"], [f"{bucket_arn}/{prefix}/*"])
-        # IfExists: a GetObject of a missing manifest must answer 404, which S3 gives only to a
-        # caller allowed s3:ListBucket on the bucket, a check that carries no s3:prefix
-        # (S3 API reference, GetObject, "Permissions"); the same rule as the job role's.
-        self._allow(
-            "ReleasesList",
-            ["s3:ListBucket"],
-            [bucket_arn],
-            conditions={"StringLikeIfExists": {"s3:prefix": [f"{prefix}/*"]}},
-        )
+        self._allow_prefix_reads("Releases", bucket_arn, prefix)
         self._allow("PreparationJobInputs", ["s3:PutObject"], [f"{bucket_arn}/{prefix}/jobs/*"])
-        self._allow(
-            "ReleaseKeyThroughS3",
-            ["kms:Decrypt", "kms:GenerateDataKey"],
-            [key_arn],
-            conditions={
-                "StringEquals": {"kms:ViaService": f"s3.{Stack.of(self).region}.amazonaws.com"}
-            },
-        )
+        self._allow_key_through_s3("ReleaseKeyThroughS3", ["kms:Decrypt", "kms:GenerateDataKey"],
+                                   key_arn)  # fmt: skip
         self._wildcard(
             "object keys under the release prefix are release versions and upload ids known "
             "at run time; writes only under <prefix>/jobs/",
             rf"{_ARN}:s3:::[^/]+/{_re(prefix)}/(jobs/)?\*",
+        )
+
+    def allow_promotion(
+        self,
+        *,
+        source_repository_arn: str,
+        source_bucket_name: str,
+        source_prefix: str,
+        source_key_arn: str,
+        bucket_name: str,
+        prefix: str,
+    ) -> None:
+        """tools/release_artifacts.py (``make promote-image``, ``promote-model``): read the
+        source environment's image and model releases, and write a promoted release's files and
+        manifest under this bucket's ``<prefix>/m-*`` (a version; the bucket policy still lets a
+        manifest be written only if none exists). ``docker buildx imagetools create`` pulls the
+        source's layers and pushes them here (the ECR push statement); the S3 copy reads the
+        source object and writes the destination (CopyObject, UploadPartCopy: s3:GetObject on
+        the source, s3:PutObject on the destination; S3 API reference, CopyObject), through both
+        buckets' keys (Decrypt of the source's, GenerateDataKey of this one's)."""
+        self._allow(
+            "PromotionSourceImage",
+            [
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:BatchGetImage",
+                "ecr:DescribeImages",
+                "ecr:GetDownloadUrlForLayer",
+            ],
+            [source_repository_arn],
+        )
+        source = f"arn:{Stack.of(self).partition}:s3:::{source_bucket_name}"
+        self._allow_prefix_reads("PromotionSource", source, source_prefix)
+        self._allow_key_through_s3("PromotionSourceKeyThroughS3", ["kms:Decrypt"], source_key_arn)
+        bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{bucket_name}"
+        self._allow("PromotedReleases", ["s3:PutObject"], [f"{bucket_arn}/{prefix}/m-*"])
+        self._wildcard(
+            "a promoted release's objects are named by its version and upload id at run time",
+            rf"{_ARN}:s3:::[^/]+/{_re(prefix)}/m-\*",
+            rf"{_ARN}:s3:::[^/]+/{_re(source_prefix)}/\*",
         )
 
 

@@ -401,6 +401,7 @@ CALLERS = [
     "tools/model_release.py",
     "tools/push_image.py",
     "tools/live_images.py",
+    "tools/release_artifacts.py",
     "container/model_prep/artifact.py",
 ]
 NOT_THE_ROLES = {
@@ -441,6 +442,7 @@ ACTION_OF = {
     "s3:ListObjectsV2": "s3:ListBucket",
     "s3:DownloadFile": "s3:GetObject",
     "s3:UploadFile": "s3:PutObject",
+    "s3:Copy": "s3:PutObject",  # the managed copy: CopyObject / UploadPartCopy
     "lambda:Invoke": "lambda:InvokeFunction",
 }
 
@@ -452,6 +454,7 @@ def aws_calls() -> dict[str, set[str]]:
     operations: dict[str, str] = {
         "download_file": "s3:DownloadFile",
         "upload_file": "s3:UploadFile",
+        "copy": "s3:Copy",
     }
     for client, prefix in SERVICES.items():
         for op in session.get_service_model(client).operation_names:
@@ -491,6 +494,28 @@ def test_every_granted_action_is_a_call_of_the_release_or_says_whose_it_is(templ
     unexplained = granted - set(aws_calls()) - set(NOT_BOTO3_CALLS)
     assert unexplained == set()
     assert set(NOT_BOTO3_CALLS) <= granted
+
+
+def test_prod_may_read_devs_release_and_write_promoted_versions_only(template) -> None:
+    """promotion.from_env: dev (config/prod.yaml): prod's role reads dev's repository and
+    release prefix (dev's bucket key through S3 only) and writes versions under its own."""
+    s = statements(template)
+    assert resources(s["PromotionSourceImage"]) == [
+        "arn:aws:ecr:us-east-1:{AWS::AccountId}:repository/mangaassist-vllm-dev"
+    ]
+    assert "ecr:PutImage" not in as_list(s["PromotionSourceImage"]["Action"])
+    dev_bucket = "arn:aws:s3:::mangaassist-dev-models-{AWS::AccountId}"
+    assert resources(s["PromotionSourceRead"]) == [f"{dev_bucket}/models/*"]
+    assert as_list(s["PromotionSourceRead"]["Action"]) == ["s3:GetObject"]
+    assert s["PromotionSourceKeyThroughS3"]["Resource"] == {
+        "Fn::ImportValue": f"mangaassist-dev-{ARTIFACT_KEY_EXPORT}"
+    }
+    assert as_list(s["PromotionSourceKeyThroughS3"]["Action"]) == ["kms:Decrypt"]
+    assert resources(s["PromotedReleases"]) == [
+        "arn:aws:s3:::mangaassist-prod-models-{AWS::AccountId}/models/m-*"
+    ]
+    dev = parse(with_access("dev"), env="dev")
+    assert not [sid for sid in statements(access_template(build(dev), dev)) if "Promot" in sid]
 
 
 def test_the_imported_exports_are_the_model_release_stacks(prod_access_cfg) -> None:
