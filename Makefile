@@ -109,11 +109,11 @@ demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the pla
 
 # Each target checks what it needs (tools/preflight.py CHECKS): a target that depends on preflight
 # sets PREFLIGHT_FOR (a target-specific variable, in effect for its prerequisites too).
-preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap, quotas, the scaling role and the token secret for ENV
+preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap and its execution role, quotas, the scaling role and the token secret for ENV
 	$(PY) -m tools.preflight --env $(ENV) --for $(or $(PREFLIGHT_FOR),all)
 
 diff deploy: PREFLIGHT_FOR := deploy
-diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials; DIFF_METHOD=template: the lookup role only)
+diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials; DIFF_METHOD=template: the deployed templates, no change set)
 	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) \
 		$(if $(DIFF_METHOD),--method $(DIFF_METHOD))
 
@@ -123,7 +123,8 @@ diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff th
 # holds the endpoint; SKIP_ROLLOUT_CHECK=1 deploys anyway.
 deploy: venv node_modules/.stamp preflight ## deploy | preflight, read the live endpoint, raise counts, cdk deploy (RESET=, DRY_RUN=1, IMAGE_TAG=, ARTIFACT=)
 	$(PY) -m tools.deploy --env $(ENV) $(if $(RESET),--reset $(RESET)) $(if $(DRY_RUN),--dry-run) \
-		$(if $(SKIP_ROLLOUT_CHECK),--skip-rollout-check) $(RELEASE_ARGS)
+		$(if $(SKIP_ROLLOUT_CHECK),--skip-rollout-check) $(RELEASE_ARGS) \
+		$(if $(IMAGE_DIGEST),--image-digest $(IMAGE_DIGEST))
 
 # The artifact bucket and the job role alone (ModelReleaseStack): a first deploy in image.mode
 # build needs a published release, which needs this stack, so it goes first on a new account.
@@ -141,6 +142,18 @@ deploy-model-release: venv node_modules/.stamp preflight ## deploy | create or u
 deploy-access: venv node_modules/.stamp ## deploy | create or update only the GitHub Actions deploy role of ENV (OIDC; asks before broadening IAM)
 	stack=$$($(PY) -m tools.deploy_access stack --env $(ENV)); \
 	$(PY) -m tools.preflight --env $(ENV) --for deploy-access; \
+	npx cdk deploy "$$stack" --exclusively --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) \
+		--require-approval broadening
+
+# The product's CloudFormation execution policies (ExecutionPolicyStack; docs/release-from-ci.md): a
+# person deploys them with their own credentials, before `cdk bootstrap --cloudformation-execution-
+# policies <its ExecutionPolicyArns output>`, and again after a resource type is added. The stack has
+# no asset and no bootstrap role (LegacyStackSynthesizer), so it needs no bootstrap; the preflight
+# checks the credentials and the account only. The CLI asks before any change that broadens IAM.
+.PHONY: deploy-execution-policy
+deploy-execution-policy: venv node_modules/.stamp ## deploy | create or update only ENV's CloudFormation execution policies (before cdk bootstrap; your own credentials)
+	stack=$$($(PY) -m tools.stack_name --env $(ENV) execution-policy); \
+	$(PY) -m tools.preflight --env $(ENV) --for deploy-execution-policy; \
 	npx cdk deploy "$$stack" --exclusively --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) \
 		--require-approval broadening
 

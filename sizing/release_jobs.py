@@ -58,6 +58,10 @@ DEPLOY_OVERHEAD_SECONDS = 15 * 60
 DEPLOY_RAISE_SECONDS = 3600
 #: one canary controller invocation (make canary-start, make canary-rollback).
 CONTROLLER_SECONDS = 5 * 60
+#: make promote-model: the model release copied S3 to S3 and every file read back (a few GB).
+PROMOTE_MODEL_SECONDS = 30 * 60
+#: make promote-image: the image copied registry to registry (imagetools create) and read back.
+PROMOTE_IMAGE_SECONDS = 30 * 60
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,18 @@ def deploy_steps(cfg: DeploymentConfig) -> tuple[tuple[str, int], ...]:
 
 
 def release_job(cfg: DeploymentConfig) -> JobBound:
-    """The build-and-deploy job (release.yml ``dev``, ``prod-canary``)."""
+    """The build-and-deploy job (release.yml ``dev``), or with ``promotion`` the promote-and-deploy
+    job (``prod-canary``: it copies what the source environment built, and builds nothing)."""
+    if cfg.promotion is not None:
+        promoted: tuple[tuple[str, int], ...] = (
+            ("deploy-repository (allowance)", REPOSITORY_SECONDS),
+            ("promote-model: copy and verify the model release (allowance)",
+             PROMOTE_MODEL_SECONDS),
+            ("promote-image: copy and verify the image (allowance)", PROMOTE_IMAGE_SECONDS),
+            *deploy_steps(cfg),
+            ("canary-start (allowance)", CONTROLLER_SECONDS),
+        )  # fmt: skip
+        return JobBound("release", promoted)
     steps: tuple[tuple[str, int], ...] = (
         ("deploy-repository (allowance)", REPOSITORY_SECONDS),
         ("prepare-model: the job image build (allowance)", IMAGE_BUILD_SECONDS),

@@ -108,14 +108,21 @@ def main(argv: list[str] | None = None, environ: dict[str, str] | None = None) -
     if args.role == "deploy":
         for warning in hosted_runner_warnings(cfg, env):
             print(f"::warning title=release job length ({args.env})::{warning}", file=sys.stderr)
+    write_outputs(values, env)
+    return 0
+
+
+def write_outputs(values: dict[str, str], environ: dict[str, str]) -> None:
+    """Print ``key=value`` lines, and append them to ``$GITHUB_OUTPUT`` when it is set: the
+    step's outputs, which a job's ``outputs:`` passes on (GitHub Actions, "Passing information
+    between jobs")."""
     lines = [f"{key}={value}" for key, value in values.items()]
-    target = env.get("GITHUB_OUTPUT")
+    target = environ.get("GITHUB_OUTPUT")
     if target:
         with Path(target).open("a") as fh:
             fh.write("".join(f"{line}\n" for line in lines))
     for line in lines:
         print(line)
-    return 0
 
 
 if __name__ == "__main__":

@@ -245,14 +245,19 @@ def image_tags_in_use(cfg: DeploymentConfig) -> list[str]:
     return sorted({t for t in tags if t})
 
 
-def refuse_missing_image_tags(ecr: Any, cfg: DeploymentConfig) -> None:
+def refuse_missing_image_tags(
+    ecr: Any, cfg: DeploymentConfig, digest: str | None = None, tag: str | None = None
+) -> None:
     """Raise DeployRefused naming each tag the deploy would run that is not in the repository:
     SageMaker would accept the update and fail creating the endpoint config's instances, with
     the endpoint Updating for as long as its health check allows. BatchGetImage answers a
     missing tag in ``failures`` (ImageNotFound) rather than with an error (Amazon ECR API
-    reference, BatchGetImage)."""
+    reference, BatchGetImage). With ``digest`` (IMAGE_DIGEST=, a promoted release), ``tag``
+    must be that image: its digest is the one the source environment built and tested."""
     tags = image_tags_in_use(cfg)
     if not tags or not cfg.image.repository_name:
+        if digest:
+            raise DeployRefused(f"IMAGE_DIGEST={digest} needs IMAGE_TAG naming its tag")
         return
     answer = ecr.batch_get_image(
         repositoryName=cfg.image.repository_name,
@@ -267,6 +272,30 @@ def refuse_missing_image_tags(ecr: Any, cfg: DeploymentConfig) -> None:
             f"and push first (make build-image ENV={cfg.env} IMAGE=<repository uri>:<tag>, then "
             "docker push); nothing was changed"
         )
+    if digest:
+        found = {
+            str(i["imageId"].get("imageTag")): str(i["imageId"].get("imageDigest"))
+            for i in answer.get("images", [])
+        }
+        if tag not in found:
+            raise DeployRefused(f"IMAGE_DIGEST={digest}: IMAGE_TAG names no tag {tag!r}")
+        if found[tag] != digest:
+            raise DeployRefused(
+                f"{cfg.image.repository_name}:{tag} is {found[tag]}, not the promoted {digest}: "
+                "this deploy would run an image the source environment did not test; nothing "
+                "was changed"
+            )
+
+
+def promoted_tag(image_tag: str) -> str:
+    """The one tag IMAGE_TAG names (``TAG`` or ``<variant>=TAG``, every part the same): the tag
+    IMAGE_DIGEST is checked against."""
+    tags = {part.rpartition("=")[2] for part in image_tag.split(",") if part}
+    if len(tags) != 1:
+        raise DeployRefused(
+            f"IMAGE_DIGEST needs IMAGE_TAG to name one tag (the promoted one), not {image_tag!r}"
+        )
+    return tags.pop()
 
 
 def refuse_during_rollout(
@@ -510,6 +539,11 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
         help="deploy even while the canary controller records a rollout (or cannot be read)",
     )
     add_release_args(parser)
+    parser.add_argument(
+        "--image-digest",
+        default="",
+        help="the digest IMAGE_TAG's tag must be (a promoted release: make promote-image)",
+    )
     args = parser.parse_args(argv)
     given = clients or {}
 
@@ -544,7 +578,10 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             print(f"step {i}: {step.action} {detail or ''} - {step.why}")
         if args.dry_run:
             return 0
-        refuse_missing_image_tags(client(given, "ecr", cfg.region), cfg)
+        promoted = promoted_tag(args.image_tag) if args.image_digest else None
+        refuse_missing_image_tags(
+            client(given, "ecr", cfg.region), cfg, args.image_digest, promoted
+        )
         if cfg.image.mode == "build" and "deploy" not in given:
             # cdk deploy builds the image, which bakes the model release from
             # build/model-artifacts/<version>: fetched and verified here, before any change.

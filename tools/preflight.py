@@ -33,11 +33,21 @@ neither of which names the fix. ``python -m tools.preflight --env prod`` checks,
    "You can optionally include ... one resource-based policy"); a secret under a customer key
    also needs kms:Decrypt for the role. Checked before any instance starts.
 
+7. the CloudFormation execution role of the bootstrap (``cdk-<qualifier>-cfn-exec-role-<account>-
+   <region>``, IAM ListAttachedRolePolicies): it must not carry AdministratorAccess (what a
+   default ``cdk bootstrap`` attaches) and must carry every one of this environment's execution
+   policies (``<project>-<env>-cfn-exec-*``, stacks/execution_policy_stack.py). Otherwise the
+   finding names the fix: ``make deploy-execution-policy`` once, then ``cdk bootstrap
+   --cloudformation-execution-policies`` with those ARNs (and any other environment's product
+   policies the role carries, kept).
+
 Per target (``--for``): each checks credentials, the account and the bootstrap, then only what
 it needs (:data:`CHECKS`): ``deploy-access`` changes IAM only and ``deploy-repository`` ECR only,
 so neither waits on prod's endpoint quota; ``prepare-model`` needs the training quota and the
-token secret; ``deploy`` (and ``diff``) the endpoint quota and the scaling role; ``all`` (plain
-``make preflight``) everything.
+token secret; ``deploy`` (and ``diff``) the endpoint quota and the scaling role; every target
+that deploys through the bootstrap's roles the execution role; ``deploy-execution-policy``
+(which runs before ``cdk bootstrap``, with a person's credentials) the credentials and the
+account only; ``all`` (plain ``make preflight``) everything.
 
 Each failure prints what is missing, the command that fixes it, and that ``make synth`` and
 ``make demo`` need no AWS account. Exit 0 when all pass (notes printed), 2 otherwise.
@@ -57,18 +67,36 @@ from sizing.fit import load_config
 from sizing.plan_deploy import deploy_section
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS, OFFLINE_HINT, error_code
-from typed_config import ConfigError, DeploymentConfig, config_path, release_stack_name
-from typed_config.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
+from typed_config import (
+    ConfigError,
+    DeploymentConfig,
+    config_path,
+    execution_policy_names,
+    release_stack_name,
+)
+from typed_config.aws_names import (
+    ADMINISTRATOR_ACCESS,
+    BOOTSTRAP_QUALIFIER,
+    SCALING_ROLE,
+    SCALING_SERVICE,
+    cfn_exec_role_name,
+)
 
 #: What each target checks beyond credentials, account and bootstrap (module docstring).
 CHECKS: dict[str, frozenset[str]] = {
-    "all": frozenset({"endpoint-quota", "training-quota", "scaling-role", "token-secret"}),
-    "deploy": frozenset({"endpoint-quota", "scaling-role"}),
+    "all": frozenset(
+        {"endpoint-quota", "training-quota", "scaling-role", "token-secret", "execution-role"}
+    ),
+    "deploy": frozenset({"endpoint-quota", "scaling-role", "execution-role"}),
     "prepare-model": frozenset({"training-quota", "token-secret"}),
-    "deploy-model-release": frozenset(),
-    "deploy-access": frozenset(),
-    "deploy-repository": frozenset(),
+    "deploy-model-release": frozenset({"execution-role"}),
+    "deploy-access": frozenset({"execution-role"}),
+    "deploy-repository": frozenset({"execution-role"}),
+    # Before the bootstrap exists: no bootstrap check either (:func:`check`'s ``bootstrap``).
+    "deploy-execution-policy": frozenset(),
 }
+#: Targets that run before ``cdk bootstrap``.
+BEFORE_BOOTSTRAP = frozenset({"deploy-execution-policy"})
 
 
 def check(
@@ -77,20 +105,28 @@ def check(
     account: str | None,
     session: Any,
     client: Callable[[str], Any],
+    bootstrap: bool = True,
+    identity_out: dict[str, str] | None = None,
 ) -> list[str]:
-    """The problems found, each one line naming what is missing and how to fix it."""
+    """The problems found, each one line naming what is missing and how to fix it;
+    ``bootstrap``: whether to check the bootstrap; ``identity_out`` receives the caller's
+    ``Account`` and ``Arn``."""
     if session.get_credentials() is None:
         return [NO_CREDENTIALS]
     try:
         identity = client("sts").get_caller_identity()
     except (ClientError, BotoCoreError) as exc:
         return [f"the AWS credentials were refused by STS ({exc}): refresh or replace them"]
+    if identity_out is not None:
+        identity_out.update({k: str(identity.get(k, "")) for k in ("Account", "Arn")})
     problems: list[str] = []
     if account and identity.get("Account") != account:
         problems.append(
             f"the credentials are for account {identity.get('Account')}, the config deploys to "
             f"{account}: switch profile, or change `account` in the config"
         )
+    if not bootstrap:
+        return problems
     name = f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version"
     try:
         client("ssm").get_parameter(Name=name)
@@ -197,6 +233,56 @@ def scaling_role_check(client: Callable[[str], Any], notes: list[str] | None) ->
     return []
 
 
+def execution_role_check(
+    cfg: DeploymentConfig, client: Callable[[str], Any], *, account: str, partition: str
+) -> list[str]:
+    """The bootstrap's CloudFormation execution role carries this environment's execution
+    policies and not AdministratorAccess (module docstring, 7)."""
+    role = cfn_exec_role_name(account, cfg.region)
+    try:
+        pages = client("iam").get_paginator("list_attached_role_policies").paginate(RoleName=role)
+        attached = [str(p["PolicyArn"]) for page in pages for p in page["AttachedPolicies"]]
+    except ClientError as exc:
+        if error_code(exc) == "NoSuchEntity":
+            return [
+                f"the CDK bootstrap of {account} in {cfg.region} has no CloudFormation execution "
+                f"role {role} (bootstrapped with another qualifier or template?): bootstrap "
+                "with the default qualifier and the product's execution policies (docs/"
+                'release-from-ci.md, "Deploy access (one-time)")'
+            ]
+        return [
+            f"could not read the policies attached to {role} ({error_code(exc)}): the preflight "
+            "needs iam:ListAttachedRolePolicies on it"
+        ]
+    except BotoCoreError as exc:
+        return [f"could not reach IAM: {exc}"]
+    admin = f"arn:{partition}:iam::aws:policy/{ADMINISTRATOR_ACCESS}"
+    ours = [f"arn:{partition}:iam::{account}:policy/{n}" for n in execution_policy_names(cfg)]
+    missing = [arn for arn in ours if arn not in attached]
+    if admin not in attached and not missing:
+        return []
+    # Another environment's product policies (dev and prod in one account) stay attached.
+    keep = [arn for arn in attached if arn != admin]
+    wanted = ",".join(keep + [arn for arn in ours if arn not in keep])
+    fix = (
+        f"create them once with `make deploy-execution-policy ENV={cfg.env}` (your own "
+        f"credentials), then `npx cdk bootstrap aws://{account}/{cfg.region} "
+        f"--cloudformation-execution-policies {wanted}`"
+    )
+    if admin in attached:
+        return [
+            f"the CDK bootstrap's CloudFormation execution role {role} carries "
+            f"{ADMINISTRATOR_ACCESS}: every cdk deploy (and the CI deploy role that passes the "
+            "role) may do anything in the account. Attach the product's execution policies "
+            f"instead: {fix}"
+        ]
+    names = ", ".join(arn.rsplit("/", 1)[1] for arn in missing)
+    return [
+        f"the CDK bootstrap's CloudFormation execution role {role} does not carry {names}, "
+        f"so CloudFormation may not create {cfg.env}'s resources: {fix}"
+    ]
+
+
 def release_stack_output(cfn: Any, stack: str, key_suffix: str) -> str | None:
     """An output of the release stack; None when the stack is not deployed yet."""
     try:
@@ -275,14 +361,27 @@ def main(argv: list[str] | None = None, *, session: Any = None) -> int:
     def client(name: str) -> Any:
         return session.client(name, region_name=cfg.region)
 
-    problems = check(region=cfg.region, account=cfg.account, session=session, client=client)
+    caller: dict[str, str] = {}
+    problems = check(
+        region=cfg.region,
+        account=cfg.account,
+        session=session,
+        client=client,
+        bootstrap=args.target not in BEFORE_BOOTSTRAP,
+        identity_out=caller,
+    )
     notes: list[str] = []
+    if not problems and "execution-role" in checks:
+        partition = caller["Arn"].split(":")[1] if caller.get("Arn") else "aws"
+        problems = execution_role_check(cfg, client, account=caller["Account"], partition=partition)
     if not problems:
         problems = capacity_check(cfg, client, checks, notes)
     if not problems and "token-secret" in checks:
         problems = token_secret_check(cfg, client, notes)
     if not problems:
-        checked = ["AWS credentials", "account", "CDK bootstrap"]
+        checked = ["AWS credentials", "account"]
+        checked += [] if args.target in BEFORE_BOOTSTRAP else ["CDK bootstrap"]
+        checked += ["the execution role's policies"] if "execution-role" in checks else []
         quotas = ", ".join(f"{n} x {q}" for q, n in sorted(quotas_needed(cfg, checks).items()))
         checked += [f"quotas ({quotas})"] if quotas else []
         noted = " ".join(notes)

@@ -1,7 +1,7 @@
 """``make runner-disk ENV=...``: the release's image jobs check the runner's free disk first and
 refuse, with the figure they need, before minutes of work end in "no space left on device".
 
-What an image job writes (``dev``, ``prod-canary``: the job image, the model release, the serving
+What an image job writes (``dev``: the job image, the model release, the serving
 image), from the figures the plan uses (sizing/scale_out_time.py ``image_terms``):
 
 - the vLLM GPU base (``GPU_BASE_GB``, an assumption: its size cannot be measured without pulling

@@ -1,6 +1,6 @@
-"""``python -m tools.stack_name --env ENV image|endpoint``: one stack's name, for make targets
-that deploy a single stack (``make deploy-repository``). From the config, defined once in
-stacks/app_builder.py."""
+"""``python -m tools.stack_name --env ENV image|endpoint|execution-policy``: one stack's name,
+for make targets that deploy a single stack (``make deploy-repository``, ``make
+deploy-execution-policy``). From the config, defined once in typed_config/stack_names.py."""
 
 from __future__ import annotations
 
@@ -9,20 +9,32 @@ import sys
 
 from sizing.fit import load_config
 from tools import REPO_ROOT
-from typed_config import STACK_PARTS, ConfigError, config_path, stack_name
+from typed_config import (
+    STACK_PARTS,
+    ConfigError,
+    config_path,
+    execution_policy_stack_name,
+    stack_name,
+)
+
+EXECUTION_POLICY = "execution-policy"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="dev")
-    parser.add_argument("part", choices=STACK_PARTS)
+    parser.add_argument("part", choices=[*STACK_PARTS, EXECUTION_POLICY])
     args = parser.parse_args(argv)
     try:
         cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    print(stack_name(cfg, args.part))
+    print(
+        execution_policy_stack_name(cfg)
+        if args.part == EXECUTION_POLICY
+        else stack_name(cfg, args.part)
+    )
     return 0
 
 

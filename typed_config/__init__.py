@@ -93,6 +93,7 @@ from typed_config.operations import (
     RolloutConfig,
     SmokeGateConfig,
 )
+from typed_config.promotion import PromotionConfig
 from typed_config.scaling import (
     SCALABLE_METRICS,
     ScalingConfig,
@@ -104,8 +105,12 @@ from typed_config.scaling import (
     bounds_changes,
 )
 from typed_config.stack_names import (
+    EXECUTION_POLICY_PARTS,
     STACK_PARTS,
     deploy_access_stack_name,
+    environment_stack_names,
+    execution_policy_names,
+    execution_policy_stack_name,
     release_stack_name,
     stack_name,
 )
@@ -119,6 +124,7 @@ from typed_config.timing import (
 __all__ = [
     "ARCHITECTURE_CONTEXT",
     "DEFAULT_SCENARIOS",
+    "EXECUTION_POLICY_PARTS",
     "FIT_CHECKS_CONTEXT",
     "GATE_SLOS",
     "MAX_INSTANCE_POOLS",
@@ -152,6 +158,7 @@ __all__ = [
     "MonitoringConfig",
     "NotificationConfig",
     "PoolEngine",
+    "PromotionConfig",
     "ReleaseEvent",
     "RolloutConfig",
     "RoutingConfig",
@@ -178,6 +185,9 @@ __all__ = [
     "bounds_changes",
     "config_path",
     "deploy_access_stack_name",
+    "environment_stack_names",
+    "execution_policy_names",
+    "execution_policy_stack_name",
     "github_environments",
     "github_subjects",
     "guardrail_step_errors",

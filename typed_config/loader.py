@@ -63,6 +63,7 @@ from typed_config.operations import (
     RolloutConfig,
     SmokeGateConfig,
 )
+from typed_config.promotion import PromotionConfig
 from typed_config.scaling import ScalingConfig
 from typed_config.yaml_source import LineMap, read_yaml_with_lines
 
@@ -103,6 +104,9 @@ class DeploymentConfig(Strict):
     fleet: FleetConfig = FleetConfig()
     #: The GitHub Actions deploy role (DeployAccessStack); absent: no such stack.
     deploy_access: DeployAccessConfig | None = None
+    #: Where this environment's releases come from (typed_config/promotion.py); absent: the
+    #: release workflow builds them for this environment.
+    promotion: PromotionConfig | None = None
     #: The architecture read from ``model.architecture_file``: handed over by the loader in the
     #: validation context (``ARCHITECTURE_CONTEXT``), never a field, so no YAML file can set it
     #: and the JSON schema (config/schema.json) does not offer it.
@@ -152,6 +156,13 @@ class DeploymentConfig(Strict):
             errors.append(
                 f"adapters: {len(self.adapters)} adapters but engine.max_loras is "
                 f"{self.engine.max_loras}; every adapter must fit on the GPU at once"
+            )
+        if self.promotion is not None and self.promotion.from_env == self.env:
+            errors.append(f"promotion.from_env: {self.env} cannot promote its own release")
+        if self.promotion is not None and self.image.repository_name is None:
+            errors.append(
+                "image.repository_name: promotion needs it: the promoted image is copied into "
+                "this environment's repository"
             )
         if self.deploy_access is not None and self.image.repository_name is None:
             errors.append(

@@ -29,3 +29,28 @@ def release_stack_name(cfg: DeploymentConfig) -> str:
 def deploy_access_stack_name(cfg: DeploymentConfig) -> str:
     """DeployAccessStack's name (``make deploy-access``)."""
     return f"{cfg.project}-{cfg.env}-deploy-access"
+
+
+def execution_policy_stack_name(cfg: DeploymentConfig) -> str:
+    """ExecutionPolicyStack's name (``make deploy-execution-policy``): the CloudFormation
+    execution policies ``cdk bootstrap --cloudformation-execution-policies`` takes."""
+    return f"{cfg.project}-{cfg.env}-execution-policy"
+
+
+#: The product's CloudFormation execution policies, one per group of services (an IAM managed
+#: policy holds at most 6,144 characters, so one would not hold them all).
+EXECUTION_POLICY_PARTS = ("iam", "serving", "control")
+
+
+def execution_policy_names(cfg: DeploymentConfig) -> list[str]:
+    """The customer-managed policies ExecutionPolicyStack creates, ``<project>-<env>-cfn-exec-
+    <part>``: the bootstrap's execution role must carry every one (the preflight checks)."""
+    return [f"{cfg.project}-{cfg.env}-cfn-exec-{part}" for part in EXECUTION_POLICY_PARTS]
+
+
+def environment_stack_names(cfg: DeploymentConfig) -> list[str]:
+    """Every stack of this environment deployed through the CDK bootstrap's roles (the
+    execution policy's own stack is deployed with a person's credentials, not among them);
+    the deploy-access stack only where the config has its section."""
+    names = [release_stack_name(cfg), *(stack_name(cfg, part) for part in STACK_PARTS)]
+    return names + ([deploy_access_stack_name(cfg)] if cfg.deploy_access is not None else [])

@@ -131,6 +131,21 @@ def publish(s3: Any, root: Path, where: ArtifactLocation, *, log: Any = print) -
         s3.upload_file(str(root / rel), where.bucket, where.key(version, f"{upload}/{rel}"))
         if i % 50 == 0 or i == len(files):
             log(f"model-release: uploaded {i}/{len(files)} files to {where.uri(version, upload)}/")
+    return write_manifest_once(s3, where, version, manifest, upload)
+
+
+def write_manifest_once(
+    s3: Any,
+    where: ArtifactLocation,
+    version: str,
+    manifest: dict[str, Any],
+    upload: str,
+    *,
+    writer: str = "preparation",
+) -> str:
+    """Publish ``version``: its manifest naming ``upload``, written only if none exists
+    (module docstring). Returns the version's URI; raises :class:`AlreadyPublished` when another
+    ``writer`` (a preparation, a promotion) published it meanwhile."""
     body = json.dumps({**manifest, "upload": upload}, indent=2, sort_keys=True).encode()
     try:
         s3.put_object(
@@ -143,7 +158,7 @@ def publish(s3: Any, root: Path, where: ArtifactLocation, *, log: Any = print) -
     except Exception as exc:
         if _error_code(exc) in {"PreconditionFailed", "412", "ConditionalRequestConflict"}:
             raise AlreadyPublished(
-                f"{where.uri(version)} was published by another preparation meanwhile"
+                f"{where.uri(version)} was published by another {writer} meanwhile"
             ) from exc
         raise
     return where.uri(version)

@@ -52,10 +52,20 @@ STS_AUDIENCE = "sts.amazonaws.com"
 #: (node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml); the execution role that
 #: CloudFormation assumes carries no such tag, and trusts only cloudformation.amazonaws.com.
 CDK_BOOTSTRAP_ROLES = ("deploy", "file-publishing", "image-publishing", "lookup")
-#: What ``cdk diff --method template`` assumes: the lookup role alone, read-only ("template:
-#: Compares CloudFormation templates directly ... Uses the lookup role", CDK CLI reference,
-#: cdk diff); the default method creates a change set through the deploy role.
-CDK_LOOKUP_ROLES = ("lookup",)
+#: What ``cdk diff --method template`` reads of a deployed stack (CDK CLI 2.1148.1,
+#: CloudFormationStack.lookup and loadNestedStacks): DescribeStacks, GetTemplate, and
+#: ListStackResources for nested stacks. "template: Compares CloudFormation templates directly
+#: ... Uses the lookup role" (CDK CLI reference, cdk diff:
+#: https://docs.aws.amazon.com/cdk/v2/guide/ref-cli-cmd-diff.html), and where that role cannot
+#: be assumed the CLI reads with the caller's own credentials when they are for the stack's
+#: account ("could not be used to assume ..., but are for the right account. Proceeding
+#: anyway", SdkProvider.forEnvironment; accessStackForLookupBestEffort). The default method,
+#: auto, makes a change set through the deploy role instead.
+TEMPLATE_DIFF_READS = (
+    "cloudformation:DescribeStacks",
+    "cloudformation:GetTemplate",
+    "cloudformation:ListStackResources",
+)
 #: Where SageMaker training jobs log (tools/prepare_model.py reads the job's streams there).
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -126,6 +136,25 @@ class DeployRole(Construct):
             )
         )
 
+    def _allow_prefix_reads(self, sid: str, bucket_arn: str, prefix: str) -> None:
+        """``<sid>Read``: GetObject under ``prefix``; ``<sid>List``: ListBucket, IfExists on
+        the prefix: a GetObject of a missing manifest must answer 404, which S3 gives only to a
+        caller allowed s3:ListBucket on the bucket, a check that carries no s3:prefix (S3 API
+        reference, GetObject, "Permissions"); the same rule as the job role's."""
+        self._allow(f"{sid}Read", ["s3:GetObject"], [f"{bucket_arn}/{prefix}/*"])
+        self._allow(
+            f"{sid}List",
+            ["s3:ListBucket"],
+            [bucket_arn],
+            conditions={"StringLikeIfExists": {"s3:prefix": [f"{prefix}/*"]}},
+        )
+
+    def _allow_key_through_s3(self, sid: str, actions: Sequence[str], key_arn: str) -> None:
+        """A bucket's KMS key, used by S3 on the role's behalf only (``kms:ViaService``)."""
+        region = Stack.of(self).region
+        via = {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}
+        self._allow(sid, actions, [key_arn], conditions=via)
+
     def _wildcard(self, reason: str, *resource_regexes: str) -> None:
         """AwsSolutions-IAM5 suppressed, with ``reason``, for the findings ``Resource::<ARN>``
         whose whole ARN matches one of ``resource_regexes`` (JavaScript regex literals: slashes
@@ -173,11 +202,36 @@ class DeployRole(Construct):
             rf"{_ARN}:iam::{_ACCOUNT}:role/cdk-{qualifier}-\*-{_ACCOUNT}-{_REGION}",
         )
 
-    def allow_preflight(self, *, bootstrap_version_parameter: str, scaling_role: str) -> None:
+    def allow_template_reads(self, stack_names: Sequence[str]) -> None:
+        """``cdk diff --method template`` with this role's own credentials: the deployed
+        templates of ``stack_names`` (this environment's stacks) and nothing else of the account
+        (:data:`TEMPLATE_DIFF_READS`). A stack's ARN ends in an id CloudFormation generates."""
+        stack = Stack.of(self)
+        self._allow(
+            "ReadStackTemplates",
+            TEMPLATE_DIFF_READS,
+            [
+                stack.format_arn(service="cloudformation", resource="stack", resource_name=f"{n}/*")
+                for n in stack_names
+            ],
+        )
+        self._wildcard(
+            "a stack ARN ends in an id CloudFormation generates",
+            *(
+                rf"{_ARN}:cloudformation:{_REGION}:{_ACCOUNT}:stack/{_re(n)}/\*"
+                for n in stack_names
+            ),
+        )
+
+    def allow_preflight(
+        self, *, bootstrap_version_parameter: str, scaling_role: str, execution_role: str
+    ) -> None:
         """tools/preflight.py: SSM GetParameter of the bootstrap version, the SageMaker quotas,
-        IAM GetRole of the scaling service-linked role (``scaling_role``: its path and name).
-        STS GetCallerIdentity needs no permission ("No permissions are required to perform this
-        operation", STS API reference, GetCallerIdentity)."""
+        IAM GetRole of the scaling service-linked role (``scaling_role``: its path and name),
+        IAM ListAttachedRolePolicies of the bootstrap's CloudFormation execution role
+        (``execution_role``: its name). STS GetCallerIdentity needs no permission ("No
+        permissions are required to perform this operation", STS API reference,
+        GetCallerIdentity)."""
         stack = Stack.of(self)
         self._allow(
             "PreflightBootstrapVersion",
@@ -204,6 +258,15 @@ class DeployRole(Construct):
             [
                 stack.format_arn(
                     service="iam", region="", resource="role", resource_name=scaling_role
+                )
+            ],
+        )
+        self._allow(
+            "PreflightExecutionRolePolicies",
+            ["iam:ListAttachedRolePolicies"],
+            [
+                stack.format_arn(
+                    service="iam", region="", resource="role", resource_name=execution_role
                 )
             ],
         )
@@ -374,29 +437,53 @@ class DeployRole(Construct):
         manifest check of tools/prepare_model.py), and write a preparation job's inputs under
         ``<prefix>/jobs/`` only; the bucket key through S3 only."""
         bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{bucket_name}"
-        self._allow("ReleasesRead", ["s3:GetObject"], [f"{bucket_arn}/{prefix}/*"])
-        # IfExists: a GetObject of a missing manifest must answer 404, which S3 gives only to a
-        # caller allowed s3:ListBucket on the bucket, a check that carries no s3:prefix
-        # (S3 API reference, GetObject, "Permissions"); the same rule as the job role's.
-        self._allow(
-            "ReleasesList",
-            ["s3:ListBucket"],
-            [bucket_arn],
-            conditions={"StringLikeIfExists": {"s3:prefix": [f"{prefix}/*"]}},
-        )
+        self._allow_prefix_reads("Releases", bucket_arn, prefix)
         self._allow("PreparationJobInputs", ["s3:PutObject"], [f"{bucket_arn}/{prefix}/jobs/*"])
-        self._allow(
-            "ReleaseKeyThroughS3",
-            ["kms:Decrypt", "kms:GenerateDataKey"],
-            [key_arn],
-            conditions={
-                "StringEquals": {"kms:ViaService": f"s3.{Stack.of(self).region}.amazonaws.com"}
-            },
-        )
+        self._allow_key_through_s3("ReleaseKeyThroughS3", ["kms:Decrypt", "kms:GenerateDataKey"],
+                                   key_arn)  # fmt: skip
         self._wildcard(
             "object keys under the release prefix are release versions and upload ids known "
             "at run time; writes only under <prefix>/jobs/",
             rf"{_ARN}:s3:::[^/]+/{_re(prefix)}/(jobs/)?\*",
+        )
+
+    def allow_promotion(
+        self,
+        *,
+        source_repository_arn: str,
+        source_bucket_name: str,
+        source_prefix: str,
+        source_key_arn: str,
+        bucket_name: str,
+        prefix: str,
+    ) -> None:
+        """tools/release_artifacts.py (``make promote-image``, ``promote-model``): read the
+        source environment's image and model releases, and write a promoted release's files and
+        manifest under this bucket's ``<prefix>/m-*`` (a version; the bucket policy still lets a
+        manifest be written only if none exists). ``docker buildx imagetools create`` pulls the
+        source's layers and pushes them here (the ECR push statement); the S3 copy reads the
+        source object and writes the destination (CopyObject, UploadPartCopy: s3:GetObject on
+        the source, s3:PutObject on the destination; S3 API reference, CopyObject), through both
+        buckets' keys (Decrypt of the source's, GenerateDataKey of this one's)."""
+        self._allow(
+            "PromotionSourceImage",
+            [
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:BatchGetImage",
+                "ecr:DescribeImages",
+                "ecr:GetDownloadUrlForLayer",
+            ],
+            [source_repository_arn],
+        )
+        source = f"arn:{Stack.of(self).partition}:s3:::{source_bucket_name}"
+        self._allow_prefix_reads("PromotionSource", source, source_prefix)
+        self._allow_key_through_s3("PromotionSourceKeyThroughS3", ["kms:Decrypt"], source_key_arn)
+        bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{bucket_name}"
+        self._allow("PromotedReleases", ["s3:PutObject"], [f"{bucket_arn}/{prefix}/m-*"])
+        self._wildcard(
+            "a promoted release's objects are named by its version and upload id at run time",
+            rf"{_ARN}:s3:::[^/]+/{_re(prefix)}/m-\*",
+            rf"{_ARN}:s3:::[^/]+/{_re(source_prefix)}/\*",
         )
 
 

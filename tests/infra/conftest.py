@@ -49,6 +49,14 @@ def assert_names_yaml_path(raw: dict[str, Any], where: str, why: str) -> None:
     assert re.search(rf"^  {re.escape(where)}: .*{re.escape(why)}", message, re.M), message
 
 
+def make_rule(target: str) -> str:
+    """``target``'s rule in the Makefile, its rule line and recipe."""
+    text = (REPO_ROOT / "Makefile").read_text()
+    rule = re.search(rf"^{re.escape(target)}:.*?(?=^\S|\Z)", text, re.M | re.S)
+    assert rule, f"no {target} target in the Makefile"
+    return rule.group(0)
+
+
 def synth_templates(
     cfg: DeploymentConfig, options: DeployOptions | None = None
 ) -> dict[str, Template]:

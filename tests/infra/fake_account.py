@@ -34,14 +34,22 @@ What the fakes do, and where each rule comes from:
   the last; :attr:`Controller.alarm_at_step` rolls the next rollout back during that step's bake.
 - UpdateEndpointWeightsAndCapacities applies at once (the endpoint stays InService), so no tool
   waits; nothing else changes the fleet (no autoscaling activity).
+- ECR: each repository's tags and the digest each names (:attr:`Account.digests`; a tag pushed
+  without one names ``sha256:<tag>``), BatchGetImage and DescribeImages answering them with a
+  Docker v2 manifest, GetAuthorizationToken; :meth:`Account.docker` stands in for the docker
+  commands tools/release_artifacts.py runs: ``login``, and ``buildx imagetools create
+  --prefer-index=false --tag <target> <source>@<digest>``, which gives the target tag the
+  source's digest (a manifest copied unchanged keeps it) and refuses a source digest the source
+  repository does not hold.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -58,6 +66,7 @@ from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from tools.deploy import deployed_stacks
+from tools.push_image import DOCKER_MANIFEST_V2
 from typed_config import VARIANT_NAMES, DeploymentConfig, config_path
 
 REGION = "us-east-1"
@@ -219,6 +228,8 @@ class Account:
         repo = self.cfg.image.repository_name
         assert repo, "the release deploys tags of image.repository_name"
         self.ecr: dict[str, set[str]] = {repo: {i.rsplit(":", 1)[1] for i in images.values()}}
+        #: ``(repository, tag) -> digest`` where a push or a copy named one (else sha256:<tag>).
+        self.digests: dict[tuple[str, str], str] = {}
         self.models: dict[str, str] = {}
         self.configs: dict[str, dict[str, dict[str, Any]]] = {}
         self.targets: dict[str, tuple[int, int]] = {
@@ -427,6 +438,9 @@ class Account:
         live["count"] = min(max(live["count"], low), high)
         return {"ScalableTargetARN": arn("application-autoscaling", "scalable-target", variant)}
 
+    def digest(self, repository: str, tag: str) -> str:
+        return self.digests.get((repository, tag), f"sha256:{tag}")
+
     def _ecr_BatchGetImage(self, p: dict[str, Any]) -> Any:
         tags = self.ecr.get(p["repositoryName"], set())
         images, failures = [], []
@@ -437,8 +451,12 @@ class Account:
                     {
                         "registryId": ACCOUNT_ID,
                         "repositoryName": p["repositoryName"],
-                        "imageId": {"imageTag": tag, "imageDigest": f"sha256:{tag}"},
+                        "imageId": {
+                            "imageTag": tag,
+                            "imageDigest": self.digest(p["repositoryName"], tag),
+                        },
                         "imageManifest": "{}",
+                        "imageManifestMediaType": DOCKER_MANIFEST_V2,
                     }
                 )
             else:
@@ -450,6 +468,52 @@ class Account:
                     }
                 )
         return {"images": images, "failures": failures}
+
+    def _ecr_DescribeImages(self, p: dict[str, Any]) -> Any:
+        repo = p["repositoryName"]
+        wanted = {i["imageDigest"] for i in p["imageIds"]}
+        held = {self.digest(repo, t) for t in self.ecr.get(repo, set())}
+        if not wanted <= held:
+            return error("ImageNotFoundException", f"no image {sorted(wanted - held)} in {repo}")
+        return {
+            "imageDetails": [
+                {
+                    "imageDigest": d,
+                    "repositoryName": repo,
+                    "imageManifestMediaType": DOCKER_MANIFEST_V2,
+                }
+                for d in sorted(wanted)
+            ]
+        }
+
+    def _ecr_GetAuthorizationToken(self, p: dict[str, Any]) -> Any:
+        token = base64.b64encode(b"AWS:fake-password").decode()
+        data = {"authorizationToken": token, "proxyEndpoint": f"https://{REGISTRY}"}
+        return {"authorizationData": [data]}
+
+    def docker(self, command: Sequence[str], stdin: str | None) -> int:
+        """The docker commands of tools/release_artifacts.py (module docstring); any other docker
+        command (a build) fails the test: the account has no builder."""
+        if command[:2] == ["docker", "login"]:
+            self.calls.append("docker login")
+            return 0
+        assert command[:5] == [
+            "docker",
+            "buildx",
+            "imagetools",
+            "create",
+            "--prefer-index=false",
+        ], f"not a copy: {command}"
+        target, source = command[command.index("--tag") + 1], command[-1]
+        src_repo, digest = source.split("/", 1)[1].split("@")
+        if digest not in {self.digest(src_repo, t) for t in self.ecr.get(src_repo, set())}:
+            self.calls.append(f"docker imagetools create {target} (failed: no {digest})")
+            return 1
+        repo, tag = target.split("/", 1)[1].rsplit(":", 1)
+        self.ecr.setdefault(repo, set()).add(tag)
+        self.digests[(repo, tag)] = digest
+        self.calls.append(f"docker imagetools create {target} {digest}")
+        return 0
 
     def _lambda_Invoke(self, p: dict[str, Any]) -> Any:
         assert p["FunctionName"] == names.controller_function_name(self.cfg.endpoint_name)

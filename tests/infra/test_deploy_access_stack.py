@@ -30,7 +30,7 @@ from tools import deploy_access
 from tools.validate import run_cfn_lint, run_checkov
 from typed_config import DeploymentConfig, github_subjects, preparation_job_version_prefix
 
-from .conftest import REPO_ROOT, assert_names_yaml_path, parse, raw_config
+from .conftest import REPO_ROOT, assert_names_yaml_path, make_rule, parse, raw_config
 
 REPOSITORY = "my-org/mangaassist-serving"
 HOST = "token.actions.githubusercontent.com"
@@ -123,7 +123,9 @@ def test_trust_is_web_identity_with_exact_aud_and_exact_sub_per_environment(temp
 def test_pull_requests_get_a_read_only_diff_role_of_their_own(template) -> None:
     """A pull request's job names no environment, so its token's sub is
     repo:OWNER/NAME:pull_request: the deploy role never trusts it. The diff role does, and may
-    only assume the CDK lookup role (cdk diff --method template) and do the preflight's reads."""
+    only read this environment's stack templates (cdk diff --method template, with its own
+    credentials) and do the preflight's reads: no CDK bootstrap role, so not the lookup role's
+    ReadOnlyAccess on the whole account."""
     statement = trust(template, "PullRequestDiff")
     assert statement["Condition"] == {
         "StringEquals": {
@@ -134,12 +136,21 @@ def test_pull_requests_get_a_read_only_diff_role_of_their_own(template) -> None:
     assert f"repo:{REPOSITORY}:pull_request" not in json.dumps(trust(template))
     diff = statements(template, "PullRequestDiff")
     assert set(diff) == {
-        "AssumeCdkBootstrapRoles", "PreflightBootstrapVersion", "PreflightQuotas",
-        "PreflightScalingRole",
+        "ReadStackTemplates", "PreflightBootstrapVersion", "PreflightQuotas",
+        "PreflightScalingRole", "PreflightExecutionRolePolicies",
     }  # fmt: skip
-    assert diff["AssumeCdkBootstrapRoles"]["Condition"] == {
-        "StringEquals": {"iam:ResourceTag/aws-cdk:bootstrap-role": ["lookup"]}
-    }
+    assert not [a for s in diff.values() for a in as_list(s["Action"]) if a.startswith("sts:")]
+    reads = diff["ReadStackTemplates"]
+    assert sorted(as_list(reads["Action"])) == [
+        "cloudformation:DescribeStacks",
+        "cloudformation:GetTemplate",
+        "cloudformation:ListStackResources",
+    ]
+    stack = "arn:aws:cloudformation:us-east-1:{AWS::AccountId}:stack/mangaassist-prod-"
+    assert sorted(resources(reads)) == sorted(
+        f"{stack}{part}/*"
+        for part in ("model-release", "image", "endpoint", "deploy-access", "execution-policy")
+    )
     outputs = template.to_json()["Outputs"]
     assert f"repo:{REPOSITORY}:pull_request" in outputs["DiffRoleArn"]["Description"]
 
@@ -343,7 +354,13 @@ def test_star_resources_are_only_the_actions_with_no_resource_type(template) -> 
         if "*" in a
         or (
             a.startswith("iam:")
-            and a not in ("iam:GetRole", "iam:PassRole", "iam:SimulatePrincipalPolicy")
+            and a
+            not in (
+                "iam:GetRole",
+                "iam:PassRole",
+                "iam:SimulatePrincipalPolicy",
+                "iam:ListAttachedRolePolicies",
+            )
         )
     ]
 
@@ -368,6 +385,9 @@ def test_the_preflight_reads_are_the_bootstrap_version_and_the_scaling_role(temp
         "arn:aws:iam::{AWS::AccountId}:role/aws-service-role/sagemaker.application-autoscaling"
         ".amazonaws.com/AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
     ]
+    assert resources(s["PreflightExecutionRolePolicies"]) == [
+        "arn:aws:iam::{AWS::AccountId}:role/cdk-hnb659fds-cfn-exec-role-{AWS::AccountId}-us-east-1"
+    ]
 
 
 #: The files whose AWS calls a release job makes with the role (the make targets in
@@ -381,6 +401,7 @@ CALLERS = [
     "tools/model_release.py",
     "tools/push_image.py",
     "tools/live_images.py",
+    "tools/release_artifacts.py",
     "container/model_prep/artifact.py",
 ]
 NOT_THE_ROLES = {
@@ -421,6 +442,7 @@ ACTION_OF = {
     "s3:ListObjectsV2": "s3:ListBucket",
     "s3:DownloadFile": "s3:GetObject",
     "s3:UploadFile": "s3:PutObject",
+    "s3:Copy": "s3:PutObject",  # the managed copy: CopyObject / UploadPartCopy
     "lambda:Invoke": "lambda:InvokeFunction",
 }
 
@@ -432,6 +454,7 @@ def aws_calls() -> dict[str, set[str]]:
     operations: dict[str, str] = {
         "download_file": "s3:DownloadFile",
         "upload_file": "s3:UploadFile",
+        "copy": "s3:Copy",
     }
     for client, prefix in SERVICES.items():
         for op in session.get_service_model(client).operation_names:
@@ -471,6 +494,28 @@ def test_every_granted_action_is_a_call_of_the_release_or_says_whose_it_is(templ
     unexplained = granted - set(aws_calls()) - set(NOT_BOTO3_CALLS)
     assert unexplained == set()
     assert set(NOT_BOTO3_CALLS) <= granted
+
+
+def test_prod_may_read_devs_release_and_write_promoted_versions_only(template) -> None:
+    """promotion.from_env: dev (config/prod.yaml): prod's role reads dev's repository and
+    release prefix (dev's bucket key through S3 only) and writes versions under its own."""
+    s = statements(template)
+    assert resources(s["PromotionSourceImage"]) == [
+        "arn:aws:ecr:us-east-1:{AWS::AccountId}:repository/mangaassist-vllm-dev"
+    ]
+    assert "ecr:PutImage" not in as_list(s["PromotionSourceImage"]["Action"])
+    dev_bucket = "arn:aws:s3:::mangaassist-dev-models-{AWS::AccountId}"
+    assert resources(s["PromotionSourceRead"]) == [f"{dev_bucket}/models/*"]
+    assert as_list(s["PromotionSourceRead"]["Action"]) == ["s3:GetObject"]
+    assert s["PromotionSourceKeyThroughS3"]["Resource"] == {
+        "Fn::ImportValue": f"mangaassist-dev-{ARTIFACT_KEY_EXPORT}"
+    }
+    assert as_list(s["PromotionSourceKeyThroughS3"]["Action"]) == ["kms:Decrypt"]
+    assert resources(s["PromotedReleases"]) == [
+        "arn:aws:s3:::mangaassist-prod-models-{AWS::AccountId}/models/m-*"
+    ]
+    dev = parse(with_access("dev"), env="dev")
+    assert not [sid for sid in statements(access_template(build(dev), dev)) if "Promot" in sid]
 
 
 def test_the_imported_exports_are_the_model_release_stacks(prod_access_cfg) -> None:
@@ -559,10 +604,7 @@ def test_checkov_reports_no_failed_checks(synthesized) -> None:
 
 
 def test_make_deploy_access_asks_before_broadening_iam() -> None:
-    text = (REPO_ROOT / "Makefile").read_text()
-    rule = re.search(r"^deploy-access:.*?(?=^\S|\Z)", text, re.M | re.S)
-    assert rule, "no deploy-access target in the Makefile"
-    recipe = rule.group(0)
+    recipe = make_rule("deploy-access")
     assert "--require-approval broadening" in recipe
     assert "never" not in recipe
     assert "tools.deploy_access stack" in recipe and "--exclusively" in recipe

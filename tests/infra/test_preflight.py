@@ -230,19 +230,111 @@ class StubbedSession:
             s.assert_no_pending_responses()
 
 
+EXEC_ROLE = f"cdk-hnb659fds-cfn-exec-role-{ACCOUNT}-{REGION}"
+PROD_POLICIES = [
+    f"arn:aws:iam::{ACCOUNT}:policy/mangaassist-prod-cfn-exec-{part}"
+    for part in ("iam", "serving", "control")
+]
+DEV_POLICIES = [arn.replace("-prod-", "-dev-") for arn in PROD_POLICIES]
+ADMIN = "arn:aws:iam::aws:policy/AdministratorAccess"
+
+
+def attached(aws: StubbedSession, *arns: str) -> None:
+    aws.stubs["iam"].add_response(
+        "list_attached_role_policies",
+        {"AttachedPolicies": [{"PolicyName": a.rsplit("/", 1)[1], "PolicyArn": a} for a in arns]},
+        {"RoleName": EXEC_ROLE},
+    )
+
+
 @pytest.mark.parametrize("target", ["deploy-access", "deploy-repository", "deploy-model-release"])
 def test_iam_and_ecr_targets_check_the_edge_only_not_prods_quota(
     monkeypatch, capsys, target
 ) -> None:
     """deploy-access changes IAM, deploy-repository ECR: neither waits for prod's 204 instances of
-    endpoint quota (no Service Quotas, IAM or Secrets Manager client is even asked for)."""
-    aws = StubbedSession(monkeypatch, "sts", "ssm").ready_edge()
+    endpoint quota (no Service Quotas or Secrets Manager client is even asked for). Each deploys
+    through the bootstrap's roles, so each checks the execution role's policies."""
+    aws = StubbedSession(monkeypatch, "sts", "ssm", "iam").ready_edge()
+    attached(aws, *PROD_POLICIES)
     aws.activate()
     assert preflight.main(["--env", "prod", "--for", target], session=aws) == 0
     assert capsys.readouterr().out == (
-        f"preflight ({target}): AWS credentials, account, CDK bootstrap ok in {REGION}\n"
+        f"preflight ({target}): AWS credentials, account, CDK bootstrap, the execution role's "
+        f"policies ok in {REGION}\n"
     )
     aws.assert_done()
+
+
+# --- the bootstrap's CloudFormation execution role --------------------------------------------
+
+
+def test_the_execution_policy_target_runs_before_bootstrap(monkeypatch, capsys) -> None:
+    """make deploy-execution-policy comes before cdk bootstrap: credentials and account only
+    (no SSM client is asked for the bootstrap version, no IAM for the role)."""
+    aws = StubbedSession(monkeypatch, "sts")
+    aws.stubs["sts"].add_response("get_caller_identity", identity())
+    aws.activate()
+    assert preflight.main(["--env", "prod", "--for", "deploy-execution-policy"], session=aws) == 0
+    assert capsys.readouterr().out == (
+        f"preflight (deploy-execution-policy): AWS credentials, account ok in {REGION}\n"
+    )
+    aws.assert_done()
+
+
+def execution_role_problems(monkeypatch, capsys, *arns: str, error: str | None = None) -> str:
+    aws = StubbedSession(monkeypatch, "sts", "ssm", "iam").ready_edge()
+    if error:
+        aws.stubs["iam"].add_client_error("list_attached_role_policies", error, "no")
+    else:
+        attached(aws, *arns)
+    aws.activate()
+    assert preflight.main(["--env", "prod", "--for", "deploy-repository"], session=aws) == 2
+    aws.assert_done()
+    return str(capsys.readouterr().err)
+
+
+def test_an_administrator_execution_role_stops_a_deploy_naming_the_fix(monkeypatch, capsys) -> None:
+    """A default cdk bootstrap: AdministratorAccess on the execution role, which the CI deploy
+    role may pass. The finding names both commands, with the ARNs to give."""
+    err = execution_role_problems(monkeypatch, capsys, ADMIN)
+    assert f"execution role {EXEC_ROLE} carries AdministratorAccess" in err
+    assert "`make deploy-execution-policy ENV=prod`" in err
+    assert (
+        f"`npx cdk bootstrap aws://{ACCOUNT}/{REGION} --cloudformation-execution-policies "
+        + ",".join(PROD_POLICIES)
+        + "`"
+    ) in err
+    assert ADMIN not in err.split("--cloudformation-execution-policies")[1]
+
+
+def test_admin_beside_the_products_policies_is_still_refused(monkeypatch, capsys) -> None:
+    err = execution_role_problems(monkeypatch, capsys, *PROD_POLICIES, ADMIN)
+    assert "carries AdministratorAccess" in err
+
+
+def test_a_missing_policy_is_named_and_another_environments_are_kept(monkeypatch, capsys) -> None:
+    """dev and prod in one account: the role carries dev's policies; prod's are added beside
+    them, never in their place."""
+    err = execution_role_problems(monkeypatch, capsys, *DEV_POLICIES, PROD_POLICIES[0])
+    assert (
+        f"execution role {EXEC_ROLE} does not carry mangaassist-prod-cfn-exec-serving, "
+        "mangaassist-prod-cfn-exec-control, so CloudFormation may not create prod's resources"
+    ) in err
+    wanted = ",".join([*DEV_POLICIES, *PROD_POLICIES])
+    assert f"--cloudformation-execution-policies {wanted}`" in err
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        ("NoSuchEntity", f"has no CloudFormation execution role {EXEC_ROLE}"),
+        ("AccessDenied", "needs iam:ListAttachedRolePolicies on it"),
+    ],
+)
+def test_an_unreadable_or_missing_execution_role_is_a_finding(
+    monkeypatch, capsys, error, expected
+) -> None:
+    assert expected in execution_role_problems(monkeypatch, capsys, error=error)
 
 
 def describe_secret(aws: StubbedSession) -> None:

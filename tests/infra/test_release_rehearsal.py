@@ -24,6 +24,7 @@ the workflow) resumes: it ends in the clean run's state, and the side effects th
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -33,11 +34,18 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+import boto3
 import pytest
+import yaml
+from moto import mock_aws
 
 import tools.canary
 import tools.deploy
 import tools.promote
+import tools.release_artifacts
+from container.model_prep import artifact
+from container.model_prep.manifest import write_manifest
+from typed_config import artifact_version
 
 from .fake_account import REGISTRY, Account, image_uris
 
@@ -58,6 +66,7 @@ TOOLS: dict[str, ModuleType] = {
     "tools.deploy": tools.deploy,
     "tools.canary": tools.canary,
     "tools.promote": tools.promote,
+    "tools.release_artifacts": tools.release_artifacts,
 }
 #: How a clean release leaves the account, and every resumed one must too.
 RELEASED = {
@@ -420,3 +429,141 @@ def test_a_canary_deploy_over_a_primary_built_by_cdk_is_refused_in_prod(
     assert "image.deploy_builds: false, and primary would get an image CDK builds" in deploy.err
     assert not [c for c in deploy.calls if c.startswith("cdk deploy")]
     assert account.state() == before
+
+
+# ------------------------------------------------- build once, promote by digest (issue 31, 5)
+
+DEV_REPOSITORY = "mangaassist-vllm-dev"  # config/dev.yaml image.repository_name
+DEV_DIGEST = "sha256:" + "d1" * 32  # what dev's push-image pushed as <dev repository>:<sha>
+#: Make targets that build, prepare or download a model or an image: prod runs none of them.
+BUILD_TARGETS = {"push-image", "prepare-model", "build-image", "tiny-image", "base-cpu-image",
+                 "fetch-model", "tiny-release", "runner-disk"}  # fmt: skip
+#: What a build or a model preparation looks like in a make -n expansion.
+BUILD_COMMANDS = re.compile(
+    r"docker (buildx )?build |podman build |tools\.push_image|tools\.prepare_model|"
+    r"tools\.model_release fetch"
+)
+
+
+def job_runs(job: str) -> list[str]:
+    workflow = yaml.safe_load((REPO / ".github/workflows/release.yml").read_text())
+    return [s["run"] for s in workflow["jobs"][job]["steps"] if "run" in s]
+
+
+def expanded(run: str, env: dict[str, str]) -> tuple[list[str], str]:
+    """A step's ``make ...`` line with the job's variables filled in, and ``make -n`` of it."""
+    words = shlex.split(re.sub(r"\$([A-Z_][A-Z0-9_]*)", lambda m: env[m[1]], run))
+    assert words[0] == "make", run
+    done = subprocess.run(["make", "-n", "--no-print-directory", *words[1:]], cwd=REPO,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return words, done.stdout.replace("\\\n", " ")
+
+
+def job_values(job: str, key: str, sources: dict[str, dict[str, str]]) -> dict[str, str]:
+    """A job's ``outputs:`` or ``env:`` from release.yml, each ``${{ <source>.outputs.<name> }}``
+    resolved from ``sources`` (``steps.record``, ``needs.dev``, ``needs.config``)."""
+    workflow = yaml.safe_load((REPO / ".github/workflows/release.yml").read_text())
+    values = {}
+    for name, expr in workflow["jobs"][job][key].items():
+        m = re.fullmatch(r"\$\{\{ ([\w.]+)\.outputs\.([\w-]+) \}\}", expr)
+        assert m, f"{job}.{key}.{name}: {expr}"
+        values[name] = sources[m[1]][m[2]]
+    return values
+
+
+def tool_argv(expansion: str) -> tuple[str, list[str]]:
+    """The step's own tool and argv (its preflight and venv recipes aside)."""
+    for line in expansion.splitlines():
+        if " -m tools." in line and not re.search(r"tools\.(preflight|progress)\b", line):
+            argv = shlex.split(line)
+            return argv[argv.index("-m") + 1], argv[argv.index("-m") + 2 :]
+    raise AssertionError(f"no tool in {expansion}")
+
+
+PROD_ENV = {"IMAGE_TAG": SHA, "IMAGE_REF": f"{REGISTRY}/{DEV_REPOSITORY}@{DEV_DIGEST}",
+            "IMAGE_DIGEST": DEV_DIGEST, "MODEL_RELEASE": "s3://b/models/m-0000000000000000",
+            "MODEL_MANIFEST_SHA256": "0" * 64}  # fmt: skip
+
+
+def test_no_build_step_runs_for_prod() -> None:
+    """prod-canary's steps, as release.yml lists them and as make expands them (prerequisites
+    included): nothing is built, prepared or downloaded; dev's release is promoted."""
+    runs = job_runs("prod-canary")
+    targets = [shlex.split(r)[1] for r in runs]
+    assert not BUILD_TARGETS & set(targets), targets
+    assert {"promote-model", "promote-image"} <= set(targets)
+    assert targets.index("promote-image") < targets.index("deploy")
+    for run in runs:
+        _, expansion = expanded(run, PROD_ENV)
+        assert not BUILD_COMMANDS.search(expansion), f"{run} builds: {expansion}"
+    # dev still builds: the one build of the release
+    assert {"prepare-model", "push-image", "release-record"} <= {
+        shlex.split(r)[1] for r in job_runs("dev")
+    }
+
+
+def test_prod_deploys_the_digest_dev_pushed_and_the_model_release_dev_published(
+    account: Account, capsys: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dev's job pushed <dev repository>:<sha> (DEV_DIGEST) and published the model release;
+    its release-record step writes the job outputs; prod-canary's steps, run from release.yml
+    with those outputs, copy both and deploy the canary on that digest. prod's repository had no
+    <sha> before: the image the canary runs is dev's, byte for byte (its digest)."""
+    account.ecr[REPOSITORY].discard(SHA)
+    account.ecr[DEV_REPOSITORY] = {SHA}
+    account.digests[(DEV_REPOSITORY, SHA)] = DEV_DIGEST
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "fake")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
+    with mock_aws():
+        s3, sts = boto3.client("s3", region_name="us-east-1"), boto3.client("sts")
+        version = artifact_version(account.cfg)
+        tree = tmp_path / "release"
+        (tree / "base").mkdir(parents=True)
+        (tree / "base" / "model.safetensors").write_bytes(b"weights" * 100)
+        write_manifest(tree, version=version)
+        for env in ("dev", "prod"):
+            s3.create_bucket(
+                Bucket=f"mangaassist-{env}-models-{sts.get_caller_identity()['Account']}"
+            )
+        dev_bucket = f"mangaassist-dev-models-{sts.get_caller_identity()['Account']}"
+        artifact.publish(s3, tree, artifact.ArtifactLocation(dev_bucket, "models"),
+                         log=lambda *_: None)  # fmt: skip
+        clients = {**account.clients(), "s3": s3, "sts": sts}
+
+        # dev's job: the release-record step, its outputs the job's outputs
+        [record] = [r for r in job_runs("dev") if "release-record" in r]
+        outputs_file = tmp_path / "github_output"
+        module, argv = tool_argv(expanded(record, {"IMAGE_TAG": SHA})[1])
+        assert module == "tools.release_artifacts"
+        github_output = {"GITHUB_OUTPUT": str(outputs_file)}
+        assert tools.release_artifacts.main(argv, clients=clients, environ=github_output) == 0
+        step = dict(line.split("=", 1) for line in outputs_file.read_text().splitlines())
+        dev_outputs = job_values("dev", "outputs", {"steps.record": step})
+        assert dev_outputs["image-digest"] == DEV_DIGEST
+
+        # prod-canary: its steps with its env as release.yml maps it from dev's job outputs
+        env = job_values("prod-canary", "env", {"needs.dev": dev_outputs,
+                                                "needs.config": {"image-tag": SHA}})  # fmt: skip
+        assert env["IMAGE_DIGEST"] == DEV_DIGEST and env["IMAGE_TAG"] == SHA
+        account.calls.clear()
+        ran = []
+        for run in job_runs("prod-canary"):
+            words, expansion = expanded(run, env)
+            if words[1] == "deploy-repository":
+                continue  # cdk deploy of the image stack alone: not modelled by the account
+            module, argv = tool_argv(expansion)
+            extra = (
+                {"runner": account.docker, "environ": {}} if module.endswith("artifacts") else {}
+            )
+            first = len(account.calls)
+            rc = TOOLS[module].main(argv, clients=clients, **extra)
+            ran.append((words[1], rc, account.calls[first:]))
+            assert rc == 0, (run, capsys.readouterr())
+    assert [t for t, _, _ in ran] == ["promote-model", "promote-image", "deploy", "canary-start"]
+    image_calls = ran[1][2]
+    assert f"docker imagetools create {REGISTRY}/{REPOSITORY}:{SHA} {DEV_DIGEST}" in image_calls
+    assert not [c for c in account.calls if "build" in c]
+    # the canary runs <repository>:<sha>, and that tag is dev's digest
+    assert account.live_images()["canary"] == f"{REGISTRY}/{REPOSITORY}:{SHA}"
+    assert account.digest(REPOSITORY, SHA) == DEV_DIGEST
+    assert account.state()["images"] == {"primary": LAST, "canary": SHA}

@@ -7,7 +7,14 @@ import aws_cdk as cdk
 
 from stacks.app_builder import build_stacks, cdk_json_context
 from tools import stack_name as stack_name_cli
-from typed_config import STACK_PARTS, deploy_access_stack_name, release_stack_name, stack_name
+from typed_config import (
+    STACK_PARTS,
+    deploy_access_stack_name,
+    environment_stack_names,
+    execution_policy_stack_name,
+    release_stack_name,
+    stack_name,
+)
 
 from .conftest import REPO_ROOT, load_env
 
@@ -20,7 +27,8 @@ def test_the_built_stacks_carry_the_names_the_tools_address() -> None:
     named = {stack_name(cfg, p) for p in STACK_PARTS} | {release_stack_name(cfg)}
     if cfg.deploy_access is not None:
         named.add(deploy_access_stack_name(cfg))
-    assert built == named
+    assert set(environment_stack_names(cfg)) == named
+    assert built == named | {execution_policy_stack_name(cfg)}
 
 
 def test_the_make_targets_name_cli_prints_the_same_names(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -28,3 +36,5 @@ def test_the_make_targets_name_cli_prints_the_same_names(capsys) -> None:  # typ
     for part in STACK_PARTS:
         assert stack_name_cli.main(["--env", "prod", part]) in (0, None)
         assert capsys.readouterr().out.strip() == stack_name(cfg, part)
+    assert stack_name_cli.main(["--env", "prod", "execution-policy"]) == 0
+    assert capsys.readouterr().out.strip() == execution_policy_stack_name(cfg)

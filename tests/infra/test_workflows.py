@@ -173,17 +173,18 @@ def test_the_release_runs_in_order_with_the_promotion_last_behind_its_own_approv
         "prod", "prod-promote"}  # fmt: skip
     assert not uses_role(wf["config"])
     # dev: the repository (the preparation job's image goes there too), the model release, the
-    # image, then the deploy (its smoke gate).
+    # image, its digests recorded as the job's outputs, then the deploy (its smoke gate).
     assert [r.split()[1] for r in runs("dev")] == [
-        "runner-disk", "deploy-repository", "prepare-model", "push-image", "deploy",
+        "runner-disk", "deploy-repository", "prepare-model", "push-image", "release-record",
+        "deploy",
     ]  # fmt: skip
-    # prod: the canary only (the primary keeps its image), then the rollout is started.
+    # prod: builds nothing (issue 31, item 5): dev's model release and image promoted by digest,
+    # the canary deployed on that digest (the primary keeps its image), the rollout started.
     prod = runs("prod-canary")
     assert [r.split()[1] for r in prod] == [
-        "runner-disk", "deploy-repository", "prepare-model", "push-image", "deploy",
-        "canary-start",
+        "deploy-repository", "promote-model", "promote-image", "deploy", "canary-start",
     ]  # fmt: skip
-    assert 'IMAGE_TAG="canary=$IMAGE_TAG"' in prod[4]
+    assert 'IMAGE_TAG="canary=$IMAGE_TAG" IMAGE_DIGEST="$IMAGE_DIGEST"' in prod[3]
     # A bounded wait that stops before GitHub's own job limit, and a promotion that is one command.
     [wait] = runs("canary-wait")
     timeout_min = int(re.search(r"TIMEOUT_MIN=(\d+)", wait)[1])  # type: ignore[index]
