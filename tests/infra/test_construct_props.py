@@ -274,7 +274,7 @@ def test_the_image_stack_protects_every_tag_the_config_runs(prod_raw) -> None:  
     from .conftest import parse, synth_templates
 
     raw = copy.deepcopy(prod_raw)
-    raw["image"] = {"mode": "tag", "tag": "sha-main"}
+    raw["image"] = {**raw["image"], "mode": "tag", "tag": "sha-main"}
     raw["variants"]["canary"]["image_tag"] = "sha-canary"
     templates = synth_templates(parse(raw))
     [repo] = templates["image"].find_resources("AWS::ECR::Repository").values()
