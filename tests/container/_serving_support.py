@@ -124,6 +124,18 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def log_with(self, text: str, timeout: float = 60) -> str:
+        """The log once it holds ``text``, waited for as an event: through ``podman run`` the
+        container's lines reach the log file after the HTTP answers that follow them (a test
+        that read the log as /ping turned 200 missed the warmup's phase line)."""
+        deadline = time.monotonic() + timeout
+        log = self.log()
+        while text not in log and time.monotonic() < deadline:
+            time.sleep(0.2)
+            log = self.log()
+        assert text in log, f"{text!r} not in the log within {timeout} s:\n{log[-4000:]}"
+        return log
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

@@ -73,10 +73,7 @@ def api_server(server: Server) -> psutil.Process:
 
 
 def wait_for_log(server: Server, text: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in server.log() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert text in server.log(), text
+    server.log_with(text, timeout)
 
 
 def api_server_killed_port_refused_then_served(server: Server) -> None:
