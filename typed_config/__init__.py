@@ -24,13 +24,7 @@ Import from here: ``from typed_config import DeploymentConfig``.
 """
 
 from typed_config.base import VARIANT_NAMES, ConfigError, VariantName
-from typed_config.deploy_access import (
-    DeployAccessConfig,
-    ImmutableIds,
-    github_environments,
-    github_subjects,
-    pull_request_subject,
-)
+from typed_config.deploy_access import DeployAccessConfig, ImmutableIds
 from typed_config.deployment import (
     MAX_INSTANCE_POOLS,
     POOL_ENGINE_FIELDS,
@@ -43,6 +37,18 @@ from typed_config.deployment import (
     VariantProperty,
     Variants,
     prefix_floor_bytes,
+)
+from typed_config.derived import (
+    artifact_bucket_name,
+    artifact_location_uri,
+    artifact_ref,
+    artifact_version,
+    github_environments,
+    github_subjects,
+    preparation_job_prefix,
+    preparation_job_version_prefix,
+    pull_request_subject,
+    release_inputs,
 )
 from typed_config.fleet import (
     DEFAULT_SCENARIOS,
@@ -75,17 +81,7 @@ from typed_config.model import (
     LoraRank,
     ModelArchitecture,
 )
-from typed_config.model_prep import (
-    ModelPrepConfig,
-    artifact_bucket_name,
-    artifact_dir,
-    artifact_location_uri,
-    artifact_ref,
-    artifact_version,
-    preparation_job_prefix,
-    preparation_job_version_prefix,
-    release_inputs,
-)
+from typed_config.model_prep import ModelPrepConfig, artifact_dir
 from typed_config.operations import (
     MetricsPath,
     MonitoringConfig,

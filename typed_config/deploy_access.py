@@ -16,14 +16,11 @@ until someone names the real one.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from typed_config.base import Strict
-
-if TYPE_CHECKING:
-    from typed_config.loader import DeploymentConfig
 
 #: A GitHub owner (user or organization): letters, digits and single inner hyphens, at most 39
 #: characters; a repository name: letters, digits, ``.``, ``_``, ``-``, at most 100, never
@@ -101,36 +98,3 @@ class DeployAccessConfig(Strict):
             # GitHub environment names are case-insensitive: two spellings are one environment.
             raise ValueError(f"lists an environment twice: {value}")
         return value
-
-
-def github_environments(cfg: DeploymentConfig) -> list[str]:
-    """The GitHub environments whose jobs may deploy ``cfg``: configured, else ``[cfg.env]``."""
-    access = cfg.deploy_access
-    if access is None:
-        return []
-    return list(access.github_environments or [cfg.env])
-
-
-def _repository_claim(access: DeployAccessConfig) -> str:
-    """``repo:OWNER/NAME``, or its immutable form ``repo:OWNER@<id>/NAME@<id>``."""
-    owner, _, name = access.repository.partition("/")
-    if access.immutable_ids is not None:
-        owner = f"{owner}@{access.immutable_ids.owner_id}"
-        name = f"{name}@{access.immutable_ids.repository_id}"
-    return f"repo:{owner}/{name}"
-
-
-def github_subjects(cfg: DeploymentConfig) -> list[str]:
-    """The exact ``sub`` claims the deploy role trusts, one per GitHub environment."""
-    access = cfg.deploy_access
-    if access is None:
-        return []
-    return [f"{_repository_claim(access)}:environment:{e}" for e in github_environments(cfg)]
-
-
-def pull_request_subject(cfg: DeploymentConfig) -> str | None:
-    """The ``sub`` of a job of a pull request that names no environment
-    (``repo:OWNER/NAME:pull_request``, GitHub "OpenID Connect", example subject claims): the
-    one the read-only diff role trusts."""
-    access = cfg.deploy_access
-    return None if access is None else f"{_repository_claim(access)}:pull_request"

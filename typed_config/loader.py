@@ -190,7 +190,7 @@ class DeploymentConfig(Strict):
                 f"fleet.candidates: {unknown_types} not in the instance catalog "
                 f"({', '.join(INSTANCE_CATALOG)})"
             )
-        errors += gated_source_errors(self)
+        errors += gated_source_errors(self.model.source, self.model_prep)
         for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model
             errors += check(self)
         errors += provision_timeout_errors(self)

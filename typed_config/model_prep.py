@@ -2,22 +2,19 @@
 
 A prepared model (container/model_prep/release.py) is published under
 ``s3://<artifact bucket>/<artifact_prefix>/<version>/``; its version is derived from the config's
-model inputs (:func:`release_inputs`), so ``make prepare-model`` and ``make build-image`` agree
-on it without anyone copying a version around. ``model.artifact`` pins another one.
+model inputs (``typed_config.derived.release_inputs``), so ``make prepare-model`` and ``make
+build-image`` agree on it without anyone copying a version around. ``model.artifact`` pins
+another one.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import Field
 
-from container.model_prep.release import ReleaseInputs, build_inputs, version_of
 from typed_config.base import Strict, section_rule
-
-if TYPE_CHECKING:
-    from typed_config.loader import DeploymentConfig
 
 #: CreateTrainingJob StoppingCondition: MaxRuntimeInSeconds is at most 28 days (SageMaker API
 #: reference, StoppingCondition).
@@ -93,12 +90,12 @@ def is_gated(source: str) -> bool:
     return source.startswith(GATED_HF_PREFIXES)
 
 
-def gated_source_errors(cfg: DeploymentConfig) -> list[str]:
+def gated_source_errors(model_source: str, model_prep: ModelPrepConfig) -> list[str]:
     """A gated base model with no token secret: the job would start its GPU instance, then fail
     its download with 401. Refused at synth instead, naming the field."""
-    if is_gated(cfg.model.source) and cfg.model_prep.hf_token_secret is None:
+    if is_gated(model_source) and model_prep.hf_token_secret is None:
         return [
-            f"model_prep.hf_token_secret: model.source {cfg.model.source} is gated on Hugging "
+            f"model_prep.hf_token_secret: model.source {model_source} is gated on Hugging "
             "Face (its license must be accepted): name the Secrets Manager secret holding a "
             "token of an account that accepted it (the preparation job reads it; `make "
             "preflight` checks the secret exists and that the job role may read it)"
@@ -106,51 +103,5 @@ def gated_source_errors(cfg: DeploymentConfig) -> list[str]:
     return []
 
 
-def artifact_bucket_name(cfg: DeploymentConfig, account: str) -> str:
-    """The artifact bucket's name: configured, or ``<project>-<env>-models-<account>`` (S3 bucket
-    names are global: the account id keeps two accounts' from colliding)."""
-    return cfg.model_prep.artifact_bucket or f"{cfg.project}-{cfg.env}-models-{account}"
-
-
-def artifact_location_uri(cfg: DeploymentConfig, account: str) -> str:
-    return f"s3://{artifact_bucket_name(cfg, account)}/{cfg.model_prep.artifact_prefix}"
-
-
-def release_inputs(cfg: DeploymentConfig) -> ReleaseInputs:
-    """The config's model inputs: what ``make prepare-model`` prepares and, unless
-    ``model.artifact`` pins another version, what ``make build-image`` bakes."""
-    return build_inputs(
-        base_source=cfg.model.source,
-        base_revision=cfg.model.revision,
-        quantization=cfg.model.quantization,
-        min_agreement=cfg.model.quality_gate_min_agreement,
-        max_lora_rank=cfg.engine.max_lora_rank,
-        adapters=[(a.name, a.source, a.version, a.rank) for a in cfg.adapters],
-    )
-
-
-def artifact_ref(cfg: DeploymentConfig) -> str:
-    """``model.artifact`` if set, else the version the config's inputs derive."""
-    return cfg.model.artifact or release_inputs(cfg).version
-
-
-def artifact_version(cfg: DeploymentConfig) -> str:
-    """The version the image bakes (the last part of an ``s3://.../<version>`` reference)."""
-    return version_of(artifact_ref(cfg))
-
-
 def artifact_dir(version: str) -> Path:
     return ARTIFACTS_DIR / version
-
-
-def preparation_job_prefix(cfg: DeploymentConfig) -> str:
-    """The name every preparation job of ``cfg`` starts with: the deploy role may act on the
-    training jobs named so (stacks/deploy_access_stack.py), and tools/prepare_model.py names
-    each ``<prefix><version hex>-<time>`` (:func:`preparation_job_version_prefix`)."""
-    return f"{cfg.project}-{cfg.env}-prep-"
-
-
-def preparation_job_version_prefix(cfg: DeploymentConfig, version: str) -> str:
-    """What every preparation job of ``version`` is named with: ``<project>-<env>-prep-<hex>-``
-    (the creation time follows)."""
-    return f"{preparation_job_prefix(cfg)}{version[2:]}-"

@@ -4,10 +4,7 @@ them, and the preflight looks them up."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # type hints only: the loader imports the modules that import this one
-    from typed_config.loader import DeploymentConfig
+from typed_config.loader import DeploymentConfig
 
 #: The stacks of one environment besides the model release's (``<project>-<env>-<part>``).
 STACK_PARTS = ("image", "endpoint")
