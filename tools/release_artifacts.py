@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import re
 import sys
@@ -61,7 +60,7 @@ from container.model_prep.artifact import (
     read_manifest,
     write_manifest_once,
 )
-from container.model_prep.manifest import MANIFEST_NAME
+from container.model_prep.manifest import MANIFEST_NAME, ManifestError, parse_manifest
 from sizing.fit import load_config
 from stacks.constructs.image import image_build_args
 from tools import REPO_ROOT
@@ -145,7 +144,10 @@ def manifest_digest(s3: Any, where: ArtifactLocation, version: str) -> tuple[str
                 f"{MANIFEST_NAME})"
             ) from exc
         raise
-    manifest: dict[str, Any] = json.loads(body)
+    try:
+        manifest = parse_manifest(body, where.uri(version, MANIFEST_NAME))
+    except ManifestError as exc:
+        raise PromotionRefused(str(exc)) from exc
     return hashlib.sha256(body).hexdigest(), manifest
 
 

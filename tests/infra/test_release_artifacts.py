@@ -269,6 +269,19 @@ def test_a_manifest_that_is_not_the_recorded_one_is_refused_naming_both(aws, tmp
     assert f"has sha256 {sha}, not the recorded {'0' * 64}" in str(err.value)
 
 
+def test_a_malformed_source_manifest_is_refused_naming_it(aws, tmp_path) -> None:
+    """Read through model_prep's parse_manifest, as every other reader: a refusal naming the
+    file, not a JSON traceback; nothing is published in prod."""
+    uri, _ = publish_dev_release(aws, tmp_path)
+    version = uri.rsplit("/", 1)[1]
+    body = b"{not json"
+    aws["s3"].put_object(Bucket=DEV_BUCKET, Key=f"models/{version}/manifest.json", Body=body)
+    with pytest.raises(ra.PromotionRefused) as err:
+        promote_model(aws, uri, hashlib.sha256(body).hexdigest())
+    assert f"models/{version}/manifest.json: malformed manifest" in str(err.value)
+    assert prod_manifest(aws, version) is None
+
+
 def test_a_file_whose_sha256_differs_is_refused_naming_it_and_nothing_is_published(
     aws, tmp_path
 ) -> None:
