@@ -2,13 +2,14 @@
 to act on it.
 
 ``typed_config`` states every rule it can without the sizing model; these need it (a pool's GPU
-must hold the model; a routing threshold must fit what one instance runs; the rollback latency
-threshold must sit above what a healthy instance answers in). ``typed_config`` sits below this
-package and cannot import it, so these checks travel in pydantic's validation context
+must hold the model; a routing threshold must fit what one instance runs). ``typed_config`` sits
+below this package and cannot import it, so these checks travel in pydantic's validation context
 (``typed_config.FIT_CHECKS_CONTEXT``):
 :func:`load_config`, :func:`parse_config` and :func:`validate_config` always pass them, so every
 config the stacks, the simulator and the tools act on has passed them, reported with the rest,
-one line per broken rule naming the field.
+one line per broken rule naming the field. What only a deploy must hold (every variant's GPU
+holds the model; the rollback latency threshold sits above what a healthy instance answers in)
+is :func:`check_deployable`, which synth runs on the config with its release inputs applied.
 """
 
 from __future__ import annotations

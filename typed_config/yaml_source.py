@@ -54,10 +54,17 @@ def _where(mark: Any, source: Path) -> str:
 def parse_yaml(text: str, *, source: Path) -> Any:
     """Parse one YAML document from ``text`` read from ``source``; errors are ``ConfigError``s
     that start with the file, line and column."""
+    return _parse(text, source)[0]
+
+
+def _parse(text: str, source: Path) -> tuple[Any, yaml.Node | None]:
+    """The document and its node tree (composed once: the data is constructed from it and the
+    line map read from it)."""
     loader = _UniqueKeyLoader(text)
     loader.name = str(source)  # the marks (and so any message PyYAML writes) name the file
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        return (loader.construct_document(node) if node is not None else None), node
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = _where(mark, source) if mark is not None else str(source)
@@ -89,12 +96,12 @@ def read_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
-    data = parse_yaml(text, source=path)
-    return data, key_lines(text)
+    data, node = _parse(text, path)
+    return data, key_lines(node)
 
 
-def key_lines(text: str) -> LineMap:
-    """Each mapping key's and list item's line in ``text`` (already parsed once, so valid)."""
+def key_lines(root: yaml.Node | None) -> LineMap:
+    """Each mapping key's and list item's line in the document ``root`` composes."""
     out: LineMap = {}
 
     def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
@@ -108,10 +115,6 @@ def key_lines(text: str) -> LineMap:
                 out.setdefault((*path, i), item.start_mark.line + 1)
                 walk(item, (*path, i))
 
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return out
     if root is not None:
         walk(root, ())
     return out
