@@ -100,6 +100,7 @@ from typed_config.scaling import (
     VariantScaling,
     bounds_changes,
 )
+from typed_config.shadow import ShadowComparison, ShadowStage
 from typed_config.stack_names import (
     EXECUTION_POLICY_PARTS,
     STACK_PARTS,
@@ -161,6 +162,8 @@ __all__ = [
     "ScalingConfig",
     "ScenarioName",
     "ScheduledAction",
+    "ShadowComparison",
+    "ShadowStage",
     "SmokeGateConfig",
     "StepAdjustment",
     "StepCondition",

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from typed_config.base import Strict, section_rule
 from typed_config.instance_start import ASSUMED_READY_SECONDS
+from typed_config.shadow import ShadowStage
 
 #: The default capacity wait in instance starts: the request, the endpoint still Updating with an
 #: earlier change (autoscaling, one start), and one launch that fails and is replaced.
@@ -54,6 +55,9 @@ class RolloutConfig(Strict):
     #: ...counted only in minutes the canary served at least this many invocations (a p99 of a
     #: handful of requests is noise).
     latency_ratio_min_invocations_per_minute: Annotated[int, Field(ge=1)] = 20
+    #: A shadow stage before the first canary step (typed_config.shadow); None: the release
+    #: starts with the canary, the first request the new build answers is a user's.
+    shadow: ShadowStage | None = None
 
     @field_validator("steps_percent")
     @classmethod

@@ -1,0 +1,67 @@
+"""``rollout.shadow``: parsed into the comparison's thresholds; bad values named by their path."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .conftest import assert_names_yaml_path, parse
+
+SHADOW = {
+    "sample_percent": 10,
+    "min_requests_per_adapter": 300,
+    "min_minutes": 120,
+    "max_minutes": 2880,
+    "comparison": {
+        "max_latency_p95_ratio": 1.2,
+        "content_checks": [
+            {"name": "no-apology", "pattern": r"(?i)\bsorry\b"},
+            {"name": "cites-title", "pattern": "Vol\\.", "expect": "match", "adapters": ["x"]},
+        ],
+    },
+}
+
+
+def with_shadow(prod_raw: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    raw = copy.deepcopy(prod_raw)
+    shadow = copy.deepcopy(SHADOW)
+    shadow.update(changes)
+    raw.setdefault("rollout", {})["shadow"] = shadow
+    return raw
+
+
+def test_no_shadow_stage_by_default(prod_raw: dict[str, Any]) -> None:
+    assert parse(prod_raw).rollout.shadow is None
+
+
+def test_shadow_stage_becomes_the_comparisons_thresholds(prod_raw: dict[str, Any]) -> None:
+    stage = parse(with_shadow(prod_raw)).rollout.shadow
+    assert stage is not None
+    limits = stage.thresholds
+    assert limits.min_requests_per_adapter == 300
+    assert limits.max_latency_p95_ratio == 1.2
+    assert limits.max_ttft_p95_ratio == 1.25  # the default
+    apology, cites = limits.content_checks
+    assert (apology.must_match, apology.adapters) == (False, ())
+    assert (cites.must_match, cites.adapters) == (True, ("x",))
+    assert cites.passes("see Vol. 3") and not apology.passes("Sorry, no.")
+
+
+def test_a_pattern_that_does_not_compile_is_named(prod_raw: dict[str, Any]) -> None:
+    raw = with_shadow(prod_raw)
+    raw["rollout"]["shadow"]["comparison"]["content_checks"][0]["pattern"] = "(unclosed"
+    assert_names_yaml_path(
+        raw, "rollout.shadow.comparison.content_checks.0.pattern", "not a regular expression"
+    )
+
+
+def test_a_window_that_cannot_close_is_named(prod_raw: dict[str, Any]) -> None:
+    assert_names_yaml_path(
+        with_shadow(prod_raw, max_minutes=60), "rollout.shadow.max_minutes", "could never reach"
+    )
+
+
+def test_sampling_out_of_range_is_named(prod_raw: dict[str, Any]) -> None:
+    assert_names_yaml_path(
+        with_shadow(prod_raw, sample_percent=0), "rollout.shadow.sample_percent", "greater than"
+    )

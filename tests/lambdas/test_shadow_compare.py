@@ -1,0 +1,113 @@
+"""The shadow comparison's rules on answers built to break exactly one of them."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from lambdas.canary_controller.shadow_compare import (
+    Answer,
+    ContentCheck,
+    Thresholds,
+    compare,
+    ks_two_sample,
+    percentile,
+)
+
+LIMITS = Thresholds(min_requests_per_adapter=200)
+
+
+def answers(
+    adapter: str = "recs",
+    n: int = 400,
+    *,
+    seed: int = 1,
+    fail_every: int = 0,
+    latency: float = 1000.0,
+    length: int = 120,
+    truncated_every: int = 0,
+    text: str = "Try Vinland Saga.",
+) -> list[Answer]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        ok = not (fail_every and i % fail_every == 0)
+        out.append(
+            Answer(
+                adapter=adapter,
+                ok=ok,
+                latency_ms=latency * rng.uniform(0.8, 1.2) if ok else None,
+                ttft_ms=latency / 10 * rng.uniform(0.8, 1.2) if ok else None,
+                length=max(1, int(rng.gauss(length, length / 10))),
+                truncated=bool(truncated_every and i % truncated_every == 0),
+                text=text,
+            )
+        )
+    return out
+
+
+def test_same_build_passes_with_its_figures() -> None:
+    verdict = compare(answers(seed=1), answers(seed=2), LIMITS)
+    assert verdict.outcome == "pass", verdict.summary()
+    (recs,) = verdict.adapters
+    assert recs.figures["primary_requests"] == recs.figures["shadow_requests"] == 400
+    assert recs.figures["length_ks_statistic"] < LIMITS.max_length_ks_statistic
+
+
+@pytest.mark.parametrize(
+    ("shadow", "named"),
+    [
+        (answers(seed=2, fail_every=50), "error rate 2.00 %"),
+        (answers(seed=2, latency=2000), "latency p95"),
+        (answers(seed=2, length=60), "answer lengths differ"),
+        (answers(seed=2, truncated_every=10), "cut off by max_tokens"),
+    ],
+)
+def test_each_regression_fails_naming_its_rule(shadow: list[Answer], named: str) -> None:
+    verdict = compare(answers(seed=1), shadow, LIMITS)
+    assert verdict.outcome == "fail"
+    assert any(named in reason for reason in verdict.reasons), verdict.reasons
+
+
+def test_a_content_check_that_drops_fails_only_its_adapter() -> None:
+    limits = Thresholds(
+        min_requests_per_adapter=200,
+        content_checks=(ContentCheck("no-apology", r"(?i)\bsorry\b", must_match=False),),
+    )
+    primary = answers("recs", seed=1) + answers("support", seed=3)
+    shadow = answers("recs", seed=2) + answers("support", seed=4, text="Sorry, I cannot.")
+    verdict = compare(primary, shadow, limits)
+    assert verdict.outcome == "fail"
+    by_name = {a.adapter: a for a in verdict.adapters}
+    assert by_name["recs"].outcome == "pass"
+    assert by_name["support"].outcome == "fail"
+    assert "no-apology" in by_name["support"].reasons[0]
+
+
+def test_too_few_answers_is_insufficient_never_a_pass() -> None:
+    verdict = compare(answers(n=150, seed=1), answers(n=400, seed=2), LIMITS)
+    assert verdict.outcome == "insufficient"
+    assert "150 primary" in verdict.reasons[0]
+    assert compare([], [], LIMITS).outcome == "insufficient"
+
+
+def test_a_fail_outranks_an_adapter_short_of_evidence() -> None:
+    primary = answers("recs", seed=1) + answers("support", n=10, seed=3)
+    shadow = answers("recs", seed=2, latency=3000) + answers("support", n=10, seed=4)
+    assert compare(primary, shadow, LIMITS).outcome == "fail"
+
+
+def test_a_named_adapter_nobody_answered_is_insufficient() -> None:
+    verdict = compare(answers(seed=1), answers(seed=2), LIMITS, adapters=["recs", "qa"])
+    assert verdict.outcome == "insufficient"
+
+
+def test_ks_and_percentile_against_known_values() -> None:
+    d, p = ks_two_sample([1, 2, 3, 4, 5], [1, 2, 3, 4, 5])
+    assert d == 0 and p == 1.0
+    d, p = ks_two_sample(list(range(100)), list(range(50, 150)))
+    assert d == pytest.approx(0.5)
+    assert p < 1e-5
+    assert percentile([5, 1, 3, 2, 4], 50) == 3
+    assert percentile(list(range(1, 101)), 95) == 95

@@ -1,0 +1,103 @@
+"""``rollout.shadow``: the stage before the canary, where the new build answers copies of live
+traffic that no user sees (lambdas/canary_controller/shadow_compare.py holds the comparison)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from lambdas.canary_controller.shadow_compare import ContentCheck as ComparedCheck
+from lambdas.canary_controller.shadow_compare import Thresholds
+from typed_config.base import NAME_PATTERN, Strict, section_rule
+
+
+class ContentCheck(Strict):
+    """A pattern every answer must (``expect: match``) or must not (``expect: no_match``)
+    contain, searched anywhere in the answer (Python regular expressions); the brief's guardrail
+    pass rate. ``adapters`` empty: every adapter."""
+
+    name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    pattern: Annotated[str, Field(min_length=1)]
+    expect: Literal["match", "no_match"] = "no_match"
+    adapters: list[str] = []
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"pattern {pattern!r} is not a regular expression: {exc}") from None
+        return pattern
+
+
+class ShadowComparison(Strict):
+    """How far the shadow's answers may differ from the primary's, per adapter, before the
+    shadow stage fails (shadow_compare's module docstring says how each is measured)."""
+
+    max_error_rate_increase_percent: Annotated[float, Field(ge=0, le=100)] = 0.5
+    max_latency_p95_ratio: Annotated[float, Field(gt=1, le=10)] = 1.25
+    max_ttft_p95_ratio: Annotated[float, Field(gt=1, le=10)] = 1.25
+    #: Kolmogorov-Smirnov distance between the answers' length distributions above which, when
+    #: also significant at ``length_ks_alpha``, the lengths count as shifted.
+    max_length_ks_statistic: Annotated[float, Field(gt=0, lt=1)] = 0.15
+    length_ks_alpha: Annotated[float, Field(gt=0, lt=0.5)] = 0.01
+    max_truncated_share_increase_percent: Annotated[float, Field(ge=0, le=100)] = 2.0
+    max_content_pass_rate_drop_percent: Annotated[float, Field(ge=0, le=100)] = 1.0
+    content_checks: list[ContentCheck] = []
+
+
+class ShadowStage(Strict):
+    """A release's first stage: the new build as the endpoint's shadow variant beside the
+    primary, answering ``sample_percent`` % of live requests (copies; users get the primary's
+    answers), until every adapter has ``min_requests_per_adapter`` answers on both sides and
+    ``min_minutes`` have passed; then the comparison decides: pass, the canary stage begins; fail,
+    the release ends with nothing served to users. No verdict by ``max_minutes``: the release
+    fails (no evidence is never a pass)."""
+
+    sample_percent: Annotated[int, Field(ge=1, le=100)] = 10
+    min_requests_per_adapter: Annotated[int, Field(ge=1)] = 200
+    min_minutes: Annotated[int, Field(ge=1, le=20160)] = 60
+    max_minutes: Annotated[int, Field(ge=1, le=20160)] = 1440
+    #: How often the comparison runs inside the stage.
+    compare_interval_minutes: Annotated[int, Field(ge=5, le=1440)] = 30
+    #: Data capture of both variants while the stage runs (S3, the product's KMS key): the share
+    #: of requests captured, and how long the captured objects are kept.
+    capture_percent: Annotated[int, Field(ge=1, le=100)] = 100
+    capture_retention_days: Annotated[int, Field(ge=1, le=365)] = 30
+    comparison: ShadowComparison = ShadowComparison()
+
+    @section_rule
+    def _window(self) -> ShadowStage:
+        if self.max_minutes < self.min_minutes:
+            raise ValueError(
+                f"max_minutes: {self.max_minutes} is shorter than min_minutes "
+                f"({self.min_minutes}): the stage could never reach a verdict"
+            )
+        return self
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The comparison's rules as the controller and the simulator take them."""
+        c = self.comparison
+        return Thresholds(
+            min_requests_per_adapter=self.min_requests_per_adapter,
+            max_error_rate_increase_percent=c.max_error_rate_increase_percent,
+            max_latency_p95_ratio=c.max_latency_p95_ratio,
+            max_ttft_p95_ratio=c.max_ttft_p95_ratio,
+            max_length_ks_statistic=c.max_length_ks_statistic,
+            length_ks_alpha=c.length_ks_alpha,
+            max_truncated_share_increase_percent=c.max_truncated_share_increase_percent,
+            max_content_pass_rate_drop_percent=c.max_content_pass_rate_drop_percent,
+            content_checks=tuple(
+                ComparedCheck(
+                    name=check.name,
+                    pattern=check.pattern,
+                    must_match=check.expect == "match",
+                    adapters=tuple(check.adapters),
+                )
+                for check in c.content_checks
+            ),
+        )
