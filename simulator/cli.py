@@ -7,6 +7,10 @@ Commands:
   scenarios  operator events on a timeline (simulator/scenarios.py), e.g. deploy-at-peak
   rollout    canary rollout 5 -> 100 on a normal day with the controller's own rules
              (simulator/rollout.py) -> <out>/canary-rollout.png, canary-rollout.json
+  blast-radius  four bad builds (2 % errors, 2x latency, truncated answers, one adapter
+             failing) through the release as configured and with(out) a shadow stage: where
+             each is stopped, after how long, what share of the day's requests it answered
+             (simulator/blast_radius.py) -> <out>/blast-radius.json
   routing    multi-turn sessions under RANDOM, LEAST_OUTSTANDING_REQUESTS and PREFIX_AWARE
              routing with vLLM's prefix cache per instance (simulator/routing.py)
              -> <out>/routing.json
@@ -358,6 +362,43 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_blast_radius(args: argparse.Namespace) -> int:
+    """Every bad build through the configured release, then through the other one: with a
+    shadow stage at rollout.shadow's defaults when the config has none, else canary steps only."""
+    from simulator.bad_builds import adapter_shares
+    from simulator.blast_radius import blast_radius, with_shadow, without_shadow
+    from simulator.blast_radius_report import table
+
+    cfg, a = _config(args), _assumptions(args)
+    shares = adapter_shares(cfg, dict(_share(x) for x in args.adapter_share))
+    started = time.perf_counter()
+    stage = cfg.rollout.shadow
+    if stage is None:
+        other = ("with rollout.shadow at its defaults (sample 10 %)", with_shadow(cfg))
+        runs = [("as configured: canary steps only", cfg), other]
+    else:
+        title = f"as configured: shadow stage (sample {stage.sample_percent} %), then canary steps"
+        runs = [(title, cfg), ("without the shadow stage: canary steps only", without_shadow(cfg))]
+    report = []
+    for title, c in runs:
+        outcomes = blast_radius(c, a, shares=shares)
+        print(table(title, outcomes), end="\n\n")
+        report.append({"release": title, "builds": [o.as_dict() for o in outcomes]})
+    out = output_dir(args, cfg.env, "")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "blast-radius.json").write_text(json.dumps(report, indent=2))
+    print(f"wrote blast-radius.json to {out}/ in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def _share(text: str) -> tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        return name, float(value) if sep else float("nan")
+    except ValueError:
+        raise ValueError(f"--adapter-share {text!r}: expected NAME=PERCENT") from None
+
+
 def cmd_routing(args: argparse.Namespace) -> int:
     """The routing comparison (simulator/routing.py) on windows of a trace; the fleet is what the
     scaling simulation has in service then (``--instances`` to fix it)."""
@@ -491,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         ("scenarios", cmd_scenarios),
         ("rollout", cmd_rollout),
         ("routing", cmd_routing),
+        ("blast-radius", cmd_blast_radius),
         ("gate", cmd_gate),
         ("fleet", cmd_fleet),
     )
@@ -515,6 +557,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             p.add_argument("--baseline", help="a second config to compare against")
             p.add_argument("--label", help="name of the candidate in tables and charts")
+        if name == "blast-radius":
+            p.add_argument(
+                "--adapter-share",
+                action="append",
+                default=[],
+                metavar="NAME=PERCENT",
+                help="an adapter's share of the traffic (repeatable; the rest split evenly; "
+                "default: an even split, neither the config nor the traces carry one)",
+            )
         if name == "scenarios":
             p.add_argument("--scenario", action="append", help="one scenario (repeatable)")
         if name == "routing":

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller import store
@@ -50,6 +50,17 @@ from typed_config import DeploymentConfig, VariantName
 NAME = "canary-rollout"
 #: The rollout starts at 14:00 JST: its last steps meet the JP evening peak (18:00-22:00).
 START_HOUR_JST = 14
+
+
+class CanaryWatch(Protocol):
+    """What the canary shows beyond its traffic (simulator/blast_radius.py: a build's errors and
+    the watched alarms): ``record`` puts the minute's ``canary_errors`` and ``primary_errors`` on
+    its row and feeds the alarms; ``observe`` says which alarms a tick at ``minute`` finds in
+    ALARM and in INSUFFICIENT_DATA. Without one, every alarm is OK and no request fails."""
+
+    def record(self, row: dict[str, Any]) -> None: ...
+
+    def observe(self, minute: int) -> tuple[tuple[str, ...], tuple[str, ...]]: ...
 
 
 def controller_rules(cfg: DeploymentConfig) -> r.Rules:
@@ -166,8 +177,10 @@ def simulate_rollout(
     trace: Trace | None = None,
     start_minute: int = START_HOUR_JST * 60,
     capacity_first: bool = True,
+    watch: CanaryWatch | None = None,
 ) -> dict[str, Any]:
-    """Replay one rollout; returns per-minute series, the steps and a summary."""
+    """Replay one rollout; returns per-minute series, the steps and a summary. ``watch``: the
+    canary's errors and alarms (:class:`CanaryWatch`)."""
     a = a or Assumptions()
     tr = trace or normal_day()
     rules = controller_rules(cfg)
@@ -207,6 +220,7 @@ def simulate_rollout(
             c = pending.pop(0)
             prim.set_bounds(c.min_capacity, c.max_capacity)
         if state["status"] in r.LOCKED and t >= next_tick:
+            firing, no_data = watch.observe(minute) if watch else ((), ())
             obs = r.Observation(
                 endpoint_status="Updating" if prim.starting(t) or can.starting(t) else "InService",
                 canary_instances=can.in_service(t) if capacity_first else 10**6,
@@ -214,15 +228,17 @@ def simulate_rollout(
                 primary_instances=max(prim.in_service(t), prim.desired),
                 primary_weight=weights["primary"],
                 primary_in_service=prim.in_service(t),
+                firing=firing,
+                no_data=no_data,
             )
 
             def evidence(start: int, end: int) -> r.Evidence:
                 span = [row for row in rows if start <= row["t"] < end]
                 return r.Evidence(
                     canary_invocations=sum(row["canary_arrivals"] for row in span),
-                    canary_errors=0.0,
+                    canary_errors=sum(row.get("canary_errors", 0.0) for row in span),
                     primary_invocations=sum(row["primary_arrivals"] for row in span),
-                    primary_errors=0.0,
+                    primary_errors=sum(row.get("primary_errors", 0.0) for row in span),
                 )
 
             d = r.decide(state, obs, rules, int(t), evidence)
@@ -270,6 +286,8 @@ def simulate_rollout(
                 }
             )
             f.autoscale(t, arr[v])
+        if watch is not None:
+            watch.record(row)
         rows.append(row)
     return {
         "trace": tr,

@@ -1,0 +1,141 @@
+"""The alarms the canary controller watches, as data: what each one measures on the canary, its
+threshold, and how CloudWatch evaluates it (period, M of N, missing data).
+
+The simulator (floor 4, beside the stacks) replays the rollout with these alarms and cannot import
+the CDK constructs, so their evaluation figures are defined here, on the floor below both. The
+stacks build the same alarms: ``stacks/constructs/rollback_alarms.py`` (5XX 2 of 3 minutes,
+ModelLatency p99 3 of 5), ``relative_latency.py`` (canary / primary, 3 of 5, an invocation floor)
+and ``monitoring.py`` with ``alarm_rules.py`` (high TTFT over 5 minutes, engine restarts in 5
+minutes; ``_rule_period``). ``tests/simulator/test_rollout_alarms_contract.py`` builds those
+constructs and holds their figures equal to these, so a change on either side fails there until
+both agree (the stacks can import them from here).
+
+Which alarms are watched is ``stacks/endpoint_stack.py``'s ``_canary_controller``: the canary's
+5XX and ModelLatency p99 rollback alarms, its high-TTFT and engine-restart alarms, and the
+relative latency alarms; plus ``rollout.extra_alarm_names``, which the simulator cannot know.
+
+CloudWatch's evaluation (user guide, "Using Amazon CloudWatch alarms", Evaluating an alarm:
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html): an
+alarm goes to ALARM when at least ``datapoints_to_alarm`` (M) of the ``evaluation_periods`` (N)
+most recent period datapoints breach; without ``datapoints_to_alarm`` M is N. Missing datapoints
+("Configuring how CloudWatch alarms treat missing data":
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html):
+``notBreaching`` counts them as good, ``breaching`` as bad, ``ignore`` keeps the state, ``missing``
+goes to INSUFFICIENT_DATA when every datapoint of the range is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from typed_config import DeploymentConfig
+
+Missing = Literal["notBreaching", "breaching", "ignore", "missing"]
+#: What an alarm measures on the canary each minute (the simulator computes each one):
+#: 5XX errors a minute, ModelLatency p99 (ms), canary / primary ModelLatency p99 and TTFT p95,
+#: the container's TTFT p95 (ms), engine restarts.
+Signal = Literal[
+    "errors_per_minute", "latency_p99_ms", "latency_ratio", "ttft_ratio", "ttft_p95_ms", "restarts"
+]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How CloudWatch evaluates one alarm."""
+
+    period_seconds: int
+    evaluation_periods: int
+    #: M of the N periods; CloudWatch's default (and CDK's) is N.
+    datapoints_to_alarm: int
+    missing: Missing = "notBreaching"
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.datapoints_to_alarm <= self.evaluation_periods:
+            raise ValueError(
+                f"datapoints_to_alarm {self.datapoints_to_alarm} must be within 1.."
+                f"{self.evaluation_periods} (evaluation_periods)"
+            )
+
+
+#: The rollback alarms (stacks/constructs/rollback_alarms.py), per variant.
+ROLLBACK_5XX = Timing(60, 3, 2)
+ROLLBACK_LATENCY_P99 = Timing(60, 5, 3)
+#: The relative latency alarms (stacks/constructs/relative_latency.py).
+RELATIVE_LATENCY = Timing(60, 5, 3)
+#: The monitoring rules' windows the controller watches (stacks/constructs/alarm_rules.py):
+#: "high-ttft" (Average, over the window) and "engine-restarts" (Sum in the window).
+HIGH_TTFT_WINDOW_SECONDS = 300
+ENGINE_RESTARTS_WINDOW_SECONDS = 300
+
+
+def rule_period(window_seconds: int, metrics_interval_seconds: int, *, count: bool) -> int:
+    """A monitoring rule's alarm period on a container metric: the container's publishing
+    interval rounded up to whole minutes, no longer than the window; a count "in the window" (Sum)
+    or an SLO window is one datapoint of the whole window (monitoring.py ``_rule_period``)."""
+    if count or window_seconds >= 3600:
+        return window_seconds
+    return min(window_seconds, max(60, math.ceil(metrics_interval_seconds / 60) * 60))
+
+
+def window_timing(window_seconds: int, metrics_interval_seconds: int, *, count: bool) -> Timing:
+    """A monitoring rule's timing: every period of the window must breach (no M of N)."""
+    period = rule_period(window_seconds, metrics_interval_seconds, count=count)
+    n = max(1, window_seconds // period)
+    return Timing(period, n, n)
+
+
+@dataclass(frozen=True)
+class WatchedAlarm:
+    """One alarm the controller reads on every tick; it rolls back when the alarm is in ALARM."""
+
+    key: str
+    signal: Signal
+    threshold: float
+    timing: Timing
+    #: Metric math's ``IF(inv >= floor, ratio, 0)``: a minute with fewer canary invocations
+    #: counts 0 (not breaching) rather than a ratio of a handful of requests.
+    min_invocations_per_minute: int | None = None
+
+    def breaches(self, value: float) -> bool:
+        """Every watched alarm is GreaterThanThreshold."""
+        return value > self.threshold
+
+
+def watched_alarms(cfg: DeploymentConfig) -> tuple[WatchedAlarm, ...]:
+    """The canary alarms the controller watches under ``cfg`` (thresholds from its sections)."""
+    dep, mon, ro = cfg.deployment, cfg.monitoring, cfg.rollout
+    interval = cfg.engine.metrics_interval_seconds
+    alarms = [
+        WatchedAlarm(
+            "canary-5xx", "errors_per_minute", dep.rollback_5xx_errors_per_minute, ROLLBACK_5XX
+        ),
+        WatchedAlarm(
+            "canary-model-latency-p99",
+            "latency_p99_ms",
+            dep.rollback_model_latency_p99_ms,
+            ROLLBACK_LATENCY_P99,
+        ),
+        WatchedAlarm(
+            "canary/high-ttft",
+            "ttft_p95_ms",
+            mon.ttft_p95_ms,
+            window_timing(HIGH_TTFT_WINDOW_SECONDS, interval, count=False),
+        ),
+        WatchedAlarm(
+            "canary/engine-restarts",
+            "restarts",
+            0,
+            window_timing(ENGINE_RESTARTS_WINDOW_SECONDS, interval, count=True),
+        ),
+    ]
+    if ro.max_latency_ratio is not None:
+        floor = ro.latency_ratio_min_invocations_per_minute
+        ratios: tuple[tuple[str, Signal], ...] = (
+            ("model-latency-ratio", "latency_ratio"),
+            ("ttft-ratio", "ttft_ratio"),
+        )
+        for key, signal in ratios:
+            alarms.append(WatchedAlarm(key, signal, ro.max_latency_ratio, RELATIVE_LATENCY, floor))
+    return tuple(alarms)

@@ -1,0 +1,189 @@
+"""Blast radius (issue 33 item 4): bad builds through the release with the controller's own rules,
+the watched alarms as CloudWatch evaluates them, and the shadow stage's own comparison.
+
+Two configs: prod as committed, and prod with alarms no healthy build trips (``calm``: the high-TTFT
+threshold above any healthy TTFT and no relative latency alarm), where what the canary's rules can
+and cannot see shows without the false positives prod's alarms raise on a healthy canary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulator.alarm_eval import AlarmEval
+from simulator.assumptions import Assumptions
+from simulator.bad_builds import LatencyCurve, adapter_shares, bad_builds
+from simulator.blast_radius import GOAL_PERCENT, blast_radius, replay, with_shadow
+from simulator.blast_radius_report import not_seen, table
+from simulator.rollout import START_HOUR_JST, simulate_rollout
+from simulator.shadow_replay import replay_shadow
+from simulator.traces import normal_day
+from sizing.fit import load_config
+from sizing.rollout_alarms import Timing, WatchedAlarm
+from typed_config.shadow import ShadowStage
+
+PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
+START = START_HOUR_JST * 60
+
+
+@pytest.fixture(scope="module")
+def prod():  # type: ignore[no-untyped-def]
+    return load_config(PROD, env="prod")
+
+
+@pytest.fixture(scope="module")
+def calm(prod):  # type: ignore[no-untyped-def]
+    monitoring = prod.monitoring.model_copy(update={"ttft_p95_ms": 600_000})
+    rollout = prod.rollout.model_copy(update={"max_latency_ratio": None})
+    return prod.model_copy(update={"monitoring": monitoring, "rollout": rollout})
+
+
+@pytest.fixture(scope="module")
+def canary_only(calm):  # type: ignore[no-untyped-def]
+    return {o.build.key: o for o in blast_radius(calm)}
+
+
+@pytest.fixture(scope="module")
+def shadowed(calm):  # type: ignore[no-untyped-def]
+    return {o.build.key: o for o in blast_radius(with_shadow(calm))}
+
+
+def test_a_healthy_build_passes_every_stage(canary_only, shadowed) -> None:  # type: ignore[no-untyped-def]
+    for outcomes in (canary_only, shadowed):
+        healthy = outcomes["healthy"]
+        assert (healthy.stage, healthy.status) == ("passed", "COMPLETED")
+        assert healthy.furthest_step == 5  # 5 -> 25 -> 50 -> 75 -> 100
+
+
+def test_canary_only_errors_are_caught_by_the_evidence_rule_at_the_end_of_the_first_bake(  # type: ignore[no-untyped-def]
+    calm, canary_only
+) -> None:
+    """2 % of 5 % of the traffic is under 5 errors a minute (the 5XX alarm stays OK); the bake's
+    evidence (2 % vs the primary's 0 %, more than 0.5 points) rolls it back at step 1."""
+    o = canary_only["errors-2pct"]
+    assert o.stage == "canary step 1 (5 %)" and o.status == "ROLLED_BACK"
+    assert o.reason.startswith("evidence: canary 5XX rate 2.00%")
+    bake = calm.rollout.bake_minutes
+    assert bake <= o.minutes_to_stop <= bake + 2 * calm.rollout.check_interval_minutes
+    assert o.served_percent > GOAL_PERCENT and not o.meets_goal
+
+
+def test_one_failing_adapter_trips_the_5xx_alarm_within_the_first_step(canary_only) -> None:  # type: ignore[no-untyped-def]
+    o = canary_only["one-adapter"]
+    assert o.stage == "canary step 1 (5 %)" and "canary-5xx" in o.reason
+    assert o.minutes_to_stop is not None and o.minutes_to_stop <= 10
+    assert o.meets_goal
+
+
+def test_the_canary_rules_never_see_truncated_answers(canary_only) -> None:  # type: ignore[no-untyped-def]
+    """No error, no slower answer: the canary's rules watch errors and latency, so the build is
+    promoted and answers the rest of the day."""
+    o = canary_only["truncated"]
+    assert (o.stage, o.status, o.minutes_to_stop) == ("never stopped", "COMPLETED", None)
+    assert o.served_percent > 10
+
+
+def test_the_shadow_stage_stops_errors_truncation_and_a_failing_adapter_before_any_user(  # type: ignore[no-untyped-def]
+    shadowed,
+) -> None:
+    for key, why in (
+        ("errors-2pct", "error rate"),
+        ("truncated", "answer lengths differ"),
+        ("one-adapter", "error rate 100.00 %"),
+    ):
+        o = shadowed[key]
+        assert (o.stage, o.served, o.status) == ("shadow", 0.0, "FAILED (shadow)"), key
+        assert why in o.reason and o.meets_goal
+
+
+def test_a_latency_regression_passes_a_peak_sized_shadow_and_the_absolute_ceilings(  # type: ignore[no-untyped-def]
+    shadowed,
+) -> None:
+    """The shadow variant sized for its share at peak runs below its target off-peak, so the
+    doubled latency is still faster than the loaded primary: the comparison passes it. Without
+    the relative alarm, the canary's absolute ModelLatency ceiling is not reached either (the
+    canary runs below its target at every step): the build is promoted."""
+    o = shadowed["latency-2x"]
+    assert (o.stage, o.status) == ("never stopped", "COMPLETED")
+    assert o.served_percent > 10
+
+
+def test_the_served_share_adds_up(calm, canary_only) -> None:  # type: ignore[no-untyped-def]
+    """Served = requests routed to the canary from the release's start to the rollback; the share
+    is of the day's requests."""
+    day = float(sum(normal_day().rpm))
+    shares = adapter_shares(calm)
+    build = next(b for b in bad_builds(shares) if b.key == "errors-2pct")
+    from simulator.blast_radius import AlarmWatch
+
+    res = simulate_rollout(
+        calm, start_minute=START, watch=AlarmWatch(calm, Assumptions(), build, shares, START)
+    )
+    stop = next(m for m, kind, _ in res["decisions"] if kind == "rollback")
+    served = sum(row["canary_arrivals"] for row in res["rows"][START:stop])
+    assert all(row["canary_arrivals"] == 0 for row in res["rows"][stop:])
+    o = canary_only["errors-2pct"]
+    assert o.served == pytest.approx(served)
+    assert o.day_requests == pytest.approx(day)
+    assert o.served_percent == pytest.approx(100 * served / day)
+    assert o.minutes_to_stop == stop - START
+
+
+def test_an_insufficient_comparison_is_never_a_pass(calm) -> None:  # type: ignore[no-untyped-def]
+    """Too few answers per adapter: every comparison is insufficient and the stage fails at
+    max_minutes, nothing served."""
+    stage = ShadowStage(min_requests_per_adapter=10**7, min_minutes=30, max_minutes=60)
+    shares = adapter_shares(calm)
+    healthy = bad_builds(shares)[0]
+    curve = LatencyCurve(calm, calm.variants.canary.instance_type, Assumptions())
+    s = replay_shadow(calm, stage, healthy, shares, normal_day(), curve, start_minute=START)
+    assert s.outcome == "fail" and "never a pass" in s.reason
+    assert [o for _, o in s.comparisons] == ["insufficient", "insufficient"]
+    o = replay(with_shadow(calm, stage), healthy, shares)
+    assert (o.stage, o.served) == ("shadow", 0.0)
+
+
+def test_prod_as_committed(prod) -> None:  # type: ignore[no-untyped-def]
+    """prod's own alarms: the relative latency alarm rolls a healthy canary back once it runs
+    hotter than the primary (the table marks a bad build stopped there as not seen)."""
+    outcomes = blast_radius(prod)
+    by = {o.build.key: o for o in outcomes}
+    assert by["healthy"].stage != "passed"
+    assert not_seen(by["truncated"], by["healthy"])
+    text = table("prod", outcomes)
+    assert "NOT SEEN" in text and "errors-2pct" in text
+
+
+def test_adapter_shares_split_evenly_and_refuse_unknown_names(prod) -> None:  # type: ignore[no-untyped-def]
+    shares = adapter_shares(prod)
+    assert sum(shares.values()) == pytest.approx(1) and len(set(shares.values())) == 1
+    assert adapter_shares(prod, {"jp_style": 10})["jp_style"] == pytest.approx(0.10)
+    with pytest.raises(ValueError, match="unknown adapter"):
+        adapter_shares(prod, {"nope": 10})
+
+
+@pytest.mark.parametrize(
+    ("timing", "values", "states"),
+    [
+        # 2 of 3: two breaching minutes of three alarm, with a good one between them; one
+        # breaching minute in the last three is OK again
+        (Timing(60, 3, 2), [9, 0, 9, 0, 0], ["OK", "OK", "ALARM", "OK", "OK"]),
+        # 3 of 5 with missing data not breaching
+        (Timing(60, 5, 3), [9, None, 9, None, 9], ["OK", "OK", "OK", "OK", "ALARM"]),
+        # missing treated as breaching: silence alarms
+        (Timing(60, 3, 2, "breaching"), [None, None], ["INSUFFICIENT_DATA", "ALARM"]),
+        # missing: all missing is INSUFFICIENT_DATA
+        (
+            Timing(60, 2, 2, "missing"),
+            [None, None, 9, 9],
+            ["INSUFFICIENT_DATA"] * 2 + ["OK", "ALARM"],
+        ),
+        # a 5-minute period: one datapoint every five minutes, summed (a count)
+        (Timing(300, 1, 1), [0, 0, 0, 0, 1], ["INSUFFICIENT_DATA"] * 4 + ["ALARM"]),
+    ],
+)
+def test_alarm_evaluation_m_of_n_and_missing_data(timing, values, states) -> None:  # type: ignore[no-untyped-def]
+    signal = "restarts" if timing.period_seconds > 60 else "errors_per_minute"
+    ev = AlarmEval(WatchedAlarm("x", signal, 0.5 if signal == "restarts" else 5, timing))
+    assert [ev.minute(i, v) for i, v in enumerate(values)] == states
