@@ -3,12 +3,13 @@
 SIM_OUT = sim-out/$(ENV)
 
 .PHONY: simulate test-simulator fleet capacity-gate test-capacity-gate
-simulate: venv ## simulator | replay traces, a deploy at peak, a canary rollout and the routing comparison against ENV
+simulate: venv ## simulator | replay traces, a deploy at peak, a canary rollout, bad builds' blast radius and the routing comparison against ENV
 	$(PY) -m simulator run --env $(ENV) --out $(SIM_OUT) \
 		$(if $(TRACE),--trace $(TRACE)) $(if $(BASELINE),--baseline $(BASELINE))
 	$(PY) -m simulator validate --env $(ENV) --out $(SIM_OUT)
 	$(PY) -m simulator scenarios --env $(ENV) --out $(SIM_OUT)
 	$(PY) -m simulator rollout --env $(ENV) --out $(SIM_OUT)
+	$(PY) -m simulator blast-radius --env $(ENV) --out $(SIM_OUT)
 	$(PY) -m simulator routing --env $(ENV) --out $(SIM_OUT)
 	$(PY) -m simulator gate --env $(ENV) --out $(SIM_OUT)
 

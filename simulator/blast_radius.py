@@ -38,7 +38,7 @@ from simulator.bad_builds import (
     minute_signals,
 )
 from simulator.rollout import START_HOUR_JST, simulate_rollout
-from simulator.shadow_replay import replay_shadow
+from simulator.shadow_replay import ShadowLoad, replay_shadow
 from simulator.traces import Trace, normal_day
 from sizing.rollout_alarms import watched_alarms
 from typed_config import DeploymentConfig
@@ -198,15 +198,19 @@ def replay(
     *,
     trace: Trace | None = None,
     start_minute: int = START_HOUR_JST * 60,
+    shadow_load: ShadowLoad = "peak-sized",
 ) -> Outcome:
-    """One build through ``cfg``'s release (shadow stage when ``rollout.shadow`` is set)."""
+    """One build through ``cfg``'s release (shadow stage when ``rollout.shadow`` is set; its
+    fleet's load: :mod:`simulator.shadow_replay`)."""
     a = a or Assumptions()
     tr = trace or normal_day()
     stage = cfg.rollout.shadow
     canary_start = start_minute
     if stage is not None:
         curve = LatencyCurve(cfg, cfg.variants.canary.instance_type, a)
-        s = replay_shadow(cfg, stage, build, shares, tr, curve, start_minute=start_minute)
+        s = replay_shadow(
+            cfg, stage, build, shares, tr, curve, start_minute=start_minute, shadow_load=shadow_load
+        )
         if s.outcome != "pass":
             day = float(sum(tr.rpm))
             return Outcome(build, "shadow", s.minutes, 0.0, day, s.reason, 0, "FAILED (shadow)")
@@ -231,7 +235,10 @@ def blast_radius(
     *,
     shares: Mapping[str, float] | None = None,
     trace: Trace | None = None,
+    shadow_load: ShadowLoad = "peak-sized",
 ) -> list[Outcome]:
     """Every build of :func:`bad_builds` (the healthy one first) through ``cfg``'s release."""
     shares = shares or adapter_shares(cfg)
-    return [replay(cfg, b, shares, a, trace=trace) for b in bad_builds(shares)]
+    return [
+        replay(cfg, b, shares, a, trace=trace, shadow_load=shadow_load) for b in bad_builds(shares)
+    ]

@@ -37,6 +37,7 @@ from simulator.capacity import BANDWIDTH_EFFICIENCY, instance_model
 from simulator.routing_windows import MINUTES, WARMUP, WINDOWS
 from simulator.run import Result, instance_models, simulate
 from simulator.scaling_policies import SimulationError
+from simulator.shadow_replay import SHADOW_LOADS
 from simulator.traces import BUILTIN, TraceError, resolve
 from sizing.capacity import CapacityError
 from sizing.fit import load_config
@@ -363,8 +364,8 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
 
 def cmd_blast_radius(args: argparse.Namespace) -> int:
-    """Every bad build through the configured release, then through the other one: with a
-    shadow stage at rollout.shadow's defaults when the config has none, else canary steps only."""
+    """Every bad build through the canary steps alone, then through a shadow stage first (the
+    config's, else rollout.shadow's defaults), once per shadow fleet load (--shadow-load: one)."""
     from simulator.bad_builds import adapter_shares
     from simulator.blast_radius import blast_radius, with_shadow, without_shadow
     from simulator.blast_radius_report import table
@@ -373,15 +374,21 @@ def cmd_blast_radius(args: argparse.Namespace) -> int:
     shares = adapter_shares(cfg, dict(_share(x) for x in args.adapter_share))
     started = time.perf_counter()
     stage = cfg.rollout.shadow
-    if stage is None:
-        other = ("with rollout.shadow at its defaults (sample 10 %)", with_shadow(cfg))
-        runs = [("as configured: canary steps only", cfg), other]
-    else:
-        title = f"as configured: shadow stage (sample {stage.sample_percent} %), then canary steps"
-        runs = [(title, cfg), ("without the shadow stage: canary steps only", without_shadow(cfg))]
+    loads = [args.shadow_load] if args.shadow_load else list(SHADOW_LOADS)
+    shadowed = cfg if stage is not None else with_shadow(cfg)
+    assert shadowed.rollout.shadow is not None
+    sample = shadowed.rollout.shadow.sample_percent
+    where = "as configured" if stage is not None else "with rollout.shadow at its defaults"
+    runs = [
+        (f"{where}: shadow stage (sample {sample} %, shadow fleet {load}), then canary steps",
+         shadowed, load)
+        for load in loads
+    ]  # fmt: skip
+    canary = ("as configured" if stage is None else "without the shadow stage") + ": canary only"
+    runs.insert(0, (canary, without_shadow(cfg), loads[0]))
     report = []
-    for title, c in runs:
-        outcomes = blast_radius(c, a, shares=shares)
+    for title, c, load in runs:
+        outcomes = blast_radius(c, a, shares=shares, shadow_load=load)
         print(table(title, outcomes), end="\n\n")
         report.append({"release": title, "builds": [o.as_dict() for o in outcomes]})
     out = output_dir(args, cfg.env, "")
@@ -394,9 +401,11 @@ def cmd_blast_radius(args: argparse.Namespace) -> int:
 def _share(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
     try:
-        return name, float(value) if sep else float("nan")
+        if sep:
+            return name, float(value)
     except ValueError:
-        raise ValueError(f"--adapter-share {text!r}: expected NAME=PERCENT") from None
+        pass
+    raise ValueError(f"--adapter-share {text!r}: expected NAME=PERCENT, e.g. jp_style=10")
 
 
 def cmd_routing(args: argparse.Namespace) -> int:
@@ -565,6 +574,12 @@ def main(argv: list[str] | None = None) -> int:
                 metavar="NAME=PERCENT",
                 help="an adapter's share of the traffic (repeatable; the rest split evenly; "
                 "default: an even split, neither the config nor the traces carry one)",
+            )
+            p.add_argument(
+                "--shadow-load",
+                choices=SHADOW_LOADS,
+                help="the shadow variant's fleet: sized for its share at peak, or scaled on the "
+                "primary's concurrency target (simulator/shadow_replay.py) [both, a table each]",
             )
         if name == "scenarios":
             p.add_argument("--scenario", action="append", help="one scenario (repeatable)")

@@ -12,8 +12,11 @@ adapter_shares`), for the primary and the build under test from the same models:
 
 - latency: log-normal, median and tail from the speed model at each variant's load (p50 and p99
   end to end, p50 and p90 TTFT), times the build's factor. The primary runs at its scaling target
-  (target tracking holds it there); the shadow variant is sized for its sampled share at the day's
-  peak at the same target (issue 33 item 3), so off-peak it runs below it, and answers faster;
+  (target tracking holds it there). The shadow variant (``shadow_load``): ``peak-sized`` (the
+  default), a fixed fleet sized for its sampled share at the day's peak at the same target (issue
+  33 item 3), so off-peak it runs below the target and answers faster than the primary; or
+  ``target``, scaled like the primary on the same concurrency target, at the same load per
+  instance (what a latency comparison needs to compare builds rather than loads);
 - length: log-normal around the engine's typical answer (``engine.typical_output_tokens``) with
   :data:`LENGTH_SIGMA` (an assumption: no measured answer-length distribution is on file), cut at
   the answer reserve (``engine.context_budget.generation_reserve_tokens``, the max_tokens a request
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -42,6 +46,9 @@ from typed_config.shadow import ShadowStage
 
 #: Spread (log-normal sigma) of the answers' lengths in tokens around the typical answer.
 LENGTH_SIGMA = 0.5
+#: How the shadow variant's fleet follows the load (the module docstring).
+ShadowLoad = Literal["peak-sized", "target"]
+SHADOW_LOADS: tuple[ShadowLoad, ...] = get_args(ShadowLoad)
 #: Standard normal quantiles of p99 and p90.
 Z99, Z90 = 2.3263, 1.2816
 
@@ -111,6 +118,7 @@ def replay_shadow(
     curve: LatencyCurve,
     *,
     start_minute: int,
+    shadow_load: ShadowLoad = "peak-sized",
     seed: int = 33,
 ) -> ShadowResult:
     """The stage from ``start_minute`` until its verdict (or the trace's end: fail)."""
@@ -127,7 +135,7 @@ def replay_shadow(
     last = min(trace.minutes, start_minute + stage.max_minutes)
     for minute in range(start_minute, last):
         rpm = float(trace.rpm[minute])
-        shadow_speed = curve.at(target * rpm / peak)
+        shadow_speed = curve.at(target * rpm / peak if shadow_load == "peak-sized" else target)
         for adapter in adapters:
             n = int(rng.poisson(rpm * shares[adapter] * stage.sample_percent / 100))
             shadow += _answers(rng, build, adapter, n, shadow_speed, cfg, shares)

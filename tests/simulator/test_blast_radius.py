@@ -7,6 +7,7 @@ and cannot see shows without the false positives prod's alarms raise on a health
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,8 @@ import pytest
 from simulator.alarm_eval import AlarmEval
 from simulator.assumptions import Assumptions
 from simulator.bad_builds import LatencyCurve, adapter_shares, bad_builds
-from simulator.blast_radius import GOAL_PERCENT, blast_radius, replay, with_shadow
-from simulator.blast_radius_report import not_seen, table
+from simulator.blast_radius import GOAL_PERCENT, AlarmWatch, blast_radius, replay, with_shadow
+from simulator.cli import main
 from simulator.rollout import START_HOUR_JST, simulate_rollout
 from simulator.shadow_replay import replay_shadow
 from simulator.traces import normal_day
@@ -24,6 +25,7 @@ from sizing.rollout_alarms import Timing, WatchedAlarm
 from typed_config.shadow import ShadowStage
 
 PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "day2-canary.md"
 START = START_HOUR_JST * 60
 
 
@@ -115,8 +117,6 @@ def test_the_served_share_adds_up(calm, canary_only) -> None:  # type: ignore[no
     day = float(sum(normal_day().rpm))
     shares = adapter_shares(calm)
     build = next(b for b in bad_builds(shares) if b.key == "errors-2pct")
-    from simulator.blast_radius import AlarmWatch
-
     res = simulate_rollout(
         calm, start_minute=START, watch=AlarmWatch(calm, Assumptions(), build, shares, START)
     )
@@ -144,15 +144,39 @@ def test_an_insufficient_comparison_is_never_a_pass(calm) -> None:  # type: igno
     assert (o.stage, o.served) == ("shadow", 0.0)
 
 
-def test_prod_as_committed(prod) -> None:  # type: ignore[no-untyped-def]
-    """prod's own alarms: the relative latency alarm rolls a healthy canary back once it runs
-    hotter than the primary (the table marks a bad build stopped there as not seen)."""
-    outcomes = blast_radius(prod)
-    by = {o.build.key: o for o in outcomes}
-    assert by["healthy"].stage != "passed"
-    assert not_seen(by["truncated"], by["healthy"])
-    text = table("prod", outcomes)
-    assert "NOT SEEN" in text and "errors-2pct" in text
+def test_make_simulate_prints_the_tables_docs_day2_canary_quotes(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`simulator blast-radius --env prod` (make simulate's step): three tables, the JSON beside
+    them, and docs/day2-canary.md quotes them as they are today. On prod's own alarms the relative
+    latency alarm rolls a healthy canary back once it runs hotter than the primary, and the table
+    marks a bad build stopped no earlier as not seen."""
+    assert main(["blast-radius", "--env", "prod", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.split("\nwrote blast-radius.json")[0].rstrip()
+    assert printed in DOC.read_text(), "docs/day2-canary.md's blast-radius block is stale"
+    report = json.loads((tmp_path / "blast-radius.json").read_text())
+    assert [r["release"].split(":")[0] for r in report] == [
+        "as configured",
+        "with rollout.shadow at its defaults",
+        "with rollout.shadow at its defaults",
+    ]
+    canary_only = {b["build"]: b for b in report[0]["builds"]}
+    assert canary_only["healthy"]["stage"] != "passed"
+    assert "NOT SEEN" in printed
+    at_target = {b["build"]: b for b in report[2]["builds"]}
+    for key in ("errors-2pct", "latency-2x", "truncated", "one-adapter"):
+        assert (at_target[key]["stage"], at_target[key]["served_requests"]) == ("shadow", 0)
+        assert at_target[key]["meets_goal"]
+    for b in report[0]["builds"]:
+        assert b["served_percent"] == pytest.approx(
+            100 * b["served_requests"] / b["day_requests"], abs=1e-3
+        )
+
+
+def test_a_shadow_fleet_at_the_primarys_load_sees_the_latency_regression(calm) -> None:  # type: ignore[no-untyped-def]
+    shares = adapter_shares(calm)
+    slow = next(b for b in bad_builds(shares) if b.key == "latency-2x")
+    o = replay(with_shadow(calm), slow, shares, shadow_load="target")
+    assert (o.stage, o.served) == ("shadow", 0.0)
+    assert "latency p95" in o.reason
 
 
 def test_adapter_shares_split_evenly_and_refuse_unknown_names(prod) -> None:  # type: ignore[no-untyped-def]
