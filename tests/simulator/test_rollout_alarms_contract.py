@@ -64,10 +64,14 @@ def test_the_rollback_alarms_evaluate_as_the_simulator_replays_them(alarms, prod
     canary = {d: p for d, p in alarms.items() if d.startswith("canary: more than")}
     (errors,) = canary.values()
     assert _timing(errors) == ROLLBACK_5XX
+    # errors a minute: the simulator feeds the minute's 5XX count
+    assert (errors["Statistic"], errors["Period"]) == ("Sum", 60)
     assert errors["Threshold"] == prod.deployment.rollback_5xx_errors_per_minute
     ceiling = f"canary: ModelLatency p99 above {prod.deployment.rollback_model_latency_p99_ms} ms"
     (latency,) = [p for d, p in alarms.items() if d.startswith(ceiling)]
     assert _timing(latency) == ROLLBACK_LATENCY_P99
+    assert latency["ExtendedStatistic"] == "p99"
+    assert latency["Threshold"] == 1000 * prod.deployment.rollback_model_latency_p99_ms  # µs
 
 
 def test_the_relative_latency_alarms_evaluate_as_the_simulator_replays_them(alarms, prod) -> None:  # type: ignore[no-untyped-def]
