@@ -12,15 +12,21 @@ from __future__ import annotations
 from collections import deque
 from typing import Literal
 
-from sizing.rollout_alarms import WatchedAlarm
+from sizing.rollout_alarms import Missing, WatchedAlarm
 
 State = Literal["OK", "ALARM", "INSUFFICIENT_DATA"]
+#: The state of an alarm that has seen no data for a long while, by its missing-data treatment
+#: (``ignore`` and ``missing``: INSUFFICIENT_DATA).
+EXISTING_STATE: dict[Missing, State] = {"notBreaching": "OK", "breaching": "ALARM"}
 
 
 class AlarmEval:
     """One alarm's state from the minute values fed to :meth:`minute`."""
 
-    def __init__(self, alarm: WatchedAlarm) -> None:
+    def __init__(self, alarm: WatchedAlarm, *, existing: bool = False) -> None:
+        """``existing``: the alarm was created long before (with the stack) and has evaluated a
+        canary without data since: its state is what its missing-data treatment makes of
+        that. Otherwise it starts as CloudWatch creates one, in INSUFFICIENT_DATA."""
         self.alarm = alarm
         t = alarm.timing
         if t.period_seconds % 60:
@@ -29,8 +35,9 @@ class AlarmEval:
         self._pending: list[float | None] = []
         #: The most recent period datapoints, None where missing.
         self._points: deque[float | None] = deque(maxlen=t.evaluation_periods)
-        # CloudWatch creates an alarm in INSUFFICIENT_DATA until it has evaluated once.
         self.state: State = "INSUFFICIENT_DATA"
+        if existing:
+            self.state = EXISTING_STATE.get(t.missing, self.state)
         #: The minute index (end of minute) at which the alarm last went to ALARM.
         self.alarmed_at: int | None = None
 

@@ -61,7 +61,7 @@ class AlarmWatch:
         start_minute: int,
     ) -> None:
         self.build, self.shares, self.start = build, shares, start_minute
-        self.alarms = [AlarmEval(x) for x in watched_alarms(cfg)]
+        self.alarms = [AlarmEval(x, existing=True) for x in watched_alarms(cfg)]
         canary = cfg.variants.canary.instance_type
         primary = cfg.variants.primary.instance_type
         self.canary_curve = LatencyCurve(cfg, canary, a)
@@ -72,10 +72,11 @@ class AlarmWatch:
 
     def observe(self, minute: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(alarms in ALARM, alarms in INSUFFICIENT_DATA) as a tick at ``minute`` reads them."""
-        live = [x for x in self.alarms if minute > self.start]
+        if minute <= self.start:  # no minute of this build has ended yet
+            return (), ()
         return (
-            tuple(x.alarm.key for x in live if x.state == "ALARM"),
-            tuple(x.alarm.key for x in live if x.state == "INSUFFICIENT_DATA"),
+            tuple(x.alarm.key for x in self.alarms if x.state == "ALARM"),
+            tuple(x.alarm.key for x in self.alarms if x.state == "INSUFFICIENT_DATA"),
         )
 
     @staticmethod

@@ -211,3 +211,12 @@ def test_alarm_evaluation_m_of_n_and_missing_data(timing, values, states) -> Non
     signal = "restarts" if timing.period_seconds > 60 else "errors_per_minute"
     ev = AlarmEval(WatchedAlarm("x", signal, 0.5 if signal == "restarts" else 5, timing))
     assert [ev.minute(i, v) for i, v in enumerate(values)] == states
+
+
+def test_an_alarm_that_existed_before_the_build_starts_from_its_missing_data_state() -> None:
+    ok = AlarmEval(WatchedAlarm("x", "restarts", 0, Timing(300, 1, 1)), existing=True)
+    assert ok.state == "OK"  # notBreaching: silence was good
+    silent = Timing(60, 1, 1, "missing")
+    assert AlarmEval(WatchedAlarm("y", "restarts", 0, silent), existing=True).state == (
+        "INSUFFICIENT_DATA"
+    )
