@@ -15,7 +15,15 @@ import pytest
 from simulator.alarm_eval import AlarmEval
 from simulator.assumptions import Assumptions
 from simulator.bad_builds import LatencyCurve, adapter_shares, bad_builds
-from simulator.blast_radius import GOAL_PERCENT, AlarmWatch, blast_radius, replay, with_shadow
+from simulator.blast_radius import (
+    GOAL_PERCENT,
+    AlarmWatch,
+    Outcome,
+    blast_radius,
+    replay,
+    with_shadow,
+)
+from simulator.blast_radius_report import not_seen, table
 from simulator.cli import main
 from simulator.rollout import START_HOUR_JST, simulate_rollout
 from simulator.shadow_replay import replay_shadow
@@ -144,28 +152,28 @@ def test_an_insufficient_comparison_is_never_a_pass(calm) -> None:  # type: igno
     assert (o.stage, o.served) == ("shadow", 0.0)
 
 
-def test_make_simulate_prints_the_tables_docs_day2_canary_quotes(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    """`simulator blast-radius --env prod` (make simulate's step): three tables, the JSON beside
-    them, and docs/day2-canary.md quotes them as they are today. On prod's own alarms the relative
-    latency alarm rolls a healthy canary back once it runs hotter than the primary, and the table
-    marks a bad build stopped no earlier as not seen."""
+def test_make_simulate_prints_the_tables_docs_day2_canary_quotes(tmp_path, capsys, prod) -> None:  # type: ignore[no-untyped-def]
+    """`simulator blast-radius --env prod` (make simulate's step): the canary steps alone, then a
+    shadow stage first with each shadow fleet load; the JSON beside them; docs/day2-canary.md
+    quotes the tables as they are today (regenerate the block when the config or the rules
+    change). With the shadow fleet at the primary's load every bad build is stopped in the shadow
+    stage, nothing served: the issue's goal."""
     assert main(["blast-radius", "--env", "prod", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out.split("\nwrote blast-radius.json")[0].rstrip()
     assert printed in DOC.read_text(), "docs/day2-canary.md's blast-radius block is stale"
     report = json.loads((tmp_path / "blast-radius.json").read_text())
-    assert [r["release"].split(":")[0] for r in report] == [
-        "as configured",
-        "with rollout.shadow at its defaults",
-        "with rollout.shadow at its defaults",
+    titles = [r["release"] for r in report]
+    canary = "as configured" if prod.rollout.shadow is None else "without the shadow stage"
+    assert titles[0] == f"{canary}: canary only"
+    assert [t.split("shadow fleet ")[1].split(")")[0] for t in titles[1:]] == [
+        "peak-sized",
+        "target",
     ]
-    canary_only = {b["build"]: b for b in report[0]["builds"]}
-    assert canary_only["healthy"]["stage"] != "passed"
-    assert "NOT SEEN" in printed
     at_target = {b["build"]: b for b in report[2]["builds"]}
     for key in ("errors-2pct", "latency-2x", "truncated", "one-adapter"):
         assert (at_target[key]["stage"], at_target[key]["served_requests"]) == ("shadow", 0)
         assert at_target[key]["meets_goal"]
-    for b in report[0]["builds"]:
+    for b in (b for r in report for b in r["builds"]):
         assert b["served_percent"] == pytest.approx(
             100 * b["served_requests"] / b["day_requests"], abs=1e-3
         )
@@ -220,3 +228,20 @@ def test_an_alarm_that_existed_before_the_build_starts_from_its_missing_data_sta
     assert AlarmEval(WatchedAlarm("y", "restarts", 0, silent), existing=True).state == (
         "INSUFFICIENT_DATA"
     )
+
+
+def test_a_bad_build_stopped_no_earlier_than_the_healthy_one_is_marked_not_seen() -> None:
+    """The alarm that stopped it stops every build there: not a detection."""
+    shares = {"a": 1.0}
+    healthy, errors, _, truncated, _ = bad_builds(shares)
+
+    def outcome(build, stage, minutes):  # type: ignore[no-untyped-def]
+        return Outcome(build, stage, minutes, 100.0, 1e6, "alarm: x", 3, "ROLLED_BACK")
+
+    h = outcome(healthy, "canary step 3 (50 %)", 145)
+    late = outcome(truncated, "canary step 3 (50 %)", 185)
+    early = outcome(errors, "canary step 1 (5 %)", 65)
+    assert not_seen(late, h) and not not_seen(early, h)
+    assert not not_seen(late, outcome(healthy, "passed", None))
+    text = table("t", [h, early, late])
+    assert text.count("NOT SEEN") == 1 and "errors-2pct" in text
