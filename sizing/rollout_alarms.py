@@ -6,9 +6,9 @@ the CDK constructs, so their evaluation figures are defined here, on the floor b
 stacks build the same alarms: ``stacks/constructs/rollback_alarms.py`` (5XX 2 of 3 minutes,
 ModelLatency p99 3 of 5), ``relative_latency.py`` (canary / primary, 3 of 5, an invocation floor)
 and ``monitoring.py`` with ``alarm_rules.py`` (high TTFT over 5 minutes, engine restarts in 5
-minutes; ``_rule_period``). ``tests/simulator/test_rollout_alarms_contract.py`` builds those
-constructs and holds their figures equal to these, so a change on either side fails there until
-both agree (the stacks can import them from here).
+minutes; ``_rule_period``). The rollback and relative latency alarms take their timing from here;
+``tests/simulator/test_rollout_alarms_contract.py`` builds those constructs and holds every figure
+(the monitoring rules' windows too) equal to these.
 
 Which alarms are watched is ``stacks/endpoint_stack.py``'s ``_canary_controller``: the canary's
 5XX and ModelLatency p99 rollback alarms, its high-TTFT and engine-restart alarms, and the

@@ -22,7 +22,9 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
+from sizing.rollout_alarms import RELATIVE_LATENCY
 from stacks.constructs.endpoint_ref import EndpointRef
+from stacks.constructs.rollback_alarms import treat_missing_data
 from typed_config import RolloutConfig
 
 #: (construct id, metric, statistic, what it measures): the two latencies compared.
@@ -61,15 +63,17 @@ class RelativeLatencyAlarms(Construct):
                     self,
                     construct_id_,
                     alarm_description=(
-                        f"canary: {what} above {ratio:g} x the primary's in 3 of 5 minutes with "
+                        f"canary: {what} above {ratio:g} x the primary's in "
+                        f"{RELATIVE_LATENCY.datapoints_to_alarm} of "
+                        f"{RELATIVE_LATENCY.evaluation_periods} minutes with "
                         f"at least {floor} canary invocations a minute (rolls back the canary "
                         "rollout)"
                     ),
                     metric=expression,
                     threshold=ratio,
                     comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                    evaluation_periods=5,
-                    datapoints_to_alarm=3,
-                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                    evaluation_periods=RELATIVE_LATENCY.evaluation_periods,
+                    datapoints_to_alarm=RELATIVE_LATENCY.datapoints_to_alarm,
+                    treat_missing_data=treat_missing_data(RELATIVE_LATENCY),
                 )
             )

@@ -11,9 +11,16 @@ from collections.abc import Sequence
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from sizing.rollout_alarms import ROLLBACK_5XX, ROLLBACK_LATENCY_P99, Timing
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.metrics import MICROSECONDS_PER_MS
 from typed_config import VARIANT_NAMES, DeploymentPolicy, VariantName
+
+
+def treat_missing_data(timing: Timing) -> cloudwatch.TreatMissingData:
+    """CloudWatch's name for ``timing.missing`` (``notBreaching`` -> NOT_BREACHING, ...)."""
+    upper = "".join(f"_{c}" if c.isupper() else c.upper() for c in timing.missing)
+    return cloudwatch.TreatMissingData[upper]
 
 
 class RollbackAlarms(Construct):
@@ -42,15 +49,18 @@ class RollbackAlarms(Construct):
                 f"{variant.capitalize()}5xx",
                 endpoint.metric_invocation_5xx_errors(variant),
                 errors,
-                (3, 2),
-                f"{variant}: more than {errors} 5XX errors a minute in 2 of 3 minutes",
+                ROLLBACK_5XX,
+                f"{variant}: more than {errors} 5XX errors a minute in "
+                f"{ROLLBACK_5XX.datapoints_to_alarm} of {ROLLBACK_5XX.evaluation_periods} minutes",
             )
             self.latency[variant] = self._alarm(
                 f"{variant.capitalize()}ModelLatencyP99",
                 endpoint.metric_model_latency(variant, "p99"),
                 latency_ms * MICROSECONDS_PER_MS,  # ModelLatency is published in microseconds
-                (5, 3),
-                f"{variant}: ModelLatency p99 above {latency_ms} ms in 3 of 5 minutes",
+                ROLLBACK_LATENCY_P99,
+                f"{variant}: ModelLatency p99 above {latency_ms} ms in "
+                f"{ROLLBACK_LATENCY_P99.datapoints_to_alarm} of "
+                f"{ROLLBACK_LATENCY_P99.evaluation_periods} minutes",
             )
 
     def _alarm(
@@ -58,11 +68,11 @@ class RollbackAlarms(Construct):
         construct_id: str,
         metric: cloudwatch.IMetric,
         threshold: float,
-        periods_datapoints: tuple[int, int],
+        timing: Timing,
         condition: str,
     ) -> cloudwatch.Alarm:
-        """An alarm on ``metric`` above ``threshold`` in ``datapoints`` of ``periods`` minutes."""
-        periods, datapoints = periods_datapoints
+        """An alarm on ``metric`` above ``threshold``, evaluated as ``timing`` says (the figures the
+        simulator's blast-radius replay uses, sizing/rollout_alarms.py)."""
         return cloudwatch.Alarm(
             self,
             construct_id,
@@ -70,9 +80,9 @@ class RollbackAlarms(Construct):
             metric=metric,
             threshold=threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=periods,
-            datapoints_to_alarm=datapoints,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            evaluation_periods=timing.evaluation_periods,
+            datapoints_to_alarm=timing.datapoints_to_alarm,
+            treat_missing_data=treat_missing_data(timing),
         )
 
     @property
