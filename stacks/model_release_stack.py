@@ -14,12 +14,17 @@ from typing import Any
 from aws_cdk import Annotations, Aws, CfnOutput, Stack
 from constructs import Construct
 
+from container.model_prep.bedrock_rules import package_prefix
+from stacks.constructs.bedrock_import import BedrockImportRole
 from stacks.constructs.model_release import (
     ModelArtifacts,
     PreparationJobRole,
     ecr_repository_arn,
 )
 from typed_config import DeploymentConfig, artifact_bucket_name
+
+#: The stack output make bedrock-import reads the import role's ARN from.
+BEDROCK_IMPORT_ROLE_OUTPUT = "BedrockImportRoleArn"
 
 
 class ModelReleaseStack(Stack):
@@ -53,6 +58,20 @@ class ModelReleaseStack(Stack):
             "ArtifactKeyArn": ("model-artifact-key-arn", self.artifacts.key.key_arn),
             "PrepRoleArn": ("model-prep-role-arn", self.job.role.role_arn),
         }
+        # Bedrock Custom Model Import (typed_config/bedrock.py): the import jobs' service role.
+        self.bedrock_import: BedrockImportRole | None = None
+        if cfg.bedrock.enabled:
+            self.bedrock_import = BedrockImportRole(
+                self,
+                "BedrockImport",
+                name_prefix=name_prefix,
+                artifacts=self.artifacts,
+                package_prefix=package_prefix(prep.artifact_prefix),
+            )
+            outputs[BEDROCK_IMPORT_ROLE_OUTPUT] = (
+                "bedrock-import-role-arn",
+                self.bedrock_import.role.role_arn,
+            )
         for output_id, (export, value) in outputs.items():
             CfnOutput(self, output_id, value=value, export_name=f"{name_prefix}-{export}")
 
