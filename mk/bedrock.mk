@@ -8,3 +8,6 @@
 
 bedrock-package: venv .venv-serving/.stamp ## deploy | build and publish the model release's Bedrock Custom Model Import package (once per release)
 	$(PY) -m tools.bedrock_package --env $(ENV) --package-python $(SPY)
+
+bedrock-import: venv ## deploy | import the Bedrock package models bedrock.models names (once per package digest), record, smoke-check, delete unnamed imports
+	$(PY) -m tools.bedrock_import --env $(ENV)

@@ -377,3 +377,37 @@ def check_package(root: Path, adapters: list[str] | tuple[str, ...]) -> dict[str
     if failures:
         raise BedrockPackageError(" | ".join(failures))
     return facts
+
+
+def manifest_problems(manifest: dict[str, Any], name: str) -> list[str]:
+    """Why model ``name`` of a published package (its ``manifest.json``, as the package build
+    wrote it) cannot be imported, read from the manifest alone (no download): a model the
+    package lacks, required files it does not list, and its recorded facts against the rules
+    (architecture, dtype, size, context). make bedrock-import runs this before any import job."""
+    record = (manifest.get("models") or {}).get(name)
+    if not isinstance(record, dict):
+        return [
+            f"models.{name}: not in the package (it has {sorted(manifest.get('models') or {})})"
+        ]
+    rel = str(record.get("path", ""))
+    files = set((manifest.get("files") or {}).keys())
+    out = [
+        f"{rel}/{req}: not in the package's manifest"
+        for req in REQUIRED_FILES
+        if f"{rel}/{req}" not in files
+    ]
+    if not any(f.startswith(f"{rel}/") and f.endswith(".safetensors") for f in files):
+        out.append(f"{rel}/*.safetensors: no weights in the package's manifest")
+    arch = record.get("architecture")
+    if arch not in SUPPORTED_ARCHITECTURES:
+        out.append(f"models.{name}.architecture: {arch!r} is not one Custom Model Import supports")
+    if record.get("dtype") not in WEIGHT_DTYPES.values():
+        out.append(f"models.{name}.dtype: {record.get('dtype')!r} is not bf16, fp16 or fp32")
+    kind = SUPPORTED_ARCHITECTURES.get(str(arch), "text")
+    size = record.get("size_bytes")
+    if not isinstance(size, int) or size > MAX_BYTES[kind]:
+        out.append(f"models.{name}.size_bytes: {size} is over the {kind} limit ({MAX_BYTES[kind]})")
+    context = record.get("max_position_embeddings")
+    if not isinstance(context, int) or context > MAX_CONTEXT_TOKENS:
+        out.append(f"models.{name}.max_position_embeddings: {context} is over {MAX_CONTEXT_TOKENS}")
+    return out
