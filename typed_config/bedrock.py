@@ -41,6 +41,12 @@ class BedrockConfig(Strict):
     #: until then. 2: what a Llama-3-8B-architecture import was given (a public measurement
     #: quoted in docs/bedrock.md); AWS publishes no rule for it.
     custom_model_units_per_copy: Annotated[int, Field(ge=1, le=64)] = 2
+    #: Requests per minute one model copy serves, for the plan's copies at the peak. AWS
+    #: publishes no per-copy throughput; 326: a public measurement of an 8B Llama-architecture
+    #: import (2 CMUs) answering 560 requests at concurrency 8 in 103 s (docs/bedrock.md cites
+    #: it; its request lengths are not this product's). Replace it with a measurement of the
+    #: imported model at the product's request shape.
+    copy_requests_per_minute: Annotated[float, Field(gt=0)] = 326.0
     #: Seconds the import job may take before make bedrock-import stops following it (the job
     #: runs on). AWS states no bound; a public 8B import took 10 minutes.
     import_timeout_seconds: Annotated[int, Field(ge=300, le=6 * 3600)] = 3600
