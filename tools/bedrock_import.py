@@ -47,6 +47,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from clients.bedrock_fallback import record_name
 from container.model_prep import artifact, bedrock_rules
 from container.model_prep.manifest import MANIFEST_NAME
 from lambdas.smoke_gate.checks import chat_body, check_answer
@@ -279,10 +280,10 @@ def smoke(
     print(f"bedrock-import: {model}: smoke invocation answered", flush=True)
 
 
-def record(aws: Aws, package: Package, model: str, facts: dict[str, Any]) -> str:
+def record(s3: Any, package: Package, model: str, facts: dict[str, Any]) -> str:
     """The imported model, recorded against the release version, beside its package."""
-    key = package.where.key(package.version, f"imports/{model}.json")
-    aws.s3.put_object(
+    key = package.where.key(package.version, record_name(model))
+    s3.put_object(
         Bucket=package.where.bucket,
         Key=key,
         Body=json.dumps(facts, indent=2, sort_keys=True, default=str).encode(),
@@ -334,7 +335,7 @@ def import_model(
     imported = Aws.call(aws.bedrock, "get_imported_model", modelIdentifier=arn)
     units = imported.get("customModelUnits", {})
     where = record(
-        aws,
+        aws.s3,
         package,
         model,
         {
