@@ -34,9 +34,9 @@ What AWS documents, and the reading chosen here:
   has (transformers 5 writes ``TokenizersBackend``, which 4.51.3 cannot load).
 - ``generation_config.json``: not in the page's required list but in its example layout (and
   the brief's); required here, so a model's stop tokens are the ones it was trained with.
-- A chat template: Converse renders messages with the model's own template (Bedrock User Guide,
-  "Invoke your imported model"); a model without one is refused here for this product, whose
-  clients send chat messages.
+- A chat template: an imported model answers the OpenAI chat-completion body through InvokeModel
+  (seeds 002 section 12), and chat messages become a prompt through the model's own template; a
+  model without one is refused here, for this product, whose clients send chat messages.
 """
 
 from __future__ import annotations
@@ -253,8 +253,8 @@ def _tokenizer_problems(root: Path, tok: dict[str, Any]) -> list[str]:
         )
     if not tok.get("chat_template") and not (root / "chat_template.jinja").is_file():
         out.append(
-            "tokenizer_config.json: chat_template: missing; Converse renders chat messages "
-            "with the model's own template"
+            "tokenizer_config.json: chat_template: missing; chat requests are rendered with "
+            "the model's own template"
         )
     return out
 
