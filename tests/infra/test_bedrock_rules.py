@@ -165,3 +165,34 @@ def test_a_package_names_the_model_that_fails(tmp_path: Path) -> None:
 def test_the_package_sits_beside_the_releases_under_its_format() -> None:
     assert rules.package_prefix("models") == "models/bedrock-v1"
     assert rules.model_dirs(("a", "b")) == {"base": "base", "a": "merged/a", "b": "merged/b"}
+
+
+def test_the_package_writes_a_transformers_5_source_in_the_form_the_rules_take(tmp_path) -> None:
+    """What bedrock_package writes from the tiny model's transformers-5 files passes the config
+    and tokenizer rules; a quantized source is refused naming the field."""
+    from container.model_prep import bedrock_package as pkg
+
+    source = {
+        "architectures": ["LlamaForCausalLM"], "dtype": "float32", "transformers_version": "5.19.0",
+        "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0},
+        "max_position_embeddings": 8192,
+    }  # fmt: skip
+    config = pkg.config_for_import(source)
+    assert config["torch_dtype"] == "bfloat16" and "dtype" not in config
+    assert config["rope_theta"] == 500000.0
+    assert config["rope_scaling"] == {"rope_type": "llama3", "factor": 8.0}
+    tok = pkg.tokenizer_config_for_import(
+        {"backend": "tokenizers", "tokenizer_class": "TokenizersBackend",
+         "extra_special_tokens": ["<|user|>"]}, "{{ messages }}",
+    )  # fmt: skip
+    assert tok == {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "additional_special_tokens": ["<|user|>"],
+        "chat_template": "{{ messages }}",
+    }
+    root = good_model(tmp_path / "m")
+    (root / "config.json").write_text(json.dumps(config))
+    (root / "tokenizer_config.json").write_text(json.dumps(tok))
+    assert rules.check(root).architecture == "LlamaForCausalLM"
+    with pytest.raises(rules.BedrockPackageError, match=r"config\.json: quantization_config"):
+        pkg.config_for_import({**source, "quantization_config": {"quant_method": "awq"}})
