@@ -23,7 +23,10 @@ from stacks.constructs.model_release import (
 )
 from typed_config import DeploymentConfig, artifact_bucket_name
 
-#: The stack output make bedrock-import reads the import role's ARN from.
+#: The stack outputs the tools read the roles' ARNs from: the preparation job's (make
+#: prepare-model, make preflight) and the Bedrock import jobs' (make bedrock-import). Read by
+#: these exact names: both end in "RoleArn".
+PREP_ROLE_OUTPUT = "PrepRoleArn"
 BEDROCK_IMPORT_ROLE_OUTPUT = "BedrockImportRoleArn"
 
 
@@ -56,7 +59,7 @@ class ModelReleaseStack(Stack):
         outputs = {
             "ArtifactBucketName": ("model-artifact-bucket", self.artifacts.bucket.bucket_name),
             "ArtifactKeyArn": ("model-artifact-key-arn", self.artifacts.key.key_arn),
-            "PrepRoleArn": ("model-prep-role-arn", self.job.role.role_arn),
+            PREP_ROLE_OUTPUT: ("model-prep-role-arn", self.job.role.role_arn),
         }
         # Bedrock Custom Model Import (typed_config/bedrock.py): the import jobs' service role.
         self.bedrock_import: BedrockImportRole | None = None

@@ -43,6 +43,7 @@ from container.model_prep import artifact
 from container.model_prep.manifest import summary
 from sizing.fit import load_config
 from stacks.constructs.image import JOB_IMAGE_TAG_PREFIX
+from stacks.model_release_stack import PREP_ROLE_OUTPUT
 from tools import REPO_ROOT
 from tools.aws_command import error_code
 from tools.model_release import aws_account
@@ -353,7 +354,7 @@ def run(
     ecr = session.client("ecr")
     if not cfg.model_prep.job_image and not image_present(ecr, image):
         push_job_image(image, ecr)
-    role = stack_output(session.client("cloudformation"), release_stack_name(cfg), "RoleArn")
+    role = stack_output(session.client("cloudformation"), release_stack_name(cfg), PREP_ROLE_OUTPUT)
     name = f"{preparation_job_version_prefix(cfg, version)}{time.strftime('%m%d%H%M%S')}"
     if len(name) > 63:  # CreateTrainingJob: TrainingJobName is at most 63 characters
         raise PrepareError(
