@@ -19,9 +19,9 @@ The figures, prod's model (Llama-3-8B architecture, three adapters):
 The decision (:func:`placement`): the preparation job (``model_prep``: ml.g6e.xlarge, 40 GB
 volume) does not hold 80.3 GB and bills a GPU for CPU work; the package needs a machine with the
 disk and the memory above, which is either the caller's (``make bedrock-package`` checks its own
-free disk and memory and runs there) or a CPU job. The CPU job's size is computed here too
-(:data:`CPU_JOB_INSTANCE`, volume from the disk need x 1.25); launching it is not built yet
-(docs/bedrock.md says so), so a machine that is too small is refused naming both figures.
+free disk and memory and runs there) or a CPU job: a SageMaker training job on
+:data:`CPU_JOB_INSTANCE` with a volume of the disk need x 1.25 (tools/bedrock_package.py starts
+it with the preparation job's image and role).
 Time: the build is disk- and network-bound (write 64 GB, upload 64 GB); not measured here.
 """
 

@@ -25,6 +25,7 @@ from typed_config import artifact_location_uri, release_inputs
 from .conftest import load_env
 
 ACCOUNT = "123456789012"  # moto's
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/prep"
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def aws():
         yield session, cfg, releases
 
 
-def args(tmp_path: Path) -> argparse.Namespace:
+def args(tmp_path: Path) -> argparse.Namespace:  # the package python is never run here
     return argparse.Namespace(endpoint_url="", package_python=tmp_path / "no-python")
 
 
@@ -68,15 +69,73 @@ def test_a_published_package_answers_with_its_digest_and_builds_nothing(aws, tmp
     assert f"already published, digest {hashlib.sha256(body).hexdigest()}" in out
 
 
-def test_a_machine_too_small_is_refused_with_the_figures(aws, tmp_path, monkeypatch, capsys):
-    session, cfg, releases = aws
-    publish_manifest(session.client("s3"), releases, release_inputs(cfg).version)
+def test_a_machine_too_small_builds_the_package_in_a_cpu_job(monkeypatch, capsys) -> None:
+    """The SDK's CreateTrainingJob request (validated by botocore against SageMaker's model):
+    the preparation image and role, the CPU instance and the volume the sizing computed, the
+    package build as entry point; the job publishes, the tool reads the digest back."""
+    from sagemaker.core.utils.utils import SageMakerClient
+
+    from .test_prepare_model import FakeSession, describe
+
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "t")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "t")
     monkeypatch.setattr(tool, "machine_memory_bytes", lambda: 8 * 2**30)
-    with pytest.raises(tool.PackageRefused, match="CPU job that would build it is not built"):
-        tool.run(cfg, args(tmp_path), session)
-    reason = capsys.readouterr().out
-    assert "the package is 64.3 GB (4 models in bf16)" in reason
-    assert "8.0 GiB" in reason and CPU_JOB_INSTANCE in reason
+    SageMakerClient.reset()
+    image = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/mangaassist-vllm-dev:model-prep-abc"
+    base = load_env("dev")
+    cfg = base.model_copy(
+        update={"model_prep": base.model_prep.model_copy(update={"job_image": image})}
+    )
+    version = release_inputs(cfg).version
+    with mock_aws():
+        session = FakeSession()
+        s3 = session.client("s3")
+        releases = artifact.ArtifactLocation.parse(artifact_location_uri(cfg, ACCOUNT))
+        s3.create_bucket(Bucket=releases.bucket)
+        publish_manifest(s3, releases, version)
+        where = tool.package_location(artifact_location_uri(cfg, ACCOUNT))
+        session.stub("cloudformation").add_response(
+            "describe_stacks",
+            {"Stacks": [{"StackName": "mangaassist-dev-model-release",
+                         "CreationTime": "2026-11-01T00:00:00Z", "StackStatus": "CREATE_COMPLETE",
+                         "Outputs": [{"OutputKey": "BedrockImportRoleArn", "OutputValue": "x"},
+                                     {"OutputKey": "PrepRoleArn", "OutputValue": ROLE}]}]},
+        )  # fmt: skip
+        session.stub("cloudformation").activate()
+        sm = session.stub("sagemaker")
+        sm.add_response("list_training_jobs", {"TrainingJobSummaries": []})
+        sm.add_response("create_training_job", {"TrainingJobArn": "arn:aws:sagemaker:x"})
+        published: list[bytes] = []
+
+        def on_create(params, **_):
+            name = params["TrainingJobName"]
+            sm.add_response("describe_training_job", describe(name, "InProgress", "Training"))
+            sm.add_response("describe_training_job", describe(name, "Completed", "Completed"))
+            published.append(publish_manifest(s3, where, version))  # what the job does
+
+        session.stubbed["sagemaker"][0].meta.events.register(
+            "before-parameter-build.sagemaker.CreateTrainingJob", on_create
+        )
+        sm.activate()
+        assert tool.run(cfg, args(Path("/nonexistent")), session, sleep=lambda _: None) == 0
+        sm.assert_no_pending_responses()
+    SageMakerClient.reset()
+    (req,) = session.created
+    assert req["TrainingJobName"].startswith(f"mangaassist-dev-prep-bedrock-{version[2:]}-")
+    assert req["RoleArn"] == ROLE
+    assert req["AlgorithmSpecification"]["TrainingImage"] == image
+    assert req["AlgorithmSpecification"]["ContainerEntrypoint"] == tool.JOB_ENTRYPOINT
+    need = package_need(adapters=len(cfg.adapters))
+    assert req["ResourceConfig"] == {"InstanceType": CPU_JOB_INSTANCE, "InstanceCount": 1,
+                                     "VolumeSizeInGB": need.volume_gb}  # fmt: skip
+    assert "EnableManagedSpotTraining" not in req or req["EnableManagedSpotTraining"] is False
+    assert req["Environment"]["BEDROCK_PACKAGE_WORKDIR"] == tool.JOB_WORKDIR
+    assert req["Environment"]["MODEL_ARTIFACT_LOCATION"] == artifact_location_uri(cfg, ACCOUNT)
+    out = capsys.readouterr().out
+    assert "a CPU job (ml.m5.2xlarge, 101 GB volume) is the place" in out
+    assert f"digest {hashlib.sha256(published[0]).hexdigest()}" in out
 
 
 def test_a_config_without_bedrock_packages_nothing(tmp_path, capsys) -> None:
