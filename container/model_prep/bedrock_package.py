@@ -247,6 +247,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["train"]:
+        # A training image is started as `IMAGE train`; whether SageMaker still passes "train"
+        # with a ContainerEntrypoint is not stated, so it is dropped here as job.py drops it.
+        argv = argv[1:]
     args = parser().parse_args(argv)
     if not args.publish:
         print("bedrock-package FAILED: no --publish s3://bucket/prefix", file=sys.stderr)

@@ -33,7 +33,7 @@ def write_inputs(tiny_src: Path, path: Path) -> str:
 
 def package(url: str, inputs: Path, work: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "container.model_prep.bedrock_package", "--local",
+        [sys.executable, "-m", "container.model_prep.bedrock_package", "train", "--local",
          "--inputs", str(inputs), "--publish", f"s3://{BUCKET}/models", "--endpoint-url", url,
          "--workdir", str(work)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
