@@ -13,6 +13,7 @@ from sizing.scaling_target import concurrency_target, pool_bases
 from sizing.serving_speed import PLANNING_EDGE, hit_rate_source
 from sizing.slo_reach import held, unreachable
 from sizing.speed_plan import render_speed, speed_section
+from sizing.target_costs import render_targets
 from typed_config import (
     VARIANT_NAMES,
     DeploymentConfig,
@@ -426,6 +427,8 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"${dear['monthly_at_initial_counts']:,.0f}/month at initial counts (min "
             f"${dear['monthly_at_min_capacity']:,.0f}, max ${dear['monthly_at_max_capacity']:,.0f})"
         )
+    if plan.get("targets"):  # SageMaker beside Bedrock (sizing/target_costs.py)
+        lines += render_targets(plan["targets"])
     r = plan["rollout"]
     bg = r["blue_green"]
     step = f" {bg['step']}" if bg["step"] else ""

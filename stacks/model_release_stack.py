@@ -14,12 +14,20 @@ from typing import Any
 from aws_cdk import Annotations, Aws, CfnOutput, Stack
 from constructs import Construct
 
+from container.model_prep.bedrock_rules import package_prefix
+from stacks.constructs.bedrock_import import BedrockImportRole
 from stacks.constructs.model_release import (
     ModelArtifacts,
     PreparationJobRole,
     ecr_repository_arn,
 )
 from typed_config import DeploymentConfig, artifact_bucket_name
+
+#: The stack outputs the tools read the roles' ARNs from: the preparation job's (make
+#: prepare-model, make preflight) and the Bedrock import jobs' (make bedrock-import). Read by
+#: these exact names: both end in "RoleArn".
+PREP_ROLE_OUTPUT = "PrepRoleArn"
+BEDROCK_IMPORT_ROLE_OUTPUT = "BedrockImportRoleArn"
 
 
 class ModelReleaseStack(Stack):
@@ -51,8 +59,22 @@ class ModelReleaseStack(Stack):
         outputs = {
             "ArtifactBucketName": ("model-artifact-bucket", self.artifacts.bucket.bucket_name),
             "ArtifactKeyArn": ("model-artifact-key-arn", self.artifacts.key.key_arn),
-            "PrepRoleArn": ("model-prep-role-arn", self.job.role.role_arn),
+            PREP_ROLE_OUTPUT: ("model-prep-role-arn", self.job.role.role_arn),
         }
+        # Bedrock Custom Model Import (typed_config/bedrock.py): the import jobs' service role.
+        self.bedrock_import: BedrockImportRole | None = None
+        if cfg.bedrock.enabled:
+            self.bedrock_import = BedrockImportRole(
+                self,
+                "BedrockImport",
+                name_prefix=name_prefix,
+                artifacts=self.artifacts,
+                package_prefix=package_prefix(prep.artifact_prefix),
+            )
+            outputs[BEDROCK_IMPORT_ROLE_OUTPUT] = (
+                "bedrock-import-role-arn",
+                self.bedrock_import.role.role_arn,
+            )
         for output_id, (export, value) in outputs.items():
             CfnOutput(self, output_id, value=value, export_name=f"{name_prefix}-{export}")
 

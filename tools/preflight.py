@@ -65,6 +65,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sizing.fit import load_config
 from sizing.plan_deploy import deploy_section
+from stacks.model_release_stack import PREP_ROLE_OUTPUT
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS, OFFLINE_HINT, error_code
 from typed_config import (
@@ -319,7 +320,7 @@ def token_secret_check(
         return [f"{field}: could not reach Secrets Manager in {cfg.region}: {exc}"]
     stack = release_stack_name(cfg)
     try:
-        role = release_stack_output(client("cloudformation"), stack, "RoleArn")
+        role = release_stack_output(client("cloudformation"), stack, PREP_ROLE_OUTPUT)
     except (ClientError, BotoCoreError) as exc:
         return [f"{field}: could not read the stack {stack}'s outputs ({exc})"]
     if role is None:

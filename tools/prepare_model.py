@@ -41,8 +41,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from container.model_prep import artifact
 from container.model_prep.manifest import summary
+from container.model_prep.release import ReleaseInputs
 from sizing.fit import load_config
 from stacks.constructs.image import JOB_IMAGE_TAG_PREFIX
+from stacks.model_release_stack import PREP_ROLE_OUTPUT
 from tools import REPO_ROOT
 from tools.aws_command import error_code
 from tools.model_release import aws_account
@@ -156,6 +158,54 @@ class JobSpec:
     output_uri: str
     location: str
     cfg: DeploymentConfig
+    #: Another job on the same image and inputs (the Bedrock package build,
+    #: tools/bedrock_package.py): its instance, volume and entry point instead of model_prep's
+    #: (and no spot: its runtime is model_prep's max_runtime_seconds).
+    instance_type: str | None = None
+    volume_gb: int | None = None
+    entrypoint: list[str] | None = None
+    environment: dict[str, str] | None = None
+
+
+def new_job(
+    cfg: DeploymentConfig,
+    session: Any,
+    account: str,
+    where: artifact.ArtifactLocation,
+    location: str,
+    inputs: ReleaseInputs,
+    name_prefix: str,
+    **overrides: Any,
+) -> JobSpec:
+    """A job on the release inputs, ready to create: the job image in ECR (built and pushed when
+    missing), the release stack's job role, a fresh name under ``name_prefix``, the inputs
+    uploaded under ``<prefix>/jobs/<name>/input/`` (the ``release`` channel). ``overrides``:
+    JobSpec's fields for another job on the same image (tools/bedrock_package.py)."""
+    image = job_image_uri(cfg, account)
+    ecr = session.client("ecr")
+    if not cfg.model_prep.job_image and not image_present(ecr, image):
+        push_job_image(image, ecr)
+    role = stack_output(session.client("cloudformation"), release_stack_name(cfg), PREP_ROLE_OUTPUT)
+    name = f"{name_prefix}{time.strftime('%m%d%H%M%S')}"
+    if len(name) > 63:  # CreateTrainingJob: TrainingJobName is at most 63 characters
+        raise PrepareError(
+            f"project and env: the job name {name} is longer than SageMaker's 63 characters; "
+            "shorten the project name"
+        )
+    jobs = f"{where.prefix}/jobs/{name}" if where.prefix else f"jobs/{name}"
+    s3 = session.client("s3")
+    s3.put_object(Bucket=where.bucket, Key=f"{jobs}/input/inputs.json",
+                  Body=json.dumps(inputs.to_json(), indent=2).encode())  # fmt: skip
+    return JobSpec(
+        name=name,
+        image=image,
+        role_arn=role,
+        inputs_uri=f"s3://{where.bucket}/{jobs}/input/",
+        output_uri=f"s3://{where.bucket}/{jobs}/output/",
+        location=location,
+        cfg=cfg,
+        **overrides,
+    )
 
 
 def create_job(spec: JobSpec, session: Any) -> Any:
@@ -172,11 +222,12 @@ def create_job(spec: JobSpec, session: Any) -> Any:
     )
 
     mp = spec.cfg.model_prep
-    env = {"MODEL_ARTIFACT_LOCATION": spec.location}
+    env = {"MODEL_ARTIFACT_LOCATION": spec.location, **(spec.environment or {})}
     if mp.hf_token_secret:
         env["HF_TOKEN_SECRET"] = mp.hf_token_secret
     stopping = StoppingCondition(max_runtime_in_seconds=mp.max_runtime_seconds)
-    if mp.use_spot:
+    spot = mp.use_spot and spec.entrypoint is None
+    if spot:
         stopping = StoppingCondition(
             max_runtime_in_seconds=mp.max_runtime_seconds,
             max_wait_time_in_seconds=mp.max_wait_seconds,
@@ -185,7 +236,9 @@ def create_job(spec: JobSpec, session: Any) -> Any:
         training_job_name=spec.name,
         role_arn=spec.role_arn,
         algorithm_specification=AlgorithmSpecification(
-            training_image=spec.image, training_input_mode="File"
+            training_image=spec.image,
+            training_input_mode="File",
+            **({"container_entrypoint": spec.entrypoint} if spec.entrypoint else {}),
         ),
         input_data_config=[
             Channel(
@@ -201,12 +254,12 @@ def create_job(spec: JobSpec, session: Any) -> Any:
         ],
         output_data_config=OutputDataConfig(s3_output_path=spec.output_uri),
         resource_config=ResourceConfig(
-            instance_type=mp.instance_type,
+            instance_type=spec.instance_type or mp.instance_type,
             instance_count=1,
-            volume_size_in_gb=mp.volume_size_gb,
+            volume_size_in_gb=spec.volume_gb or mp.volume_size_gb,
         ),
         stopping_condition=stopping,
-        enable_managed_spot_training=mp.use_spot,
+        enable_managed_spot_training=spot,
         environment=env,
         session=session,
         region=spec.cfg.region,
@@ -349,29 +402,10 @@ def run(
             f"{created}): following it, no second job")  # fmt: skip
         return follow(sm, logs, name, s3, where, version, resume=resume,
                       poll_seconds=poll_seconds, out=out, sleep=sleep)  # fmt: skip
-    image = job_image_uri(cfg, account)
-    ecr = session.client("ecr")
-    if not cfg.model_prep.job_image and not image_present(ecr, image):
-        push_job_image(image, ecr)
-    role = stack_output(session.client("cloudformation"), release_stack_name(cfg), "RoleArn")
-    name = f"{preparation_job_version_prefix(cfg, version)}{time.strftime('%m%d%H%M%S')}"
-    if len(name) > 63:  # CreateTrainingJob: TrainingJobName is at most 63 characters
-        raise PrepareError(
-            f"project and env: the job name {name} is longer than SageMaker's 63 characters; "
-            "shorten the project name"
-        )
-    jobs = f"{where.prefix}/jobs/{name}" if where.prefix else f"jobs/{name}"
-    s3.put_object(Bucket=where.bucket, Key=f"{jobs}/input/inputs.json",
-                  Body=json.dumps(inputs.to_json(), indent=2).encode())  # fmt: skip
-    spec = JobSpec(
-        name=name,
-        image=image,
-        role_arn=role,
-        inputs_uri=f"s3://{where.bucket}/{jobs}/input/",
-        output_uri=f"s3://{where.bucket}/{jobs}/output/",
-        location=location,
-        cfg=cfg,
+    spec = new_job(
+        cfg, session, account, where, location, inputs, preparation_job_version_prefix(cfg, version)
     )
+    name = spec.name
     out(f"prepare-model: {version} on {cfg.model_prep.instance_type} "
         f"(max {elapsed(cfg.model_prep.max_runtime_seconds)}"
         f"{', spot' if cfg.model_prep.use_spot else ''}) -> {where.uri(version)}/")  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 
 import aws_cdk as cdk
 
+from simulator.target_compare import targets_section
 from sizing.capacity import CapacityError
 from sizing.deploy_options import DeployOptions
 from sizing.plan import build_plan, render_plan
@@ -55,6 +56,8 @@ def synth(
             if m.level == cdk.cx_api.SynthesisMessageLevel.WARNING:
                 print(f"warning: {s.stack_name}{m.id}: {m.entry.data}", file=sys.stderr)
     plan = build_plan(cfg, templates)
+    if cfg.bedrock.enabled:  # the second target's cost beside the fleet's (docs/bedrock.md)
+        plan["targets"] = targets_section(cfg)
     (out / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")
     text = render_plan(plan)
     print(text)

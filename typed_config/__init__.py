@@ -24,6 +24,7 @@ Import from here: ``from typed_config import DeploymentConfig``.
 """
 
 from typed_config.base import VARIANT_NAMES, ConfigError, VariantName
+from typed_config.bedrock import IMPORT_REGIONS, BedrockConfig
 from typed_config.deploy_access import DeployAccessConfig, ImmutableIds
 from typed_config.deployment import (
     MAX_INSTANCE_POOLS,
@@ -124,6 +125,7 @@ __all__ = [
     "EXECUTION_POLICY_PARTS",
     "FIT_CHECKS_CONTEXT",
     "GATE_SLOS",
+    "IMPORT_REGIONS",
     "MAX_INSTANCE_POOLS",
     "POOL_ENGINE_FIELDS",
     "SCALABLE_METRICS",
@@ -133,6 +135,7 @@ __all__ = [
     "_ADAPTER_NAME",
     "AdapterConfig",
     "BaseModelConfig",
+    "BedrockConfig",
     "BestEffort",
     "BoundsChange",
     "ConfigError",

@@ -36,6 +36,7 @@ from typed_config.base import (
     Strict,
     VariantName,
 )
+from typed_config.bedrock import BedrockConfig, bedrock_errors
 from typed_config.catalog import INSTANCE_CATALOG
 from typed_config.deploy_access import DeployAccessConfig
 from typed_config.deployment import (
@@ -107,6 +108,8 @@ class DeploymentConfig(Strict):
     #: Where this environment's releases come from (typed_config/promotion.py); absent: the
     #: release workflow builds them for this environment.
     promotion: PromotionConfig | None = None
+    #: Bedrock Custom Model Import as a second target (typed_config/bedrock.py); off by default.
+    bedrock: BedrockConfig = BedrockConfig()
     #: The architecture read from ``model.architecture_file``: handed over by the loader in the
     #: validation context (``ARCHITECTURE_CONTEXT``), never a field, so no YAML file can set it
     #: and the JSON schema (config/schema.json) does not offer it.
@@ -191,6 +194,7 @@ class DeploymentConfig(Strict):
                 f"({', '.join(INSTANCE_CATALOG)})"
             )
         errors += gated_source_errors(self.model.source, self.model_prep)
+        errors += bedrock_errors(self.bedrock, region=self.region, adapters=names)
         for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model
             errors += check(self)
         errors += provision_timeout_errors(self)

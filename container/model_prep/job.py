@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import prepare, release, validate
 from .artifact import AlreadyPublished, ArtifactError, ArtifactLocation, publish, read_manifest
@@ -95,6 +96,21 @@ def hf_token_from_secret(secret_id: str, dest: Path) -> None:
     dest.write_text(value.strip())
 
 
+def s3_if_unpublished(
+    args: argparse.Namespace, where: ArtifactLocation, version: str, *, phase: str
+) -> Any:
+    """The S3 client, and the Hugging Face token written to its file, when ``version`` is not
+    published at ``where`` yet; None (said so) when it is: nothing to do."""
+    s3 = s3_client(args.endpoint_url)
+    print(f"{phase}: {version} -> {where.uri(version)}/", flush=True)
+    if read_manifest(s3, where, version) is not None:
+        print(f"{phase}: {where.uri(version)} already published: nothing to do", flush=True)
+        return None
+    if args.hf_token_secret:
+        hf_token_from_secret(args.hf_token_secret, Path(args.hf_token_file))
+    return s3
+
+
 def run(args: argparse.Namespace) -> int:
     inputs = release.ReleaseInputs.from_json(json.loads(args.inputs.read_text()))
     version = inputs.version
@@ -103,13 +119,9 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         raise ValueError("; ".join(problems))
     check_inputs(inputs, args)
-    s3 = s3_client(args.endpoint_url)
-    print(f"model-release: {version} -> {where.uri(version)}/", flush=True)
-    if read_manifest(s3, where, version) is not None:
-        print(f"model-release: {where.uri(version)} already published: nothing to do", flush=True)
+    s3 = s3_if_unpublished(args, where, version, phase="model-release")
+    if s3 is None:
         return 0
-    if args.hf_token_secret:
-        hf_token_from_secret(args.hf_token_secret, Path(args.hf_token_file))
     shutil.rmtree(args.workdir, ignore_errors=True)
     prepare.prepare(prepare_args(inputs, args))
     try:
@@ -121,8 +133,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="prepare a model release and publish it to S3")
+def release_arguments(p: argparse.ArgumentParser) -> None:
+    """What every job on the release inputs takes (this one, bedrock_package.py): the inputs,
+    where releases live, the local S3 API, local mode and the Hugging Face token."""
     p.add_argument("--inputs", type=Path, default=JOB_INPUTS, help="release inputs JSON")
     p.add_argument("--publish", default=os.environ.get("MODEL_ARTIFACT_LOCATION", ""),
                    help="s3://bucket/prefix the versions live under")  # fmt: skip
@@ -130,6 +143,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--local", action="store_true", help="local sources allowed (tiny model)")
     p.add_argument("--hf-token-file", default="/tmp/model-prep-secrets/hf_token")
     p.add_argument("--hf-token-secret", default=os.environ.get("HF_TOKEN_SECRET", ""))
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="prepare a model release and publish it to S3")
+    release_arguments(p)
     p.add_argument("--quant-python", default=os.environ.get("QUANT_PYTHON", sys.executable))
     workdir = os.environ.get("MODEL_RELEASE_WORKDIR", "/tmp/model-release")
     p.add_argument("--workdir", type=Path, default=Path(workdir))

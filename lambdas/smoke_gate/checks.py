@@ -33,7 +33,7 @@ RUNTIME_CONFIG = Config(
 )
 
 
-def _body(prompt: str, adapter: str | None, max_tokens: int, stream: bool) -> bytes:
+def chat_body(prompt: str, adapter: str | None, max_tokens: int, stream: bool) -> bytes:
     """The body in the key order prefix-aware routing needs (docs/routing.md): the adapter, then
     the conversation, then the fields that vary per request; SageMaker routes on its first
     PrefixLength bytes (json.dumps keeps the dict's order)."""
@@ -110,7 +110,7 @@ def call_once(
             TargetVariant=variant,
             ContentType="application/json",
             Accept="text/event-stream" if stream else "application/json",
-            Body=_body(props["prompt"], adapter, props["max_tokens"], stream=stream),
+            Body=chat_body(props["prompt"], adapter, props["max_tokens"], stream=stream),
         )
         return check_stream(resp["Body"]) if stream else check_answer(resp["Body"].read(), adapter)
     except (ClientError, BotoCoreError) as exc:

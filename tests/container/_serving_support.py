@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
 import httpx
 import pytest
 
@@ -44,6 +46,42 @@ def tiny_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from container.model_prep.build_tiny_model import build
 
     return build(tmp_path_factory.mktemp("tiny") / "src", bad_rank_adapter=True)
+
+
+#: The infra venv runs moto's server: the S3 API the local release chain publishes to.
+INFRA_PYTHON = REPO / ".venv" / "bin" / "python"
+BUCKET = "job-releases"
+CREDS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+         "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def s3_api() -> Iterator[str]:
+    """An S3 API served on this machine (moto's server) with :data:`BUCKET`; its URL."""
+    if not INFRA_PYTHON.exists():
+        pytest.fail(f"{INFRA_PYTHON} missing: `make venv` builds the infra venv (moto's server)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [str(INFRA_PYTHON), "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    s3_client(url).create_bucket(Bucket=BUCKET)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def s3_client(url: str) -> Any:
+    return boto3.client("s3", endpoint_url=url, aws_access_key_id="local",
+                        aws_secret_access_key="local", region_name="us-east-1")  # fmt: skip
 
 
 def adapters_arg(src: Path) -> str:

@@ -8,55 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
-import pytest
-from _serving_support import ADAPTERS, REPO
+from _serving_support import ADAPTERS, BUCKET, CREDS, REPO, s3_client
 
 from container.model_prep.release import ReleaseInputs, build_inputs
 
 QUANT_PYTHON = os.environ.get("QUANT_PYTHON", sys.executable)
-INFRA_PYTHON = REPO / ".venv" / "bin" / "python"
-BUCKET = "job-releases"
-CREDS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
-         "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def s3_api() -> Iterator[str]:
-    if not INFRA_PYTHON.exists():
-        pytest.fail(f"{INFRA_PYTHON} missing: `make venv` builds the infra venv (moto's server)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [str(INFRA_PYTHON), "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    s3 = boto3.client("s3", endpoint_url=url, **{k.lower(): v for k, v in CREDS.items()
-                                                 if k != "AWS_DEFAULT_REGION"},
-                      region_name="us-east-1")  # fmt: skip
-    s3.create_bucket(Bucket=BUCKET)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-def s3_client(url: str):
-    return boto3.client("s3", endpoint_url=url, aws_access_key_id="local",
-                        aws_secret_access_key="local", region_name="us-east-1")  # fmt: skip
 
 
 def write_inputs(tiny_src: Path, path: Path, *, min_agreement: float, adapters=None) -> str:

@@ -74,6 +74,9 @@ INVALID = [
         where="notifications.emails.0",
     ),
     invalid("scaling.variants.primary.step_policies.0.steps.1.lower", 20, "overlap"),
+    invalid("bedrock.models", ["base", "nope"], "['nope'] are neither 'base' nor an adapter"),
+    invalid("bedrock.models", ["base", "base"], "each model once, got ['base', 'base']"),
+    invalid("bedrock.custom_model_units_per_copy", 0, "greater than or equal to 1"),
     invalid("smoke_gate.timeout_seconds", 3001, "less than or equal to 3000"),
     invalid("smoke_gate.timeout_seconds", 2999, "must be a multiple of 15 above 60 s"),
     invalid(
@@ -205,3 +208,10 @@ def test_example_configs_are_valid() -> None:
             cfg.scaling.variants["primary"].max_capacity
             >= cfg.variants.primary.initial_instance_count
         )
+
+
+def test_bedrock_in_a_region_without_custom_model_import_is_named(mutate) -> None:
+    raw = mutate("region", "ap-northeast-1")
+    with pytest.raises(ConfigError) as err:
+        parse(raw)
+    assert "bedrock.enabled: region ap-northeast-1 has no Custom Model Import" in str(err.value)

@@ -4,7 +4,8 @@ floors below the CDK import no CDK. (Issue 35: ``stacks/`` had done two jobs, an
 ``typed_config.loader -> sizing.capacity -> spec`` through an import inside a function.)
 
 Floors, bottom up:
-1. ``container`` (the serving image and the preparation job) and ``lambdas`` (the Lambda code);
+1. ``container`` (the serving image and the preparation job), ``lambdas`` (the Lambda code) and
+   ``clients`` (code a caller of the endpoint runs: the Bedrock fallback route);
 2. ``typed_config``: the typed config, the instance catalog, names AWS fixes;
 3. ``sizing``: the sizing and planning model (pure Python);
 4. ``stacks`` (CDK only) and ``simulator``;
@@ -19,8 +20,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FLOOR = {"container": 1, "lambdas": 1, "typed_config": 2, "sizing": 3, "stacks": 4, "simulator": 4,
-         "tools": 5, "app": 5}  # fmt: skip
+FLOOR = {"container": 1, "lambdas": 1, "clients": 1, "typed_config": 2, "sizing": 3,
+         "stacks": 4, "simulator": 4, "tools": 5, "app": 5}  # fmt: skip
 #: Third-party packages a floor must not import (spec and sizing run in the simulator, the
 #: tools and the tests without CDK, and synth must not need boto3).
 FORBIDDEN = {

@@ -5,6 +5,7 @@ the config build the stack alone, which needs nothing from the other stacks."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -14,7 +15,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from stacks.app_builder import build_stacks, cdk_json_context
 from stacks.constructs.model_release import ecr_repository_arn, s3_sources
-from stacks.model_release_stack import ModelReleaseStack
+from stacks.model_release_stack import BEDROCK_IMPORT_ROLE_OUTPUT, ModelReleaseStack
 from typed_config import DeploymentConfig
 
 from .conftest import REPO_ROOT
@@ -50,7 +51,11 @@ def with_prep(cfg: DeploymentConfig, **update: Any) -> DeploymentConfig:
 
 
 def statements(template: Template) -> list[dict[str, Any]]:
-    (policy,) = template.find_resources("AWS::IAM::Policy").values()
+    """The preparation job role's policy statements (the Bedrock import role has its own)."""
+    (policy,) = template.find_resources(
+        "AWS::IAM::Policy",
+        {"Properties": {"PolicyName": Match.string_like_regexp("PreparationJob")}},
+    ).values()
     found: list[dict[str, Any]] = policy["Properties"]["PolicyDocument"]["Statement"]
     return found
 
@@ -366,6 +371,7 @@ def test_outputs_export_bucket_key_and_role_for_the_tools(template) -> None:
         "mangaassist-prod-model-artifact-bucket": "ArtifactBucketName",
         "mangaassist-prod-model-artifact-key-arn": "ArtifactKeyArn",
         "mangaassist-prod-model-prep-role-arn": "PrepRoleArn",
+        "mangaassist-prod-bedrock-import-role-arn": BEDROCK_IMPORT_ROLE_OUTPUT,
     }
     assert outputs["ArtifactBucketName"]["Value"]["Ref"].startswith("ModelArtifactsBucket")
     assert outputs["ArtifactKeyArn"]["Value"]["Fn::GetAtt"][0].startswith("ModelArtifactsKey")
@@ -398,3 +404,54 @@ def test_a_configured_bucket_and_prefix_are_used_and_nag_still_passes(prod_cfg) 
     assert [_object_suffix(r) for r in as_list(write["Resource"])] == ["/releases/v1.x/*"]
     deny = _bucket_statement(template, "ManifestsOnlyByConditionalCreate")
     assert _object_suffix(deny["Resource"]) == "/releases/v1.x/*/manifest.json"
+
+
+# ---------------------------------------------------------------------------- Bedrock import
+
+
+def bedrock_role(template: Template) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    (role,) = template.find_resources(
+        "AWS::IAM::Role", {"Properties": {"Description": Match.string_like_regexp("Bedrock")}}
+    ).values()
+    (policy,) = template.find_resources(
+        "AWS::IAM::Policy",
+        {"Properties": {"PolicyName": Match.string_like_regexp("BedrockImport")}},
+    ).values()
+    return role, policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_the_bedrock_import_role_trusts_only_import_jobs_of_this_account(template) -> None:
+    role, _ = bedrock_role(template)
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "bedrock.amazonaws.com"}
+    assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    source = json.dumps(trust["Condition"]["ArnEquals"]["aws:SourceArn"])
+    assert ":bedrock:" in source and ":model-import-job/*" in source
+
+
+def test_the_bedrock_import_role_reads_only_the_packages_through_s3(template) -> None:
+    _, found = bedrock_role(template)
+    by_action = {s["Action"]: s for s in found}
+    assert set(by_action) == {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"}
+    get = by_action["s3:GetObject"]
+    assert get["Resource"]["Fn::Join"][1][-1] == "/models/bedrock-v1/*"
+    listing = by_action["s3:ListBucket"]["Condition"]
+    assert listing["StringLike"] == {"s3:prefix": ["models/bedrock-v1", "models/bedrock-v1/*"]}
+    for statement in (get, by_action["s3:ListBucket"]):
+        assert statement["Condition"]["StringEquals"] == {
+            "aws:ResourceAccount": {"Ref": "AWS::AccountId"}
+        }
+    kms = by_action["kms:Decrypt"]
+    assert kms["Resource"]["Fn::GetAtt"][0].startswith("ModelArtifactsKey")
+    assert kms["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}
+
+
+def test_without_bedrock_there_is_no_import_role(prod_cfg) -> None:
+    cfg = prod_cfg.model_copy(
+        update={"bedrock": prod_cfg.bedrock.model_copy(update={"enabled": False})}
+    )
+    template = Template.from_stack(release_stack(cfg))
+    assert "BedrockImportRoleArn" not in template.to_json()["Outputs"]
+    assert not template.find_resources(
+        "AWS::IAM::Role", {"Properties": {"Description": Match.string_like_regexp("Bedrock")}}
+    )

@@ -23,6 +23,11 @@ class NoCredentials:
         return None
 
 
+#: The release stack also exports the Bedrock import role; its output ends in "RoleArn" too
+#: and comes first here, so a lookup by a loose suffix would take the wrong role.
+IMPORT_ROLE = "arn:aws:iam::123456789012:role/bedrock-import"
+
+
 def stubbed(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, Any], dict[str, Stubber]]:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
@@ -354,7 +359,8 @@ def release_stack(aws: StubbedSession, deployed: bool = True) -> None:
         "describe_stacks",
         {"Stacks": [{"StackName": stack, "CreationTime": "2026-11-01T00:00:00Z",
                      "StackStatus": "UPDATE_COMPLETE",
-                     "Outputs": [{"OutputKey": "ModelPrepRoleArn", "OutputValue": JOB_ROLE}]}]},
+                     "Outputs": [{"OutputKey": "BedrockImportRoleArn", "OutputValue": IMPORT_ROLE},
+                                 {"OutputKey": "ModelPrepRoleArn", "OutputValue": JOB_ROLE}]}]},
         {"StackName": stack},
     )  # fmt: skip
 

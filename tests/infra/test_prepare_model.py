@@ -53,6 +53,11 @@ class FakeSession(boto3.Session):
         return self.stubbed[name][1]
 
 
+#: The release stack also exports the Bedrock import role; its output ends in "RoleArn" too
+#: and comes first here, so a lookup by a loose suffix would take the wrong role.
+IMPORT_ROLE = "arn:aws:iam::123456789012:role/bedrock-import"
+
+
 def describe(name: str, status: str, secondary: str, reason: str | None = None) -> dict:
     now = datetime(2026, 11, 24, tzinfo=UTC)
     d: dict[str, Any] = {
@@ -102,7 +107,8 @@ def stack_outputs(session: FakeSession, cfg) -> None:
         {"Stacks": [{"StackName": f"{cfg.project}-{cfg.env}-model-release",
                      "CreationTime": datetime(2026, 11, 1, tzinfo=UTC),
                      "StackStatus": "CREATE_COMPLETE",
-                     "Outputs": [{"OutputKey": "ModelPrepRoleArn", "OutputValue": ROLE}]}]},
+                     "Outputs": [{"OutputKey": "BedrockImportRoleArn", "OutputValue": IMPORT_ROLE},
+                                 {"OutputKey": "ModelPrepRoleArn", "OutputValue": ROLE}]}]},
     )  # fmt: skip
     session.stub("cloudformation").activate()
 
