@@ -27,7 +27,8 @@ ROWS = (
     ("minutes_over_slo", "minutes over SLO"),
     ("instance_hours", "instance-hours"),
     ("cost_usd", "cost USD"),
-    ("cost_per_30_days_usd", "cost per 30 days USD"),
+    ("cost_per_month_usd", "cost per month USD"),
+    ("floor_cost_per_month_usd", "  of it at the floors"),
 )
 #: The primary's instance lines: (series, label, style).
 PRIMARY_LINES = (

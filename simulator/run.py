@@ -13,6 +13,7 @@ from simulator.capacity import InstanceModel, instance_model
 from simulator.engine import VariantRun, VariantSimulation
 from simulator.events import OperatorEvent, check_events
 from simulator.traces import Trace
+from sizing.fleet_cost import floor_cost, monthly
 from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
 
 
@@ -64,11 +65,11 @@ def simulate(
         v: VariantSimulation(cfg, v, models[v], a, trace, weights[v] / total_w, events).run()
         for v in VARIANT_NAMES
     }
-    return Result(label or cfg.env, trace, runs, summarise(runs, trace, a))
+    return Result(label or cfg.env, trace, runs, summarise(cfg, runs, trace, a))
 
 
 def summarise(
-    runs: dict[VariantName, VariantRun], trace: Trace, a: Assumptions
+    cfg: DeploymentConfig, runs: dict[VariantName, VariantRun], trace: Trace, a: Assumptions
 ) -> dict[str, object]:
     dt = a.tick_seconds
     per_min = 60 // dt
@@ -95,6 +96,7 @@ def summarise(
     err_share = np.divide(rej_m, arr_m, out=np.zeros_like(rej_m), where=arr_m > 0)
     over = (err_share > a.slo_error_rate) | (worst_wait * 1000 > a.slo_queue_wait_ms)
     variants: dict[str, object] = {}
+    floors = floor_cost(cfg, trace.start, trace.end)
     cost = hours = 0.0
     for v, r in runs.items():
         h = float(r.series["launched"].sum()) * dt / 3600
@@ -129,7 +131,9 @@ def summarise(
         "minutes_over_slo": int(over.sum()),
         "instance_hours": round(hours, 2),
         "cost_usd": round(cost, 2),
-        "cost_per_30_days_usd": round(cost * 30 * 24 * 60 / minutes),
+        # one cost model with the plan (sizing.fleet_cost): the month, and the floors' share
+        "cost_per_month_usd": round(monthly(cost, minutes)),
+        "floor_cost_per_month_usd": round(floors.monthly_usd),
         "variants": variants,
     }
     if trace.spike_window:

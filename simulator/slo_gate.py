@@ -20,10 +20,10 @@ import numpy as np
 from simulator.assumptions import Assumptions
 from simulator.capacity import instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
+from sizing.fleet_cost import monthly
 from sizing.scaling_target import target_basis
 from sizing.slo_reach import unreachable
 from typed_config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
-from typed_config.catalog import HOURS_PER_MONTH
 
 
 @dataclass(frozen=True)
@@ -121,15 +121,15 @@ class GateReport:
                 lines.append(f"              ... and {len(v.misses) - 4} more")
         day = next((v for v in self.verdicts if v.scenario == "normal-day"), None)
         if day is not None and day.cost_usd:
-            monthly = sum(day.cost_usd.values()) * HOURS_PER_MONTH / 24
+            per_month = monthly(sum(day.cost_usd.values()), 24 * 60)
             budget = (
                 f" against a budget of ${self.budget_usd_per_month:,.0f}"
-                f" ({monthly / self.budget_usd_per_month:.1f}x)"
+                f" ({per_month / self.budget_usd_per_month:.1f}x)"
                 if self.budget_usd_per_month
                 else ""
             )
             lines.append(
-                f"  cost: the normal day's billed instance-hours x 730/24 = ${monthly:,.0f}/month"
+                f"  cost: the normal day's billed instance-hours x 730/24 = ${per_month:,.0f}/month"
                 f"{budget} (schedules, standby and the canary included)"
             )
         lines.append("capacity gate: " + ("PASS" if self.passed else "FAIL"))

@@ -7,6 +7,7 @@ from typing import Any
 
 from container.model_prep.manifest import summary
 from sizing.capacity import pool_capacities
+from sizing.fleet_cost import ceiling_monthly, monthly, plan_cost, price_per_hour
 from sizing.plan_deploy import deploy_section, render_deploy
 from sizing.scale_out_time import render_scale_out, scale_out_section
 from sizing.scaling_target import concurrency_target, pool_bases
@@ -250,34 +251,36 @@ def model_section(cfg: DeploymentConfig, release: dict[str, Any]) -> dict[str, A
 
 
 def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
-    """Monthly cost at the initial counts, min_capacity and max_capacity, every instance priced
-    on its variant's first pool; with instance pools, on its dearest too (what a capacity
-    shortage can cost)."""
-    monthly_initial = monthly_min = monthly_max = 0.0
-    # every instance on its variant's dearest pool: what a capacity shortage can cost
-    dearest_initial = dearest_min = dearest_max = 0.0
-    for name in VARIANT_NAMES:
-        v = cfg.variants[name]
-        sc = cfg.scaling.variants[name]
-        price = INSTANCE_CATALOG[v.instance_type].monthly_price
-        monthly_initial += v.initial_instance_count * price
-        monthly_min += sc.min_capacity * price
-        monthly_max += sc.max_capacity * price
-        dear = max(INSTANCE_CATALOG[t].monthly_price for t in v.pool_types)
-        dearest_initial += v.initial_instance_count * dear
-        dearest_min += sc.min_capacity * dear
-        dearest_max += sc.max_capacity * dear
+    """The monthly cost from :mod:`sizing.fleet_cost`, the model the simulator bills with: the
+    floors the schedules and release calendar hold (standby included, both variants) over the
+    week from its reference start, every instance on its variant's first pool; with instance
+    pools, on its dearest too (what a capacity shortage can cost). Autoscaling above the floors
+    is traffic's; the simulator adds it (make simulate)."""
+    floors = plan_cost(cfg)
+    dearest = {
+        n: max(INSTANCE_CATALOG[t].price_per_hour for t in cfg.variants[n].pool_types)
+        for n in VARIANT_NAMES
+    }
+    dear_usd = sum(floors.usd[n] / price_per_hour(cfg, n) * dearest[n] for n in VARIANT_NAMES)
     return {
         "price_region": PRICE_REGION,
         "hours_per_month": HOURS_PER_MONTH,
-        "monthly_at_initial_counts": round(monthly_initial, 2),
-        "monthly_at_min_capacity": round(monthly_min, 2),
-        "monthly_at_max_capacity": round(monthly_max, 2),
+        "week_from": f"{floors.start:%Y-%m-%d %H:%M} {floors.start.tzname()}",
+        "monthly_at_floors": round(floors.monthly_usd, 2),
+        "monthly_at_floors_by_variant": {
+            n: round(monthly(floors.usd[n], floors.minutes), 2) for n in VARIANT_NAMES
+        },
+        "monthly_at_max_capacity": round(ceiling_monthly(cfg), 2),
         # the figures above price every instance on its first pool; these on its dearest
         "dearest_pool": {
-            "monthly_at_initial_counts": round(dearest_initial, 2),
-            "monthly_at_min_capacity": round(dearest_min, 2),
-            "monthly_at_max_capacity": round(dearest_max, 2),
+            "monthly_at_floors": round(monthly(dear_usd, floors.minutes), 2),
+            "monthly_at_max_capacity": round(
+                sum(
+                    cfg.scaling.variants[n].max_capacity * dearest[n] * HOURS_PER_MONTH
+                    for n in VARIANT_NAMES
+                ),
+                2,
+            ),
         }
         if any(cfg.variants[n].instance_pools for n in VARIANT_NAMES)
         else None,
@@ -289,6 +292,28 @@ def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
             }
         ),
     }
+
+
+def render_cost(cost: dict[str, Any]) -> list[str]:
+    """The cost lines: the floors' monthly figure, what it assumes, and the ceiling."""
+    by = ", ".join(f"{n} ${x:,.0f}" for n, x in cost["monthly_at_floors_by_variant"].items())
+    lines = [
+        f"  cost    ${cost['monthly_at_floors']:,.0f}/month at the floors ({by}): MinCapacity as "
+        f"the schedules and release calendar write it, standby included, over the week from "
+        f"{cost['week_from']}, x {cost['hours_per_month']} h/month; on-demand "
+        f"{cost['price_region']}",
+        "          the least the endpoint bills: autoscaling above the floors follows traffic "
+        "(make simulate bills the normal day with the same model); at most "
+        f"${cost['monthly_at_max_capacity']:,.0f}/month (every variant at max_capacity)",
+    ]
+    dear = cost.get("dearest_pool")
+    if dear:
+        lines.append(
+            f"          those price every instance on its first pool; on its dearest pool "
+            f"${dear['monthly_at_floors']:,.0f}/month at the floors (at most "
+            f"${dear['monthly_at_max_capacity']:,.0f})"
+        )
+    return lines
 
 
 def rollout_section(cfg: DeploymentConfig) -> dict[str, Any]:
@@ -412,20 +437,7 @@ def render_plan(plan: dict[str, Any]) -> str:
                 f"vLLM preempts beyond "
                 f"{c['concurrency_at_full_context']} full-length sequences"
             )
-    cost = plan["cost"]
-    lines.append(
-        f"  cost    ${cost['monthly_at_initial_counts']:,.0f}/month at initial counts "
-        f"(min ${cost['monthly_at_min_capacity']:,.0f}, "
-        f"max ${cost['monthly_at_max_capacity']:,.0f});"
-        f" on-demand {cost['price_region']}, {cost['hours_per_month']} h/month"
-    )
-    dear = cost.get("dearest_pool")
-    if dear:
-        lines.append(
-            f"          those price every instance on its first pool; on its dearest pool "
-            f"${dear['monthly_at_initial_counts']:,.0f}/month at initial counts (min "
-            f"${dear['monthly_at_min_capacity']:,.0f}, max ${dear['monthly_at_max_capacity']:,.0f})"
-        )
+    lines += render_cost(plan["cost"])
     r = plan["rollout"]
     bg = r["blue_green"]
     step = f" {bg['step']}" if bg["step"] else ""

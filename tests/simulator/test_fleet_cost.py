@@ -1,0 +1,78 @@
+"""The plan's monthly cost and the simulator's are one model (sizing.fleet_cost): on a fleet
+that autoscaling cannot move off its floors, the simulator's bill of the plan's week is the
+plan's figure; on any fleet the simulator reports the floors' share the plan prints."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sim_helpers import FAST, flat_trace, make_cfg, run
+
+from sizing.fleet_cost import PLAN_WINDOW, REFERENCE_START, floor_cost, plan_cost
+from sizing.plan import cost_section, render_cost
+from typed_config.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
+
+
+def pinned(name: str, cron: str, floor: int, standby: int = 0) -> dict:
+    """A schedule whose max is its written min: autoscaling has no room above the floor."""
+    return {
+        "name": name,
+        "cron": cron,
+        "timezone": "Asia/Tokyo",
+        "min_capacity": floor,
+        "standby_instances": standby,
+        "max_capacity": floor + standby,
+    }
+
+
+#: Weekday evenings 5 + 1 standby from 18:00 JST, 2 from 22:00 every day: the weekend differs,
+#: so a single day would not price the month.
+WEEKDAY_PEAK = [
+    pinned("peak", "0 18 * * MON-FRI", 5, standby=1),
+    pinned("end", "0 22 * * *", 2),
+]
+
+
+def test_the_simulators_bill_of_the_plans_week_is_the_plans_figure() -> None:
+    cfg = make_cfg({"min_capacity": 2, "max_capacity": 6}, schedules=WEEKDAY_PEAK, initial=2)
+    minutes = int(PLAN_WINDOW.total_seconds() // 60)
+    res = run(cfg, flat_trace([(minutes, 100.0)], start=REFERENCE_START), FAST)
+    plan = cost_section(cfg)
+    assert res.summary["cost_per_month_usd"] == round(plan["monthly_at_floors"])
+    assert res.summary["floor_cost_per_month_usd"] == round(plan["monthly_at_floors"])
+    # by hand: primary 6 for 4 h on 5 weekday evenings, 2 otherwise; canary 2 throughout
+    price = INSTANCE_CATALOG["ml.g5.xlarge"].price_per_hour
+    primary_hours = 2 * 168 + 4 * 4 * 5
+    by_hand = (primary_hours + 2 * 168) * price * HOURS_PER_MONTH / 168
+    assert plan["monthly_at_floors"] == round(by_hand, 2)
+
+
+def test_the_floors_of_a_day_are_the_simulators_floor_share_above_which_it_scales() -> None:
+    """A traffic peak the floors do not cover: the simulator bills more than the floors, and
+    says which part the floors are (the plan's model over the trace's day)."""
+    cfg = make_cfg(
+        {
+            "min_capacity": 2,
+            "max_capacity": 8,
+            "step_policies": [],
+            "target_tracking": {"metric": "invocations", "invocations_per_instance": 600},
+        },
+        initial=2,
+    )
+    res = run(cfg, flat_trace([(120, 200.0), (240, 4000.0), (120, 200.0)]), FAST)
+    trace = res.trace
+    floors = floor_cost(cfg, trace.start, trace.end)
+    assert res.summary["floor_cost_per_month_usd"] == round(floors.monthly_usd)
+    assert res.summary["cost_per_month_usd"] > res.summary["floor_cost_per_month_usd"]
+
+
+def test_the_plan_says_what_its_figure_assumes() -> None:
+    cfg = make_cfg({"min_capacity": 2, "max_capacity": 6}, schedules=WEEKDAY_PEAK, initial=2)
+    text = "\n".join(render_cost(cost_section(cfg)))
+    assert "at the floors" in text and "standby included" in text
+    assert f"week from {REFERENCE_START:%Y-%m-%d %H:%M} JST" in text
+    assert "autoscaling above the floors follows traffic" in text
+    assert f"{HOURS_PER_MONTH} h/month" in text
+    # the week, not its first day: Saturday and Sunday have no evening peak
+    day = floor_cost(cfg, REFERENCE_START, REFERENCE_START + timedelta(days=1))
+    assert plan_cost(cfg).monthly_usd < day.monthly_usd
