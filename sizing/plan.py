@@ -10,7 +10,7 @@ from sizing.capacity import pool_capacities
 from sizing.fleet_cost import ceiling_monthly, monthly, plan_cost, price_per_hour
 from sizing.plan_deploy import deploy_section, render_deploy
 from sizing.scale_out_time import render_scale_out, scale_out_section
-from sizing.scaling_target import concurrency_target, pool_bases
+from sizing.scaling_target import concurrency_target, pool_bases, unmet_slo_warnings
 from sizing.serving_speed import PLANNING_EDGE, hit_rate_source
 from sizing.slo_reach import held, unreachable
 from sizing.speed_plan import render_speed, speed_section
@@ -223,6 +223,7 @@ def scaling_section(cfg: DeploymentConfig, name: VariantName) -> dict[str, Any]:
         "schedules": [x.name for x in cfg.scaling.schedules if x.variant == name],
         "releases": [x.name for x in cfg.scaling.release_calendar if x.variant == name],
         "unreachable_ceiling": unreachable_ceiling(cfg.scaling, name),
+        "unmet_slos": unmet_slo_warnings(cfg, name),
     }
 
 
@@ -239,9 +240,25 @@ def alarm_descriptions(templates: dict[str, dict[str, Any]]) -> list[str]:
     )
 
 
+def job_image_warning(cfg: DeploymentConfig) -> str | None:
+    """A warning when the model-preparation job's role can pull no image: it is granted the
+    repository of ``model_prep.job_image``, else ``image.repository_name``
+    (stacks/model_release_stack.py), and neither is set."""
+    if cfg.model_prep.job_image is not None or cfg.image.repository_name is not None:
+        return None
+    return (
+        "the model-preparation job's role may pull no image: neither model_prep.job_image nor "
+        "image.repository_name is set, so make prepare-model's job cannot start. Set "
+        "image.repository_name (the job's image is pushed there as model-prep-<digest>) or "
+        "model_prep.job_image (an image URI in ECR)"
+    )
+
+
 def model_section(cfg: DeploymentConfig, release: dict[str, Any]) -> dict[str, Any]:
-    """The base model, its quantization, the adapters and the release the image bakes."""
+    """The base model, its quantization, the adapters, the release the image bakes and a
+    warning when the preparation job has no image to pull."""
     return {
+        "job_image_warning": job_image_warning(cfg),
         "source": cfg.model.source,
         "quantization": cfg.model.quantization,
         "adapters": [{"name": a.name, "version": a.version, "rank": a.rank} for a in cfg.adapters],
@@ -401,6 +418,8 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"  model   {plan['model']['source']}  quantization={plan['model']['quantization']}  "
         f"adapters={', '.join(_adapter(a) for a in plan['model']['adapters']) or 'none'}",
     ]
+    if plan["model"].get("job_image_warning"):
+        lines.append(f"          WARNING: {plan['model']['job_image_warning']}")
     eng = plan["engine"]
     for v in plan["variants"]:
         c = v["capacity"]
@@ -430,12 +449,17 @@ def render_plan(plan: dict[str, Any]) -> str:
             lines += render_scale_out(v["scale_out"])
         if sc.get("unreachable_ceiling"):
             lines.append(f"          WARNING: {sc['unreachable_ceiling']}")
+        lines += [f"          WARNING: {w}" for w in sc.get("unmet_slos", [])]
         if c["preempts_at_full_context"]:
             lines.append(
                 f"          WARNING: max_num_seqs x max_model_len needs "
                 f"{c['worst_case_kv_gib']} GiB of KV cache, {c['kv_budget_gib']} GiB fit: "
                 f"vLLM preempts beyond "
-                f"{c['concurrency_at_full_context']} full-length sequences"
+                f"{c['concurrency_at_full_context']} full-length sequences (a preempted "
+                f"sequence waits and is recomputed: slower, not lost; vllm:num_preemptions_total "
+                f"counts them). Typical requests fit {c['concurrency_at_typical_length']}; to rule "
+                f"it out, lower engine.max_num_seqs to {c['concurrency_at_full_context']} or "
+                f"engine.max_model_len"
             )
     lines += render_cost(plan["cost"])
     r = plan["rollout"]
