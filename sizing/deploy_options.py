@@ -162,7 +162,7 @@ class DeployOptions:
             raise ConfigError(f"deploy options {self.as_context()}: {err}") from None
         if self.pin_instance_types:
             out = _rollback_threshold_for_pins(out, data)
-        return out
+        return out.with_source_of(cfg)
 
 
 def pinned_variant(variant: dict[str, Any], placement: str) -> dict[str, Any]:

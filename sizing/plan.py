@@ -7,6 +7,7 @@ from typing import Any
 
 from container.model_prep.manifest import summary
 from sizing.capacity import pool_capacities
+from sizing.fair_comparison import comparison_warnings
 from sizing.fleet_cost import ceiling_monthly, monthly, plan_cost, price_per_hour
 from sizing.plan_deploy import deploy_section, render_deploy
 from sizing.scale_out_time import render_scale_out, scale_out_section
@@ -170,6 +171,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         "variants": variants,
         "cost": cost_section(cfg),
         "rollout": rollout_section(cfg),
+        "canary_comparison": comparison_warnings(cfg),
         "alarms": alarms,
         "deploy": deploy_section(cfg),
         "fleet": fleet_section(cfg),
@@ -471,6 +473,7 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"{r['canary_controller_steps_percent']} baking {r['bake_minutes']} min; smoke gate "
         f"{'on' if r['smoke_gate'] else 'off'}"
     )
+    lines += [f"          WARNING: {w}" for w in plan.get("canary_comparison", [])]
     lines += render_deploy(plan["deploy"])
     lines += render_fleet(plan["fleet"])
     lines.append(f"  alarms  {len(plan['alarms'])}:")
