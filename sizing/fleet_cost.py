@@ -17,7 +17,7 @@ A month is AWS's own convention, ``HOURS_PER_MONTH`` (730 h = 8,760 / 12), for b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from sizing.bounds_timeline import timeline
@@ -42,6 +42,8 @@ def floor_instance_hours(
 ) -> float:
     """Instance-hours of ``variant``'s MinCapacity over [start, end): the bounds the scheduled
     actions leave at ``start``, then each firing's, held until the next."""
+    # in UTC: aware datetimes of one zone subtract as wall times, wrong across a DST change
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
     (low, _, _), changes = timeline(cfg.scaling, variant, start, end)
     hours, at, floor = 0.0, start, low
     for c in changes:
@@ -68,7 +70,7 @@ class FloorCost:
 
     @property
     def minutes(self) -> float:
-        return (self.end - self.start).total_seconds() / 60
+        return (self.end.astimezone(UTC) - self.start.astimezone(UTC)).total_seconds() / 60
 
     @property
     def total_usd(self) -> float:

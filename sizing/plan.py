@@ -7,6 +7,7 @@ from typing import Any
 
 from container.model_prep.manifest import summary
 from sizing.capacity import pool_capacities
+from sizing.day_timeline import day_section, render_day
 from sizing.fair_comparison import comparison_warnings
 from sizing.fleet_cost import ceiling_monthly, monthly, plan_cost, price_per_hour
 from sizing.plan_deploy import deploy_section, render_deploy
@@ -206,6 +207,7 @@ def variant_section(cfg: DeploymentConfig, name: VariantName, release_line: str)
         "provision_timeout_seconds": v.provision_timeout_seconds,
         "speed": speed_section(cfg, name),
         "scale_out": scale_out_section(cfg, name),
+        "day": day_section(cfg, name),
     }
 
 
@@ -445,6 +447,7 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"{', '.join(sc['step_policies']) or 'none'}; {len(sc['schedules'])} schedules, "
             f"{len(sc['releases'])} releases"
         )
+        lines += render_day(v.get("day"))
         if v.get("speed"):
             lines += render_speed(v["speed"])
         if v.get("scale_out"):

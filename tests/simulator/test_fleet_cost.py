@@ -4,11 +4,18 @@ plan's figure; on any fleet the simulator reports the floors' share the plan pri
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from sim_helpers import FAST, flat_trace, make_cfg, run
 
-from sizing.fleet_cost import PLAN_WINDOW, REFERENCE_START, floor_cost, plan_cost
+from sizing.fleet_cost import (
+    PLAN_WINDOW,
+    REFERENCE_START,
+    floor_cost,
+    floor_instance_hours,
+    plan_cost,
+)
 from sizing.plan import cost_section, render_cost
 from typed_config.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 
@@ -76,3 +83,12 @@ def test_the_plan_says_what_its_figure_assumes() -> None:
     # the week, not its first day: Saturday and Sunday have no evening peak
     day = floor_cost(cfg, REFERENCE_START, REFERENCE_START + timedelta(days=1))
     assert plan_cost(cfg).monthly_usd < day.monthly_usd
+
+
+def test_a_day_of_a_dst_change_bills_its_real_length() -> None:
+    """New York's 2026-03-08 lasts 23 hours: a floor of 2 bills 46 instance-hours, not 48."""
+    cfg = make_cfg({"min_capacity": 2, "max_capacity": 2}, initial=2)
+    ny = ZoneInfo("America/New_York")
+    start, end = datetime(2026, 3, 8, tzinfo=ny), datetime(2026, 3, 9, tzinfo=ny)
+    assert floor_instance_hours(cfg, "primary", start, end) == 46
+    assert floor_cost(cfg, start, end).minutes == 23 * 60
