@@ -30,6 +30,16 @@ class Result:
         total = np.sum([r.series[key] for r in self.runs.values()], axis=0).reshape(-1, per_min)
         return {"sum": total.sum, "min": total.min, "max": total.max}[how](axis=1)
 
+    def variant_per_minute(
+        self, key: str, variant: VariantName, how: Literal["sum", "min", "max"] = "sum"
+    ) -> np.ndarray:
+        """Series ``key`` of one variant, reduced to one value per minute."""
+        run = self.runs[variant]
+        per_min = run.series[key].reshape(-1, 60 // run.tick_seconds)
+        if how == "min":
+            return np.asarray(per_min.min(axis=1))
+        return np.asarray(per_min.max(axis=1) if how == "max" else per_min.sum(axis=1))
+
     def sampled(self, key: str, variant: VariantName = "primary") -> np.ndarray:
         """Series ``key`` of one variant at the first tick of every minute."""
         run = self.runs[variant]
@@ -66,6 +76,21 @@ def simulate(
         for v in VARIANT_NAMES
     }
     return Result(label or cfg.env, trace, runs, summarise(cfg, runs, trace, a))
+
+
+def queue_wait_cap_s(runs: dict[VariantName, VariantRun]) -> float:
+    """The wait in a full queue (the most over the variants and the trace): an instance holds
+    at most ``engine.admission_max_inflight`` requests and answers 429 beyond
+    (simulator.capacity.admit), so at most ``admission_limit - running`` wait behind the
+    ``running`` it serves, each ``service_s`` long: the wait is capped at
+    ``(admission_limit - running) x service_s / running`` (briefly more only while instances
+    leave a full queue). A percentile equal to it is the cap, not a measurement of how long
+    waits would grow."""
+    return max(
+        float(np.max((r.instance.admission_limit - r.series["conc"]) * r.series["service_s"]
+                     / r.series["conc"]))
+        for r in runs.values()
+    )  # fmt: skip
 
 
 def summarise(
@@ -129,6 +154,7 @@ def summarise(
         "e2e_p95_ms": round(1000 * _weighted_percentile(e2es, wts, 95), 1),
         "speed_source": {v: r.instance.speed_source for v, r in runs.items()},
         "minutes_over_slo": int(over.sum()),
+        "queue_wait_cap_ms": round(1000 * queue_wait_cap_s(runs), 1),
         "instance_hours": round(hours, 2),
         "cost_usd": round(cost, 2),
         # one cost model with the plan (sizing.fleet_cost): the month, and the floors' share
