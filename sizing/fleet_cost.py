@@ -93,9 +93,38 @@ def floor_cost(cfg: DeploymentConfig, start: datetime, end: datetime) -> FloorCo
     )
 
 
+def recurring_only(cfg: DeploymentConfig) -> DeploymentConfig:
+    """``cfg`` without its release calendar: what recurs every week."""
+    scaling = cfg.scaling.model_copy(update={"release_calendar": []})
+    return cfg.model_copy(update={"scaling": scaling})
+
+
 def plan_cost(cfg: DeploymentConfig) -> FloorCost:
-    """The plan's monthly figure: the floors of the week from :data:`REFERENCE_START`."""
-    return floor_cost(cfg, REFERENCE_START, REFERENCE_START + PLAN_WINDOW)
+    """The plan's monthly figure: the floors the recurring schedules hold over the week from
+    :data:`REFERENCE_START`. A release is a one-off: scaled to a month it would count four
+    times (:func:`release_costs` prices each once)."""
+    return floor_cost(recurring_only(cfg), REFERENCE_START, REFERENCE_START + PLAN_WINDOW)
+
+
+@dataclass(frozen=True)
+class ReleaseCost:
+    """What one release of the calendar adds to the floors, once: its pre-scale window priced
+    with and without it."""
+
+    name: str
+    at: datetime
+    usd: float
+
+
+def release_costs(cfg: DeploymentConfig) -> list[ReleaseCost]:
+    """Each release's one-off cost above the recurring floors, over its pre-scale window."""
+    base = recurring_only(cfg)
+    out = []
+    for r in cfg.scaling.release_calendar:
+        start, end = r.window
+        extra = floor_cost(cfg, start, end).total_usd - floor_cost(base, start, end).total_usd
+        out.append(ReleaseCost(r.name, r.at.replace(tzinfo=ZoneInfo(r.timezone)), extra))
+    return out
 
 
 def ceiling_monthly(cfg: DeploymentConfig) -> float:

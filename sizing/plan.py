@@ -9,7 +9,13 @@ from container.model_prep.manifest import summary
 from sizing.capacity import pool_capacities
 from sizing.day_timeline import day_section, render_day
 from sizing.fair_comparison import comparison_warnings
-from sizing.fleet_cost import ceiling_monthly, monthly, plan_cost, price_per_hour
+from sizing.fleet_cost import (
+    ceiling_monthly,
+    monthly,
+    plan_cost,
+    price_per_hour,
+    release_costs,
+)
 from sizing.plan_deploy import deploy_section, render_deploy
 from sizing.scale_out_time import render_scale_out, scale_out_section
 from sizing.scaling_target import concurrency_target, pool_bases, unmet_slo_warnings
@@ -273,10 +279,10 @@ def model_section(cfg: DeploymentConfig, release: dict[str, Any]) -> dict[str, A
 
 def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
     """The monthly cost from :mod:`sizing.fleet_cost`, the model the simulator bills with: the
-    floors the schedules and release calendar hold (standby included, both variants) over the
-    week from its reference start, every instance on its variant's first pool; with instance
-    pools, on its dearest too (what a capacity shortage can cost). Autoscaling above the floors
-    is traffic's; the simulator adds it (make simulate)."""
+    floors the recurring schedules hold (standby included, both variants) over the week from
+    its reference start (each release priced once beside it), every instance on its variant's
+    first pool; with instance pools, on its dearest too (what a capacity shortage can cost).
+    Autoscaling above the floors is traffic's; the simulator adds it (make simulate)."""
     floors = plan_cost(cfg)
     dearest = {
         n: max(INSTANCE_CATALOG[t].price_per_hour for t in cfg.variants[n].pool_types)
@@ -292,6 +298,10 @@ def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
             n: round(monthly(floors.usd[n], floors.minutes), 2) for n in VARIANT_NAMES
         },
         "monthly_at_max_capacity": round(ceiling_monthly(cfg), 2),
+        "releases_once": [
+            {"name": r.name, "at": f"{r.at:%Y-%m-%d %H:%M} {r.at.tzname()}", "usd": round(r.usd, 2)}
+            for r in release_costs(cfg)
+        ],
         # the figures above price every instance on its first pool; these on its dearest
         "dearest_pool": {
             "monthly_at_floors": round(monthly(dear_usd, floors.minutes), 2),
@@ -320,13 +330,18 @@ def render_cost(cost: dict[str, Any]) -> list[str]:
     by = ", ".join(f"{n} ${x:,.0f}" for n, x in cost["monthly_at_floors_by_variant"].items())
     lines = [
         f"  cost    ${cost['monthly_at_floors']:,.0f}/month at the floors ({by}): MinCapacity as "
-        f"the schedules and release calendar write it, standby included, over the week from "
+        f"the recurring schedules write it, standby included, over the week from "
         f"{cost['week_from']}, x {cost['hours_per_month']} h/month; on-demand "
         f"{cost['price_region']}",
         "          the least the endpoint bills: autoscaling above the floors follows traffic "
         "(make simulate bills the normal day with the same model); at most "
         f"${cost['monthly_at_max_capacity']:,.0f}/month (every variant at max_capacity)",
     ]
+    for r in cost.get("releases_once", []):
+        lines.append(
+            f"          release {r['name']} ({r['at']}): +${r['usd']:,.0f} once, its pre-scale "
+            "above those floors (scaling.release_calendar; not in the monthly figure)"
+        )
     dear = cost.get("dearest_pool")
     if dear:
         lines.append(

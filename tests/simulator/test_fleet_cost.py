@@ -92,3 +92,19 @@ def test_a_day_of_a_dst_change_bills_its_real_length() -> None:
     start, end = datetime(2026, 3, 8, tzinfo=ny), datetime(2026, 3, 9, tzinfo=ny)
     assert floor_instance_hours(cfg, "primary", start, end) == 46
     assert floor_cost(cfg, start, end).minutes == 23 * 60
+
+
+def test_a_release_is_priced_once_beside_the_monthly_figure() -> None:
+    """A release in the priced week, scaled to a month, would count about four times."""
+    release = {
+        "name": "release", "at": "2026-12-04T20:00:00", "timezone": "Asia/Tokyo",
+        "prescale_hours": 2, "restore_after_hours": 1, "min_capacity": 8, "max_capacity": 8,
+    }  # fmt: skip
+    plain = make_cfg({"min_capacity": 2, "max_capacity": 8}, initial=2)
+    with_release = make_cfg({"min_capacity": 2, "max_capacity": 8}, calendar=[release], initial=2)
+    plan = cost_section(with_release)
+    assert plan["monthly_at_floors"] == cost_section(plain)["monthly_at_floors"]
+    price = INSTANCE_CATALOG["ml.g5.xlarge"].price_per_hour
+    (once,) = plan["releases_once"]
+    assert once == {"name": "release", "at": "2026-12-04 20:00 JST", "usd": round(6 * 3 * price, 2)}
+    assert "release release (2026-12-04 20:00 JST): +$" in "\n".join(render_cost(plan))
