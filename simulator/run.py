@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 
 from simulator.assumptions import Assumptions
-from simulator.capacity import InstanceModel, instance_model
+from simulator.capacity import InstanceModel, full_queue_wait_s, instance_model
 from simulator.engine import VariantRun, VariantSimulation
 from simulator.events import OperatorEvent, check_events
 from simulator.traces import Trace
@@ -79,16 +79,12 @@ def simulate(
 
 
 def queue_wait_cap_s(runs: dict[VariantName, VariantRun]) -> float:
-    """The wait in a full queue (the most over the variants and the trace): an instance holds
-    at most ``engine.admission_max_inflight`` requests and answers 429 beyond
-    (simulator.capacity.admit), so at most ``admission_limit - running`` wait behind the
-    ``running`` it serves, each ``service_s`` long: the wait is capped at
-    ``(admission_limit - running) x service_s / running`` (briefly more only while instances
-    leave a full queue). A percentile equal to it is the cap, not a measurement of how long
-    waits would grow."""
+    """The wait in a full queue (:func:`simulator.capacity.full_queue_wait_s`), the most over
+    the variants and the trace's request shapes (briefly more only while instances leave a
+    full queue)."""
     return max(
-        float(np.max((r.instance.admission_limit - r.series["conc"]) * r.series["service_s"]
-                     / r.series["conc"]))
+        float(np.max(full_queue_wait_s(r.instance.admission_limit, r.series["conc"],
+                                       r.series["service_s"])))
         for r in runs.values()
     )  # fmt: skip
 

@@ -104,3 +104,13 @@ def test_the_canary_ceiling_warning_names_the_field_that_binds() -> None:
     assert at_5 == "at 5 %: scaling.variants.canary.max_capacity (10)"
     assert at_50.startswith("at 50 %: scaling.variants.primary.max_capacity (51): the step allows")
     assert "26 instances" in at_50
+
+
+def test_the_gate_names_a_worst_queue_wait_at_the_cap() -> None:
+    from simulator.slo_gate import _fmt
+
+    assert _fmt("queue_wait_p95", 33_911.0, 33_911.3).endswith(
+        "33,911 ms (the admission cap: a full queue; the overflow got 429)"
+    )
+    assert _fmt("queue_wait_p95", 1_791.0, 33_911.3) == "queue_wait_p95 1,791 ms"
+    assert _fmt("rejected", 940.0, 940.0) == "rejected 940"
