@@ -75,6 +75,9 @@ def mark_events(axes: Sequence[Any], label_ax: Any, marks: Sequence[tuple[dateti
             rotation=90,
             xytext=(2, -2),
             textcoords="offset points",
+            # above the legend, readable over the lines it crosses
+            zorder=10,
+            bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
         )
 
 

@@ -93,7 +93,7 @@ def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
             [(baseline.variant_per_minute("capacity_rpm", "primary", "max"), label, BASELINE)],
         )
     ax_t.set_ylabel("requests / min")
-    ax_t.legend(loc="upper left", fontsize=8, ncol=2)
+    ax_t.legend(loc="center left", fontsize=8, ncol=2)  # the top holds the event labels
     step_lines(ax_i, times, [(result.sampled(k), label, st) for k, label, st in PRIMARY_LINES])
     if baseline is not None:
         label = f"in service ({baseline.label})"
