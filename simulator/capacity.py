@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
 
 from simulator.assumptions import Assumptions
 from sizing import speed_model
@@ -187,6 +190,18 @@ class InstanceModel:
     def latency(self, concurrency: int, prompt_tokens: float, output_tokens: float) -> RequestShape:
         """Times of a request while ``concurrency`` (fewer than the batch holds, say) run."""
         return self.speed.shape(max(1, concurrency), prompt_tokens, output_tokens)
+
+
+#: A figure or a series of them (per tick).
+Figures = TypeVar("Figures", float, np.ndarray)
+
+
+def full_queue_wait_s(admission_limit: float, running: Figures, service_s: Figures) -> Figures:
+    """The wait in a full queue: an instance holds at most ``admission_limit`` requests
+    (:func:`admit` answers 429 beyond), so ``admission_limit - running`` wait behind the
+    ``running`` it serves, ``service_s`` each. Queue waits stop growing there: a percentile at
+    it is the admission cap, not a measure of how long waits would grow."""
+    return (admission_limit - running) * service_s / running
 
 
 def admit(

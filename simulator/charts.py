@@ -37,19 +37,48 @@ def step_lines(ax: Any, times: Sequence[datetime], lines: Iterable[Line]) -> Non
         ax.step(times, values, where="post", label=label, **style)
 
 
-def mark_event(axes: Sequence[Any], label_ax: Any, x: datetime, label: str) -> None:
-    """A dashed vertical line at ``x`` on every axis, labelled at the top of ``label_ax``."""
+#: Marks closer than this share of the time axis get one label (their texts side by side).
+CLOSE_MARKS = 0.03
+
+
+def group_marks(
+    marks: Sequence[tuple[datetime, str]], start: datetime, end: datetime
+) -> list[tuple[datetime, list[str]]]:
+    """``marks`` in time order, those within :data:`CLOSE_MARKS` of the axis of the group's
+    first merged into one: (where the label goes, the texts). Two events a minute apart (a deploy
+    that starts, then calls UpdateEndpoint) were written on top of each other."""
+    gap = (end - start) * CLOSE_MARKS
+    groups: list[tuple[datetime, list[str]]] = []
+    for x, label in sorted(marks, key=lambda m: m[0]):
+        if groups and x - groups[-1][0] <= gap:
+            groups[-1][1].append(label)
+        else:
+            groups.append((x, [label]))
+    return groups
+
+
+def mark_events(axes: Sequence[Any], label_ax: Any, marks: Sequence[tuple[datetime, str]]) -> None:
+    """A dashed vertical line at each mark on every axis; one label per group of close marks
+    (:func:`group_marks`) at the top of ``label_ax``, its texts in parallel columns."""
+    if not marks:
+        return
     for ax in axes:
-        ax.axvline(x, color="gray", lw=0.6, ls="-.")
-    label_ax.annotate(
-        label,
-        (mdates.date2num(x), label_ax.get_ylim()[1]),
-        fontsize=7,
-        va="top",
-        rotation=90,
-        xytext=(2, -2),
-        textcoords="offset points",
-    )
+        for x, _ in marks:
+            ax.axvline(x, color="gray", lw=0.6, ls="-.")
+    lo, hi = (mdates.num2date(v) for v in label_ax.get_xlim())
+    for x, labels in group_marks(marks, lo, hi):
+        label_ax.annotate(
+            "\n".join(labels),
+            (mdates.date2num(x), label_ax.get_ylim()[1]),
+            fontsize=7,
+            va="top",
+            rotation=90,
+            xytext=(2, -2),
+            textcoords="offset points",
+            # above the legend, readable over the lines it crosses
+            zorder=10,
+            bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
+        )
 
 
 def merged_legend(ax: Any, twin: Any) -> None:

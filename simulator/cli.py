@@ -357,8 +357,8 @@ def cmd_rollout(args: argparse.Namespace) -> int:
             f"warning: for {ceiling} minute(s) the canary ran at its max_capacity and still had "
             f"more traffic than capacity: {summary['canary_peak_rpm']:,} requests/minute at "
             f"{summary['canary_rpm_per_instance']:,} per instance needs {need} instances "
-            f"({speed_line(cfg, a)}); raise scaling.variants.canary.max_capacity or the "
-            "instance type"
+            f"({speed_line(cfg, a)}). The ceiling comes from "
+            f"{'; '.join(summary['ceiling_fields'])}: raise that, or use a faster instance type"
         )
     return 0
 

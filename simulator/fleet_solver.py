@@ -30,10 +30,11 @@ from simulator.slo_gate import GateReport, Miss, evaluate, variant_limits
 from simulator.traces import BUILTIN
 from sizing.capacity import CapacityError, estimate
 from sizing.fit import validate_config
+from sizing.fleet_cost import monthly
 from sizing.slo_reach import unreachable
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
 from typed_config import DeploymentConfig, VariantName
-from typed_config.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
+from typed_config.catalog import INSTANCE_CATALOG
 
 #: Capacity's schema limit (typed_config/timing.py): the search's ceiling.
 MAX_INSTANCES = 100
@@ -211,7 +212,7 @@ def _monthly(report: GateReport) -> float:
     day = next((v for v in report.verdicts if v.scenario == "normal-day"), None)
     if day is None or not day.cost_usd:
         return 0.0
-    return sum(day.cost_usd.values()) * HOURS_PER_MONTH / 24
+    return monthly(sum(day.cost_usd.values()), 24 * 60)
 
 
 def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
@@ -291,7 +292,7 @@ def lower_bound_usd(cfg: DeploymentConfig, itype: str, a: Assumptions) -> float:
     rpm = variant_limits(trial, "primary", a).rpm_per_instance
     day = scaled(cfg, BUILTIN["normal-day"])
     instance_hours = float(day.rpm.sum()) / max(rpm, 1e-9) / 60
-    return instance_hours * INSTANCE_CATALOG[itype].price_per_hour * HOURS_PER_MONTH / 24
+    return monthly(instance_hours * INSTANCE_CATALOG[itype].price_per_hour, 24 * 60)
 
 
 def solve(

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from simulator.charts import Line, figure, mark_event, merged_legend, save, step_lines
+from simulator.charts import Line, figure, mark_events, merged_legend, save, step_lines
 from simulator.run import Result
 
 #: Summary rows shown in the text table: (key, label).
@@ -27,7 +27,8 @@ ROWS = (
     ("minutes_over_slo", "minutes over SLO"),
     ("instance_hours", "instance-hours"),
     ("cost_usd", "cost USD"),
-    ("cost_per_30_days_usd", "cost per 30 days USD"),
+    ("cost_per_month_usd", "cost per month USD"),
+    ("floor_cost_per_month_usd", "  of it at the floors"),
 )
 #: The primary's instance lines: (series, label, style).
 PRIMARY_LINES = (
@@ -55,6 +56,27 @@ def _headline(result: Result, baseline: Result | None) -> str:
     return title
 
 
+#: Each variant's colour in the traffic-and-capacity panel.
+VARIANT_COLOURS = {"primary": "tab:blue", "canary": "tab:orange"}
+
+
+def capacity_lines(result: Result) -> list[Line]:
+    """Per variant, the traffic its weight sends it and the capacity its own instances serve
+    (requests/minute). One summed capacity line counted the canary's instances against traffic
+    they never get: it sat above the peak while the primary queued 20 s."""
+    lines: list[Line] = []
+    for v, run in result.runs.items():
+        colour = VARIANT_COLOURS.get(v, "tab:gray")
+        share = f"{100 * run.share:.0f} %"
+        lines += [
+            (result.variant_per_minute("arrivals", v), f"traffic to {v} ({share})",
+             {"color": colour, "lw": 0.8, "alpha": 0.7}),
+            (result.variant_per_minute("capacity_rpm", v, "max"), f"{v} capacity",
+             {"color": colour, "lw": 1.6}),
+        ]  # fmt: skip
+    return lines
+
+
 def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
     """Traffic vs capacity, instances, rejections and queue wait over time, one PNG."""
     tr = result.trace
@@ -62,20 +84,16 @@ def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
     fig, axes = figure(7.5)
     ax_t, ax_i, ax_r = axes
     fig.suptitle(_headline(result, baseline), fontsize=10)
-    ax_t.plot(times, result.per_minute("arrivals"), color="black", lw=1, label="traffic")
-    capacity: list[Line] = [
-        (
-            result.per_minute("capacity_rpm", "max"),
-            f"capacity ({result.label})",
-            {"color": "tab:blue"},
-        )
-    ]
+    step_lines(ax_t, times, capacity_lines(result))
     if baseline is not None:
-        label = f"capacity ({baseline.label})"
-        capacity.append((baseline.per_minute("capacity_rpm", "max"), label, BASELINE))
-    step_lines(ax_t, times, capacity)
+        label = f"primary capacity ({baseline.label})"
+        step_lines(
+            ax_t,
+            times,
+            [(baseline.variant_per_minute("capacity_rpm", "primary", "max"), label, BASELINE)],
+        )
     ax_t.set_ylabel("requests / min")
-    ax_t.legend(loc="upper left", fontsize=8)
+    ax_t.legend(loc="center left", fontsize=8, ncol=2)  # the top holds the event labels
     step_lines(ax_i, times, [(result.sampled(k), label, st) for k, label, st in PRIMARY_LINES])
     if baseline is not None:
         label = f"in service ({baseline.label})"
@@ -104,8 +122,7 @@ def chart(result: Result, path: Path, baseline: Result | None = None) -> None:
     ax_w.set_ylabel("queue wait s")
     ax_w.set_ylim(bottom=0)
     merged_legend(ax_r, ax_w)
-    for minute, label in tr.marks:
-        mark_event(axes, ax_t, times[minute], label)
+    mark_events(axes, ax_t, [(times[minute], label) for minute, label in tr.marks])
     save(fig, ax_r, path, ZoneInfo(tr.display_tz), tr.display_tz, "%a %H:%M")
 
 
@@ -118,14 +135,47 @@ def table(result: Result, baseline: Result | None = None) -> str:
     if baseline is not None:
         head += f"{baseline.label:>{base_width}}{'change':>12}"
     lines = [f"== {result.trace.name}: {result.trace.description}", head]
+    capped = False
     for key, label in ROWS:
         value = result.summary[key]
         line = f"{label:24}{value:>{width},}"
+        at_cap = [at_queue_cap(r.summary, key) for r in (result, baseline) if r is not None]
         if baseline is not None:
             other = baseline.summary[key]
             assert isinstance(value, int | float) and isinstance(other, int | float)
             line += f"{other:>{base_width},}{value - other:>+12,.6g}"
+        if any(at_cap):
+            capped = True
+            line += "  <- the admission cap" + (
+                " in both: no comparison" if all(at_cap) and len(at_cap) > 1 else ""
+            )
         lines.append(line)
+    if capped:
+        cap = result.summary["queue_wait_cap_ms"]
+        limits = sorted({r.instance.admission_limit for r in result.runs.values()})
+        lines.append(
+            f"admission cap: {cap:,} ms is the wait in a full queue, not a measured spread: an "
+            "instance holds at most engine.admission_max_inflight "
+            f"({', '.join(map(str, limits))}) requests and answers 429 beyond, so the wait "
+            "stops growing there and the overflow shows as rejected (429) instead"
+        )
     sources = {r.instance.speed_source for r in result.runs.values()}
     lines += [f"speed: {src}" for src in sorted(sources)]
     return "\n".join(lines)
+
+
+#: The rows a request's queue wait caps (its TTFT and end-to-end add the service on top).
+QUEUE_WAIT_ROWS = ("queue_wait_p50_ms", "queue_wait_p95_ms")
+
+
+def at_queue_cap(summary: dict[str, object], key: str) -> bool:
+    """Whether ``key``'s figure is the admission cap (simulator.run.queue_wait_cap_s), to 0.1 ms."""
+    cap = summary.get("queue_wait_cap_ms")
+    value = summary.get(key)
+    return (
+        key in QUEUE_WAIT_ROWS
+        and isinstance(cap, int | float)
+        and isinstance(value, int | float)
+        and cap > 0
+        and abs(value - cap) <= 0.1
+    )

@@ -299,6 +299,24 @@ def simulate_rollout(
     }
 
 
+def ceiling_fields(plan: r.CapacityPlan, percents: list[float]) -> list[str]:
+    """The config field that sets the canary's ceiling at each of ``percents`` (the controller's
+    rule, lambdas/canary_controller/rules.py build_plan: the higher of the canary's own
+    max_capacity and the canary instances that serve that share of the primary's max fleet)."""
+    out = []
+    for p in percents:
+        from_primary = plan.from_primary_max(p)
+        if from_primary > plan.canary_max:
+            out.append(
+                f"at {p:g} %: scaling.variants.primary.max_capacity ({plan.primary_max}): the step "
+                f"allows the canary {from_primary} instances, {p:g} % of what the primary's max "
+                f"serves; the canary's own max_capacity ({plan.canary_max}) is lower"
+            )
+        else:
+            out.append(f"at {p:g} %: scaling.variants.canary.max_capacity ({plan.canary_max})")
+    return out
+
+
 def _summary(
     cfg: DeploymentConfig,
     a: Assumptions,
@@ -345,6 +363,10 @@ def _summary(
         # order, was short (a sizing finding for the config, not a controller fault)
         "canary_minutes_over_capacity_at_ceiling": sum(
             1 for x in over if x["canary_launched"] >= x["canary_max"]
+        ),
+        "ceiling_fields": ceiling_fields(
+            controller_rules(cfg).plan,
+            sorted({x["canary_weight"] for x in over if x["canary_launched"] >= x["canary_max"]}),
         ),
         "canary_peak_rpm": round(max((x["canary_arrivals"] for x in live), default=0.0)),
         "canary_rpm_per_instance": round(

@@ -127,4 +127,15 @@ def table(result: dict[str, Any], before: dict[str, Any] | None = None) -> str:
         if before:
             line += f"{before['summary'][key]:>16,}"
         lines.append(line)
-    return "\n".join(lines)
+    return "\n".join(lines + LEGEND)
+
+
+#: Every column of the two tables above, said once under them.
+LEGEND = [
+    "   step: the canary's traffic weight; at: when the controller moved it there; canary inst.: "
+    "canary instances serving at that moment; max inst.: the most during the step; peak traffic,"
+    " min capacity, min headroom: requests/minute the canary got at most, could answer at least,"
+    " and their least difference during the step; rejected: the canary's 429s in the step",
+    "   capacity first: the controller as shipped (the canary's instances raised and in service "
+    "before each weight move); weights only: the controller before that, moving weights alone",
+]

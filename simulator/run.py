@@ -9,10 +9,11 @@ from typing import Literal
 import numpy as np
 
 from simulator.assumptions import Assumptions
-from simulator.capacity import InstanceModel, instance_model
+from simulator.capacity import InstanceModel, full_queue_wait_s, instance_model
 from simulator.engine import VariantRun, VariantSimulation
 from simulator.events import OperatorEvent, check_events
 from simulator.traces import Trace
+from sizing.fleet_cost import floor_cost, monthly
 from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
 
 
@@ -28,6 +29,16 @@ class Result:
         per_min = 60 // next(iter(self.runs.values())).tick_seconds
         total = np.sum([r.series[key] for r in self.runs.values()], axis=0).reshape(-1, per_min)
         return {"sum": total.sum, "min": total.min, "max": total.max}[how](axis=1)
+
+    def variant_per_minute(
+        self, key: str, variant: VariantName, how: Literal["sum", "min", "max"] = "sum"
+    ) -> np.ndarray:
+        """Series ``key`` of one variant, reduced to one value per minute."""
+        run = self.runs[variant]
+        per_min = run.series[key].reshape(-1, 60 // run.tick_seconds)
+        if how == "min":
+            return np.asarray(per_min.min(axis=1))
+        return np.asarray(per_min.max(axis=1) if how == "max" else per_min.sum(axis=1))
 
     def sampled(self, key: str, variant: VariantName = "primary") -> np.ndarray:
         """Series ``key`` of one variant at the first tick of every minute."""
@@ -64,11 +75,22 @@ def simulate(
         v: VariantSimulation(cfg, v, models[v], a, trace, weights[v] / total_w, events).run()
         for v in VARIANT_NAMES
     }
-    return Result(label or cfg.env, trace, runs, summarise(runs, trace, a))
+    return Result(label or cfg.env, trace, runs, summarise(cfg, runs, trace, a))
+
+
+def queue_wait_cap_s(runs: dict[VariantName, VariantRun]) -> float:
+    """The wait in a full queue (:func:`simulator.capacity.full_queue_wait_s`), the most over
+    the variants and the trace's request shapes (briefly more only while instances leave a
+    full queue)."""
+    return max(
+        float(np.max(full_queue_wait_s(r.instance.admission_limit, r.series["conc"],
+                                       r.series["service_s"])))
+        for r in runs.values()
+    )  # fmt: skip
 
 
 def summarise(
-    runs: dict[VariantName, VariantRun], trace: Trace, a: Assumptions
+    cfg: DeploymentConfig, runs: dict[VariantName, VariantRun], trace: Trace, a: Assumptions
 ) -> dict[str, object]:
     dt = a.tick_seconds
     per_min = 60 // dt
@@ -95,6 +117,7 @@ def summarise(
     err_share = np.divide(rej_m, arr_m, out=np.zeros_like(rej_m), where=arr_m > 0)
     over = (err_share > a.slo_error_rate) | (worst_wait * 1000 > a.slo_queue_wait_ms)
     variants: dict[str, object] = {}
+    floors = floor_cost(cfg, trace.start, trace.end)
     cost = hours = 0.0
     for v, r in runs.items():
         h = float(r.series["launched"].sum()) * dt / 3600
@@ -127,9 +150,12 @@ def summarise(
         "e2e_p95_ms": round(1000 * _weighted_percentile(e2es, wts, 95), 1),
         "speed_source": {v: r.instance.speed_source for v, r in runs.items()},
         "minutes_over_slo": int(over.sum()),
+        "queue_wait_cap_ms": round(1000 * queue_wait_cap_s(runs), 1),
         "instance_hours": round(hours, 2),
         "cost_usd": round(cost, 2),
-        "cost_per_30_days_usd": round(cost * 30 * 24 * 60 / minutes),
+        # one cost model with the plan (sizing.fleet_cost): the month, and the floors' share
+        "cost_per_month_usd": round(monthly(cost, minutes)),
+        "floor_cost_per_month_usd": round(floors.monthly_usd),
         "variants": variants,
     }
     if trace.spike_window:

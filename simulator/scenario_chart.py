@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from simulator.charts import figure, mark_event, save, step_lines
+from simulator.charts import figure, mark_events, save, step_lines
 from simulator.run import Result
 
 STYLES = {
@@ -28,10 +28,13 @@ def deploy_chart(results: dict[str, Result], at: datetime, label: str, path: Pat
         for k, r in results.items()
     )
     fig.suptitle(f"deploy {label} | {tr.description}\n{head}", fontsize=9)
-    ax_c.plot(times, any_res.per_minute("arrivals"), color="black", lw=1, label="demand")
+    demand = any_res.variant_per_minute("arrivals", "primary")
+    ax_c.plot(times, demand, color="black", lw=1, label="primary demand")
     for key, res in results.items():
         st = STYLES.get(key, {})
-        capacity = (res.per_minute("capacity_rpm", "min"), f"capacity ({res.label})", st)
+        # the primary's own capacity against its own demand (the canary's serve its share only)
+        cap = res.variant_per_minute("capacity_rpm", "primary", "min")
+        capacity = (cap, f"primary capacity ({res.label})", st)
         step_lines(ax_c, times, [capacity])
         per_min = 60 // res.runs["primary"].tick_seconds
         billed = np.sum([r.series["launched"] for r in res.runs.values()], axis=0)[::per_min]
@@ -58,6 +61,5 @@ def deploy_chart(results: dict[str, Result], at: datetime, label: str, path: Pat
         marks = [
             (t - offset, what.split(": ", 1)[-1]) for t, what in after.runs["primary"].operator_log
         ]
-    for seconds, what in marks:
-        mark_event((ax_c, ax_i, ax_r), ax_c, at + timedelta(seconds=seconds), what)
+    mark_events((ax_c, ax_i, ax_r), ax_c, [(at + timedelta(seconds=t), what) for t, what in marks])
     save(fig, ax_r, path, ZoneInfo(tr.display_tz), tr.display_tz, "%H:%M")

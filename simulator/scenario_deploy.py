@@ -74,8 +74,13 @@ def hour_figures(res: Result, at: datetime) -> dict[str, object]:
     return {
         "rejected_in_hour": round(float(res.per_minute("rejected")[w].sum())),
         "primary_in_service_min_in_hour": int(prim["in_service"][start:stop].min()),
-        "capacity_rpm_min_in_hour": round(float(res.per_minute("capacity_rpm", "min")[w].min())),
-        "demand_rpm_max_in_hour": round(float(res.per_minute("arrivals")[w].max())),
+        # the primary's own: the canary's instances serve only the canary's share
+        "capacity_rpm_min_in_hour": round(
+            float(res.variant_per_minute("capacity_rpm", "primary", "min")[w].min())
+        ),
+        "demand_rpm_max_in_hour": round(
+            float(res.variant_per_minute("arrivals", "primary")[w].max())
+        ),
         "billed_instances_max": int(
             np.sum([r.series["launched"] for r in res.runs.values()], axis=0).max()
         ),
@@ -135,25 +140,52 @@ def report(cases: list[Case]) -> dict[str, object]:
     return out
 
 
+#: The table's rows: (key of :func:`hour_figures`, label, what it is).
+ROWS = (
+    ("rejected_in_hour", "rejected in the hour", "429s in the hour from the deploy's start"),
+    ("primary_in_service_min_in_hour", "primary in service (min)",
+     "fewest primary instances serving in that hour"),
+    ("capacity_rpm_min_in_hour", "primary capacity rpm (min)",
+     "least requests/minute the primary's serving instances could answer in that hour"),
+    ("demand_rpm_max_in_hour", "primary demand rpm (max)",
+     "most requests/minute its weight sent the primary in that hour"),
+    ("billed_instances_max", "billed instances (max)",
+     "most instances billed at once, both variants, blue and green fleets"),
+    ("minutes_over_slo", "minutes over SLO (eve)", "minutes of the whole evening over an SLO"),
+    ("cost_usd", "cost USD (evening)", "the evening's bill, both variants"),
+)  # fmt: skip
+#: What each column is (the module docstring has the why).
+COLUMNS = (
+    ("no deploy", "the same evening without a deploy: what the deploy is measured against"),
+    ("before", "the deploy as it ran before this product: a bare cdk deploy whose update resets "
+     "each variant to its initial_instance_count and weight"),
+    ("after", "the deploy as make deploy runs it: counts raised first where the schedules need "
+     "more, the live counts and weights kept (deployment.reset_on_update: [])"),
+)  # fmt: skip
+
+
+def legend() -> list[str]:
+    """The table's legend: every column and row named, said once under the tables."""
+    width = max(len(label) for _, label, _ in ROWS)
+    return [
+        "   columns:",
+        *(f"     {name:<{width}}  {what}" for name, what in COLUMNS),
+        "   rows:",
+        *(f"     {label:<{width}}  {what}" for _, label, what in ROWS),
+    ]
+
+
 def table(summary: dict[str, object], trace: Trace) -> str:
     lines = [f"== {NAME}: {trace.description}"]
-    rows = (
-        ("rejected_in_hour", "rejected in the hour"),
-        ("primary_in_service_min_in_hour", "primary in service (min)"),
-        ("capacity_rpm_min_in_hour", "capacity rpm (min)"),
-        ("demand_rpm_max_in_hour", "demand rpm (max)"),
-        ("billed_instances_max", "billed instances (max)"),
-        ("minutes_over_slo", "minutes over SLO (eve)"),
-        ("cost_usd", "cost USD (evening)"),
-    )
+    rows = [(key, label) for key, label, _ in ROWS]
     for label, entry in summary.items():
         assert isinstance(entry, dict)
         runs = entry["runs"]
         lines.append(f"-- deploy {label}")
-        lines.append(f"{'':28}{'no deploy':>12}{'before':>12}{'after':>12}")
+        lines.append(f"{'':30}{'no deploy':>12}{'before':>12}{'after':>12}")
         for key, name in rows:
             lines.append(
-                f"{name:28}"
+                f"{name:30}"
                 + "".join(f"{runs[k][key]:>12,}" for k in ("no deploy", "before", "after"))
             )
         verdict = "met" if entry["target_met"] else "NOT MET"
@@ -161,7 +193,7 @@ def table(summary: dict[str, object], trace: Trace) -> str:
             f"target (after: no capacity lost, no rejection beyond no deploy): {verdict}; "
             f"deploy costs ${entry['deploy_cost_usd']} (green fleet while both run)"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + legend())
 
 
 def write(cfg: DeploymentConfig, a: Assumptions, out: Path, *, charts: bool = True) -> str:

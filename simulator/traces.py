@@ -22,6 +22,8 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
+from sizing.fleet_cost import REFERENCE_START
+
 JST = ZoneInfo("Asia/Tokyo")
 REQUIRED = ("timestamp", "requests_per_minute")
 TOKENS = ("mean_prompt_tokens", "mean_output_tokens")
@@ -197,7 +199,8 @@ def _jst(y: int, m: int, d: int, h: int, mi: int = 0) -> datetime:
 
 
 def normal_day() -> Trace:
-    start = _jst(2026, 12, 1, 0)  # a Tuesday in Tokyo (Monday evening in New York)
+    # a Tuesday in Tokyo (Monday evening in New York); the plan prices the week from here
+    start = REFERENCE_START.astimezone(UTC)
     rpm = _day_shape(start, 24 * 60)
     return Trace(
         "normal-day",

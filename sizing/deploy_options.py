@@ -35,6 +35,7 @@ from sizing.fit import validate_config
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
 from typed_config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
 from typed_config.catalog import INSTANCE_CATALOG
+from typed_config.loader import error_lines
 
 CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset", "image_tag", "model_artifact")
 #: ``IMAGE_TAG=live``: the tag each variant runs now, which only ``make deploy`` can read
@@ -159,10 +160,14 @@ class DeployOptions:
         try:
             out = validate_config(data)
         except ValidationError as err:
-            raise ConfigError(f"deploy options {self.as_context()}: {err}") from None
+            # the config's own file and lines, the options named: they made the values wrong
+            found = [f"{line} (with the deploy options)" for line in error_lines(err.errors())]
+            raise ConfigError(
+                f"deploy options {self.as_context()} break the config:\n{cfg.error(found)}"
+            ) from None
         if self.pin_instance_types:
             out = _rollback_threshold_for_pins(out, data)
-        return out
+        return out.with_source_of(cfg)
 
 
 def pinned_variant(variant: dict[str, Any], placement: str) -> dict[str, Any]:

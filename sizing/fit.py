@@ -25,7 +25,6 @@ from typed_config import (
     ARCHITECTURE_CONTEXT,
     FIT_CHECKS_CONTEXT,
     VARIANT_NAMES,
-    ConfigError,
     DeploymentConfig,
     FitCheck,
     ModelArchitecture,
@@ -113,7 +112,7 @@ def check_deployable(cfg: DeploymentConfig) -> None:
         pool_capacities(cfg, variant)  # raises CapacityError if the model cannot fit a pool
     latency = rollback_latency_problems(cfg)
     if latency:
-        raise ConfigError("; ".join(latency))
+        raise cfg.error(latency)
 
 
 def load_config(path: Path, *, env: str) -> DeploymentConfig:

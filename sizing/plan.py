@@ -7,9 +7,18 @@ from typing import Any
 
 from container.model_prep.manifest import summary
 from sizing.capacity import pool_capacities
+from sizing.day_timeline import day_section, render_day
+from sizing.fair_comparison import comparison_warnings
+from sizing.fleet_cost import (
+    ceiling_monthly,
+    monthly,
+    plan_cost,
+    price_per_hour,
+    release_costs,
+)
 from sizing.plan_deploy import deploy_section, render_deploy
 from sizing.scale_out_time import render_scale_out, scale_out_section
-from sizing.scaling_target import concurrency_target, pool_bases
+from sizing.scaling_target import concurrency_target, pool_bases, unmet_slo_warnings
 from sizing.serving_speed import PLANNING_EDGE, hit_rate_source
 from sizing.slo_reach import held, unreachable
 from sizing.speed_plan import render_speed, speed_section
@@ -170,6 +179,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         "variants": variants,
         "cost": cost_section(cfg),
         "rollout": rollout_section(cfg),
+        "canary_comparison": comparison_warnings(cfg),
         "alarms": alarms,
         "deploy": deploy_section(cfg),
         "fleet": fleet_section(cfg),
@@ -204,6 +214,7 @@ def variant_section(cfg: DeploymentConfig, name: VariantName, release_line: str)
         "provision_timeout_seconds": v.provision_timeout_seconds,
         "speed": speed_section(cfg, name),
         "scale_out": scale_out_section(cfg, name),
+        "day": day_section(cfg, name),
     }
 
 
@@ -223,6 +234,7 @@ def scaling_section(cfg: DeploymentConfig, name: VariantName) -> dict[str, Any]:
         "schedules": [x.name for x in cfg.scaling.schedules if x.variant == name],
         "releases": [x.name for x in cfg.scaling.release_calendar if x.variant == name],
         "unreachable_ceiling": unreachable_ceiling(cfg.scaling, name),
+        "unmet_slos": unmet_slo_warnings(cfg, name),
     }
 
 
@@ -239,9 +251,25 @@ def alarm_descriptions(templates: dict[str, dict[str, Any]]) -> list[str]:
     )
 
 
+def job_image_warning(cfg: DeploymentConfig) -> str | None:
+    """A warning when the model-preparation job's role can pull no image: it is granted the
+    repository of ``model_prep.job_image``, else ``image.repository_name``
+    (stacks/model_release_stack.py), and neither is set."""
+    if cfg.model_prep.job_image is not None or cfg.image.repository_name is not None:
+        return None
+    return (
+        "the model-preparation job's role may pull no image: neither model_prep.job_image nor "
+        "image.repository_name is set, so make prepare-model's job cannot start. Set "
+        "image.repository_name (the job's image is pushed there as model-prep-<digest>) or "
+        "model_prep.job_image (an image URI in ECR)"
+    )
+
+
 def model_section(cfg: DeploymentConfig, release: dict[str, Any]) -> dict[str, Any]:
-    """The base model, its quantization, the adapters and the release the image bakes."""
+    """The base model, its quantization, the adapters, the release the image bakes and a
+    warning when the preparation job has no image to pull."""
     return {
+        "job_image_warning": job_image_warning(cfg),
         "source": cfg.model.source,
         "quantization": cfg.model.quantization,
         "adapters": [{"name": a.name, "version": a.version, "rank": a.rank} for a in cfg.adapters],
@@ -251,34 +279,40 @@ def model_section(cfg: DeploymentConfig, release: dict[str, Any]) -> dict[str, A
 
 
 def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
-    """Monthly cost at the initial counts, min_capacity and max_capacity, every instance priced
-    on its variant's first pool; with instance pools, on its dearest too (what a capacity
-    shortage can cost)."""
-    monthly_initial = monthly_min = monthly_max = 0.0
-    # every instance on its variant's dearest pool: what a capacity shortage can cost
-    dearest_initial = dearest_min = dearest_max = 0.0
-    for name in VARIANT_NAMES:
-        v = cfg.variants[name]
-        sc = cfg.scaling.variants[name]
-        price = INSTANCE_CATALOG[v.instance_type].monthly_price
-        monthly_initial += v.initial_instance_count * price
-        monthly_min += sc.min_capacity * price
-        monthly_max += sc.max_capacity * price
-        dear = max(INSTANCE_CATALOG[t].monthly_price for t in v.pool_types)
-        dearest_initial += v.initial_instance_count * dear
-        dearest_min += sc.min_capacity * dear
-        dearest_max += sc.max_capacity * dear
+    """The monthly cost from :mod:`sizing.fleet_cost`, the model the simulator bills with: the
+    floors the recurring schedules hold (standby included, both variants) over the week from
+    its reference start (each release priced once beside it), every instance on its variant's
+    first pool; with instance pools, on its dearest too (what a capacity shortage can cost).
+    Autoscaling above the floors is traffic's; the simulator adds it (make simulate)."""
+    floors = plan_cost(cfg)
+    dearest = {
+        n: max(INSTANCE_CATALOG[t].price_per_hour for t in cfg.variants[n].pool_types)
+        for n in VARIANT_NAMES
+    }
+    dear_usd = sum(floors.usd[n] / price_per_hour(cfg, n) * dearest[n] for n in VARIANT_NAMES)
     return {
         "price_region": PRICE_REGION,
         "hours_per_month": HOURS_PER_MONTH,
-        "monthly_at_initial_counts": round(monthly_initial, 2),
-        "monthly_at_min_capacity": round(monthly_min, 2),
-        "monthly_at_max_capacity": round(monthly_max, 2),
+        "week_from": f"{floors.start:%Y-%m-%d %H:%M} {floors.start.tzname()}",
+        "monthly_at_floors": round(floors.monthly_usd, 2),
+        "monthly_at_floors_by_variant": {
+            n: round(monthly(floors.usd[n], floors.minutes), 2) for n in VARIANT_NAMES
+        },
+        "monthly_at_max_capacity": round(ceiling_monthly(cfg), 2),
+        "releases_once": [
+            {"name": r.name, "at": f"{r.at:%Y-%m-%d %H:%M} {r.at.tzname()}", "usd": round(r.usd, 2)}
+            for r in release_costs(cfg)
+        ],
         # the figures above price every instance on its first pool; these on its dearest
         "dearest_pool": {
-            "monthly_at_initial_counts": round(dearest_initial, 2),
-            "monthly_at_min_capacity": round(dearest_min, 2),
-            "monthly_at_max_capacity": round(dearest_max, 2),
+            "monthly_at_floors": round(monthly(dear_usd, floors.minutes), 2),
+            "monthly_at_max_capacity": round(
+                sum(
+                    cfg.scaling.variants[n].max_capacity * dearest[n] * HOURS_PER_MONTH
+                    for n in VARIANT_NAMES
+                ),
+                2,
+            ),
         }
         if any(cfg.variants[n].instance_pools for n in VARIANT_NAMES)
         else None,
@@ -290,6 +324,33 @@ def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
             }
         ),
     }
+
+
+def render_cost(cost: dict[str, Any]) -> list[str]:
+    """The cost lines: the floors' monthly figure, what it assumes, and the ceiling."""
+    by = ", ".join(f"{n} ${x:,.0f}" for n, x in cost["monthly_at_floors_by_variant"].items())
+    lines = [
+        f"  cost    ${cost['monthly_at_floors']:,.0f}/month at the floors ({by}): MinCapacity as "
+        f"the recurring schedules write it, standby included, over the week from "
+        f"{cost['week_from']}, x {cost['hours_per_month']} h/month; on-demand "
+        f"{cost['price_region']}",
+        "          the least the endpoint bills: autoscaling above the floors follows traffic "
+        "(make simulate bills the normal day with the same model); at most "
+        f"${cost['monthly_at_max_capacity']:,.0f}/month (every variant at max_capacity)",
+    ]
+    for r in cost.get("releases_once", []):
+        lines.append(
+            f"          release {r['name']} ({r['at']}): +${r['usd']:,.0f} once, its pre-scale "
+            "above those floors (scaling.release_calendar; not in the monthly figure)"
+        )
+    dear = cost.get("dearest_pool")
+    if dear:
+        lines.append(
+            f"          those price every instance on its first pool; on its dearest pool "
+            f"${dear['monthly_at_floors']:,.0f}/month at the floors (at most "
+            f"${dear['monthly_at_max_capacity']:,.0f})"
+        )
+    return lines
 
 
 def rollout_section(cfg: DeploymentConfig) -> dict[str, Any]:
@@ -377,6 +438,8 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"  model   {plan['model']['source']}  quantization={plan['model']['quantization']}  "
         f"adapters={', '.join(_adapter(a) for a in plan['model']['adapters']) or 'none'}",
     ]
+    if plan["model"].get("job_image_warning"):
+        lines.append(f"          WARNING: {plan['model']['job_image_warning']}")
     eng = plan["engine"]
     for v in plan["variants"]:
         c = v["capacity"]
@@ -400,33 +463,26 @@ def render_plan(plan: dict[str, Any]) -> str:
             f"{', '.join(sc['step_policies']) or 'none'}; {len(sc['schedules'])} schedules, "
             f"{len(sc['releases'])} releases"
         )
+        lines += render_day(v.get("day"))
         if v.get("speed"):
             lines += render_speed(v["speed"])
         if v.get("scale_out"):
             lines += render_scale_out(v["scale_out"])
         if sc.get("unreachable_ceiling"):
             lines.append(f"          WARNING: {sc['unreachable_ceiling']}")
+        lines += [f"          WARNING: {w}" for w in sc.get("unmet_slos", [])]
         if c["preempts_at_full_context"]:
             lines.append(
                 f"          WARNING: max_num_seqs x max_model_len needs "
                 f"{c['worst_case_kv_gib']} GiB of KV cache, {c['kv_budget_gib']} GiB fit: "
                 f"vLLM preempts beyond "
-                f"{c['concurrency_at_full_context']} full-length sequences"
+                f"{c['concurrency_at_full_context']} full-length sequences (a preempted "
+                f"sequence waits and is recomputed: slower, not lost; vllm:num_preemptions_total "
+                f"counts them). Typical requests fit {c['concurrency_at_typical_length']}; to rule "
+                f"it out, lower engine.max_num_seqs to {c['concurrency_at_full_context']} or "
+                f"engine.max_model_len"
             )
-    cost = plan["cost"]
-    lines.append(
-        f"  cost    ${cost['monthly_at_initial_counts']:,.0f}/month at initial counts "
-        f"(min ${cost['monthly_at_min_capacity']:,.0f}, "
-        f"max ${cost['monthly_at_max_capacity']:,.0f});"
-        f" on-demand {cost['price_region']}, {cost['hours_per_month']} h/month"
-    )
-    dear = cost.get("dearest_pool")
-    if dear:
-        lines.append(
-            f"          those price every instance on its first pool; on its dearest pool "
-            f"${dear['monthly_at_initial_counts']:,.0f}/month at initial counts (min "
-            f"${dear['monthly_at_min_capacity']:,.0f}, max ${dear['monthly_at_max_capacity']:,.0f})"
-        )
+    lines += render_cost(plan["cost"])
     if plan.get("targets"):  # SageMaker beside Bedrock (sizing/target_costs.py)
         lines += render_targets(plan["targets"])
     r = plan["rollout"]
@@ -438,6 +494,7 @@ def render_plan(plan: dict[str, Any]) -> str:
         f"{r['canary_controller_steps_percent']} baking {r['bake_minutes']} min; smoke gate "
         f"{'on' if r['smoke_gate'] else 'off'}"
     )
+    lines += [f"          WARNING: {w}" for w in plan.get("canary_comparison", [])]
     lines += render_deploy(plan["deploy"])
     lines += render_fleet(plan["fleet"])
     lines.append(f"  alarms  {len(plan['alarms'])}:")

@@ -19,8 +19,10 @@ an arriving request at once, and the speed model has no waiting-queue term to sa
 An SLO that cannot be met at any concurrency for the configured request shape (a 180-token answer
 within 2 s p99 on an A10G: the best is one request alone) cannot bind; synth says so, naming the
 SLO, the shape and the best the instance can do (:func:`unmet_slo_warnings`), and the plan prints
-it. Listing only the SLOs that can bind (``target_tracking.slos``) is how a config acknowledges
-it; the SLO's alarm stays either way.
+it once, under its variant (not as a CDK annotation: CDK's validation report would print it a
+second time, with an acknowledgement id that means nothing in the config). Listing only the SLOs
+that can bind (``target_tracking.slos``) is how a config accepts it; the SLO's alarm stays
+either way.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from sizing import speed_model
 from sizing.capacity import pool_capacities
-from sizing.serving_speed import describe, efficiency, planned_hit_rate
+from sizing.serving_speed import efficiency, planned_hit_rate
 from typed_config import DeploymentConfig, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
 
@@ -171,28 +173,35 @@ def concurrency_target(cfg: DeploymentConfig, variant: VariantName) -> float:
     return round(tt.target_fraction_of_concurrency * target_basis(cfg, variant).concurrency, 2)
 
 
-def unmet_slo_warnings(cfg: DeploymentConfig) -> list[str]:
-    """One line per (variant, SLO) that ``target_tracking.slos`` lets bind and that no
-    concurrency meets for the typical request: the SLO, the shape, the best the instance can do
-    and what to change."""
+#: What shortens each SLO's best figure, beside a faster instance type (said in its warning).
+SLO_LEVERS: dict[str, str] = {
+    "ttft_p50": "a shorter uncached prompt (engine.typical_prompt_tokens)",
+    "latency_p99": "a shorter typical answer (engine.typical_output_tokens)",
+}
+
+
+def unmet_slo_warnings(cfg: DeploymentConfig, variant: VariantName) -> list[str]:
+    """One warning per SLO that ``variant``'s ``target_tracking.slos`` lets bind and that no
+    concurrency meets for the typical request, on any of its pools: the SLO and its limit, the
+    best the instance can do, what binds instead, and what to do (meet it, or accept it by
+    leaving it out of ``slos``: its alarm stays). The plan prints them, once."""
+    vs = cfg.scaling.variants[variant]
+    if vs.target_tracking is None or vs.target_tracking.metric != "concurrency":
+        return []
+    req = typical_request(cfg)
+    field = f"scaling.variants.{variant}.target_tracking.slos"
     lines = []
-    for variant, vs in cfg.scaling.variants.items():
-        if vs.target_tracking is None or vs.target_tracking.metric != "concurrency":
-            continue
-        req = typical_request(cfg)
-        # every pool: a fallback pool that cannot meet an SLO is as much the operator's to know
-        unmet = [(basis, b) for basis in pool_bases(cfg, variant) for b in basis.unmet]
-        for basis, b in unmet:
-            itype = basis.instance_type
+    # every pool: a fallback pool that cannot meet an SLO is as much the operator's to know
+    for basis in pool_bases(cfg, variant):
+        for b in basis.unmet:
             key = next(k for k, (name, _) in SLO_LIMITS.items() if name == b.slo)
             lines.append(
-                f"scaling.variants.{variant}.target_tracking.slos: {key} "
-                f"(monitoring.{SLO_LIMITS[key][1]} {b.limit:g} ms) cannot be met at any "
-                f"concurrency on {itype} for the typical request ({req['prompt']}+{req['output']}"
-                f" tokens, {req['cached']} cached): the best is {b.best:,.0f} ms with one request "
-                f"in flight ({describe(cfg, INSTANCE_CATALOG[itype].gpu)}), so it cannot "
-                f"bound the target ({basis.binding} does: {basis.concurrency} in flight). Drop it "
-                "from slos to acknowledge (its alarm stays), or change the instance type or "
-                "engine.typical_output_tokens"
+                f"{field} lists {key}, which no concurrency meets on {basis.instance_type}: "
+                f"monitoring.{SLO_LIMITS[key][1]} is {b.limit:,.0f} ms, the best for the typical "
+                f"request ({req['prompt']}+{req['output']} tokens, {req['cached']} cached) is "
+                f"{b.best:,.0f} ms with one request in flight (the planning speed above), so "
+                f"the target follows the {basis.binding} ({basis.concurrency} in flight). To "
+                f"meet it: a faster instance type (variants.{variant}.instance_type) or "
+                f"{SLO_LEVERS[key]}. To accept it: remove {key} from {field} (its alarm stays)"
             )
     return lines

@@ -173,22 +173,40 @@ def slowest_pool_p99(cfg: DeploymentConfig, variant: VariantName) -> tuple[float
 def rollback_latency_problems(cfg: DeploymentConfig) -> list[str]:
     """Each variant whose healthy fleet would cross ``deployment.rollback_model_latency_p99_ms``
     (with :data:`ROLLBACK_LATENCY_HEADROOM`): SageMaker would roll back every blue/green deploy
-    during its bake, the smoke gate would fail it and canary-start would be refused."""
+    during its bake, the smoke gate would fail it and canary-start would be refused. The message
+    names the field (and says so when the file does not set it), the rule, both figures as the
+    plan rounds them, where the healthy figure comes from (the slowest pool) and the fix."""
     limit = cfg.deployment.rollback_model_latency_p99_ms
+    written = "rollback_model_latency_p99_ms" in cfg.deployment.model_fields_set
     problems = []
     for variant in VARIANT_NAMES:
         if cfg.scaling.variants[variant].target_tracking is None:
             continue
         healthy, itype = slowest_pool_p99(cfg, variant)
-        if limit < healthy * ROLLBACK_LATENCY_HEADROOM:
-            need = math.ceil(healthy * ROLLBACK_LATENCY_HEADROOM / 1000) * 1000
-            problems.append(
-                f"deployment.rollback_model_latency_p99_ms: {limit} ms is below what a healthy "
-                f"{variant} answers in: ModelLatency p99 {healthy:,.0f} ms for the typical request "
-                f"({cfg.engine.typical_prompt_tokens}+{cfg.engine.typical_output_tokens} tokens) "
-                f"at its scaling target of {math.ceil(concurrency_target(cfg, variant))} in flight "
-                f"on {itype} ({describe(cfg, INSTANCE_CATALOG[itype].gpu)}"
-                f"), so every blue/green deploy would roll back. Set at least {need} ms "
-                f"({ROLLBACK_LATENCY_HEADROOM:g} x the prediction: the model's p99 error)"
-            )
+        rule = healthy * ROLLBACK_LATENCY_HEADROOM
+        if limit >= rule:
+            continue
+        need = math.ceil(rule / 1000) * 1000
+        target = concurrency_target(cfg, variant)
+        v = cfg.variants[variant]
+        pool = next((p for p in v.instance_pools or () if p.instance_type == itype), None)
+        where = (
+            f"{itype}, instance pool priority {pool.priority} of variants.{variant}."
+            "instance_pools (the slowest: the alarm reads every pool's instances)"
+            if pool is not None and len(v.pools) > 1
+            else itype
+        )
+        problems.append(
+            f"deployment.rollback_model_latency_p99_ms: {limit:,} ms"
+            f"{'' if written else ' (not in the file: the default)'} is below the rule's "
+            f"{rule:,.0f} ms: the threshold must be at least {ROLLBACK_LATENCY_HEADROOM:g} x the "
+            f"ModelLatency p99 a healthy {variant} shows at its scaling target, and that p99 is "
+            f"{healthy:,.0f} ms for the typical request ({cfg.engine.typical_prompt_tokens}+"
+            f"{cfg.engine.typical_output_tokens} tokens) at the target of {target:g} in flight "
+            f"(the plan's figure; taken at {max(1, math.ceil(target))} requests) on {where}. "
+            f"Below it SageMaker rolls back every blue/green deploy. Set "
+            f"deployment.rollback_model_latency_p99_ms: {need} or more"
+            + (", or drop that pool" if pool is not None and len(v.pools) > 1 else "")
+            + f". Speed: {describe(cfg, INSTANCE_CATALOG[itype].gpu)}"
+        )
     return problems

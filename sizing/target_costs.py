@@ -34,14 +34,17 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from typed_config.catalog import HOURS_PER_MONTH
+
 #: Bedrock Custom Model Import billing (module docstring).
 BILLING_WINDOW_MINUTES = 5
 CMU_PRICE_PER_MINUTE = 0.0785
 CMU_PRICE_PER_MINUTE_LISTED = 0.05718
 CMU_STORAGE_PER_MONTH = 1.95
 COLD_START_SECONDS_MEASURED = 96
-#: A month of days (AWS's 730-hour month / 24).
-DAYS_PER_MONTH = 730 / 24
+#: A month of days: the plan's and the simulator's month (typed_config.catalog.HOURS_PER_MONTH,
+#: AWS's 730 hours) in days.
+DAYS_PER_MONTH = HOURS_PER_MONTH / 24
 
 #: What each target lacks for this workload (seeds 002 section 11's decision table, read against
 #: what this product uses; docs/bedrock.md).

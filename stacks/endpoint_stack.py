@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Annotations, ArnFormat, Stack
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from sizing.rollout_plan import rollout_capacity_plan
-from sizing.scaling_target import unmet_slo_warnings
 from sizing.update_semantics import reset_properties
 from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.endpoint import (
@@ -141,17 +140,15 @@ class EndpointStack(Stack):
         )
 
     def _scaling(self, cfg: DeploymentConfig, suspend_scaling: frozenset[str]) -> EndpointScaling:
-        """Autoscaling of the endpoint's variants; a synth warning for each SLO it cannot hold."""
-        scaling = EndpointScaling(
+        """Autoscaling of the endpoint's variants (an SLO it cannot hold is the plan's warning,
+        sizing.scaling_target.unmet_slo_warnings)."""
+        return EndpointScaling(
             self,
             "Scaling",
             props=ScalingProps.from_config(cfg),
             endpoint=self.serving.endpoint,
             suspended=suspend_scaling,
         )
-        for i, warning in enumerate(unmet_slo_warnings(cfg)):
-            Annotations.of(scaling).add_warning_v2(f"scaling:slo-unmet-{i}", warning)
-        return scaling
 
     def _canary_controller(self, cfg: DeploymentConfig) -> CanaryController:
         """The canary rollout's controller, rolling back on the canary's alarms."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Annotations, Aws, CfnOutput, Stack
+from aws_cdk import Aws, CfnOutput, Stack
 from constructs import Construct
 
 from container.model_prep.bedrock_rules import package_prefix
@@ -85,9 +85,4 @@ class ModelReleaseStack(Stack):
             return self.format_arn(
                 service="ecr", resource="repository", resource_name=cfg.image.repository_name
             )
-        Annotations.of(self).add_warning_v2(
-            "model-release:no-job-image-repository",
-            "neither model_prep.job_image nor image.repository_name is set: the model "
-            "preparation job role may pull no image (name the repository in config)",
-        )
-        return None
+        return None  # the plan warns (sizing.plan.job_image_warning)

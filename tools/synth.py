@@ -51,10 +51,20 @@ def synth(
         for m in s.messages
         if m.level == cdk.cx_api.SynthesisMessageLevel.ERROR
     ]
-    for s in assembly.stacks:
-        for m in s.messages:
-            if m.level == cdk.cx_api.SynthesisMessageLevel.WARNING:
-                print(f"warning: {s.stack_name}{m.id}: {m.entry.data}", file=sys.stderr)
+    cdk_warnings = sum(
+        m.level == cdk.cx_api.SynthesisMessageLevel.WARNING
+        for s in assembly.stacks
+        for m in s.messages
+    )
+    if cdk_warnings:
+        # CDK's validation report (cdk.json: @aws-cdk/core:annotationsInValidationReport) has
+        # printed them already; printing them again doubled every one
+        print(
+            f"{cdk_warnings} CDK construct warning(s) above, from CDK or cdk-nag (the product's "
+            "own warnings are in the plan): their \"Acknowledge with 'Annotation::ID'\" is "
+            "for code, Annotations.of(construct).acknowledge_warning(ID, reason), not config",
+            file=sys.stderr,
+        )
     plan = build_plan(cfg, templates)
     if cfg.bedrock.enabled:  # the second target's cost beside the fleet's (docs/bedrock.md)
         plan["targets"] = targets_section(cfg)

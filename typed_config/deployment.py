@@ -258,12 +258,12 @@ class VariantConfig(Strict):
             if types.index(pool.instance_type) != i:
                 errors.append(
                     f"instance_pools.{i}.instance_type: {pool.instance_type} is already pool "
-                    f"{types.index(pool.instance_type)}; give each type once"
+                    f"item {types.index(pool.instance_type) + 1}'s; give each type once"
                 )
             if priorities.index(pool.priority) != i:
                 errors.append(
-                    f"instance_pools.{i}.priority: {pool.priority} is already pool "
-                    f"{priorities.index(pool.priority)}'s; each priority once, so the fallback "
+                    f"instance_pools.{i}.priority: {pool.priority} is already pool item "
+                    f"{priorities.index(pool.priority) + 1}'s; each priority once, so the fallback "
                     "order is the one written"
                 )
         first = self.pools[0].instance_type

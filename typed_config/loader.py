@@ -49,6 +49,7 @@ from typed_config.deployment import (
     Variants,
     prefix_floor_bytes,
 )
+from typed_config.error_report import ConfigSource
 from typed_config.fleet import FleetConfig
 from typed_config.model import (
     AdapterConfig,
@@ -116,6 +117,8 @@ class DeploymentConfig(Strict):
     _file_architecture: ModelArchitecture | None = PrivateAttr(default=None)
     #: The fit checks handed in by the validation context (``FIT_CHECKS_CONTEXT``).
     _fit_checks: tuple[FitCheck, ...] = PrivateAttr(default=())
+    #: The file it was read from (``parse_config_data``): what a later rule's error names.
+    _source: ConfigSource | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> DeploymentConfig:
@@ -144,17 +147,22 @@ class DeploymentConfig(Strict):
             errors.append(
                 f"monitoring.adapter_latency_baseline_ms: {unknown} are not adapters {names}"
             )
-        ranks = {a.rank for a in self.adapters}
-        if len(ranks) > 1:
-            errors.append(
-                "adapters: all adapters must share one rank (vLLM sizes every LoRA slot by the "
-                f"largest), got {sorted(ranks)}"
-            )
-        if ranks and max(ranks) > self.engine.max_lora_rank:
-            errors.append(
-                f"adapters: rank {max(ranks)} exceeds engine.max_lora_rank "
-                f"({self.engine.max_lora_rank})"
-            )
+        ranks = [a.rank for a in self.adapters]
+        if len(set(ranks)) > 1:
+            # the rank most adapters share is taken as meant; each other one is named
+            usual = max(sorted(set(ranks)), key=ranks.count)
+            errors += [
+                f"adapters.{i}.rank: {rank} differs from the other adapters' {usual}: all "
+                "adapters must share one rank (vLLM sizes every LoRA slot by the largest)"
+                for i, rank in enumerate(ranks)
+                if rank != usual
+            ]
+        errors += [
+            f"adapters.{i}.rank: {rank} exceeds engine.max_lora_rank ({self.engine.max_lora_rank})"
+            " (raise engine.max_lora_rank, which every LoRA slot's memory is sized by)"
+            for i, rank in enumerate(ranks)
+            if rank > self.engine.max_lora_rank
+        ]
         if len(self.adapters) > self.engine.max_loras:
             errors.append(
                 f"adapters: {len(self.adapters)} adapters but engine.max_loras is "
@@ -213,6 +221,18 @@ class DeploymentConfig(Strict):
                     f"on a {largest}-instance fleet plus termination wait ({needed} s)"
                 )
         return errors
+
+    def error(self, found: list[str]) -> ConfigError:
+        """A rule checked after loading (``field: why`` each) as a config error: the file, the
+        field as written and its line, like a loading error."""
+        source = self._source or ConfigSource(Path("<config built in code>"))
+        return ConfigError(source.report(found))
+
+    def with_source_of(self, other: DeploymentConfig) -> DeploymentConfig:
+        """This config (derived from ``other``: deploy options applied) reporting errors
+        against ``other``'s file."""
+        self._source = other._source
+        return self
 
     def deploy_fleet_sizes(self, variant: VariantName) -> list[int]:
         """Instance counts ``variant``'s new (green) fleet can have at a deploy: the live
@@ -373,34 +393,16 @@ def routing_errors(cfg: DeploymentConfig) -> list[str]:
 _FIELD_PREFIX = re.compile(r"^([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*): ")
 
 
-def _format_errors(path: Path, errors: list[ErrorDetails], lines: LineMap | None = None) -> str:
-    """One line per mistake: the full YAML path, why, and the line of the file to fix.
+def _format_errors(source: ConfigSource, errors: list[ErrorDetails]) -> str:
+    """One line per mistake: the full YAML path (list items as the file names them), why, and
+    the line of the file to fix (:mod:`typed_config.error_report`).
 
     Cross-field validators start their message with the field they blame ("field: why"); that
     field is appended to the location pydantic reports (the model holding both fields). A
     misspelt key is one mistake, not two: its "unknown key" and the "Field required" of the key
     it meant become one line that says which key was meant (:func:`_did_you_mean`).
     """
-    found = error_lines(errors)
-    if lines:
-        found = [_with_line(line, lines) for line in found]
-    out = [f"{path}: {len(found)} invalid value(s)", *(f"  {line}" for line in found)]
-    return "\n".join(out)
-
-
-def _with_line(line: str, lines: LineMap) -> str:
-    """``line`` with ``(line N)`` appended: the line of the longest part of its path the file
-    has (a missing key: its parent's line)."""
-    field = line.split(": ", 1)[0]
-    if field == "<top level>":
-        return line
-    parts: list[str | int] = [int(p) if p.isdigit() else p for p in field.split(".")]
-    while parts:
-        at = lines.get(tuple(parts))
-        if at is not None:
-            return f"{line} (line {at})"
-        parts.pop()
-    return line
+    return source.report(error_lines(errors))
 
 
 def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
@@ -512,13 +514,15 @@ def parse_config_data(
             raise ConfigError(
                 f"{source}: model.architecture_file: cannot read {arch_path}: {exc}"
             ) from None
+    where = ConfigSource(source, lines, raw)
     try:
-        return DeploymentConfig.model_validate(data, context=context)
+        cfg = DeploymentConfig.model_validate(data, context=context)
     except ValidationError as err:
         errors = err.errors()
-    raise ConfigError(
-        _format_errors(source, errors + _cross_section_pass(data, context, errors), lines)
-    )
+    else:
+        cfg._source = where
+        return cfg
+    raise ConfigError(_format_errors(where, errors + _cross_section_pass(data, context, errors)))
 
 
 def _cross_section_pass(

@@ -157,7 +157,8 @@ def _check_intervals(steps: list[StepAdjustment]) -> None:
         if i and a != hi[i - 1]:
             kind = "overlap" if a < hi[i - 1] else "leave a gap"
             raise ValueError(
-                f"steps.{i}.lower: steps {i - 1} and {i} {kind}: upper {hi[i - 1]} vs lower {a}"
+                f"steps.{i}.lower: {a} and the step before it {kind}: its upper is {hi[i - 1]}; "
+                "each step's lower must be the upper of the one before"
             )
 
 
@@ -232,23 +233,23 @@ class ScalingConfig(Strict):
                 bound = self.variants[item.variant].max_capacity
                 if item.max_capacity > bound:
                     errors.append(
-                        f"{kind}.{i}.max_capacity: {item.max_capacity} ({item.name}) exceeds "
+                        f"{kind}.{i}.max_capacity: {item.max_capacity} exceeds "
                         f"scaling.variants.{item.variant}.max_capacity ({bound}); raise that too"
                     )
                 floor = self.variants[item.variant].min_capacity
                 if item.min_capacity < floor:
                     errors.append(
-                        f"{kind}.{i}.min_capacity: {item.min_capacity} ({item.name}) is below "
+                        f"{kind}.{i}.min_capacity: {item.min_capacity} is below "
                         f"scaling.variants.{item.variant}.min_capacity ({floor}), the floor "
                         "the endpoint must never go under"
                     )
         for i, event in enumerate(self.release_calendar):
             start, end = event.window
-            for j, sched in enumerate(self.schedules):
+            for sched in self.schedules:
                 fire = sched.first_fire_after(start)
                 if sched.variant == event.variant and fire < end:
                     errors.append(
-                        f"release_calendar.{i}: {event.name}: schedules.{j} ({sched.name}) "
+                        f"release_calendar.{i}: the schedule {sched.name} "
                         f"fires at {fire.astimezone(start.tzinfo):%Y-%m-%d %H:%M} {event.timezone}"
                         f" inside the pre-scale window {start:%Y-%m-%d %H:%M}.."
                         f"{end:%Y-%m-%d %H:%M} and would undo it; end the window at or before it"

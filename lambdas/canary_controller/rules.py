@@ -110,6 +110,11 @@ class CapacityPlan:
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
 
+    def from_primary_max(self, percent: float) -> int:
+        """Canary instances that serve ``percent`` % of what the primary's max fleet serves: a
+        step's ceiling, unless the canary's own max_capacity is higher (:func:`build_plan`)."""
+        return _ceil(percent / 100 * self.primary_max * self.canary_per_primary)
+
     @classmethod
     def from_json(cls, text: str) -> CapacityPlan:
         raw = json.loads(text)
@@ -140,10 +145,11 @@ def build_plan(
     canary can grow with its share as far as the primary could), at least ``p`` % of its minimum;
     never below the canary's configured bounds."""
     ratio = primary_concurrency / canary_concurrency
+    base = CapacityPlan(round(ratio, 6), primary_max, canary_min, canary_max, ())
     plan = []
     for p in steps:
         lo = max(canary_min, _ceil(p / 100 * primary_min * ratio))
-        hi = max(canary_max, _ceil(p / 100 * primary_max * ratio), lo)
+        hi = max(canary_max, base.from_primary_max(p), lo)
         plan.append(StepCapacity(p, lo, hi))
     return CapacityPlan(round(ratio, 6), primary_max, canary_min, canary_max, tuple(plan))
 

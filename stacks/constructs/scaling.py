@@ -6,7 +6,7 @@ step-scaling policies driven by CloudWatch alarms on contract or SageMaker metri
 targets: recurring scheduled actions written in local time with their IANA time zone (MinCapacity
 written = floor + standby instances), and for each release in the calendar a one-off pre-scale
 ``at(...)`` and a restore to what the recurring schedules hold at that moment: the list
-``typed_config.bounds_changes`` gives, which the simulator replays too (simulator/schedule.py).
+``typed_config.bounds_changes`` gives, which the simulator replays too (sizing/bounds_timeline.py).
 
 The construct takes :class:`ScalingProps` (the endpoint name, the scaling section and the
 concurrency targets), not the whole DeploymentConfig.

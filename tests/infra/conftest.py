@@ -17,6 +17,7 @@ from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config, parse_config
 from stacks.app_builder import build_stacks, cdk_json_context
 from typed_config import ConfigError, DeploymentConfig
+from typed_config.error_report import item_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,11 +43,15 @@ def invalid(path: str, value: Any, why: str, *, where: str | None = None) -> Any
 
 
 def assert_names_yaml_path(raw: dict[str, Any], where: str, why: str) -> None:
-    """``raw`` is refused with an error line ``  <where>: ...<why>``."""
+    """``raw`` is refused with an error line ``  <where>: ...<why>``, ``where`` a dotted path
+    whose list items the message names as the file does (``schedules.0`` as
+    ``schedules[jp-evening-peak]``: typed_config.error_report, whose own tests spell them out)."""
     with pytest.raises(ConfigError) as err:
         parse(raw)
     message = str(err.value)
-    assert re.search(rf"^  {re.escape(where)}: .*{re.escape(why)}", message, re.M), message
+    parts = [int(p) if p.isdigit() else p for p in where.split(".")]
+    shown = item_path(parts, raw)
+    assert re.search(rf"^  {re.escape(shown)}: .*{re.escape(why)}", message, re.M), message
 
 
 def make_rule(target: str) -> str:

@@ -82,15 +82,19 @@ def test_unquantized_70b_on_one_a10g_is_refused(prod_cfg) -> None:
 def test_plan_reports_cost_capacity_and_rollout(prod_cfg, prod_templates) -> None:
     templates = {k: t.to_json() for k, t in prod_templates.items()}
     plan = build_plan(prod_cfg, templates)
-    # prod's fleet at its initial counts: 4 primary + 3 canary ml.g6e.xlarge (issue 36's solver)
+    # prod's ceilings: 51 primary + 51 canary ml.g6e.xlarge all month
     g6e = INSTANCE_CATALOG["ml.g6e.xlarge"].price_per_hour
-    assert plan["cost"]["monthly_at_initial_counts"] == pytest.approx(7 * g6e * HOURS_PER_MONTH)
+    assert plan["cost"]["monthly_at_max_capacity"] == pytest.approx(102 * g6e * HOURS_PER_MONTH)
+    # the floors: never below every variant at its own min_capacity all month
+    least = sum(prod_cfg.scaling.variants[v].min_capacity for v in ("primary", "canary"))
+    assert plan["cost"]["monthly_at_floors"] > least * g6e * HOURS_PER_MONTH
     assert [v["name"] for v in plan["variants"]] == ["primary", "canary"]
     assert plan["variants"][0]["capacity"]["kv_bytes_per_token"] == 131072
     assert plan["rollout"]["canary_controller_steps_percent"] == [5, 25, 50, 75, 100]
     assert len(plan["alarms"]) >= 4
     text = render_plan(plan)
-    assert "vLLM preempts beyond" in text and "$11,937/month" in text
+    assert "vLLM preempts beyond" in text
+    assert f"${plan['cost']['monthly_at_floors']:,.0f}/month at the floors" in text
 
 
 def _flag(args: list[str], name: str) -> str:

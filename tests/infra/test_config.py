@@ -34,7 +34,7 @@ INVALID = [
         where="engine.context_budget",
     ),
     invalid("adapters.0.rank", 12, "not one vLLM accepts"),
-    invalid("adapters.1.rank", 32, "share one rank", where="adapters"),
+    invalid("adapters.1.rank", 32, "share one rank"),
     invalid("adapters.0.source", "ftp://x/y", "should match pattern"),
     invalid(
         "adapters.0.name",
@@ -130,8 +130,9 @@ def test_rules_within_and_across_sections_and_a_typo_are_all_reported_in_one_run
     fields = sorted(line.split(":")[0].strip() for line in lines[1:])
     assert fields == sorted([
         "engine.max_num_batched_tokens", "engine.admission_max_inflight",
-        "engine.max_model_len", "scaling.schedules.0.min_capacity",
-        "scaling.schedules.1.max_capacity", "variants.primary.initial_instance_count", "engien",
+        "engine.max_model_len", "scaling.schedules[jp-evening-peak].min_capacity",
+        "scaling.schedules[jp-evening-end].max_capacity",
+        "variants.primary.initial_instance_count", "engien",
     ])  # fmt: skip
 
 

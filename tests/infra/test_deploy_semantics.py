@@ -80,7 +80,7 @@ def test_promotion_deploy_resets_weights_through_a_one_off_context_flag(prod_cfg
 
 
 def test_unknown_reset_property_is_refused_with_its_name(mutate) -> None:
-    assert "deployment.reset_on_update.0" in refusal(
+    assert "deployment.reset_on_update[DesiredCount]: Input should be" in refusal(
         mutate("deployment.reset_on_update", ["DesiredCount"])
     )
     with pytest.raises(ConfigError, match=r"reset: .*DesiredCount"):

@@ -89,8 +89,8 @@ def test_more_than_five_pools_is_an_error_naming_the_field(prod_raw) -> None:
 @pytest.mark.parametrize(
     ("entries", "where", "why"),
     [
-        (pools((G5, 1), (G5, 2)), "instance_pools.1.instance_type", "is already pool 0"),
-        (pools((G5, 1), (G6, 1)), "instance_pools.1.priority", "1 is already pool 0's"),
+        (pools((G5, 1), (G5, 2)), "instance_pools.1.instance_type", "is already pool item 1's"),
+        (pools((G5, 1), (G6, 1)), "instance_pools.1.priority", "1 is already pool item 1's"),
         (pools((G5, 1), (G6, 6)), "instance_pools.1.priority", "less than or equal to 5"),
         (pools((G5, 1), ("ml.x9.huge", 2)), "instance_pools.1.instance_type", "unknown instance"),
     ],

@@ -4,6 +4,7 @@ not in ECR is refused before anything changes."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import boto3
@@ -53,7 +54,16 @@ def test_the_model_artifact_pins_the_release_the_build_bakes(prod_cfg) -> None:
 def test_bad_release_inputs_name_the_field(prod_cfg, given, named) -> None:
     with pytest.raises(ConfigError) as err:
         DeployOptions.from_context(given.get).apply(prod_cfg)
-    assert f"\n{named}\n  String should match pattern" in str(err.value)
+    # the config's file, the field and its line, the options that made it wrong
+    message = str(err.value)
+    assert message.startswith(f"deploy options {given} break the config:\n")
+    assert "config/prod.yaml: 1 invalid value(s)" in message
+    assert re.search(
+        rf"^  {re.escape(named)}( \(line \d+\))?: String should match pattern .* \(with the "
+        r"deploy options\)$",
+        message,
+        re.M,
+    ), message
 
 
 @pytest.mark.parametrize(

@@ -342,7 +342,7 @@ def test_release_window_counts_elapsed_hours_across_a_dst_change() -> None:
 def test_written_actions_are_the_bounds_changes_the_simulator_replays(
     prod_cfg: DeploymentConfig, endpoint: Template
 ) -> None:
-    """One list (spec.bounds_changes) feeds the template and simulator/schedule.py."""
+    """One list (spec.bounds_changes) feeds the template and sizing/bounds_timeline.py."""
     written = list(scheduled_actions(endpoint).values())
     assert written == [
         {

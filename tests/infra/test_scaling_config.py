@@ -52,7 +52,7 @@ INVALID = [
     invalid(
         "scaling.release_calendar.0.restore_after_hours",
         4,
-        "schedules.1 (jp-evening-end) fires at 2026-12-04 23:00 Asia/Tokyo inside",
+        "the schedule jp-evening-end fires at 2026-12-04 23:00 Asia/Tokyo inside",
         where="scaling.release_calendar.0",
     ),
     invalid("scaling.release_calendar.0.timezone", "Asia/Osaka", "not an IANA time zone"),

@@ -70,4 +70,8 @@ def test_the_plan_prints_the_targets_after_its_own_cost() -> None:
     }  # fmt: skip
     lines = render_plan(plan).splitlines()
     cost = next(i for i, line in enumerate(lines) if line.startswith("  cost "))
-    assert lines[cost + 1].startswith("  targets for normal-day (x0.1)")
+    targets = next(i for i, line in enumerate(lines) if line.startswith("  targets "))
+    assert targets > cost, "the targets come after the plan's own cost"
+    between = lines[cost + 1 : targets]
+    assert all(line.startswith(" " * 10) for line in between), between  # the cost's own lines
+    assert lines[targets].startswith("  targets for normal-day (x0.1)")
