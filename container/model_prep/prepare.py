@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from . import manifest, sources, validate
 
@@ -35,6 +36,20 @@ def begin(step: str, what: str) -> float:
     start time for :func:`log`."""
     print(f"model-prep: {step}: {what} ...", flush=True)
     return time.monotonic()
+
+
+def gate_summary(gate: dict[str, Any]) -> str:
+    """The quality gate's verdict in a line a person reads (the figures in full are in
+    :data:`QUALITY_REPORT` and quality_gate.py's own line)."""
+    adapters = gate.get("adapters") or {}
+    each = ", ".join(
+        f"{name} {a['next_token_agreement']:.3f}" for name, a in sorted(adapters.items())
+    )
+    return (
+        f"next-token agreement {gate['next_token_agreement']:.3f} (floor {gate['min_agreement']:g})"
+        + (f"; adapters {each}" if each else "")
+        + ("; passed" if gate.get("passed") else "; FAILED")
+    )
 
 
 def run_script(python: str, script: str, *args: str) -> None:
@@ -89,7 +104,7 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
                    "--min-agreement", str(args.min_agreement), "--report", str(report),
                    "--adapters", ",".join(f"{n}={d}" for n, d in adapter_dirs.items()))  # fmt: skip
         gate = json.loads(report.read_text())
-        log("quality-gate", t, json.dumps(gate))
+        log("quality-gate", t, gate_summary(gate))
     else:
         shutil.copytree(fetched, base_out, dirs_exist_ok=True)
 
