@@ -163,5 +163,11 @@ prepare-model: PREFLIGHT_FOR := prepare-model
 prepare-model: venv preflight ## deploy | prepare config/ENV.yaml's model release on a SageMaker GPU job (once per inputs)
 	$(PY) -m tools.prepare_model --env $(ENV)
 
+# The quoted plan and simulator blocks in README.md and docs/*.md, regenerated from the commands
+# (tools/doc_blocks.py; tests/infra/test_doc_blocks.py fails while one differs).
+.PHONY: docs-blocks
+docs-blocks: venv ## development | regenerate the plan and simulator output quoted in README.md and docs/*.md
+	$(PY) -m tools.doc_blocks
+
 clean: ## development | remove cdk.out and tool caches
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
