@@ -34,7 +34,7 @@ PROGRESS := $(PYTHON) tools/progress.py
 define venv-recipe
 @$(PROGRESS) --phase "$(1): python -m venv, pip install -r $(2)" --pip --every 50 \
 	--log build/logs/$(patsubst .%,%,$(1)).log -- \
-	sh -c '$(PYTHON) -m venv $(1) && $(1)/bin/pip install --upgrade pip && $(1)/bin/pip install -r $(2)'
+	sh -c '$(PYTHON) -m venv $(1) && $(1)/bin/pip install -q --upgrade pip && $(1)/bin/pip install -r $(2)'
 endef
 
 TEST_TARGETS := test-infra
