@@ -98,12 +98,12 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
         log("quantize", t, "AWQ W4A16_ASYM")
         scheme = "awq-w4a16-asym-g128 (compressed-tensors pack-quantized)"
         t = begin("quality-gate", "quantized vs original on the held-out set, base and adapters")
-        report = work / "quality_gate.json"
+        gate_file = work / "quality_gate.json"
         run_script(args.quant_python, "quality_gate.py", "--reference", str(fetched),
                    "--candidate", str(base_out), "--heldout", str(args.heldout),
-                   "--min-agreement", str(args.min_agreement), "--report", str(report),
+                   "--min-agreement", str(args.min_agreement), "--report", str(gate_file),
                    "--adapters", ",".join(f"{n}={d}" for n, d in adapter_dirs.items()))  # fmt: skip
-        gate = json.loads(report.read_text())
+        gate = json.loads(gate_file.read_text())
         log("quality-gate", t, gate_summary(gate))
     else:
         shutil.copytree(fetched, base_out, dirs_exist_ok=True)
