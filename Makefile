@@ -1,5 +1,5 @@
 # One Makefile, the same commands CI runs. Every target sets up what it needs (venvs, npm) itself.
-# Feature areas add their targets in mk/*.mk and append to TEST_TARGETS / LINT_TARGETS / DEMO_TARGETS.
+# Feature areas add their targets in mk/*.mk and append to TEST_TARGETS / LINT_TARGETS.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -28,12 +28,13 @@ export PROGRESS_T0 := $(shell date +%s)
 endif
 PROGRESS := $(PYTHON) tools/progress.py
 
-# $(call venv-recipe,DIR,REQUIREMENTS): the recipe of a venv stamp, one progress line per phase
-# and pip's output condensed to a line per 10 packages and per large download.
+# $(call venv-recipe,DIR,REQUIREMENTS): the recipe of a venv stamp: one progress line when it
+# starts and one when it ends, pip's output condensed to a line per 50 packages and per large
+# download; the whole of pip's output in build/logs/<venv>.log, named on the end line.
 define venv-recipe
-@$(PROGRESS) --phase "$(1): python -m venv" -- $(PYTHON) -m venv $(1)
-@$(PROGRESS) --phase "$(1): upgrade pip" --pip -- $(1)/bin/pip install --upgrade pip
-@$(PROGRESS) --phase "$(1): pip install -r $(2)" --pip -- $(1)/bin/pip install -r $(2)
+@$(PROGRESS) --phase "$(1): python -m venv, pip install -r $(2)" --pip --every 50 \
+	--log build/logs/$(patsubst .%,%,$(1)).log -- \
+	sh -c '$(PYTHON) -m venv $(1) && $(1)/bin/pip install -q --upgrade pip && $(1)/bin/pip install -r $(2)'
 endef
 
 TEST_TARGETS := test-infra
@@ -41,7 +42,6 @@ TEST_TARGETS := test-infra
 # in its first second, not after minutes of venvs.
 TEST_FIRST :=
 LINT_TARGETS := lint-infra
-DEMO_TARGETS :=
 
 include $(sort $(wildcard mk/*.mk))
 
@@ -101,11 +101,11 @@ test-infra: venv checkov-venv ## development | tests/infra: config, capacity, st
 
 test: $(TEST_FIRST) $(TEST_TARGETS) ## get started | every test suite, as CI runs it (infra, lambdas, serving, image, simulator)
 
-demo: venv ## get started | no AWS, no GPU: synth + validate prod, print the plan, serve the tiny model
-	@$(PROGRESS) --phase "demo: synth + cfn-lint + checkov on prod, the plan" -- \
-		$(MAKE) --no-print-directory validate ENV=prod
-	@for t in $(DEMO_TARGETS); do \
-		$(PROGRESS) --phase "demo: $$t" -- $(MAKE) --no-print-directory $$t; done
+# The story (tools/demo.py): synth + cfn-lint + checkov on prod, the plan, the tiny model prepared
+# and served (make tiny-model, make demo-serve), what to try next; each tool's output in
+# build/logs/. DEMO_PORT: the port the tiny model is served on (default 18085).
+demo: venv checkov-venv serving-venv quant-venv ## get started | no AWS, no GPU: synth + validate prod, its plan, a tiny model prepared and served (DEMO_PORT=18085)
+	@$(PY) -m tools.demo --make "$(MAKE)"
 
 # Each target checks what it needs (tools/preflight.py CHECKS): a target that depends on preflight
 # sets PREFLIGHT_FOR (a target-specific variable, in effect for its prerequisites too).
@@ -162,6 +162,12 @@ deploy-execution-policy: venv node_modules/.stamp ## deploy | create or update o
 prepare-model: PREFLIGHT_FOR := prepare-model
 prepare-model: venv preflight ## deploy | prepare config/ENV.yaml's model release on a SageMaker GPU job (once per inputs)
 	$(PY) -m tools.prepare_model --env $(ENV)
+
+# The quoted plan and simulator blocks in README.md and docs/*.md, regenerated from the commands
+# (tools/doc_blocks.py; tests/infra/test_doc_blocks.py fails while one differs).
+.PHONY: docs-blocks
+docs-blocks: venv ## development | regenerate the plan and simulator output quoted in README.md and docs/*.md
+	$(PY) -m tools.doc_blocks
 
 clean: ## development | remove cdk.out and tool caches
 	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -31,7 +31,6 @@ SERVING_CPU_ENV := MODEL_PATH=$(TINY_MODEL)/base LORA_PATH=$(TINY_MODEL)/lora \
 
 TEST_TARGETS += test-serving
 LINT_TARGETS += lint-serving
-DEMO_TARGETS += demo-serve
 
 .PHONY: serving-venv quant-venv tiny-model serve-local bench test-serving lint-serving demo-serve
 
@@ -78,5 +77,6 @@ lint-serving: $(SERVING_VENV)/.stamp ## development | hadolint container/Dockerf
 	$(SERVING_VENV)/bin/hadolint container/Dockerfile
 	$(SERVING_VENV)/bin/mypy --ignore-missing-imports --follow-imports=silent container/serving
 
-demo-serve: tiny-model ## serving | the serving half of make demo
+# DEMO_PORT (default 18085): the port container/demo.py serves on; vLLM's log in build/logs/demo-serve.log.
+demo-serve: tiny-model ## serving | the serving half of make demo: each adapter answers through /invocations (DEMO_PORT=18085)
 	$(SERVING_CPU_ENV) $(SPY) -m container.demo

@@ -431,7 +431,100 @@ def _adapter(a: dict[str, Any]) -> str:
     return f"{a['name']} ({a['version']})" if a.get("version") else a["name"]
 
 
-def render_plan(plan: dict[str, Any]) -> str:
+def variant_blocks(v: dict[str, Any], eng: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """A variant's lines under its header, as named blocks in the order they print. A block the
+    same as an earlier variant's prints once (:func:`render_variants`)."""
+    c = v["capacity"]
+    sc = v["scaling"]
+    warnings = []
+    if sc.get("unreachable_ceiling"):
+        warnings.append(f"          WARNING: {sc['unreachable_ceiling']}")
+    slo_warnings = [f"          WARNING: {w}" for w in sc.get("unmet_slos", [])]
+    kv_warning = []
+    if c["preempts_at_full_context"]:
+        kv_warning.append(
+            f"          WARNING: max_num_seqs x max_model_len needs "
+            f"{c['worst_case_kv_gib']} GiB of KV cache, {c['kv_budget_gib']} GiB fit: "
+            f"vLLM preempts beyond "
+            f"{c['concurrency_at_full_context']} full-length sequences (a preempted "
+            f"sequence waits and is recomputed: slower, not lost; vllm:num_preemptions_total "
+            f"counts them). Typical requests fit {c['concurrency_at_typical_length']}; to rule "
+            f"it out, lower engine.max_num_seqs to {c['concurrency_at_full_context']} or "
+            f"engine.max_model_len"
+        )
+    blocks = [
+        ("model release", [f"          model release: {v['model_release']}"]),
+        (
+            "memory per GPU and concurrency",
+            [
+                *render_memory_terms(c, eng),
+                f"          concurrency: {c['concurrency_at_full_context']} seqs at full context "
+                f"({eng['max_model_len']} tok), {c['concurrency_at_typical_length']} at typical "
+                f"({eng['typical_prompt_tokens']}+{eng['typical_output_tokens']} tok); "
+                f"max_num_seqs={c['max_num_seqs']}",
+            ],
+        ),
+        ("pools", render_pools(v)),
+        ("routing", [render_routing(v["routing"])] if "routing" in v else []),
+        (
+            "scaling",
+            [
+                f"          scaling: target tracking {sc['target_tracking'] or 'off'}; steps "
+                f"{', '.join(sc['step_policies']) or 'none'}; {len(sc['schedules'])} schedules, "
+                f"{len(sc['releases'])} releases"
+            ],
+        ),
+        ("day", render_day(v.get("day"))),
+        ("speed, SLOs and rollback threshold", render_speed(v["speed"]) if v.get("speed") else []),
+        ("scale-out", render_scale_out(v["scale_out"]) if v.get("scale_out") else []),
+        ("ceiling warning", warnings),
+        ("SLO warnings", slo_warnings),
+        ("KV-cache warning", kv_warning),
+    ]
+    return [(name, lines) for name, lines in blocks if lines]
+
+
+def render_variants(plan: dict[str, Any]) -> list[str]:
+    """Each variant's header and blocks; a block identical to an earlier variant's is named on
+    one ``same as <variant>:`` line instead of printed again (prod's canary runs the primary's
+    engine on the primary's instance type: 30 identical lines before)."""
+    lines: list[str] = []
+    seen: list[tuple[str, dict[str, list[str]]]] = []
+    for v in plan["variants"]:
+        lines.append(
+            f"  variant {v['name']:<8} {v['initial_instance_count']} x {v['instance_type']} "
+            f"({v['gpu']})  weight {v['initial_weight']:g}  scale {v['min_capacity']}.."
+            f"{v['max_capacity']}  image: {v['image_tag']}"
+        )
+        blocks = variant_blocks(v, plan["engine"])
+        same: dict[str, list[str]] = {}
+        own: list[str] = []
+        for name, block in blocks:
+            earlier = next((n for n, b in seen if b.get(name) == block), None)
+            if earlier is None:
+                own += block
+            else:
+                same.setdefault(earlier, []).append(name)
+        lines += [f"          same as {n}: {', '.join(names)}" for n, names in same.items()]
+        lines += own
+        seen.append((v["name"], dict(blocks)))
+    return lines
+
+
+def render_alarm_counts(alarms: list[str]) -> str:
+    """The alarm list folded into one line: how many of each severity (``[CRITICAL] ...``,
+    ``[WARNING] ...``) and how many roll back a deployment or drive scaling (the rest)."""
+    critical = sum(a.startswith("[CRITICAL]") for a in alarms)
+    warning = sum(a.startswith("[WARNING]") for a in alarms)
+    return (
+        f"  alarms  {len(alarms)}: {critical} critical, {warning} warning, "
+        f"{len(alarms) - critical - warning} that roll back a deployment or scale"
+    )
+
+
+def render_plan(plan: dict[str, Any], *, alarm_list: bool = True) -> str:
+    """The plan as `make synth` prints it. ``alarm_list=False``: the alarms as counts in one
+    line (`make demo`, which names the file holding the whole plan)."""
     lines = [
         f"Plan: {plan['project']}/{plan['env']}  endpoint {plan['endpoint_name']}  "
         f"({plan['region']})",
@@ -440,48 +533,7 @@ def render_plan(plan: dict[str, Any]) -> str:
     ]
     if plan["model"].get("job_image_warning"):
         lines.append(f"          WARNING: {plan['model']['job_image_warning']}")
-    eng = plan["engine"]
-    for v in plan["variants"]:
-        c = v["capacity"]
-        lines += [
-            f"  variant {v['name']:<8} {v['initial_instance_count']} x {v['instance_type']} "
-            f"({v['gpu']})  weight {v['initial_weight']:g}  scale {v['min_capacity']}.."
-            f"{v['max_capacity']}  image: {v['image_tag']}",
-            f"          model release: {v['model_release']}",
-            *render_memory_terms(c, eng),
-            f"          concurrency: {c['concurrency_at_full_context']} seqs at full context "
-            f"({eng['max_model_len']} tok), {c['concurrency_at_typical_length']} at typical "
-            f"({eng['typical_prompt_tokens']}+{eng['typical_output_tokens']} tok); "
-            f"max_num_seqs={c['max_num_seqs']}",
-        ]
-        lines += render_pools(v)
-        if "routing" in v:
-            lines.append(render_routing(v["routing"]))
-        sc = v["scaling"]
-        lines.append(
-            f"          scaling: target tracking {sc['target_tracking'] or 'off'}; steps "
-            f"{', '.join(sc['step_policies']) or 'none'}; {len(sc['schedules'])} schedules, "
-            f"{len(sc['releases'])} releases"
-        )
-        lines += render_day(v.get("day"))
-        if v.get("speed"):
-            lines += render_speed(v["speed"])
-        if v.get("scale_out"):
-            lines += render_scale_out(v["scale_out"])
-        if sc.get("unreachable_ceiling"):
-            lines.append(f"          WARNING: {sc['unreachable_ceiling']}")
-        lines += [f"          WARNING: {w}" for w in sc.get("unmet_slos", [])]
-        if c["preempts_at_full_context"]:
-            lines.append(
-                f"          WARNING: max_num_seqs x max_model_len needs "
-                f"{c['worst_case_kv_gib']} GiB of KV cache, {c['kv_budget_gib']} GiB fit: "
-                f"vLLM preempts beyond "
-                f"{c['concurrency_at_full_context']} full-length sequences (a preempted "
-                f"sequence waits and is recomputed: slower, not lost; vllm:num_preemptions_total "
-                f"counts them). Typical requests fit {c['concurrency_at_typical_length']}; to rule "
-                f"it out, lower engine.max_num_seqs to {c['concurrency_at_full_context']} or "
-                f"engine.max_model_len"
-            )
+    lines += render_variants(plan)
     lines += render_cost(plan["cost"])
     if plan.get("targets"):  # SageMaker beside Bedrock (sizing/target_costs.py)
         lines += render_targets(plan["targets"])
@@ -497,6 +549,9 @@ def render_plan(plan: dict[str, Any]) -> str:
     lines += [f"          WARNING: {w}" for w in plan.get("canary_comparison", [])]
     lines += render_deploy(plan["deploy"])
     lines += render_fleet(plan["fleet"])
-    lines.append(f"  alarms  {len(plan['alarms'])}:")
-    lines += [f"          - {a}" for a in plan["alarms"]]
+    if alarm_list:
+        lines.append(f"  alarms  {len(plan['alarms'])}:")
+        lines += [f"          - {a}" for a in plan["alarms"]]
+    else:
+        lines.append(render_alarm_counts(plan["alarms"]))
     return "\n".join(lines)

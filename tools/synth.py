@@ -20,7 +20,7 @@ from sizing.deploy_options import DeployOptions
 from sizing.plan import build_plan, render_plan
 from stacks.app_builder import build_app, cdk_json_context
 from tools import REPO_ROOT
-from typed_config import ConfigError
+from typed_config import ConfigError, DeploymentConfig
 
 
 def add_release_args(parser: argparse.ArgumentParser) -> None:
@@ -36,14 +36,29 @@ def release_options(args: argparse.Namespace) -> DeployOptions:
     return DeployOptions.from_context(given.get)
 
 
+def plan_text(
+    env: str, out: Path, options: DeployOptions | None = None, config: Path | None = None
+) -> str:
+    """The plan as `make synth` prints it (tools/doc_blocks.py quotes it in the docs)."""
+    cfg, assembly = assemble(env, out, options, config)
+    return render_plan(build_plan(cfg, {s.stack_name: s.template for s in assembly.stacks}))
+
+
+def assemble(
+    env: str, out: Path, options: DeployOptions | None = None, config: Path | None = None
+) -> tuple[DeploymentConfig, cdk.cx_api.CloudAssembly]:
+    """The config synth loads and the cloud assembly it writes into ``out``."""
+    app = cdk.App(outdir=str(out), context={**cdk_json_context(REPO_ROOT), "env": env})
+    cfg = build_app(app, repo_root=REPO_ROOT, env=env, options=options, config=config)
+    return cfg, app.synth()
+
+
 def synth(
     env: str, out: Path, options: DeployOptions | None = None, config: Path | None = None
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Synthesize; return templates by stack name and the cdk-nag/CDK error messages.
     ``options``: the release inputs given on the command line (IMAGE_TAG=, ARTIFACT=)."""
-    app = cdk.App(outdir=str(out), context={**cdk_json_context(REPO_ROOT), "env": env})
-    cfg = build_app(app, repo_root=REPO_ROOT, env=env, options=options, config=config)
-    assembly = app.synth()
+    cfg, assembly = assemble(env, out, options, config)
     templates = {s.stack_name: s.template for s in assembly.stacks}
     errors = [
         f"{s.stack_name}{m.id}: {m.entry.data}"

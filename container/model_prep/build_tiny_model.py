@@ -78,7 +78,16 @@ def build_tokenizer(out: Path, vocab_size: int = 400) -> None:
     fast.save_pretrained(out)
 
 
-def build_base(out: Path, vocab_size: int) -> None:
+def build_base(out: Path, vocab_size: int, special_ids: list[int]) -> None:
+    """The random base model. The rows of ``lm_head`` for the special tokens are zero, so their
+    logits are 0 for any input and every greedy step picks a text token: a random model otherwise
+    ends some answers before they begin. With the seeds here the general_support adapter's first
+    greedy token after the demo's conversation was ``</s>`` (an empty answer, which the smoke
+    gate counts as a failure), and ``<|user|>`` and the rest are dropped from the decoded text
+    (skip_special_tokens). The adapters (q/k/v/o only) cannot move those logits. A text token
+    wins unless every other (random) logit is at or below 0 at once. Answers then run to
+    ``max_tokens`` (finish_reason "length"), and nothing in the tests waits on an end of
+    sequence."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -98,9 +107,10 @@ def build_base(out: Path, vocab_size: int) -> None:
         torch_dtype="float32",
     )
     model = LlamaForCausalLM(config)
-    # Larger weights than the default init so greedy outputs differ clearly by adapter.
     with torch.no_grad():
+        # Larger weights than the default init so greedy outputs differ clearly by adapter.
         model.lm_head.weight.mul_(8.0)
+        model.lm_head.weight[list(special_ids)] = 0.0
     model.save_pretrained(out, safe_serialization=True)
 
 
@@ -133,8 +143,8 @@ def build(out: Path, bad_rank_adapter: bool = False) -> Path:
     build_tokenizer(base)
     from transformers import AutoTokenizer
 
-    vocab_size = len(AutoTokenizer.from_pretrained(base))
-    build_base(base, vocab_size)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    build_base(base, len(tokenizer), tokenizer.convert_tokens_to_ids(SPECIAL_TOKENS))
     for i, name in enumerate(ADAPTERS):
         build_adapter(base, out / "adapters" / name, rank=16, seed=100 + i)
     if bad_rank_adapter:

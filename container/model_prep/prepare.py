@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from . import manifest, sources, validate
 
@@ -35,6 +36,20 @@ def begin(step: str, what: str) -> float:
     start time for :func:`log`."""
     print(f"model-prep: {step}: {what} ...", flush=True)
     return time.monotonic()
+
+
+def gate_summary(gate: dict[str, Any]) -> str:
+    """The quality gate's verdict in a line a person reads (the figures in full are in
+    :data:`QUALITY_REPORT` and quality_gate.py's own line)."""
+    adapters = gate.get("adapters") or {}
+    each = ", ".join(
+        f"{name} {a['next_token_agreement']:.3f}" for name, a in sorted(adapters.items())
+    )
+    return (
+        f"next-token agreement {gate['next_token_agreement']:.3f} (floor {gate['min_agreement']:g})"
+        + (f"; adapters {each}" if each else "")
+        + ("; passed" if gate.get("passed") else "; FAILED")
+    )
 
 
 def run_script(python: str, script: str, *args: str) -> None:
@@ -83,13 +98,13 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
         log("quantize", t, "AWQ W4A16_ASYM")
         scheme = "awq-w4a16-asym-g128 (compressed-tensors pack-quantized)"
         t = begin("quality-gate", "quantized vs original on the held-out set, base and adapters")
-        report = work / "quality_gate.json"
+        gate_file = work / "quality_gate.json"
         run_script(args.quant_python, "quality_gate.py", "--reference", str(fetched),
                    "--candidate", str(base_out), "--heldout", str(args.heldout),
-                   "--min-agreement", str(args.min_agreement), "--report", str(report),
+                   "--min-agreement", str(args.min_agreement), "--report", str(gate_file),
                    "--adapters", ",".join(f"{n}={d}" for n, d in adapter_dirs.items()))  # fmt: skip
-        gate = json.loads(report.read_text())
-        log("quality-gate", t, json.dumps(gate))
+        gate = json.loads(gate_file.read_text())
+        log("quality-gate", t, gate_summary(gate))
     else:
         shutil.copytree(fetched, base_out, dirs_exist_ok=True)
 

@@ -56,7 +56,8 @@ def quantize(
     import torch
     from datasets import Dataset
     from llmcompressor import oneshot
-    from llmcompressor.modifiers.awq import AWQModifier
+    from llmcompressor.modifiers.quantization import QuantizationModifier
+    from llmcompressor.modifiers.transform.awq import AWQModifier
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     cuda = torch.cuda.is_available()
@@ -78,7 +79,13 @@ def quantize(
     )
     phases["load"] = time.monotonic() - t
     t = time.monotonic()
-    recipe = [AWQModifier(scheme="W4A16_ASYM", targets=["Linear"], ignore=["lm_head"])]
+    # AWQ's smoothing, then the W4A16 quantization it prepares for: the recipe the old
+    # ``llmcompressor.modifiers.awq.AWQModifier(scheme=..., targets=..., ignore=...)`` expanded
+    # to (llmcompressor 0.14 keeps that path as a shim that warns it will be removed).
+    recipe = [
+        AWQModifier(),
+        QuantizationModifier(scheme="W4A16_ASYM", targets=["Linear"], ignore=["lm_head"]),
+    ]
     oneshot(
         model=lm,
         dataset=dataset,

@@ -28,3 +28,21 @@ def test_day2_says_make_deploy_refuses_during_a_rollout() -> None:
     day2 = re.sub(r"\s+", " ", (REPO / "docs" / "day2.md").read_text())
     assert "`make deploy` refuses while the controller records a rollout RUNNING" in day2
     assert "SKIP_ROLLOUT_CHECK=1" in day2
+
+
+def test_the_scaling_worked_example_diff_applies_to_prod_yaml_today() -> None:
+    """docs/scaling.md's worked example is a change to today's config/prod.yaml (issue 32: it was
+    a diff of an earlier prod that no longer matched): every hunk's old side (context and removed
+    lines) is a run of consecutive lines of the file as committed."""
+    doc = (REPO / "docs" / "scaling.md").read_text()
+    diff = doc.split("### The change, in `config/prod.yaml`", 1)[1].split("```diff\n", 1)[1]
+    diff = diff.split("\n```", 1)[0]
+    prod = (REPO / "config" / "prod.yaml").read_text().splitlines()
+    hunks = [h for h in re.split(r"^@@ .* @@$", diff, flags=re.M) if h.strip()]
+    assert len(hunks) >= 2
+    for hunk in hunks:
+        old = [ln[1:] for ln in hunk.strip("\n").splitlines() if ln[:1] in (" ", "-")]
+        starts = [i for i, ln in enumerate(prod) if ln == old[0]]
+        assert any(prod[i : i + len(old)] == old for i in starts), (
+            f"docs/scaling.md's worked diff no longer applies to config/prod.yaml:\n{hunk}"
+        )

@@ -240,7 +240,10 @@ def test_plan_prints_each_pools_terms_kv_tokens_concurrency_and_price(override_c
         f"pool 2: {G6} (1 x L4 24 GB) ${INSTANCE_CATALOG[G6].price_per_hour:g}/h; own Model: "
         "max_num_seqs=48" in text
     )
-    assert text.count("= KV cache 12.46 GiB = 102,048 tokens") >= 3  # variant, pool 1, pool 2
+    # the variant and its pool 1 (the same ml.g5.xlarge); the canary's is the primary's, said once
+    assert text.count("= KV cache 12.46 GiB = 102,048 tokens") == 2
+    assert "same as primary: model release, memory per GPU and concurrency" in text
+    assert "= KV cache 12.56 GiB = 102,912 tokens" in text  # pool 2: the L4 at max_num_seqs 48
     g6_bound = target_basis(override_cfg, "primary")
     assert f"bound {g6_bound.concurrency} in flight ({g6_bound.binding})" in text
     assert "scaling target from the lowest bound, pool 2 (ml.g6.xlarge)" in text

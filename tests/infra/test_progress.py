@@ -76,3 +76,57 @@ def test_the_command_line_needs_a_command() -> None:
     with pytest.raises(SystemExit) as exc:
         progress.main(["--phase", "nothing", "--"])
     assert exc.value.code == 2
+
+
+NOISY = """\
+import sys
+for i in range(40):
+    print(f"\\x1b[2KGrid search {i}/40 \\x1b[A", flush=True)  # a progress bar's lines
+for step in ("fetch", "quantize", "quality-gate", "load-check", "manifest"):
+    print(f"model-prep: {step} 1.5s done", flush=True)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_a_logged_step_shows_only_its_matching_lines_and_names_its_log(tmp_path) -> None:
+    import re
+
+    out = io.StringIO()
+    log = tmp_path / "logs" / "step.log"
+    code = progress.run(
+        "prep", [sys.executable, "-c", NOISY, "0"], pip=False, every=10, out=out, log=log,
+        show=re.compile(r"^model-prep: [a-z-]+ [0-9.]+s"), show_max=3,
+    )  # fmt: skip
+    shown = [ln.split("] ", 1)[1] for ln in out.getvalue().splitlines()]
+    assert code == 0
+    assert shown == [
+        "prep ...",
+        "  model-prep: fetch 1.5s done",
+        "  model-prep: quantize 1.5s done",
+        "  model-prep: quality-gate 1.5s done",
+        f"  (2 more such lines in {log})",
+        shown[-1],
+    ]
+    assert shown[-1].startswith("prep done in ") and shown[-1].endswith(f"(log: {log})")
+    written = log.read_text()
+    assert written.count("\x1b[2KGrid search") == 40 and "model-prep: manifest 1.5s done" in written
+    assert "\x1b" not in out.getvalue()
+
+
+def test_a_failed_logged_step_prints_its_last_lines_and_the_log(tmp_path) -> None:
+    out = io.StringIO()
+    log = tmp_path / "step.log"
+    code = progress.run("prep", [sys.executable, "-c", NOISY, "4"], pip=False, every=10,
+                        out=out, log=log)  # fmt: skip
+    text = out.getvalue()
+    assert code == 4
+    assert "model-prep: manifest 1.5s done" in text and "\x1b" not in text
+    assert f"(the last {progress.FAILURE_TAIL} lines; all of it: {log})" in text
+    assert text.count("Grid search") == progress.FAILURE_TAIL - 5
+    assert text.rstrip().splitlines()[-1].split("] ", 1)[1].startswith("prep FAILED (exit 4)")
+
+
+def test_show_needs_a_log() -> None:
+    with pytest.raises(SystemExit) as exc:
+        progress.main(["--phase", "x", "--show", "a", "--", "true"])
+    assert exc.value.code == 2

@@ -227,10 +227,13 @@ def test_plan_prints_each_variants_routing_with_the_figures_it_was_checked_again
         "prompt + the conversation's start); spills from 64 in flight (one instance runs 128)"
     )
     printed = [ln.strip() for ln in render_plan(plan).splitlines()]
-    assert printed.count(line) == 2
+    # the canary routes as the primary does: printed once, and the canary says so
+    assert printed.count(line) == 1
+    same = next(ln for ln in printed if ln.startswith("same as primary:"))
+    assert "routing" in same.split(": ", 1)[1].split(", ")
     assert line in (REPO_ROOT / "docs" / "routing.md").read_text()
     dev_plan = render_plan(build_plan(load_env("dev"), {}))
-    assert dev_plan.count("routing: SageMaker's default (random; no RoutingConfig)") == 2
+    assert dev_plan.count("routing: SageMaker's default (random; no RoutingConfig)") == 1
 
 
 # -- the bodies clients send -------------------------------------------------------------------
