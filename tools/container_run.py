@@ -57,7 +57,9 @@ def engine() -> list[str]:
 def as_root_command(argv: list[str]) -> list[str] | None:
     """This program again, as root, through ``IMAGE_AS_ROOT`` (``sudo -n``): None when it is root
     already or no prefix is given. The engine command loses that same prefix (root needs none),
-    and the variables it reads travel as ``env`` arguments: sudo keeps none of the caller's."""
+    and the variables it reads travel as ``env`` arguments: sudo keeps none of the caller's.
+    PYTHONDONTWRITEBYTECODE: root would leave __pycache__ in the user's clone that the user
+    cannot remove (seen in .ci/run's rehearsal: tools/__pycache__ owned by root)."""
     prefix = shlex.split(os.environ.get("IMAGE_AS_ROOT", ""))
     if os.geteuid() == 0 or not prefix:
         return None
@@ -66,7 +68,8 @@ def as_root_command(argv: list[str]) -> list[str] | None:
     if cmd[: len(prefix)] == prefix:
         passed["IMAGE_ENGINE_CMD"] = shlex.join(cmd[len(prefix) :])
     return [
-        *prefix, "env", f"PYTHONPATH={REPO}", *(f"{k}={v}" for k, v in passed.items()),
+        *prefix, "env", f"PYTHONPATH={REPO}", "PYTHONDONTWRITEBYTECODE=1",
+        *(f"{k}={v}" for k, v in passed.items()),
         sys.executable, "-m", "tools.container_run", *argv,
     ]  # fmt: skip
 

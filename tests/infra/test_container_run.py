@@ -42,7 +42,7 @@ def test_a_non_root_user_execs_itself_through_sudo_before_anything_else(runner) 
     with pytest.raises(SystemExit):
         container_run.main(argv)
     assert seen == [[
-        "sudo", "-n", "env", f"PYTHONPATH={container_run.REPO}",
+        "sudo", "-n", "env", f"PYTHONPATH={container_run.REPO}", "PYTHONDONTWRITEBYTECODE=1",
         f"IMAGE_ENGINE_CMD={ENGINE}", "IMAGE_RUN_FLAGS=--runtime runc --ulimit nproc=4096:4096",
         sys.executable, "-m", "tools.container_run", *argv,
     ]]  # fmt: skip
