@@ -19,12 +19,14 @@
 # `runner`; .ci/run rehearses it). What needs root runs through AS_ROOT, defined once below:
 # - debootstrap (it chroots and makes device nodes), and removing the root-owned tree it leaves;
 # - podman, every call (rootful, root's store in /var/lib/containers). Rootless podman does run
-#   here, but tools/container_run.py's relay must join the container's network namespace
-#   (setns(2)), which needs CAP_SYS_ADMIN over it: a rootless container's namespace belongs to
-#   the user's own user namespace, which a multithreaded process cannot join, and a rootful one's
-#   to the host's. One store also means build and run see the same images, and the image is
-#   built once rather than again per user (the base alone is 4.2 GB). podman under sudo writes
-#   nothing into the clone: builds read their context, `import` reads a pipe;
+#   here, but tools/container_run.py's relay must join the container's network namespace, and
+#   setns(2) asks CAP_SYS_ADMIN in the caller's own user namespace too: a non-root caller has it
+#   only inside the rootless container's user namespace, which setns(2) refuses to a
+#   multithreaded process such as the relay (from setns(2), not tried here). A rootful
+#   container's namespace is the host's: root. One store also means build and run see the same
+#   images, and the image is built once rather than again per user (the base alone is 4.2 GB).
+#   podman under sudo writes nothing into the clone: builds read their context, `import` reads a
+#   pipe;
 # - the relay itself (IMAGE_AS_ROOT: tools/container_run.py runs itself through it), for docker
 #   too: a container's /proc/PID/ns/net is not the runner user's to open.
 # docker itself runs unelevated (the runner's user is in the docker group).
