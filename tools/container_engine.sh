@@ -11,9 +11,13 @@
 #   Missing ones are installed from Debian's packages when this runs as root (or with passwordless
 #   sudo) on a machine with apt-get. Otherwise it stops, exit 1, with the exact command to run:
 #   minutes of venv and model work would otherwise end in "podman: command not found".
-# - debootstrap itself needs root (it chroots and makes device nodes; debootstrap(8)): the
-#   Makefile runs it as `sudo -n` when not root (AS_ROOT), so a non-root user without
-#   passwordless sudo is stopped here, naming what to do, unless $DEBIAN_IMAGE is already there.
+# - What needs root runs through mk/serving_image.mk's AS_ROOT (`sudo -n` when make is not root;
+#   that file says why each one): debootstrap (it chroots and makes device nodes; debootstrap(8)),
+#   every podman call (rootful: the relay into the container's network namespace needs root, and
+#   one store serves build and run), and tools/container_run.py's relay. So a non-root user
+#   without passwordless sudo is stopped here, naming what to do: always on the podman path;
+#   with docker, only when debootstrap must run ($DEBIAN_IMAGE is not there yet), and told that
+#   run-image and test-image will stop at the relay.
 #
 # CONTAINER_ENGINE_PACKAGES overrides the package list (tests); everything else is read from PATH.
 set -euo pipefail
@@ -30,28 +34,53 @@ else
     as_root=(none)
 fi
 
-# The Debian image the CPU base starts from, already in the engine: debootstrap is not needed.
+no_root() { [[ "${as_root[*]-}" == none ]]; }
+
+# The Debian image the CPU base starts from, already in docker: debootstrap is not needed. (On the
+# podman path root is needed anyway, and the Makefile's debian-image looks in root's store.)
 debian_present() {
-    "$1" image inspect "$DEBIAN_IMAGE" >/dev/null 2>&1
+    docker image inspect "$DEBIAN_IMAGE" >/dev/null 2>&1
+}
+
+stop_without_root() {
+    say "$1 needs root, and this user is not root and has no passwordless sudo." >&2
+    say "Run make as root, or as a user who may run \`sudo -n\` (a GitHub-hosted runner's may)$2." >&2
+    exit 1
 }
 
 # debootstrap runs as root (the Makefile's AS_ROOT): refuse a user who cannot become root.
 need_root_for_debootstrap() {
-    if [[ "${as_root[*]-}" == none ]] && ! debian_present "$1"; then
-        say "debootstrap (the CPU base's Debian root filesystem, make debian-image) needs root," >&2
-        say "and this user is not root and has no passwordless sudo. Run make as root, allow" >&2
-        say "\`sudo -n debootstrap\`, or import a Debian bookworm image as $DEBIAN_IMAGE." >&2
-        exit 1
+    if no_root && ! debian_present; then
+        stop_without_root "debootstrap (the CPU base's Debian root filesystem, make debian-image)" \
+            ", or import a Debian bookworm image as $DEBIAN_IMAGE"
+    fi
+}
+
+# With docker, building needs no root once the Debian image is there; the relay still does.
+note_relay_needs_root() {
+    if no_root; then
+        say "note: make run-image and make test-image relay into the container's network" \
+            "namespace, which needs root: without passwordless sudo they stop there" >&2
+    fi
+}
+
+# podman runs as root (the Makefile's AS_ROOT; mk/serving_image.mk says why): refuse a user who
+# cannot become root.
+need_root_for_podman() {
+    if no_root; then
+        stop_without_root "podman (the image targets run it as root, with the relay into the container)" \
+            ", or start a Docker engine"
     fi
 }
 
 if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then
-    if debian_present docker; then
+    if debian_present; then
         say "a Docker engine answers and ${DEBIAN_IMAGE} is there: the image targets use docker"
+        note_relay_needs_root
         exit 0
     fi
     if command -v debootstrap >/dev/null 2>&1; then
-        need_root_for_debootstrap docker
+        need_root_for_debootstrap
         say "a Docker engine answers: the image targets use docker (debootstrap$( ((${#as_root[@]})) && echo ' under sudo'))"
         exit 0
     fi
@@ -65,8 +94,9 @@ for tool in "${PACKAGES[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if ((${#missing[@]} == 0)); then
-    need_root_for_debootstrap podman
-    say "no Docker engine answers; podman is installed: $(podman --version 2>/dev/null || echo '?')"
+    need_root_for_podman
+    say "no Docker engine answers; podman is installed, run as root$( ((${#as_root[@]})) && echo ' through sudo -n'):" \
+        "$(podman --version 2>/dev/null || echo '?')"
     exit 0
 fi
 

@@ -10,12 +10,15 @@ suite starts the container through this too).
   connection from inside the container's network namespace (setns(2) on /proc/PID/ns/net).
   Why not ``-p`` on an ``--internal`` network: seen here (podman 4.3, netavark 1.4), a port
   published on an internal network never answers, and the container could still reach every
-  port the host serves on the network's gateway address. setns needs root (as podman runs here);
+  port the host serves on the network's gateway address. Opening the namespace and setns need
+  root: a process that is not root runs itself again through ``IMAGE_AS_ROOT`` (``sudo -n`` from
+  mk/serving_image.mk's AS_ROOT, where make does not run as root), before it starts anything;
 - SIGTERM or SIGINT (Ctrl-C) goes to ``ENGINE run``, which proxies it to the entrypoint (PID 1):
   the server drains and the container exits; this process exits with the container's code.
 
-The engine command and its run flags come from the environment (``IMAGE_ENGINE_CMD``,
-``IMAGE_RUN_FLAGS``), set by mk/serving_image.mk, which defines them once. Standard library only:
+The engine command, its run flags and the root prefix come from the environment
+(``IMAGE_ENGINE_CMD``, ``IMAGE_RUN_FLAGS``, ``IMAGE_AS_ROOT``), set by mk/serving_image.mk, which
+defines them once. Standard library only:
 it runs under any Python 3.11 (os.setns arrived in 3.12: ctypes here).
 """
 
@@ -42,8 +45,33 @@ RELAY_BUFFER = 1 << 16
 SHM_SIZE = "1g"
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: What this process passes on when it runs itself again as root (sudo resets the environment).
+PASSED_ON = ("IMAGE_ENGINE_CMD", "IMAGE_RUN_FLAGS")
+
+
 def engine() -> list[str]:
     return shlex.split(os.environ.get("IMAGE_ENGINE_CMD", "podman"))
+
+
+def as_root_command(argv: list[str]) -> list[str] | None:
+    """This program again, as root, through ``IMAGE_AS_ROOT`` (``sudo -n``): None when it is root
+    already or no prefix is given. The engine command loses that same prefix (root needs none),
+    and the variables it reads travel as ``env`` arguments: sudo keeps none of the caller's.
+    PYTHONDONTWRITEBYTECODE: root would leave __pycache__ in the user's clone that the user
+    cannot remove (seen in .ci/run's rehearsal: tools/__pycache__ owned by root)."""
+    prefix = shlex.split(os.environ.get("IMAGE_AS_ROOT", ""))
+    if os.geteuid() == 0 or not prefix:
+        return None
+    passed = {name: os.environ[name] for name in PASSED_ON if name in os.environ}
+    cmd = engine()
+    if cmd[: len(prefix)] == prefix:
+        passed["IMAGE_ENGINE_CMD"] = shlex.join(cmd[len(prefix) :])
+    return [
+        *prefix, "env", f"PYTHONPATH={REPO}", "PYTHONDONTWRITEBYTECODE=1",
+        *(f"{k}={v}" for k, v in passed.items()),
+        sys.executable, "-m", "tools.container_run", *argv,
+    ]  # fmt: skip
 
 
 CLONE_NEWNET = 0x40000000  # <sched.h>
@@ -153,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env-file")
     parser.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    elevated = as_root_command(sys.argv[1:] if argv is None else argv)
+    if elevated:
+        # exec: the same process, so a signal to it reaches sudo, which relays it to this again.
+        os.execvp(elevated[0], elevated)
     bind = [kv.partition("=")[2] for kv in args.env if kv.startswith("SAGEMAKER_BIND_TO_PORT=")]
     port = int(bind[-1]) if bind and bind[-1] else CONTAINER_PORT
 
@@ -172,7 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         pid = container_pid(args.name, proc, timeout=60)
         netns_fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
     except (RuntimeError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        hint = ""
+        if isinstance(exc, PermissionError):
+            hint = (" (the relay joins the container's network namespace, which needs root: run"
+                    " as root or set IMAGE_AS_ROOT='sudo -n', as make does)")  # fmt: skip
+        print(f"error: {exc}{hint}", file=sys.stderr)
         proc.kill()
         return proc.wait() or 1
     print(f"relaying 127.0.0.1:{args.host_port} -> container port {port} (--network none)",

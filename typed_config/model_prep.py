@@ -20,8 +20,9 @@ from typed_config.base import Strict, section_rule
 #: reference, StoppingCondition).
 MAX_TRAINING_RUNTIME_SECONDS = 28 * 24 * 3600
 #: Where releases are downloaded to and verified before a build bakes one (ignored by git):
-#: ``build/model-artifacts/<version>/``, the image build's ``model-artifact`` context.
-ARTIFACTS_DIR = Path(__file__).resolve().parents[2] / "build" / "model-artifacts"
+#: ``build/model-artifacts/<version>/`` in the clone (parents[1]: typed_config/ sits at its root),
+#: the image build's ``model-artifact`` context.
+ARTIFACTS_DIR = Path(__file__).resolve().parents[1] / "build" / "model-artifacts"
 _BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 
 

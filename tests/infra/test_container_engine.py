@@ -15,28 +15,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.infra.fake_tools import fake, link_real
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tools" / "container_engine.sh"
 REAL_TOOLS = ("mktemp", "rm", "cat", "chmod", "touch")
-
-
-def _fake(bin_dir: Path, name: str, body: str) -> None:
-    path = bin_dir / name
-    path.write_text(f'#!/bin/bash\necho "{name} $*" >> "$CALLS"\n{body}\n')
-    path.chmod(0o755)
 
 
 @pytest.fixture()
 def host(tmp_path: Path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in REAL_TOOLS:
-        (bin_dir / tool).symlink_to(shutil.which(tool))
+    link_real(bin_dir, REAL_TOOLS)
     calls = tmp_path / "calls"
     calls.touch()
 
     def run(*, uid: int) -> subprocess.CompletedProcess[str]:
-        _fake(bin_dir, "id", f"echo {uid}")
+        fake(bin_dir, "id", f"echo {uid}")
         env = {"PATH": str(bin_dir), "CALLS": str(calls), "HOME": str(tmp_path)}
         return subprocess.run(
             [shutil.which("bash") or "/bin/bash", str(SCRIPT)], env=env, capture_output=True,
@@ -49,7 +44,7 @@ def host(tmp_path: Path):
 
 
 def test_without_root_it_stops_with_the_exact_install_command_and_installs_nothing(host) -> None:
-    _fake(host.bin, "apt-get", "exit 0")
+    fake(host.bin, "apt-get", "exit 0")
     done = host(uid=1000)
     assert done.returncode == 1
     assert "missing: podman runc debootstrap" in done.stderr
@@ -58,8 +53,8 @@ def test_without_root_it_stops_with_the_exact_install_command_and_installs_nothi
 
 
 def test_only_the_missing_tools_are_named(host) -> None:
-    _fake(host.bin, "apt-get", "exit 0")
-    _fake(host.bin, "runc", "exit 0")
+    fake(host.bin, "apt-get", "exit 0")
+    fake(host.bin, "runc", "exit 0")
     done = host(uid=1000)
     assert done.returncode == 1
     assert "sudo apt-get install -y podman debootstrap" in done.stderr
@@ -67,7 +62,7 @@ def test_only_the_missing_tools_are_named(host) -> None:
 
 def test_as_root_it_installs_the_missing_tools_with_apt_get(host) -> None:
     # The fake apt-get "installs" by creating the tools it was asked for.
-    _fake(
+    fake(
         host.bin, "apt-get",
         'if [[ "$1" == install ]]; then for t in "${@:4}"; do\n'
         f'  printf "#!/bin/bash\\necho %s 4.3.1\\n" "$t" > {host.bin}/"$t"\n'
@@ -84,8 +79,8 @@ def test_as_root_it_installs_the_missing_tools_with_apt_get(host) -> None:
 
 
 def test_passwordless_sudo_is_used_when_not_root(host) -> None:
-    _fake(host.bin, "apt-get", "exit 0")
-    _fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
+    fake(host.bin, "apt-get", "exit 0")
+    fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
     done = host(uid=1000)
     # apt-get "succeeded" but installed nothing: named, not reported as installed.
     assert done.returncode == 1
@@ -94,7 +89,7 @@ def test_passwordless_sudo_is_used_when_not_root(host) -> None:
 
 
 def test_a_failing_apt_get_shows_its_output_and_the_command(host) -> None:
-    _fake(host.bin, "apt-get", 'echo "E: Unable to locate package podman" >&2; exit 100')
+    fake(host.bin, "apt-get", 'echo "E: Unable to locate package podman" >&2; exit 100')
     done = host(uid=0)
     assert done.returncode == 1
     assert "E: Unable to locate package podman" in done.stderr
@@ -102,7 +97,7 @@ def test_a_failing_apt_get_shows_its_output_and_the_command(host) -> None:
 
 
 def test_a_docker_engine_with_the_debian_image_needs_nothing_else(host) -> None:
-    _fake(host.bin, "docker", "exit 0")  # `docker info` and `docker image inspect` answer
+    fake(host.bin, "docker", "exit 0")  # `docker info` and `docker image inspect` answer
     done = host(uid=1000)
     assert done.returncode == 0, done.stderr
     assert host.calls.read_text().splitlines() == [
@@ -111,19 +106,19 @@ def test_a_docker_engine_with_the_debian_image_needs_nothing_else(host) -> None:
 
 
 def no_debian_image(host) -> None:
-    _fake(host.bin, "docker", 'if [[ "$1" == image ]]; then exit 1; fi; exit 0')
+    fake(host.bin, "docker", 'if [[ "$1" == image ]]; then exit 1; fi; exit 0')
 
 
 def test_a_hosted_runner_gets_debootstrap_through_its_passwordless_sudo(host) -> None:
     """Issue 31: a GitHub-hosted runner answers `docker info` and runs as a non-root user with
     passwordless sudo, and has no debootstrap: installed with sudo -n, not skipped."""
     no_debian_image(host)
-    _fake(
+    fake(
         host.bin, "apt-get",
         f'if [[ "$1" == install ]]; then printf "#!/bin/bash\\n" > {host.bin}/debootstrap; '
         f"chmod +x {host.bin}/debootstrap; fi",
     )  # fmt: skip
-    _fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
+    fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
     done = host(uid=1001)
     assert done.returncode == 0, done.stderr
     assert "sudo -n apt-get install -y -qq debootstrap" in host.calls.read_text()
@@ -132,7 +127,7 @@ def test_a_hosted_runner_gets_debootstrap_through_its_passwordless_sudo(host) ->
 
 def test_a_non_root_user_without_sudo_is_stopped_before_debootstrap_would_refuse(host) -> None:
     no_debian_image(host)
-    _fake(host.bin, "debootstrap", "exit 0")
+    fake(host.bin, "debootstrap", "exit 0")
     done = host(uid=1001)
     assert done.returncode == 1
     assert "debootstrap (the CPU base's Debian root filesystem, make debian-image) needs root" in (
@@ -151,3 +146,32 @@ def test_make_test_runs_the_check_before_any_test_target() -> None:
     prereqs = test_rule.split(":", 1)[1].split()
     assert prereqs[0] == "container-engine"
     assert {"test-infra", "test-serving", "test-image"} <= set(prereqs[1:])
+
+
+def test_podman_as_a_non_root_user_runs_through_passwordless_sudo(host) -> None:
+    """Issue 31: the image targets run podman as root (mk/serving_image.mk's AS_ROOT: the relay
+    into the container needs root, and build and run share root's store); a user with
+    passwordless sudo, like .ci/run's and a hosted runner's, passes and is told so."""
+    for tool in ("podman", "runc", "debootstrap"):
+        fake(host.bin, tool, "exit 0")
+    fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
+    done = host(uid=1001)
+    assert done.returncode == 0, done.stderr
+    assert "podman is installed, run as root through sudo -n" in done.stdout
+
+
+def test_podman_without_root_or_sudo_stops_before_any_image_work(host) -> None:
+    for tool in ("podman", "runc", "debootstrap"):
+        fake(host.bin, tool, "exit 0")
+    done = host(uid=1001)
+    assert done.returncode == 1
+    assert "podman (the image targets run it as root" in done.stderr
+    assert "no passwordless sudo" in done.stderr
+    assert host.calls.read_text().splitlines() == ["id -u"]  # podman itself never ran
+
+
+def test_docker_without_sudo_is_told_the_relay_will_need_root(host) -> None:
+    fake(host.bin, "docker", "exit 0")
+    done = host(uid=1001)
+    assert done.returncode == 0, done.stderr
+    assert "relay into the container's network namespace, which needs root" in done.stderr

@@ -300,3 +300,13 @@ def test_fetch_reuses_a_verified_copy_without_calling_aws(tmp_path: Path, monkey
     assert model_release.main(["fetch", "--env", "prod", "--ref-file", str(ref)]) == 0
     assert ref.read_text() == f"{version} {copy}\n"
     assert "quality gate passed (agreement 0.9700 >= 0.9)" in capsys.readouterr().out
+
+
+def test_releases_are_downloaded_inside_the_clone() -> None:
+    """Issue 31: parents[2] put them in the clone's parent directory (../build/model-artifacts),
+    written silently as root, refused as CI's non-root user (PermissionError: '<parent>/build')."""
+    from typed_config.model_prep import ARTIFACTS_DIR
+
+    repo = Path(__file__).resolve().parents[2]
+    assert repo / "build" / "model-artifacts" == ARTIFACTS_DIR
+    assert model_release.artifact_dir("m-0123456789abcdef").is_relative_to(repo)

@@ -275,19 +275,26 @@ def test_every_session_outlives_its_job_and_fits_the_roles_max_session() -> None
     assert wait["timeout-minutes"] == release_jobs.CANARY_WAIT_MINUTES
 
 
-#: Commands that refuse to run, or do something else, without root.
+#: Commands that refuse to run, or do something else, without root; podman too, which the image
+#: targets run as root (mk/serving_image.mk says why).
 ROOT_ONLY = re.compile(r"(?<![\w/.-])(debootstrap|apt-get|chroot|mount|useradd|modprobe)\s")
+PODMAN = re.compile(r"(?<![\w/.-])podman\s")
 
 
+@pytest.mark.parametrize("engine", ["docker", "podman"])
 @pytest.mark.parametrize("euid", ["1001", "0"])
-def test_the_pull_request_jobs_run_no_root_only_command_unelevated(euid: str) -> None:
+def test_the_pull_request_jobs_run_no_root_only_command_unelevated(euid: str, engine: str) -> None:
     """Issue 31: GitHub-hosted runners run jobs as a non-root user with passwordless sudo
     ("Using GitHub-hosted runners": "passwordless sudo"). Each pull request job's make command,
-    expanded by ``make -n -B`` as that user (EUID=1001; the Makefile's AS_ROOT) and with the
-    runner's Docker engine, runs every root-only command through ``sudo -n``; as root, directly."""
+    expanded by ``make -n -B`` as that user (EUID=1001; the Makefile's AS_ROOT) with the runner's
+    Docker engine, or with podman as .ci/run rehearses it here, runs every root-only command
+    through ``sudo -n`` and hands the relay (tools/container_run.py) that same prefix; as root,
+    directly."""
     wf = load(REPO / ".github/workflows/pull-request.yml")["jobs"]
     prefix = "sudo -n " if euid != "0" else ""
+    root_only = [ROOT_ONLY, PODMAN] if engine == "podman" else [ROOT_ONLY]
     seen = 0
+    relays = 0
     for name, job in wf.items():
         assert str(job["runs-on"]).startswith("ubuntu-"), f"{name}: a GitHub-hosted runner"
         for step in job["steps"]:
@@ -298,16 +305,20 @@ def test_the_pull_request_jobs_run_no_root_only_command_unelevated(euid: str) ->
             args = re.sub(r"\$[A-Z_]+", "dev", EXPRESSION.sub("x", match["vars"])).split()
             out = subprocess.run(
                 ["make", "-n", "-B", "--no-print-directory", match["target"], *args,
-                 f"EUID={euid}", "IMAGE_ENGINE=docker"],
+                 f"EUID={euid}", f"IMAGE_ENGINE={engine}"],
                 cwd=REPO, capture_output=True, text=True, check=True,
             ).stdout  # fmt: skip
             for line in out.splitlines():
-                for hit in ROOT_ONLY.finditer(line):
+                for hit in (h for pattern in root_only for h in pattern.finditer(line)):
                     seen += 1
                     before = line[: hit.start()]
                     assert before.endswith(prefix), f"{name} (EUID={euid}): `{line.strip()}`"
                     assert euid != "0" or not before.endswith("sudo -n "), line
+                if "IMAGE_ENGINE_CMD=" in line:
+                    relays += 1
+                    assert f'IMAGE_AS_ROOT="{prefix}"' in line, line
     assert seen, "make test builds the Debian root filesystem (debootstrap): not found"
+    assert relays, "make test runs the image tests (test-image): not found"
 
 
 def test_node_24_everywhere_pinned_with_no_silenced_warning() -> None:
