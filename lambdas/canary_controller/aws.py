@@ -83,6 +83,8 @@ def answered(exc: Exception) -> bool:
 
 def describe_error(exc: Exception) -> str:
     """``Code: message`` for a log line, a record's reason or a notification."""
+    if isinstance(exc, ValueError):  # a capture that cannot be read (capture.CaptureError)
+        return f"{type(exc).__name__}: {exc}"
     if isinstance(exc, ClientError):
         return f"{error_code(exc)}: {exc.response.get('Error', {}).get('Message', '')}"
     return f"{error_code(exc)}: {exc}"
@@ -150,6 +152,36 @@ def set_weights(sm: Any, endpoint: str, weights: dict[str, float]) -> None:
             {"VariantName": name, "DesiredWeight": float(w)} for name, w in weights.items()
         ],
     )
+
+
+def update_endpoint(sm: Any, endpoint: str, config_name: str) -> None:
+    """Move the endpoint to ``config_name`` (the shadow stage's way in and out).
+
+    ``RetainAllVariantProperties``: a variant of the same name keeps its live instance count and
+    weight (the primary: what autoscaling gave it), a new one takes the config's initial values;
+    ``RetainDeploymentConfig``: the blue/green policy and auto-rollback alarms the stack set are
+    used again (SageMaker API reference, UpdateEndpoint,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateEndpoint.html). A
+    ValidationException (the endpoint Updating) is a refusal retried on the next tick."""
+    sm.update_endpoint(
+        EndpointName=endpoint,
+        EndpointConfigName=config_name,
+        RetainAllVariantProperties=True,
+        RetainDeploymentConfig=True,
+    )
+
+
+def initial_weight(sm: Any, config_name: str | None, variant: str) -> float:
+    """``variant``'s InitialVariantWeight in the endpoint config ``config_name``
+    (DescribeEndpointConfig): the weight a variant that comes back with an UpdateEndpoint takes
+    (:func:`update_endpoint`). 0 when the config has no such variant."""
+    if config_name is None:
+        return 0.0
+    described = sm.describe_endpoint_config(EndpointConfigName=config_name)
+    for v in described.get("ProductionVariants", []):
+        if v["VariantName"] == variant:
+            return float(v.get("InitialVariantWeight") or 0.0)
+    return 0.0
 
 
 def set_instances(sm: Any, endpoint: str, variant: str, count: int) -> None:
