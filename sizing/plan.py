@@ -11,6 +11,7 @@ from sizing.plan_deploy import deploy_section, render_deploy
 from sizing.scale_out_time import render_scale_out, scale_out_section
 from sizing.scaling_target import concurrency_target, pool_bases
 from sizing.serving_speed import PLANNING_EDGE, hit_rate_source
+from sizing.shadow_plan import render_shadow, shadow_section
 from sizing.slo_reach import held, unreachable
 from sizing.speed_plan import render_speed, speed_section
 from typed_config import (
@@ -172,6 +173,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         "alarms": alarms,
         "deploy": deploy_section(cfg),
         "fleet": fleet_section(cfg),
+        "shadow": shadow_section(cfg),
     }
 
 
@@ -437,6 +439,7 @@ def render_plan(plan: dict[str, Any]) -> str:
     )
     lines += render_deploy(plan["deploy"])
     lines += render_fleet(plan["fleet"])
+    lines += render_shadow(plan.get("shadow"))
     lines.append(f"  alarms  {len(plan['alarms'])}:")
     lines += [f"          - {a}" for a in plan["alarms"]]
     return "\n".join(lines)

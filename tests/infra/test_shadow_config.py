@@ -27,6 +27,7 @@ def with_shadow(prod_raw: dict[str, Any], **changes: Any) -> dict[str, Any]:
     shadow = copy.deepcopy(SHADOW)
     shadow.update(changes)
     raw.setdefault("rollout", {})["shadow"] = shadow
+    raw["variants"]["canary"]["initial_weight"] = 0  # a config with a shadow stage must
     return raw
 
 
@@ -65,3 +66,11 @@ def test_sampling_out_of_range_is_named(prod_raw: dict[str, Any]) -> None:
     assert_names_yaml_path(
         with_shadow(prod_raw, sample_percent=0), "rollout.shadow.sample_percent", "greater than"
     )
+
+
+def test_a_canary_that_would_serve_users_after_the_shadow_stage_is_named(
+    prod_raw: dict[str, Any],
+) -> None:
+    raw = with_shadow(prod_raw)
+    raw["variants"]["canary"]["initial_weight"] = 5
+    assert_names_yaml_path(raw, "variants.canary.initial_weight", "would serve users")
