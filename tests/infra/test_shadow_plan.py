@@ -10,6 +10,7 @@ from typing import Any
 from sizing.plan import build_plan, render_plan
 from sizing.rollout_plan import per_instance_concurrency
 from sizing.shadow_plan import shadow_instances, shadow_section
+from tools.canary import rollout_wait_minutes
 from tools.preflight import quotas_needed
 from typed_config.catalog import INSTANCE_CATALOG
 
@@ -52,3 +53,11 @@ def test_the_quota_preflight_counts_a_stage_move_at_the_primarys_peak(
     stage = s["instance_quota_needed"][cfg.variants.primary.instance_type]
     assert stage == 2 * 51 + 6 + cfg.variants.canary.initial_instance_count
     assert quotas_needed(cfg)[name] == max(without, stage)
+
+
+def test_canary_wait_allows_for_the_stage_and_its_two_moves(prod_raw: dict[str, Any]) -> None:
+    cfg = parse(with_shadow(prod_raw))
+    dep = cfg.deployment
+    move = (dep.max_execution_timeout_seconds + dep.termination_wait_seconds) / 60
+    added = rollout_wait_minutes(cfg) - rollout_wait_minutes(parse(prod_raw))
+    assert added == 2880 + 2 * move == 3020  # max_minutes + 2 x (3600 s + 600 s)
