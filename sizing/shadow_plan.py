@@ -10,10 +10,11 @@ so it is sized for it; a shadow variant short of capacity would answer slowly or
 fail the comparison on latency or errors: the safe direction (a good build held back, never a bad
 one let through), but a wasted stage.
 
-How the shadow variant scales: it does not. Application Auto Scaling registers production
-variants (``endpoint/<name>/variant/<variant>``, SageMaker developer guide, "Automatic scaling of
-Amazon SageMaker AI models"); the shadow variant runs the count its endpoint config gives it for
-the whole stage. Hence sizing for the peak, and pricing the stage at that count.
+How the shadow variant scales: it does not. The stack registers no scalable target for it (only
+the primary and the canary are in ``scaling.variants``), and whether Application Auto Scaling takes
+a shadow variant as a target is not said on the pages read (SageMaker developer guide, "Testing
+models with shadow variants", "Create a shadow test"); so it runs the count its endpoint config
+gives it for the whole stage. Hence sizing for the peak, and pricing the stage at that count.
 
 Around the stage, two UpdateEndpoint calls (to the shadow config and back) each run a blue/green
 update: SageMaker provisions a new fleet for every variant of the new config, moves traffic, then
