@@ -256,6 +256,48 @@ def invocation_sums(
         kwargs["NextToken"] = token
 
 
+def latency_p95_ms(
+    cw: Any, endpoint: str, variants: tuple[str, ...], start: int, end: int
+) -> dict[str, float | None]:
+    """Each variant's ModelLatency p95 over ``[start, end]`` (one period spanning the window), in
+    milliseconds; None for a variant without data. ModelLatency is published per EndpointName and
+    VariantName in microseconds (SageMaker developer guide, "Metrics for monitoring Amazon
+    SageMaker AI", https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html);
+    the shadow variant's too ("Monitor a shadow test" compares its ModelLatency with the
+    production variant's). GetMetricData periods are multiples of 60 s."""
+    period = max(60, -(-(end - start) // 60) * 60)
+    queries = [
+        {
+            "Id": f"l{i}",
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": "AWS/SageMaker",
+                    "MetricName": "ModelLatency",
+                    "Dimensions": [
+                        {"Name": "EndpointName", "Value": endpoint},
+                        {"Name": "VariantName", "Value": variant},
+                    ],
+                },
+                "Period": period,
+                "Stat": "p95",
+            },
+            "ReturnData": True,
+        }
+        for i, variant in enumerate(variants)
+    ]
+    page = cw.get_metric_data(
+        MetricDataQueries=queries,
+        StartTime=datetime.fromtimestamp(start, UTC),
+        EndTime=datetime.fromtimestamp(end, UTC),
+    )
+    found: dict[str, float | None] = dict.fromkeys(variants)
+    for result in page.get("MetricDataResults", []):
+        values = [v for v in result.get("Values", []) if v is not None]
+        if values:
+            found[variants[int(result["Id"][1:])]] = max(values) / 1000.0
+    return found
+
+
 def observe(
     sm: Any, cw: Any, endpoint: str, alarms: tuple[str, ...], *, primary: str, canary: str
 ) -> r.Observation:

@@ -190,10 +190,20 @@ class ControllerIO:
         except CAPTURE_READ_ERRORS as exc:
             print(f"shadow comparison could not read its data: {aws.describe_error(exc)}")
             return ShadowEvidence(None, error=aws.describe_error(exc))
+        variants = (self.s.primary_variant, shadow.shadow_variant)
+        try:
+            latency = aws.latency_p95_ms(self.cw, self.s.endpoint_name, variants, start, end)
+        except aws.AWS_ERRORS as exc:
+            print(f"shadow comparison could not read ModelLatency: {aws.describe_error(exc)}")
+            return ShadowEvidence(None, error=f"ModelLatency: {aws.describe_error(exc)}")
         primary, _ = read[self.s.primary_variant]
         answers, _ = read[shadow.shadow_variant]
         said = ", ".join(f"{v} {len(a)} answers in {n} objects" for v, (a, n) in read.items())
-        return ShadowEvidence(compare(primary, answers, shadow.thresholds), read=f"read: {said}")
+        return ShadowEvidence(
+            compare(primary, answers, shadow.thresholds),
+            read=f"read: {said}",
+            latency_p95_ms=(latency[variants[0]], latency[variants[1]]),
+        )
 
     def set_canary_weight(self, percent: int) -> None:
         aws.set_weights(

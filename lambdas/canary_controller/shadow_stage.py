@@ -98,12 +98,37 @@ class ShadowEvidence:
     error: str | None = None
     #: What was read (objects, answers per variant), for the record.
     read: str = ""
+    #: Each variant's ModelLatency p95 over the window from CloudWatch, ms (primary, shadow);
+    #: None without data. Data capture records no latency: this is the comparison's latency.
+    latency_p95_ms: tuple[float | None, float | None] = (None, None)
+
+    def judged(self, max_ratio: float) -> tuple[str, str]:
+        """``(outcome, summary)``: the per-adapter verdict, failed also when the shadow's
+        ModelLatency p95 exceeds ``max_ratio`` x the primary's (judged only with enough answers:
+        a p95 of a handful of requests is noise)."""
+        if self.verdict is None:
+            return "unreadable", f"the comparison could not read its data ({self.error})"
+        outcome, summary = self.verdict.outcome, self.verdict.summary()
+        primary, shadow = self.latency_p95_ms
+        ratio = shadow / primary if primary and shadow is not None else 0.0
+        if outcome != "insufficient" and ratio > max_ratio:
+            why = (
+                f"shadow ModelLatency p95 {shadow:,.0f} ms is {ratio:.2f} x the primary's "
+                f"{primary:,.0f} ms: above max_latency_p95_ratio {max_ratio}"
+            )
+            prefix = summary if outcome == "fail" else "shadow comparison fail"
+            return "fail", f"{prefix}; {why}"
+        return outcome, summary
 
     def lines(self) -> list[str]:
         """The record's ``shadow_evidence``: one line per adapter with its figures."""
         if self.verdict is None:
             return [f"no comparison: {self.error}"]
         out = [self.read] if self.read else []
+        primary, shadow = self.latency_p95_ms
+        said = [f"{v} {ms:,.0f} ms" if ms is not None else f"{v} no data"
+                for v, ms in (("primary", primary), ("shadow", shadow))]  # fmt: skip
+        out.append(f"ModelLatency p95 (CloudWatch): {', '.join(said)}")
         for a in self.verdict.adapters:
             figures = ", ".join(f"{k} {v:.4g}" for k, v in a.figures.items())
             reasons = f" ({'; '.join(a.reasons)})" if a.reasons else ""
@@ -190,34 +215,29 @@ def decide(
         )
     ran = compare(entered, now)
     elapsed = now - entered
+    outcome, summary = ran.judged(rules.thresholds.max_latency_p95_ratio)
     record: RolloutState = {
         "shadow_next_compare_at": now + rules.compare_seconds,
         "shadow_compared_at": now,
         "shadow_evidence": ran.lines(),
-        "shadow_outcome": "unreadable" if ran.verdict is None else ran.verdict.outcome,
+        "shadow_outcome": outcome,
     }
     wait = min(rules.compare_seconds, check_seconds)
-    if ran.verdict is not None and ran.verdict.outcome == "fail":
-        return Decision("rollback", ran.verdict.summary(), record=record)
-    if ran.verdict is not None and ran.verdict.outcome == "pass":
+    if outcome == "fail":
+        return Decision("rollback", summary, record=record)
+    if outcome == "pass":
         if elapsed >= rules.min_seconds:
             return Decision(
                 "leave-shadow",
-                f"{ran.verdict.summary()} after {elapsed}s: endpoint back to the canary config "
+                f"{summary} after {elapsed}s: endpoint back to the canary config "
                 f"{canary_config}, the canary steps next",
                 check_seconds,
                 endpoint_config=canary_config,
                 record={**record, "shadow_leaving": True, "shadow_leave_requested_at": now},
             )
-        why = (
-            f"{ran.verdict.summary()}; held until min_minutes ({rules.min_seconds - elapsed}s left)"
-        )
+        why = f"{summary}; held until min_minutes ({rules.min_seconds - elapsed}s left)"
         return Decision("hold", why, wait, record=record)
-    why = (
-        ran.verdict.summary()
-        if ran.verdict is not None
-        else (f"the comparison could not read its data ({ran.error})")
-    )
+    why = summary
     if elapsed >= rules.max_seconds:
         return _end_failed(
             f"shadow stage past max_minutes ({rules.max_seconds // 60} min) without a verdict: "

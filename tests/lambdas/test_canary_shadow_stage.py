@@ -225,3 +225,61 @@ def test_start_is_refused_while_the_canary_config_would_serve_the_canary_on_retu
             variant["InitialVariantWeight"] = 5.0
     with pytest.raises(Exception, match="initial weight 5: back from the shadow config"):
         shadow.start()
+
+
+def model_latency(world: World, primary_ms: float | None, shadow_ms: float | None) -> None:
+    """GetMetricData answering the ModelLatency p95 queries as CloudWatch would (microseconds;
+    moto computes no percentiles), every other query from moto."""
+    real = world.controller.cw.get_metric_data
+
+    def get_metric_data(**kw: Any) -> Any:
+        queries = kw["MetricDataQueries"]
+        if queries[0]["MetricStat"]["Metric"]["MetricName"] != "ModelLatency":
+            return real(**kw)
+        assert [q["MetricStat"]["Stat"] for q in queries] == ["p95", "p95"]
+        values = {"primary": primary_ms, "shadow": shadow_ms}
+        return {
+            "MetricDataResults": [
+                {
+                    "Id": q["Id"],
+                    "Values": []
+                    if (ms := values[q["MetricStat"]["Metric"]["Dimensions"][1]["Value"]]) is None
+                    else [ms * 1000],
+                }
+                for q in queries
+            ]
+        }
+
+    world.controller.cw.get_metric_data = get_metric_data
+
+
+def test_a_shadow_slower_than_the_primary_fails_on_cloudwatch_model_latency(
+    shadow: World,
+) -> None:
+    model_latency(shadow, primary_ms=2000, shadow_ms=3000)  # 1.5 x, above 1.25
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)  # answers alike: only the latency differs
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "ROLLED_BACK", result
+    assert (
+        "shadow ModelLatency p95 3,000 ms is 1.50 x the primary's 2,000 ms"
+        in (result["rollback_reason"])
+    )
+    assert any("ModelLatency p95 (CloudWatch): primary 2,000 ms, shadow 3,000 ms" in line
+               for line in result["shadow_evidence"])  # fmt: skip
+
+
+def test_cloudwatch_that_cannot_be_read_is_a_hold(shadow: World) -> None:
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+
+    def throttled(**kw: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "AccessDenied", "Message": "cloudwatch:GetMetricData"},
+             "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetMetricData",
+        )  # fmt: skip
+
+    shadow.controller.cw.get_metric_data = throttled
+    result = until(shadow, result, "hold")
+    assert result["shadow_outcome"] == "unreadable"
+    assert "ModelLatency: AccessDenied" in result["last_reason"], result
