@@ -212,6 +212,29 @@ def set_bounds(aas: Any, endpoint: str, variant: str, low: int, high: int) -> No
     )
 
 
+def variant_query(
+    qid: str, endpoint: str, variant: str, metric: str, period: int, stat: str
+) -> dict[str, Any]:
+    """One GetMetricData query: ``stat`` of an AWS/SageMaker metric of one variant."""
+    dimensions = [
+        {"Name": "EndpointName", "Value": endpoint},
+        {"Name": "VariantName", "Value": variant},
+    ]
+    return {
+        "Id": qid,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": "AWS/SageMaker",
+                "MetricName": metric,
+                "Dimensions": dimensions,
+            },
+            "Period": period,
+            "Stat": stat,
+        },
+        "ReturnData": True,
+    }
+
+
 def invocation_sums(
     cw: Any, endpoint: str, variants: tuple[str, ...], start: int, end: int
 ) -> dict[tuple[str, str], float]:
@@ -222,24 +245,7 @@ def invocation_sums(
         for j, metric in enumerate(("Invocations", "Invocation5XXErrors")):
             qid = f"m{i}_{j}"
             keys[qid] = (variant, metric)
-            queries.append(
-                {
-                    "Id": qid,
-                    "MetricStat": {
-                        "Metric": {
-                            "Namespace": "AWS/SageMaker",
-                            "MetricName": metric,
-                            "Dimensions": [
-                                {"Name": "EndpointName", "Value": endpoint},
-                                {"Name": "VariantName", "Value": variant},
-                            ],
-                        },
-                        "Period": period,
-                        "Stat": "Sum",
-                    },
-                    "ReturnData": True,
-                }
-            )
+            queries.append(variant_query(qid, endpoint, variant, metric, period, "Sum"))
     sums = dict.fromkeys(keys.values(), 0.0)
     kwargs: dict[str, Any] = {
         "MetricDataQueries": queries,
@@ -267,22 +273,7 @@ def latency_p95_ms(
     production variant's). GetMetricData periods are multiples of 60 s."""
     period = max(60, -(-(end - start) // 60) * 60)
     queries = [
-        {
-            "Id": f"l{i}",
-            "MetricStat": {
-                "Metric": {
-                    "Namespace": "AWS/SageMaker",
-                    "MetricName": "ModelLatency",
-                    "Dimensions": [
-                        {"Name": "EndpointName", "Value": endpoint},
-                        {"Name": "VariantName", "Value": variant},
-                    ],
-                },
-                "Period": period,
-                "Stat": "p95",
-            },
-            "ReturnData": True,
-        }
+        variant_query(f"l{i}", endpoint, variant, "ModelLatency", period, "p95")
         for i, variant in enumerate(variants)
     ]
     page = cw.get_metric_data(
