@@ -283,3 +283,19 @@ def test_cloudwatch_that_cannot_be_read_is_a_hold(shadow: World) -> None:
     result = until(shadow, result, "hold")
     assert result["shadow_outcome"] == "unreadable"
     assert "ModelLatency: AccessDenied" in result["last_reason"], result
+
+
+def test_the_stage_rules_round_trip_through_the_lambdas_environment() -> None:
+    from dataclasses import replace
+
+    from lambdas.canary_controller.settings import EnvVar, Settings
+    from lambdas.canary_controller.shadow_compare import ContentCheck
+    from lambdas.canary_controller.shadow_stage import ShadowRules
+    from tests.lambdas.test_controller_environment import Built, config
+
+    checks = (ContentCheck("no-leak", "(?i)system prompt", adapters=("manga_domain",)),)
+    rules = replace(sw.SHADOW, thresholds=replace(sw.SHADOW.thresholds, content_checks=checks))
+    assert ShadowRules.from_json(rules.to_json()) == rules
+    env = Built(config("prod"), config("prod").rollout).env
+    assert Settings.from_env(env).shadow is None  # prod: no stage, SHADOW_STAGE empty
+    assert Settings.from_env({**env, EnvVar.SHADOW_STAGE.value: rules.to_json()}).shadow == rules
