@@ -56,7 +56,7 @@ def _decoded(part: dict[str, Any], where: str) -> str:
         raise CaptureError(f"{where}: no 'data' string")
     if part.get("encoding") == "BASE64":
         try:
-            return base64.b64decode(data).decode("utf-8")
+            return base64.b64decode(data, validate=True).decode("utf-8")
         except (ValueError, UnicodeDecodeError) as exc:
             raise CaptureError(f"{where}: BASE64 data that does not decode ({exc})") from None
     return data
