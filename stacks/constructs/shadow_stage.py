@@ -10,9 +10,9 @@ controller moves the Endpoint to it and back (lambdas/canary_controller/shadow_s
 not an inference experiment); CloudFormation only creates it, so a deploy changes nothing live.
 
 Data capture of both variants ("optionally turn on Data Capture to log requests and responses of
-your production and shadow variants", "Create a shadow test") (``DataCaptureConfig``, SageMaker API reference,
-https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DataCaptureConfig.html): one config
-for the endpoint config, so both variants' requests and answers are captured under
+your production and shadow variants", "Create a shadow test"; ``DataCaptureConfig``, SageMaker
+API reference, https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DataCaptureConfig.html):
+one config for the endpoint config, so both variants' requests and answers are captured under
 ``<uri>/<endpoint>/<variant>/yyyy/mm/dd/hh/`` ("Data capture",
 https://docs.aws.amazon.com/sagemaker/latest/dg/model-monitor-data-capture.html), sampled at
 ``capture_percent``, encrypted with the endpoint's KMS key (``KmsKeyId``: S3 server-side
