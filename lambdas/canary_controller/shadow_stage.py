@@ -169,6 +169,9 @@ def decide(
             f"shadow config {shadow_config}: a deploy or the console changed the endpoint under "
             "the shadow stage",
         )
+    entered = _since(state, "shadow_entered_at")
+    if config == shadow_config and status != "InService" and entered is not None:
+        return _updating_in_stage(state, rules, now, status, check_seconds)
     if config != shadow_config or status != "InService":
         if requested is None:
             if status != "InService":
@@ -197,7 +200,6 @@ def decide(
         return Decision(
             "wait", f"endpoint is {status} on {config}: moving to the shadow config", check_seconds
         )
-    entered = _since(state, "shadow_entered_at")
     if entered is None:
         return Decision(
             "bake",
@@ -247,6 +249,26 @@ def decide(
     left = rules.max_seconds - elapsed
     return Decision("hold", f"{why}; held (no pass without evidence), fails in {left}s", wait,
                     record=record)  # fmt: skip
+
+
+def _updating_in_stage(
+    state: RolloutState, rules: ShadowRules, now: int, status: str, check_seconds: int
+) -> Decision:
+    """The endpoint on the shadow config but not InService once the stage is under way (the
+    primary's autoscaling, an update): wait, the comparison with it; the release ends FAILED
+    once it stays so ``stage_update_timeout_seconds`` in a row (``updating_since``)."""
+    since = _since(state, "updating_since")
+    if since is not None and now - since >= rules.stage_update_timeout_seconds:
+        return _end_failed(
+            f"the endpoint stayed {status} on the shadow config for {now - since}s (stage update "
+            f"timeout {rules.stage_update_timeout_seconds}s)"
+        )
+    return Decision(
+        "wait",
+        f"endpoint is {status} on the shadow config (autoscaling or an update); the stage waits",
+        check_seconds,
+        updating=True,
+    )
 
 
 def _end_failed(reason: str, record: RolloutState | None = None) -> Decision:

@@ -299,3 +299,35 @@ def test_the_stage_rules_round_trip_through_the_lambdas_environment() -> None:
     env = Built(config("prod"), config("prod").rollout).env
     assert Settings.from_env(env).shadow is None  # prod: no stage, SHADOW_STAGE empty
     assert Settings.from_env({**env, EnvVar.SHADOW_STAGE.value: rules.to_json()}).shadow == rules
+
+
+def test_an_endpoint_updating_hours_into_the_stage_is_waited_for_not_failed(
+    shadow: World,
+) -> None:
+    from tests.lambdas.conftest import set_endpoint_status
+
+    result = into_shadow(shadow)
+    for _ in range(20):  # two hours and more on the shadow config, past the stage-move timeout
+        result = tick(shadow, result)
+    assert shadow.clock.now - result["started_at"] > sw.STAGE_UPDATE_TIMEOUT
+    set_endpoint_status("Updating")  # the primary's autoscaling
+    result = tick(shadow, result)
+    assert result["status"] == "RUNNING" and result["last_decision"] == "wait", result
+    assert "on the shadow config (autoscaling or an update)" in result["last_reason"]
+    set_endpoint_status("InService")
+    sw.capture_both(shadow)
+    result = until(shadow, result, "leave-shadow")
+    assert result["status"] == "RUNNING" and result["shadow_outcome"] == "pass"
+
+
+def test_an_endpoint_that_stays_updating_in_the_stage_ends_it_failed(shadow: World) -> None:
+    from tests.lambdas.conftest import set_endpoint_status
+
+    result = into_shadow(shadow)
+    set_endpoint_status("Updating")
+    while result["status"] == "RUNNING":
+        result = tick(shadow, result)
+    assert "stayed Updating on the shadow config" in result["rollback_reason"], result
+    set_endpoint_status("InService")
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "FAILED"
