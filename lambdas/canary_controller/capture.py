@@ -44,6 +44,11 @@ DEFAULT_ADAPTER_NAME = "(default)"
 #: The most objects one comparison reads per variant: a bound on the tick's time (the Lambda has
 #: 60 s); a stage with more captured than this compares the newest (its figures say how many).
 MAX_OBJECTS_PER_VARIANT = 400
+#: The most answers one comparison keeps per variant, newest first: a bound on the Lambda's
+#: memory (the primary's capture holds every sampled request of the whole fleet; at about 1 KB an
+#: answer this is about 20 MB). A two-sample test at this size already sees a length shift far
+#: below the configured KS distance.
+MAX_ANSWERS_PER_VARIANT = 20_000
 
 
 class CaptureError(ValueError):
@@ -179,10 +184,14 @@ def read_variant(
             keys.extend(obj["Key"] for obj in page.get("Contents", []))
     keys = sorted(keys)[-MAX_OBJECTS_PER_VARIANT:]
     answers: list[Answer] = []
-    for key in keys:
+    read = 0
+    for key in reversed(keys):  # newest first, until the answers' bound
+        if len(answers) >= MAX_ANSWERS_PER_VARIANT:
+            break
         body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
         answers.extend(parse_object(body, key))
-    return answers, len(keys)
+        read += 1
+    return answers[:MAX_ANSWERS_PER_VARIANT], read
 
 
 def capture_line(

@@ -81,3 +81,34 @@ def test_the_hour_partitions_of_a_window_and_the_variant_prefix() -> None:
     ]
     with pytest.raises(ValueError, match="not an s3:// URI"):
         capture.variant_prefix("https://b/x", "ep", "shadow")
+
+
+def test_a_variant_is_read_newest_first_up_to_the_answers_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lambdas.canary_controller.shadow_compare import Answer
+
+    monkeypatch.setattr(capture, "MAX_ANSWERS_PER_VARIANT", 5)
+    objects = {
+        f"dc/ep/shadow/2027/01/15/08/{i}.jsonl": capture.lines(
+            [Answer(f"a{i}", True, length=i, text="x")] * 3
+        )
+        for i in range(4)
+    }
+
+    class S3:
+        def get_paginator(self, name: str) -> object:
+            assert name == "list_objects_v2"
+            return self
+
+        def paginate(self, Bucket: str, Prefix: str) -> list[dict]:
+            return [{"Contents": [{"Key": k} for k in objects if k.startswith(Prefix)]}]
+
+        def get_object(self, Bucket: str, Key: str) -> dict:
+            import io
+
+            return {"Body": io.BytesIO(objects[Key].encode())}
+
+    got, read = capture.read_variant(S3(), "s3://b/dc", "ep", "shadow", 1_800_000_000,
+                                     1_800_000_000)  # fmt: skip
+    assert read == 2 and [a.adapter for a in got] == ["a3"] * 3 + ["a2"] * 2
