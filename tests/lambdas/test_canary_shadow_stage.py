@@ -331,3 +331,36 @@ def test_an_endpoint_that_stays_updating_in_the_stage_ends_it_failed(shadow: Wor
     set_endpoint_status("InService")
     result = until(shadow, result, "shadow-end")
     assert result["status"] == "FAILED"
+
+
+def test_a_tick_that_dies_after_the_move_back_is_recognised_and_the_canary_stage_follows(
+    shadow: World,
+) -> None:
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+    table, real_put = shadow.controller.table, shadow.controller.table.put_item
+    real_update, broken = shadow.controller.sm.update_endpoint, [False]
+
+    def update_endpoint(**kw: Any) -> Any:
+        answer = real_update(**kw)
+        broken[0] = kw["EndpointConfigName"] == sw.CANARY_CONFIG  # the move back landed
+        return answer
+
+    def put_item(**kw: Any) -> Any:
+        if broken[0]:
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"},
+                 "ResponseMetadata": {"HTTPStatusCode": 400}}, "PutItem",
+            )  # fmt: skip
+        return real_put(**kw)
+
+    shadow.controller.sm.update_endpoint, table.put_item = update_endpoint, put_item
+    while not broken[0]:
+        result = tick(shadow, result)
+    assert "leave-shadow made, its record not written" in result["last_reason"], result
+    table.put_item = real_put
+    result = tick(shadow, result)
+    made = [h for h in result["history"] if h["decision"] == "leave-shadow"]
+    assert len(made) == 1 and "recorded by the next tick" in made[0]["reason"], result
+    assert result["last_decision"] == "canary-stage" and result["stage"] == "canary", result
+    assert result["status"] == "RUNNING" and weights()["canary"] == 0.0
