@@ -20,6 +20,7 @@ from sizing.plan_deploy import deploy_section, render_deploy
 from sizing.scale_out_time import render_scale_out, scale_out_section
 from sizing.scaling_target import concurrency_target, pool_bases, unmet_slo_warnings
 from sizing.serving_speed import PLANNING_EDGE, hit_rate_source
+from sizing.shadow_plan import render_shadow, shadow_section
 from sizing.slo_reach import held, unreachable
 from sizing.speed_plan import render_speed, speed_section
 from sizing.target_costs import render_targets
@@ -183,6 +184,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         "alarms": alarms,
         "deploy": deploy_section(cfg),
         "fleet": fleet_section(cfg),
+        "shadow": shadow_section(cfg),
     }
 
 
@@ -549,6 +551,7 @@ def render_plan(plan: dict[str, Any], *, alarm_list: bool = True) -> str:
     lines += [f"          WARNING: {w}" for w in plan.get("canary_comparison", [])]
     lines += render_deploy(plan["deploy"])
     lines += render_fleet(plan["fleet"])
+    lines += render_shadow(plan.get("shadow"))
     if alarm_list:
         lines.append(f"  alarms  {len(plan['alarms'])}:")
         lines += [f"          - {a}" for a in plan["alarms"]]

@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from sizing.rollout_plan import rollout_capacity_plan
+from sizing.shadow_plan import shadow_instances
 from sizing.update_semantics import reset_properties
 from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.endpoint import (
@@ -27,6 +28,7 @@ from stacks.constructs.relative_latency import RelativeLatencyAlarms
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 from stacks.constructs.rollback_alarms import RollbackAlarms
 from stacks.constructs.scaling import EndpointScaling, ScalingProps
+from stacks.constructs.shadow_stage import ShadowStageConfig
 from stacks.constructs.smoke_gate import SmokeGate
 from typed_config import VARIANT_NAMES, DeploymentConfig
 
@@ -96,6 +98,7 @@ class EndpointStack(Stack):
         self.relative_latency = RelativeLatencyAlarms(
             self, "RelativeLatency", endpoint=endpoint, rollout=cfg.rollout
         )
+        self.shadow = self._shadow_stage(cfg)
         self.canary = self._canary_controller(cfg)
         self.smoke_gate = SmokeGate(
             self,
@@ -150,6 +153,22 @@ class EndpointStack(Stack):
             suspended=suspend_scaling,
         )
 
+    def _shadow_stage(self, cfg: DeploymentConfig) -> ShadowStageConfig | None:
+        """The shadow stage's endpoint config and capture (None without ``rollout.shadow``)."""
+        if cfg.rollout.shadow is None:
+            return None
+        return ShadowStageConfig(
+            self,
+            "ShadowStage",
+            serving=self.serving,
+            variants=cfg.variants,
+            deployment=cfg.deployment,
+            stage=cfg.rollout.shadow,
+            shadow_instances=shadow_instances(cfg),
+            key=self.key,
+            metrics_path=cfg.monitoring.metrics_path,
+        )
+
     def _canary_controller(self, cfg: DeploymentConfig) -> CanaryController:
         """The canary rollout's controller, rolling back on the canary's alarms."""
         return CanaryController(
@@ -170,6 +189,11 @@ class EndpointStack(Stack):
                 *self.relative_latency.alarms,
             ],
             topic=self.monitoring.topic,
+            shadow=self.shadow,
+            canary_config_arn=self.serving.endpoint_config.ref,
+            # a move between the stage's configs is one blue/green update: its own limit
+            stage_update_timeout_seconds=cfg.deployment.max_execution_timeout_seconds
+            + cfg.deployment.termination_wait_seconds,
         )
 
     def _grant_image_pull(self, image: ServingImage) -> None:

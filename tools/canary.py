@@ -133,7 +133,18 @@ def rollout_wait_minutes(cfg: DeploymentConfig) -> int:
     ``evidence_timeout_minutes`` a step) outlasts the default: pass TIMEOUT_MIN=."""
     ro = cfg.rollout
     per_step = ro.bake_minutes + ro.check_interval_minutes + ASSUMED_READY_SECONDS / 60
-    return math.ceil(len(ro.steps_percent) * per_step)
+    return math.ceil(len(ro.steps_percent) * per_step + shadow_stage_minutes(cfg))
+
+
+def shadow_stage_minutes(cfg: DeploymentConfig) -> float:
+    """What a shadow stage adds to a rollout at most: its ``max_minutes`` and its two moves
+    between endpoint configs (one blue/green update each, bounded by the deployment's max
+    execution timeout plus termination wait, as the controller bounds them); 0 without one."""
+    stage, dep = cfg.rollout.shadow, cfg.deployment
+    if stage is None:
+        return 0.0
+    move = (dep.max_execution_timeout_seconds + dep.termination_wait_seconds) / 60
+    return stage.max_minutes + 2 * move
 
 
 def _elapsed(seconds: float) -> str:
@@ -145,6 +156,11 @@ def _where(state: dict[str, Any]) -> str:
     """``step 2/5 (25%)``, and the capacity wait before the next step when there is one."""
     steps = state.get("steps") or []
     index = state.get("step_index", -1)
+    if state.get("stage") == "shadow":
+        return (
+            f"shadow stage before step 1/{len(steps)} (copies only: no user answered by the new "
+            f"build; last comparison: {state.get('shadow_outcome') or 'none yet'})"
+        )
     if not isinstance(index, int) or index < 0:
         here = f"before step 1/{len(steps)}"
     else:
@@ -212,7 +228,7 @@ def wait_for_rollout(
                 + f"); make canary-status {env} shows its history")  # fmt: skip
             return 1
         seen = (rollout, now_status, state.get("step_index"), state.get("current_percent"),
-                state.get("phase"))  # fmt: skip
+                state.get("phase"), state.get("stage"), state.get("shadow_outcome"))  # fmt: skip
         if seen != last or now - last_line >= report_seconds:
             out(f"canary-wait: {rollout} {now_status} {_where(state)} "
                 f"{_elapsed(now - started)}  last: {last_words}")  # fmt: skip
@@ -239,6 +255,9 @@ def render(state: dict[str, Any], weights: dict[str, float] | None = None) -> st
     steps = state.get("steps") or []
     index = state.get("step_index", -1)
     path = " -> ".join(f"[{p}%]" if i == index else f"{p}%" for i, p in enumerate(steps))
+    stage = state.get("stage")
+    if stage is not None:  # a rollout with a shadow stage: it comes first
+        path = ("[shadow]" if stage == "shadow" else "shadow") + " -> " + path
     lines = [
         f"endpoint     {state['endpoint_name']}",
         f"rollout      {state['rollout_id']} ({state['status']}), by {state.get('requested_by')}",
@@ -252,6 +271,9 @@ def render(state: dict[str, Any], weights: dict[str, float] | None = None) -> st
             f"capacity     waiting for {state.get('target_instances')} canary instances "
             "in service before the next weight step"
         )
+    if state.get("shadow_outcome"):
+        lines.append(f"shadow       last comparison: {state['shadow_outcome']}")
+        lines += [f"               {line}" for line in state.get("shadow_evidence") or []]
     if weights is not None:
         lines.append("live weights " + ", ".join(f"{k} {v:g}" for k, v in sorted(weights.items())))
     for entry in state.get("history") or []:
@@ -261,7 +283,11 @@ def render(state: dict[str, Any], weights: dict[str, float] | None = None) -> st
 
 def live_weights(sm: Any, endpoint: str) -> dict[str, float]:
     desc = sm.describe_endpoint(EndpointName=endpoint)
-    return {v["VariantName"]: v.get("CurrentWeight", 0.0) for v in desc["ProductionVariants"]}
+    weights = {v["VariantName"]: v.get("CurrentWeight", 0.0) for v in desc["ProductionVariants"]}
+    # a shadow variant (the shadow stage) answers copies only; its weight is its sampled share
+    for v in desc.get("ShadowProductionVariants") or []:
+        weights[f"{v['VariantName']} (copies)"] = v.get("CurrentWeight", 0.0)
+    return weights
 
 
 def promote_info(cfg: DeploymentConfig, state: dict[str, Any] | None, unread: str = "") -> str:

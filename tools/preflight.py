@@ -65,6 +65,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sizing.fit import load_config
 from sizing.plan_deploy import deploy_section
+from sizing.shadow_plan import shadow_section
 from stacks.model_release_stack import PREP_ROLE_OUTPUT
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS, OFFLINE_HINT, error_code
@@ -151,10 +152,12 @@ def quotas_needed(cfg: DeploymentConfig, checks: frozenset[str] = CHECKS["all"])
     ``checks``: ``endpoint-quota``, ``training-quota``)."""
     needed: dict[str, int] = {}
     if "endpoint-quota" in checks:
-        needed = {
-            f"{itype} for endpoint usage": n
-            for itype, n in deploy_section(cfg)["instance_quota_needed"].items()
-        }
+        by_type = dict(deploy_section(cfg)["instance_quota_needed"])
+        # a shadow stage's moves hold their own peak (sizing.shadow_plan): the larger counts
+        shadow = shadow_section(cfg)
+        for itype, n in (shadow["instance_quota_needed"] if shadow else {}).items():
+            by_type[itype] = max(by_type.get(itype, 0), n)
+        needed = {f"{itype} for endpoint usage": n for itype, n in by_type.items()}
     if "training-quota" in checks:
         kind = "spot training job usage" if cfg.model_prep.use_spot else "training job usage"
         needed[f"{cfg.model_prep.instance_type} for {kind}"] = 1

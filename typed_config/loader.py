@@ -201,6 +201,13 @@ class DeploymentConfig(Strict):
                 f"fleet.candidates: {unknown_types} not in the instance catalog "
                 f"({', '.join(INSTANCE_CATALOG)})"
             )
+        if self.rollout.shadow is not None and self.variants.canary.initial_weight != 0:
+            errors.append(
+                f"variants.canary.initial_weight: {self.variants.canary.initial_weight:g} with "
+                "rollout.shadow: after the shadow stage the endpoint goes back to the canary "
+                "config, whose canary comes back at its initial weight and would serve users "
+                "before any canary step; set 0 (the controller's steps give it its share)"
+            )
         errors += gated_source_errors(self.model.source, self.model_prep)
         errors += bedrock_errors(self.bedrock, region=self.region, adapters=names)
         for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model

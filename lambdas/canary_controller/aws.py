@@ -83,6 +83,8 @@ def answered(exc: Exception) -> bool:
 
 def describe_error(exc: Exception) -> str:
     """``Code: message`` for a log line, a record's reason or a notification."""
+    if isinstance(exc, ValueError):  # a capture that cannot be read (capture.CaptureError)
+        return f"{type(exc).__name__}: {exc}"
     if isinstance(exc, ClientError):
         return f"{error_code(exc)}: {exc.response.get('Error', {}).get('Message', '')}"
     return f"{error_code(exc)}: {exc}"
@@ -152,6 +154,36 @@ def set_weights(sm: Any, endpoint: str, weights: dict[str, float]) -> None:
     )
 
 
+def update_endpoint(sm: Any, endpoint: str, config_name: str) -> None:
+    """Move the endpoint to ``config_name`` (the shadow stage's way in and out).
+
+    ``RetainAllVariantProperties``: a variant of the same name keeps its live instance count and
+    weight (the primary: what autoscaling gave it), a new one takes the config's initial values;
+    ``RetainDeploymentConfig``: the blue/green policy and auto-rollback alarms the stack set are
+    used again (SageMaker API reference, UpdateEndpoint,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateEndpoint.html). A
+    ValidationException (the endpoint Updating) is a refusal retried on the next tick."""
+    sm.update_endpoint(
+        EndpointName=endpoint,
+        EndpointConfigName=config_name,
+        RetainAllVariantProperties=True,
+        RetainDeploymentConfig=True,
+    )
+
+
+def initial_weight(sm: Any, config_name: str | None, variant: str) -> float:
+    """``variant``'s InitialVariantWeight in the endpoint config ``config_name``
+    (DescribeEndpointConfig): the weight a variant that comes back with an UpdateEndpoint takes
+    (:func:`update_endpoint`). 0 when the config has no such variant."""
+    if config_name is None:
+        return 0.0
+    described = sm.describe_endpoint_config(EndpointConfigName=config_name)
+    for v in described.get("ProductionVariants", []):
+        if v["VariantName"] == variant:
+            return float(v.get("InitialVariantWeight") or 0.0)
+    return 0.0
+
+
 def set_instances(sm: Any, endpoint: str, variant: str, count: int) -> None:
     sm.update_endpoint_weights_and_capacities(
         EndpointName=endpoint,
@@ -180,6 +212,29 @@ def set_bounds(aas: Any, endpoint: str, variant: str, low: int, high: int) -> No
     )
 
 
+def variant_query(
+    qid: str, endpoint: str, variant: str, metric: str, period: int, stat: str
+) -> dict[str, Any]:
+    """One GetMetricData query: ``stat`` of an AWS/SageMaker metric of one variant."""
+    dimensions = [
+        {"Name": "EndpointName", "Value": endpoint},
+        {"Name": "VariantName", "Value": variant},
+    ]
+    return {
+        "Id": qid,
+        "MetricStat": {
+            "Metric": {
+                "Namespace": "AWS/SageMaker",
+                "MetricName": metric,
+                "Dimensions": dimensions,
+            },
+            "Period": period,
+            "Stat": stat,
+        },
+        "ReturnData": True,
+    }
+
+
 def invocation_sums(
     cw: Any, endpoint: str, variants: tuple[str, ...], start: int, end: int
 ) -> dict[tuple[str, str], float]:
@@ -190,24 +245,7 @@ def invocation_sums(
         for j, metric in enumerate(("Invocations", "Invocation5XXErrors")):
             qid = f"m{i}_{j}"
             keys[qid] = (variant, metric)
-            queries.append(
-                {
-                    "Id": qid,
-                    "MetricStat": {
-                        "Metric": {
-                            "Namespace": "AWS/SageMaker",
-                            "MetricName": metric,
-                            "Dimensions": [
-                                {"Name": "EndpointName", "Value": endpoint},
-                                {"Name": "VariantName", "Value": variant},
-                            ],
-                        },
-                        "Period": period,
-                        "Stat": "Sum",
-                    },
-                    "ReturnData": True,
-                }
-            )
+            queries.append(variant_query(qid, endpoint, variant, metric, period, "Sum"))
     sums = dict.fromkeys(keys.values(), 0.0)
     kwargs: dict[str, Any] = {
         "MetricDataQueries": queries,
@@ -222,6 +260,33 @@ def invocation_sums(
         if not token:
             return sums
         kwargs["NextToken"] = token
+
+
+def latency_p95_ms(
+    cw: Any, endpoint: str, variants: tuple[str, ...], start: int, end: int
+) -> dict[str, float | None]:
+    """Each variant's ModelLatency p95 over ``[start, end]`` (one period spanning the window), in
+    milliseconds; None for a variant without data. ModelLatency is published per EndpointName and
+    VariantName in microseconds (SageMaker developer guide, "Metrics for monitoring Amazon
+    SageMaker AI", https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html);
+    the shadow variant's too ("Monitor a shadow test" compares its ModelLatency with the
+    production variant's). GetMetricData periods are multiples of 60 s."""
+    period = max(60, -(-(end - start) // 60) * 60)
+    queries = [
+        variant_query(f"l{i}", endpoint, variant, "ModelLatency", period, "p95")
+        for i, variant in enumerate(variants)
+    ]
+    page = cw.get_metric_data(
+        MetricDataQueries=queries,
+        StartTime=datetime.fromtimestamp(start, UTC),
+        EndTime=datetime.fromtimestamp(end, UTC),
+    )
+    found: dict[str, float | None] = dict.fromkeys(variants)
+    for result in page.get("MetricDataResults", []):
+        values = [v for v in result.get("Values", []) if v is not None]
+        if values:
+            found[variants[int(result["Id"][1:])]] = max(values) / 1000.0
+    return found
 
 
 def observe(

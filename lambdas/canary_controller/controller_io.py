@@ -28,16 +28,21 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import aws, store
+from . import aws, capture, store
 from . import rules as r
 from .names import RolloutStatus
 from .settings import Settings, StartFailed
+from .shadow_compare import compare
+from .shadow_stage import ShadowEvidence
 from .state import RecordedDecision, RolloutState
 
 #: Pauses before each further attempt of a record write that DynamoDB throttled, failed (5xx) or
 #: did not answer: exponential backoff, 6.2 s in all (botocore's own retries come inside each
 #: attempt), well inside the controller Lambda's 60 s timeout.
 WRITE_BACKOFF_SECONDS = (0.2, 0.4, 0.8, 1.6, 3.2)
+#: What keeps the shadow comparison from its data: any AWS failure (S3 AccessDenied, KMS, no
+#: answer) and a capture that is not what data capture writes.
+CAPTURE_READ_ERRORS: tuple[type[Exception], ...] = (*aws.AWS_ERRORS, capture.CaptureError)
 
 
 def is_conflict(exc: ClientError) -> bool:
@@ -68,6 +73,7 @@ class ControllerIO:
         self.sns = clients.get("sns") or boto3.client("sns")
         self.sfn = clients.get("stepfunctions") or boto3.client("stepfunctions")
         self.aas = clients.get("application-autoscaling") or boto3.client("application-autoscaling")
+        self.s3 = clients.get("s3") or boto3.client("s3")
         ddb = clients.get("dynamodb") or boto3.resource("dynamodb")
         self.table = ddb.Table(settings.table_name)
 
@@ -167,6 +173,37 @@ class ControllerIO:
         except aws.AWS_ERRORS as exc:
             print(f"GetMetricData failed: {aws.describe_error(exc)}")
             return r.Evidence(0.0, 0.0, 0.0, 0.0, error=aws.describe_error(exc))
+
+    def shadow_evidence(self, start: int, end: int) -> ShadowEvidence:
+        """Both variants' captured answers over ``[start, end]`` compared per adapter
+        (``shadow_compare.compare``). Data that cannot be read (an S3 or KMS error of any kind, no
+        answer, a capture line that is not what data capture writes) is no comparison: the stage
+        holds, and fails past its max_minutes naming the failure, never passes."""
+        shadow = self.s.shadow
+        assert shadow is not None
+        read = {}
+        try:
+            for variant in (self.s.primary_variant, shadow.shadow_variant):
+                read[variant] = capture.read_variant(
+                    self.s3, shadow.capture_uri, self.s.endpoint_name, variant, start, end
+                )
+        except CAPTURE_READ_ERRORS as exc:
+            print(f"shadow comparison could not read its data: {aws.describe_error(exc)}")
+            return ShadowEvidence(None, error=aws.describe_error(exc))
+        variants = (self.s.primary_variant, shadow.shadow_variant)
+        try:
+            latency = aws.latency_p95_ms(self.cw, self.s.endpoint_name, variants, start, end)
+        except aws.AWS_ERRORS as exc:
+            print(f"shadow comparison could not read ModelLatency: {aws.describe_error(exc)}")
+            return ShadowEvidence(None, error=f"ModelLatency: {aws.describe_error(exc)}")
+        primary, _ = read[self.s.primary_variant]
+        answers, _ = read[shadow.shadow_variant]
+        said = ", ".join(f"{v} {len(a)} answers in {n} objects" for v, (a, n) in read.items())
+        return ShadowEvidence(
+            compare(primary, answers, shadow.thresholds),
+            read=f"read: {said}",
+            latency_p95_ms=(latency[variants[0]], latency[variants[1]]),
+        )
 
     def set_canary_weight(self, percent: int) -> None:
         aws.set_weights(

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import aws, store
+from . import aws, shadow_stage, store
 from . import rules as r
 from .controller_io import ControllerIO
 from .settings import RolloutConflict
@@ -50,7 +50,7 @@ from .state import DecisionKind, Intent, RolloutState
 #: Attempts of a rollback's conditional write against concurrent ticks before giving up.
 WRITE_ATTEMPTS = 5
 #: Decisions whose AWS calls are recorded as the record's intent before they are made.
-INTENT_KINDS = ("scale", "shift")
+INTENT_KINDS = ("scale", "shift", *r.STAGE_MOVES)
 #: What the operator is told when a rollout ends by each decision (a ``timeout`` names what the
 #: rollback waited for: ``rules.rollback_overdue``).
 END_SUBJECTS = {
@@ -58,7 +58,11 @@ END_SUBJECTS = {
     "timeout": "canary rollback timed out",
     "complete": "canary rollout complete: promote the canary",
     "restore": "canary rolled back",
+    "shadow-end": "release stopped in the shadow stage",
 }
+#: A release that ended in the shadow stage: its subject names how and why ("release stopped in
+#: the shadow stage: shadow comparison fail: recs: error rate ...", or FAILED past max_minutes).
+SHADOW_END_SUBJECT = END_SUBJECTS["shadow-end"] + " ({}): {}"
 #: What a rollback was made of (``rollback_reason``) follows its subject, cut to SNS's 100
 #: characters: "canary rolled back: capacity shortfall: ..."
 ROLLBACK_SUBJECT = END_SUBJECTS["restore"] + ": {}"
@@ -71,15 +75,32 @@ ROLLBACK_SHORT_SUBJECT = END_SUBJECTS["restore"] + ", primary had {} of {} neede
 class DecisionApplier(ControllerIO):
     def _advance(self, state: RolloutState) -> dict[str, Any]:
         now = int(self.clock())
-        obs = self.observe(alarms=state["status"] == r.RUNNING)
+        # The watched alarms are the canary's: no canary serves in the shadow stage.
+        alarms = state["status"] == r.RUNNING and not shadow_stage.in_shadow(state)
+        obs = self.observe(alarms=alarms)
         recorded = state.get("intent")
         if recorded:
             resolved = self._resolve_intent(state, recorded, obs)
             if resolved is None:
                 return self._result(self._current(), duplicate=True)
             state = resolved
-        decision = r.decide(state, obs, self.s.rules, now, self.evidence)
-        return self._apply(state, decision, now, obs)
+        return self._apply(state, self._decide_next(state, obs, now), now, obs)
+
+    def _decide_next(self, state: RolloutState, obs: r.Observation, now: int) -> r.Decision:
+        """``shadow_stage.decide`` while the rollout is in its shadow stage, else
+        ``rules.decide``."""
+        if shadow_stage.in_shadow(state):
+            if self.s.shadow is None:
+                return r.Decision(
+                    "abort",
+                    "the record is in the shadow stage but this controller has no SHADOW_STAGE "
+                    "(a deploy removed rollout.shadow mid-stage): make canary-status, then "
+                    "make canary-rollback after restoring it",
+                )
+            return shadow_stage.decide(
+                state, obs, self.s.shadow, now, self.shadow_evidence, self.s.rules.check_seconds
+            )
+        return r.decide(state, obs, self.s.rules, now, self.evidence)
 
     def _resolve_intent(
         self, state: RolloutState, recorded: Intent, obs: r.Observation
@@ -109,7 +130,7 @@ class DecisionApplier(ControllerIO):
     ) -> dict[str, Any]:
         seq, ep, canary = state["seq"], self.s.endpoint_name, self.s.canary_variant
         if d.kind == "rollback":
-            return self._begin_rollback(state, d.reason)
+            return self._begin_rollback(state, d.reason, d.record)
         if d.kind == "raise-primary":
             return self._raise_primary(state, d, now)
         if d.kind in ("abort", "timeout"):
@@ -117,7 +138,10 @@ class DecisionApplier(ControllerIO):
         intended, before = d.kind in INTENT_KINDS and obs is not None, state
         if intended:
             assert obs is not None
-            pending = store.intending(state, r.intent(state, d, obs, now), now)
+            # what the decision writes besides (the shadow comparison's verdict) goes with it
+            pending = store.intending(
+                {**state, **(d.record or {})}, r.intent(state, d, obs, now), now
+            )
             if not self._write(pending, expect_seq=seq):
                 return self._result(self._current(), duplicate=True)
             state, seq = pending, pending["seq"]
@@ -133,6 +157,8 @@ class DecisionApplier(ControllerIO):
                         raise
                     return self._refused(state, d, exc)
                 new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}{primary}"
+            elif d.kind == "shadow-end":
+                new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}"
             new.update(r.transition(state, d, now))
             return self._finish(new, seq, self._end_subject(state, d.kind))
         try:
@@ -156,6 +182,10 @@ class DecisionApplier(ControllerIO):
             elif d.kind == "reapply":
                 self.set_canary_weight(0)
                 new.update(r.transition(state, d, now))
+            elif d.kind in r.STAGE_MOVES:
+                assert d.endpoint_config is not None
+                aws.update_endpoint(self.sm, ep, d.endpoint_config)
+                new.update(r.transition(state, d, now))
             else:  # bake, wait, hold: no AWS call
                 new.update(r.transition(state, d, now))
         except aws.AWS_ERRORS as exc:
@@ -164,7 +194,7 @@ class DecisionApplier(ControllerIO):
                     self._take_back(before, state, exc)
                 raise
             return self._refused(state, d, exc)
-        if d.kind in ("scale", "shift", "reapply"):
+        if d.kind in ("scale", "shift", "reapply", *r.STAGE_MOVES):
             new["refusals"] = 0
         if not intended:
             return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
@@ -274,15 +304,20 @@ class DecisionApplier(ControllerIO):
             self.notify(f"canary rollback still refused after {count} attempts", new)
         return result
 
-    def _begin_rollback(self, state: RolloutState, reason: str) -> dict[str, Any]:
+    def _begin_rollback(
+        self, state: RolloutState, reason: str, record: RolloutState | None = None
+    ) -> dict[str, Any]:
         """Record ROLLING_BACK before acting; a write lost to a concurrent tick is retried on the
-        fresh state, so an operator's rollback cannot be lost (or undone by the next tick)."""
+        fresh state, so an operator's rollback cannot be lost (or undone by the next tick).
+        ``record``: what the decision writes besides (a shadow comparison's verdict, the status
+        a release ended in the shadow stage takes)."""
         for _ in range(WRITE_ATTEMPTS):
             if state["status"] == r.ROLLING_BACK:
                 return self._drive_rollback(state)
             if state["status"] not in r.LOCKED:
                 return self._result(state)
             new = self._decide(state, "rollback", reason)
+            new.update(record or {})
             new.update(
                 {"status": r.ROLLING_BACK, "refusals": 0, "rollback_reason": reason, "intent": None}
             )
@@ -303,7 +338,7 @@ class DecisionApplier(ControllerIO):
         except aws.AWS_ERRORS as exc:
             print(f"rollback without the primary's capacity step: {aws.describe_error(exc)}")
             return self._weight_now(state)
-        d = r.decide(state, obs, self.s.rules, now, self.evidence)
+        d = self._decide_next(state, obs, now)
         if d.kind == "reapply" or (d.kind == "wait" and d.percent == 0):
             return self._weight_now({**state, **r.transition(state, d, now)})
         return self._apply(state, d, now, obs)
@@ -390,6 +425,9 @@ class DecisionApplier(ControllerIO):
     def _end_subject(state: RolloutState, kind: DecisionKind) -> str:
         """The subject of a rollout's end; a rollback's names its reason, and first the primary's
         shortfall when the weight moved without all the instances it needed."""
+        if kind == "shadow-end":
+            how = state.get("shadow_end") or r.ROLLED_BACK
+            return SHADOW_END_SUBJECT.format(how, state.get("rollback_reason") or "")
         if kind != "restore":
             return END_SUBJECTS[kind]
         reason, short = state.get("rollback_reason"), state.get("primary_shortfall")

@@ -118,12 +118,57 @@ class Controller(DecisionApplier):
             raise RolloutConflict(f"alarms already firing, start refused: {'; '.join(obs.firing)}")
         by = event.get("requested_by", "unknown")
         reason = "lock taken; first step on the next tick"
+        if self.s.shadow is not None:
+            self._shadow_start_allowed(obs)
+            reason = "lock taken; the shadow stage begins on the next tick"
         state = self._fresh(rollout_id, RUNNING, by=by, decision="start", reason=reason, obs=obs)
+        if self.s.shadow is not None:
+            state.update(
+                {
+                    "stage": "shadow",
+                    "canary_config_name": obs.endpoint_config_name,
+                    "shadow_config_name": self.s.shadow.config_name,
+                }
+            )
         if not self._write(state, expect_seq=None):
             raise RolloutConflict(
                 f"another rollout took the lock on {self.s.endpoint_name} just now"
             )
         return self._result(self._start_execution(state))
+
+    def _shadow_start_allowed(self, obs: r.Observation) -> None:
+        """A rollout with a shadow stage starts on the canary config with nothing of the new
+        build served to users, and with a canary variant SageMaker may remove: the shadow config
+        has one production variant, and "removing a production variant that has auto scaling
+        configured" needs its scalable target deregistered first (SageMaker developer guide,
+        "Update endpoints that use auto scaling",
+        https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html)."""
+        assert self.s.shadow is not None
+        ep, canary = self.s.endpoint_name, self.s.canary_variant
+        if obs.endpoint_config_name == self.s.shadow.config_name:
+            raise RolloutConflict(
+                f"endpoint {ep} already runs the shadow config {self.s.shadow.config_name} (a "
+                "rollout that ended mid-stage): make deploy puts the canary config back; start "
+                "refused"
+            )
+        if obs.canary_weight > 0:
+            raise RolloutConflict(
+                f"the canary serves {obs.canary_share:.4g} % of requests: a shadow stage starts "
+                "with nothing of the new build served to users; make canary-rollback first"
+            )
+        initial = aws.initial_weight(self.sm, obs.endpoint_config_name, canary)
+        if initial:
+            raise RolloutConflict(
+                f"the canary config {obs.endpoint_config_name} gives the {canary} variant initial "
+                f"weight {initial:g}: back from the shadow config it would serve users at once; "
+                "a config with rollout.shadow sets variants.canary.initial_weight 0"
+            )
+        if aws.scalable_bounds(self.aas, ep, canary) is not None:
+            raise RolloutConflict(
+                f"the {canary} variant is registered for autoscaling: SageMaker removes it for the "
+                "shadow stage only once it is deregistered (endpoint-scaling-update); deploy the "
+                "release with the canary's scaling suspended, then start again"
+            )
 
     def tick(self, event: dict[str, Any]) -> dict[str, Any]:
         state = self.load()

@@ -80,6 +80,9 @@ MAX_REFUSALS = 6
 #: counts as changed under the rollout: the recorded share is a whole percent (the controller sets
 #: whole percents; the share found at the start is rounded), DescribeEndpoint's weights are floats.
 SHARE_TOLERANCE = 0.5
+#: Decisions that move the endpoint to another endpoint config (UpdateEndpoint): the shadow
+#: stage's way in and out (shadow_stage.py).
+STAGE_MOVES = ("enter-shadow", "leave-shadow")
 
 
 # ---------------------------------------------------------------------------- capacity
@@ -418,6 +421,7 @@ def intent(state: RolloutState, d: Decision, obs: Observation, now: int) -> Inte
         "instances": d.instances,
         "bounds": None if d.bounds is None else list(d.bounds),
         "endpoint_config_name": config,
+        "target_config": d.endpoint_config,
         "at": now,
     }
 
@@ -434,6 +438,7 @@ def intent_decision(recorded: Intent) -> Decision:
         instances=recorded.get("instances"),
         bounds=None if bounds is None else (int(bounds[0]), int(bounds[1])),
         percent=recorded.get("percent"),
+        endpoint_config=recorded.get("target_config"),
     )
 
 
@@ -446,7 +451,13 @@ def intent_landed(recorded: Intent, obs: Observation) -> bool | None:
     asked of (another config: a deploy replaced the endpoint's, the shift is moot). A capacity
     request (``scale``) is decided again: DescribeEndpoint does not show whether its bounds were
     registered, and asking again is harmless (RegisterScalableTarget on an existing target updates
-    it; the desired count is a count, not an increment)."""
+    it; the desired count is a count, not an increment). A stage move (``enter-shadow``,
+    ``leave-shadow``) landed when the endpoint runs the config it asked for; an endpoint Updating
+    cannot tell yet."""
+    if recorded.get("decision") in STAGE_MOVES:
+        if obs.endpoint_config_name == recorded.get("target_config"):
+            return True
+        return None if obs.endpoint_status != "InService" else False
     if recorded.get("decision") != "shift":
         return False
     config = recorded.get("endpoint_config_name")
@@ -493,6 +504,11 @@ class Decision:
     #: What the operator is told (the SNS subject) when this decision ends the rollout, where it
     #: is not the decision's usual one (``timeout``: what the rollback waited for, how long).
     subject: str | None = None
+    #: A stage move's endpoint config (``enter-shadow``, ``leave-shadow``).
+    endpoint_config: str | None = None
+    #: Fields the decision writes into the record besides its transition (the shadow stage's
+    #: window, its comparison's verdict and figures).
+    record: RolloutState | None = None
 
 
 def decide(
@@ -774,7 +790,7 @@ def transition(state: RolloutState, d: Decision, now: int) -> RolloutState:
     updating: RolloutState = {
         "updating_since": (now if since is None else since) if d.updating else None
     }
-    return {**_transition(state, d, now), **updating}
+    return {**_transition(state, d, now), **updating, **(d.record or {})}
 
 
 def _transition(state: RolloutState, d: Decision, now: int) -> RolloutState:
@@ -823,6 +839,13 @@ def _transition(state: RolloutState, d: Decision, now: int) -> RolloutState:
         }
     if d.kind in ("reapply", "wait") and d.primary is not None:
         return primary_record(d.primary)
+    if d.kind == "enter-shadow":
+        return {"shadow_requested_at": state.get("shadow_requested_at") or now}
+    if d.kind == "leave-shadow":
+        return {
+            "shadow_leave_requested_at": state.get("shadow_leave_requested_at") or now,
+            "shadow_leaving": state["status"] == RUNNING or None,
+        }
     ends = {
         "abort": FAILED,
         "timeout": FAILED,
@@ -830,6 +853,8 @@ def _transition(state: RolloutState, d: Decision, now: int) -> RolloutState:
         "restore": ROLLED_BACK,
         "rollback": ROLLING_BACK,
     }
+    if d.kind == "shadow-end":
+        return {"status": state.get("shadow_end") or ROLLED_BACK}
     return {"status": ends[d.kind]} if d.kind in ends else {}
 
 

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from . import rules as r
+from .shadow_stage import ShadowRules
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,79}$")
 #: A Step Functions execution name (StartExecution ``name``: 1-80 characters).
@@ -59,6 +60,8 @@ class EnvVar(StrEnum):
     CAPACITY_PLAN = "CAPACITY_PLAN"
     PRIMARY_VARIANT = "PRIMARY_VARIANT"
     CANARY_VARIANT = "CANARY_VARIANT"
+    #: The shadow stage (``shadow_stage.ShadowRules.to_json``); empty: rollouts have none.
+    SHADOW_STAGE = "SHADOW_STAGE"
 
 
 #: Variables the function also runs without, and the value it takes then. A deployed function
@@ -68,6 +71,7 @@ ENV_DEFAULTS: Mapping[EnvVar, str] = {
     EnvVar.STATE_MACHINE_ARN: "",
     EnvVar.PRIMARY_VARIANT: "primary",
     EnvVar.CANARY_VARIANT: "canary",
+    EnvVar.SHADOW_STAGE: "",
 }
 #: Deadlines the function also runs without: no such deadline (``rules.Rules``' None).
 ENV_OPTIONAL_DEADLINES: tuple[EnvVar, ...] = (
@@ -101,6 +105,8 @@ class Settings:
     rules: r.Rules
     primary_variant: str = "primary"
     canary_variant: str = "canary"
+    #: ``rollout.shadow`` (None: rollouts start with the canary).
+    shadow: ShadowRules | None = None
 
     @property
     def steps(self) -> tuple[int, ...]:
@@ -144,6 +150,9 @@ class Settings:
             rules=rules,
             primary_variant=or_default(EnvVar.PRIMARY_VARIANT),
             canary_variant=or_default(EnvVar.CANARY_VARIANT),
+            shadow=ShadowRules.from_json(shadow)
+            if (shadow := or_default(EnvVar.SHADOW_STAGE))
+            else None,
         )
 
 

@@ -20,6 +20,9 @@ from .names import RolloutStatus
 DecisionKind = Literal[
     "abort", "rollback", "wait", "bake", "hold", "scale", "shift", "complete", "reapply",
     "restore", "raise-primary", "timeout",
+    # the shadow stage (shadow_stage.py): UpdateEndpoint to the shadow config and back, the
+    # canary stage begun, a release ended in the shadow stage
+    "enter-shadow", "leave-shadow", "canary-stage", "shadow-end",
 ]  # fmt: skip
 #: A record's ``last_decision``: a decision of the rules, or the controller's own ``start`` (the
 #: lock taken) and ``start-failed`` (StartExecution failed, the lock released).
@@ -30,6 +33,8 @@ HistoryDecision = RecordedDecision | Literal["execution"]
 #: Where a RUNNING rollout is: baking at ``step_index``, or scaling the canary towards
 #: ``target_index`` before its weight moves (``rules.SCALING``, ``rules.BAKING``).
 Phase = Literal["scaling", "baking"]
+#: A rollout's stage: the shadow stage (shadow_stage.py) before the canary's steps, or the canary.
+Stage = Literal["shadow", "canary"]
 
 
 class HistoryEntry(TypedDict):
@@ -50,6 +55,8 @@ class Intent(TypedDict):
     instances: int | None
     bounds: list[int] | None
     endpoint_config_name: str | None
+    #: ``enter-shadow``/``leave-shadow``: the endpoint config UpdateEndpoint is asked to move to.
+    target_config: str | None
     at: int
 
 
@@ -110,3 +117,21 @@ class RolloutState(TypedDict, total=False):
     primary_shortfall: list[int] | None
     # handler.py: executions of the rollout that ended with its lock held.
     lost_executions: int
+    # The shadow stage (shadow_stage.py). ``stage`` is absent in records without one (canary).
+    stage: Stage
+    #: The endpoint config the rollout found (the canary stage's) and the shadow stage's.
+    canary_config_name: str | None
+    shadow_config_name: str
+    shadow_requested_at: int
+    #: When the endpoint was first seen InService on the shadow config: the comparison's window.
+    shadow_entered_at: int
+    shadow_next_compare_at: int
+    shadow_compared_at: int
+    #: The last comparison: pass, fail, insufficient or unreadable, and its figures per adapter.
+    shadow_outcome: str
+    shadow_evidence: list[str]
+    #: Leaving for the canary stage (a pass); a release ending in the stage is ROLLING_BACK.
+    shadow_leaving: bool | None
+    shadow_leave_requested_at: int
+    #: The status a release ended in the shadow stage takes (FAILED; otherwise ROLLED_BACK).
+    shadow_end: RolloutStatus

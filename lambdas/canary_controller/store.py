@@ -168,6 +168,9 @@ SUMMARY_KEYS = (
     "rollback_reason",
     "primary_capacity",
     "intent",
+    "stage",
+    "shadow_outcome",
+    "shadow_evidence",
     "history",
 )
 

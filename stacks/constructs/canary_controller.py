@@ -47,6 +47,7 @@ from stacks.constructs.python_lambda import (
 )
 from stacks.constructs.rollout_state_machine import execution_ended_rule, rollout_state_machine
 from stacks.constructs.scaling import register_variant_bounds
+from stacks.constructs.shadow_stage import ShadowStageConfig
 from typed_config import RolloutConfig
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "lambdas" / "canary_controller"
@@ -159,6 +160,7 @@ def controller_environment(
     alarm_names: list[str],
     rollout: RolloutConfig,
     capacity_plan: CapacityPlan,
+    shadow_stage: str = "",
 ) -> dict[str, str]:
     """The controller function's environment (``settings.EnvVar``; the config's minutes in
     seconds, lists and the plan as JSON)."""
@@ -183,6 +185,7 @@ def controller_environment(
             EnvVar.CAPACITY_PLAN: capacity_plan.to_json(),
             EnvVar.PRIMARY_VARIANT: "primary",
             EnvVar.CANARY_VARIANT: "canary",
+            EnvVar.SHADOW_STAGE: shadow_stage,
         }
     )
 
@@ -203,6 +206,9 @@ class CanaryController(Construct):
         capacity_plan: CapacityPlan,
         alarms: Sequence[cloudwatch.IAlarm],
         topic: sns.ITopic,
+        shadow: ShadowStageConfig | None = None,
+        canary_config_arn: str | None = None,
+        stage_update_timeout_seconds: int = 0,
     ) -> None:
         super().__init__(scope, construct_id)
         stack, endpoint_name = Stack.of(self), endpoint.endpoint_name
@@ -243,8 +249,16 @@ class CanaryController(Construct):
                 alarm_names=self.alarm_names,
                 rollout=rollout,
                 capacity_plan=self.capacity_plan,
+                shadow_stage=shadow.rules(
+                    stage_update_timeout_seconds=stage_update_timeout_seconds
+                ).to_json()
+                if shadow is not None
+                else "",
             ),
         )
+        if shadow is not None:
+            assert canary_config_arn is not None
+            self._grant_shadow_stage(endpoint, shadow, canary_config_arn)
         self.state_machine = rollout_state_machine(
             self,
             function=self.function,
@@ -292,6 +306,24 @@ class CanaryController(Construct):
             self.role.add_to_policy(
                 iam.PolicyStatement(sid=sid, actions=actions, resources=resources)
             )
+
+    def _grant_shadow_stage(
+        self, endpoint: EndpointRef, shadow: ShadowStageConfig, canary_config_arn: str
+    ) -> None:
+        """The shadow stage's moves and evidence: UpdateEndpoint on this endpoint, to the two
+        configs of the stage only (the endpoint and the endpoint config are both resources of
+        UpdateEndpoint, as aws-cdk-lib's own SageMakerUpdateEndpoint task grants it), and the
+        capture of this endpoint (``ShadowStageConfig.grant_read``)."""
+        endpoint.grant(self.role, "sagemaker:UpdateEndpoint", sid="StageMoves")
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="StageConfigs",
+                actions=["sagemaker:UpdateEndpoint"],
+                # Ref of an AWS::SageMaker::EndpointConfig is its ARN
+                resources=[canary_config_arn, shadow.endpoint_config.ref],
+            )
+        )
+        shadow.grant_read(self.role, endpoint.endpoint_name)
 
     def _answer_the_checkers(self) -> None:
         """cfn-lint's duplicate DependsOn removed and the findings of cdk-nag and checkov that do

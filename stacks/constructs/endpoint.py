@@ -398,6 +398,13 @@ class ServingEndpoint(Construct):
             for p in v.pools
         ]
 
+    def variant_property(
+        self, variants: Variants, deployment: DeploymentPolicy, variant: VariantName
+    ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+        """``variant`` as this endpoint config has it: the shadow stage's config
+        (stacks/constructs/shadow_stage.py) carries the same primary."""
+        return self._variant(variants, deployment, variant)
+
     def _variant(
         self, variants: Variants, deployment: DeploymentPolicy, variant: VariantName
     ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:

@@ -32,6 +32,10 @@ What the fakes do, and where each rule comes from:
   hand the Lambda: ``simulator.rollout.controller_rules``), and plays the state machine's loop
   on the account's clock: each step's canary bounds and weight, a bake per step, COMPLETED after
   the last; :attr:`Controller.alarm_at_step` rolls the next rollout back during that step's bake.
+  With ``rollout.shadow`` the rollout starts with the shadow stage, played tick by tick with the
+  controller's own rules (``shadow_stage.decide``) and comparison (``shadow_compare.compare`` on
+  :attr:`Controller.shadow_answers`): the endpoint moves to the shadow config (the canary variant
+  off the endpoint, the shadow on) and back, as the controller's UpdateEndpoint does.
 - UpdateEndpointWeightsAndCapacities applies at once (the endpoint stays InService), so no tool
   waits; nothing else changes the fleet (no autoscaling activity).
 - ECR: each repository's tags and the digest each names (:attr:`Account.digests`; a tag pushed
@@ -59,11 +63,14 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.validate import validate_parameters
 
-from lambdas.canary_controller import names, store
+from lambdas.canary_controller import names, shadow_stage, store
+from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.names import COMPLETED, LOCKED, ROLLED_BACK, ROLLING_BACK, RUNNING
+from lambdas.canary_controller.shadow_compare import Answer, compare
 from simulator.rollout import controller_rules
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
+from sizing.shadow_plan import shadow_instances
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from tools.deploy import deployed_stacks
 from tools.push_image import DOCKER_MANIFEST_V2
@@ -103,14 +110,26 @@ class Controller:
         self.record: dict[str, Any] | None = None
         #: Roll the next rollout back on an alarm during this step's bake (then forget it).
         self.alarm_at_step: int | None = None
+        #: The shadow stage's rules (None without ``rollout.shadow``), the answers its
+        #: comparison sees (primary, shadow), and every canary weight the controller set.
+        self.shadow = shadow_rules(cfg)
+        self.shadow_answers: tuple[list[Answer], list[Answer]] = alike_answers(cfg)
+        self.canary_weights: list[float] = []
+        #: Every decision recorded, in order (the record's history keeps the last 50).
+        self.decided: list[str] = []
+        self._next_tick = 0.0
 
     # the state machine's loop, caught up to the account's clock before every answer
     def catch_up(self) -> None:
         st = self.record
         bake, steps, plan = self.rules.bake_seconds, self.rules.steps, self.rules.plan
+        while st is not None and st.get("stage") == shadow_stage.SHADOW and st["status"] in LOCKED:
+            st = self._shadow_tick(st)
+            if st is None:
+                return
         while st is not None and st["status"] == RUNNING:
             index = st["step_index"]
-            due = st["started_at"] if index < 0 else st["step_started_at"] + bake
+            due = st["step_started_at"] if index < 0 else st["step_started_at"] + bake
             if self.account.now < due:
                 return
             if index >= 0 and index == self.alarm_at_step:
@@ -138,11 +157,59 @@ class Controller:
             self.record = st
         self.record = st
 
+    def _shadow_tick(self, st: dict[str, Any]) -> dict[str, Any] | None:
+        """One tick of the shadow stage at its time, or None while it is not due yet."""
+        assert self.shadow is not None
+        at = max(self._next_tick, float(st["updated_at"]))
+        if self.account.now < at:
+            return None
+        live = self.account.endpoint
+        obs = r.Observation(
+            endpoint_status=live["status"],
+            endpoint_config_name=live["config"],
+            canary_weight=live["variants"].get("canary", {}).get("weight", 0.0),
+            primary_weight=live["variants"]["primary"]["weight"],
+        )
+        answers = self.shadow_answers
+
+        def comparison(start: int, end: int) -> shadow_stage.ShadowEvidence:
+            return shadow_stage.ShadowEvidence(compare(*answers, self.shadow.thresholds))
+
+        check = self.rules.check_seconds
+        d = shadow_stage.decide(st, obs, self.shadow, int(at), comparison, check)
+        if d.kind in r.STAGE_MOVES:
+            assert d.endpoint_config is not None
+            self._move(d.endpoint_config)
+        self.decided.append(d.kind)
+        new = store.record({**st, **(d.record or {})}, d.kind, d.reason, int(at))
+        new.update(r.transition(st, d, int(at)))
+        if d.kind == "rollback":
+            new.update(status=ROLLING_BACK, rollback_reason=d.reason, rollback_started_at=int(at))
+        self.record = new
+        self._next_tick = at + max(1, d.wait_seconds or check)
+        return new
+
+    def _move(self, config: str) -> None:
+        """UpdateEndpoint to ``config``: the shadow config takes the canary variant off the
+        endpoint and puts the shadow on; the canary config brings the canary back at its
+        initial weight and count (RetainAllVariantProperties keeps the primary's)."""
+        assert self.shadow is not None
+        live = self.account.endpoint
+        if config == self.shadow.config_name:
+            live["variants"].pop("canary", None)
+        else:
+            spec = self.account.configs[config]["canary"]
+            live["variants"]["canary"] = {"weight": spec["weight"], "count": spec["count"]}
+        live["config"] = config
+        self.account.calls.append(f"controller: UpdateEndpoint {config}")
+
     def set_canary_weight(self, percent: float) -> None:
+        self.canary_weights.append(percent)
         variants = self.account.endpoint["variants"]
         variants["canary"]["weight"], variants["primary"]["weight"] = percent, 100.0 - percent
 
     def _decide(self, st: dict[str, Any], decision: str, reason: str, at: float) -> dict[str, Any]:
+        self.decided.append(decision)
         self.record = store.record(st, decision, reason, int(at))
         return self.record
 
@@ -199,6 +266,13 @@ class Controller:
                     f"{current['rollout_id']!r} is already {current['status']}",
                 }, True
             self.record = self._fresh(rid, RUNNING, by, "start", "lock taken")
+            if self.shadow is not None:
+                self.record.update(
+                    stage=shadow_stage.SHADOW,
+                    canary_config_name=self.account.endpoint["config"],
+                    shadow_config_name=self.shadow.config_name,
+                )
+                self._next_tick = self.account.now
             return self.summary(self.record), False
         if action == "rollback":
             reason = f"{event.get('reason') or 'operator requested rollback'} (by {by})"
@@ -213,6 +287,44 @@ class Controller:
             self.record = self._restore(st, at=self.account.now)
             return self.summary(self.record), False
         return {"errorType": "EventError", "errorMessage": f"unknown action {action!r}"}, True
+
+
+SHADOW_CONFIG = "ShadowStageEndpointConfig-1"
+
+
+def shadow_rules(cfg: DeploymentConfig) -> shadow_stage.ShadowRules | None:
+    """The controller's SHADOW_STAGE for ``cfg`` (stacks/constructs/shadow_stage.py), with the
+    fake account's names."""
+    stage = cfg.rollout.shadow
+    if stage is None:
+        return None
+    dep = cfg.deployment
+    return shadow_stage.ShadowRules(
+        config_name=SHADOW_CONFIG,
+        shadow_variant="shadow",
+        capture_uri="s3://capture/datacapture",
+        sample_percent=stage.sample_percent,
+        min_seconds=stage.min_minutes * 60,
+        max_seconds=stage.max_minutes * 60,
+        compare_seconds=stage.compare_interval_minutes * 60,
+        stage_update_timeout_seconds=dep.max_execution_timeout_seconds
+        + dep.termination_wait_seconds,
+        thresholds=stage.thresholds,
+    )
+
+
+def alike_answers(cfg: DeploymentConfig, *, shadow_fail_every: int = 0) -> tuple[list, list]:
+    """Both variants' captured answers for the shadow comparison: every adapter with enough of
+    them, alike (a pass), or the shadow failing every ``shadow_fail_every``-th."""
+    least = cfg.rollout.shadow.min_requests_per_adapter if cfg.rollout.shadow else 1
+    sides: tuple[list[Answer], list[Answer]] = ([], [])
+    for adapter in (a.name for a in cfg.adapters):
+        for i in range(least):
+            length = 150 + (i * 37) % 60
+            sides[0].append(Answer(adapter, True, length=length, text="ok"))
+            failed = bool(shadow_fail_every) and i % shadow_fail_every == 0
+            sides[1].append(Answer(adapter, not failed, length=length, text="ok"))
+    return sides
 
 
 class Account:
@@ -248,12 +360,25 @@ class Account:
             },
         }
         self.controller = Controller(self, self.cfg)
+        self._shadow_config(config)
+
+    def _shadow_config(self, canary_config: str) -> None:
+        """The shadow stage's endpoint config, which the stack creates beside the canary config
+        and replaces with it: the same primary, the canary's Model as the shadow."""
+        if self.cfg.rollout.shadow is None:
+            return
+        live = self.configs[canary_config]
+        n = shadow_instances(self.cfg)
+        self.configs[SHADOW_CONFIG] = {
+            "primary": live["primary"],
+            "shadow": {**live["canary"], "count": n, "weight": 0.0},
+        }
 
     # ------------------------------------------------------------------ state, as tests read it
 
     def live_images(self) -> dict[str, str]:
         variants = self.configs[self.endpoint["config"]]
-        return {v: self.models[variants[v]["model"]] for v in VARIANT_NAMES}
+        return {v: self.models[variants[v]["model"]] for v in VARIANT_NAMES if v in variants}
 
     def state(self) -> dict[str, Any]:
         """What a release must leave behind, without ids, times or instance counts (those are
@@ -560,6 +685,7 @@ class Account:
                 variant["count"] = spec["count"]
         self.endpoint["config"] = config
         self.calls.append(f"cloudformation: UpdateEndpoint {config}")
+        self._shadow_config(config)
         kept = {s["model"] for s in self.configs[config].values()}
         for gone in {s["model"] for s in self.configs.pop(old).values()} - kept:
             del self.models[gone]  # the replaced Models and EndpointConfig: cleanup phase

@@ -107,8 +107,14 @@ def sequence() -> list[tuple[str, str, list[str]]]:
 
 @pytest.fixture
 def account(monkeypatch: pytest.MonkeyPatch) -> Account:
+    return account_on(REPO, monkeypatch)
+
+
+def account_on(root: Path, monkeypatch: pytest.MonkeyPatch) -> Account:
+    """The account where the last release left it, on ``root``'s config/prod.yaml, with the
+    tools' subprocess, model download and clocks its own."""
     image = f"{REGISTRY}/{REPOSITORY}:{LAST}"
-    acct = Account(REPO, "prod", images={"primary": image, "canary": image}, now=T0)
+    acct = Account(root, "prod", images={"primary": image, "canary": image}, now=T0)
     acct.ecr[REPOSITORY].add(SHA)
     acct.controller.handle({"action": "rollback", "reason": "promoted", "requested_by": "promote"})
     acct.calls.clear()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .conftest import assert_names_yaml_path, parse
+import yaml
+
+from .conftest import REPO_ROOT, assert_names_yaml_path, parse
 
 SHADOW = {
     "sample_percent": 10,
@@ -27,6 +29,7 @@ def with_shadow(prod_raw: dict[str, Any], **changes: Any) -> dict[str, Any]:
     shadow = copy.deepcopy(SHADOW)
     shadow.update(changes)
     raw.setdefault("rollout", {})["shadow"] = shadow
+    raw["variants"]["canary"]["initial_weight"] = 0  # a config with a shadow stage must
     return raw
 
 
@@ -65,3 +68,34 @@ def test_sampling_out_of_range_is_named(prod_raw: dict[str, Any]) -> None:
     assert_names_yaml_path(
         with_shadow(prod_raw, sample_percent=0), "rollout.shadow.sample_percent", "greater than"
     )
+
+
+def test_a_canary_that_would_serve_users_after_the_shadow_stage_is_named(
+    prod_raw: dict[str, Any],
+) -> None:
+    raw = with_shadow(prod_raw)
+    raw["variants"]["canary"]["initial_weight"] = 5
+    assert_names_yaml_path(raw, "variants.canary.initial_weight", "would serve users")
+
+
+def commented_shadow_block(text: str) -> dict[str, Any]:
+    """The ``rollout.shadow`` block config/prod.yaml carries commented out, as YAML data."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "# shadow:")
+    block = []
+    for line in lines[start:]:
+        if not line.startswith("  #"):
+            break
+        block.append(line.replace("  # ", "  ", 1))
+    return yaml.safe_load("\n".join(["rollout:", *block]))["rollout"]["shadow"]
+
+
+def test_prods_commented_shadow_stage_is_a_valid_config(prod_raw: dict[str, Any]) -> None:
+    """The default prod.yaml writes out (not yet on) must stay a config the loader takes."""
+    block = commented_shadow_block((REPO_ROOT / "config" / "prod.yaml").read_text())
+    raw = copy.deepcopy(prod_raw)
+    raw["rollout"]["shadow"] = block
+    raw["variants"]["canary"]["initial_weight"] = 0
+    stage = parse(raw).rollout.shadow
+    assert stage is not None and stage.sample_percent == 10
+    assert [c.name for c in stage.comparison.content_checks] == ["no-system-prompt-leak"]

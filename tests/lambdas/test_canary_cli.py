@@ -161,3 +161,25 @@ def test_without_credentials_a_command_says_how_to_provide_them(
     assert "no AWS credentials found: export AWS_PROFILE=<profile>" in err
     assert "make synth ENV=test and make demo run offline" in err
     assert "Unable to locate credentials" not in err
+
+
+def test_status_and_wait_know_the_shadow_stage(
+    run: Any, world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.lambdas import shadow_world as sw
+
+    sw.shadow_world(world)
+    assert run("start", "--rollout-id", "r1") == 0
+    capsys.readouterr()
+    result = world.tick("r1", 0)
+    assert result["last_decision"] == "enter-shadow"
+    world.clock.now += sw.COMPARE
+    result = world.tick("r1", result["seq"])  # the window opens
+    sw.capture_both(world)
+    world.clock.now += sw.COMPARE
+    world.tick("r1", result["seq"])  # the first comparison: a pass, held until min_minutes
+    assert run("status") == 0
+    out = capsys.readouterr().out
+    assert "steps        [shadow] -> 5% -> 25% -> 50% -> 75% -> 100%" in out
+    assert "shadow       last comparison: pass" in out
+    assert "manga_domain: pass;" in out

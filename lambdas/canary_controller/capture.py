@@ -1,0 +1,241 @@
+"""The shadow stage's evidence: both variants' answers as SageMaker data capture wrote them to S3,
+read into ``shadow_compare.Answer``.
+
+Where data capture writes (SageMaker developer guide, "Data capture",
+https://docs.aws.amazon.com/sagemaker/latest/dg/model-monitor-data-capture.html, and its
+"View data capture" page): JSON Lines objects under
+``<DestinationS3Uri>/<endpoint>/<variant>/yyyy/mm/dd/hh/<file>.jsonl``, one line per captured
+request: ``captureData.endpointInput`` and ``captureData.endpointOutput``, each with ``data``,
+``encoding`` (``JSON`` for a content type listed in ``CaptureContentTypeHeader.JsonContentTypes``,
+else ``BASE64``) and ``observedContentType``; ``eventMetadata.inferenceTime``. The data is
+encrypted with the KMS key the endpoint config names (``DataCaptureConfig.KmsKeyId``), so the
+reader needs ``kms:Decrypt`` on it as well as ``s3:GetObject``.
+
+What one line becomes (the request and answer formats are the container's: vLLM's
+OpenAI-compatible chat completions, whole or streamed as server-sent events):
+
+- ``adapter``: the request body's ``model`` (the container's shaping hook routes on it; a request
+  without one goes to the default adapter, named here as :data:`DEFAULT_ADAPTER_NAME`);
+- ``ok``: an answer with ``choices``; an error object (``{"error": ...}`` or ``"object":
+  "error"``), or no output captured, is a failed answer;
+- ``length``: ``usage.completion_tokens`` when the answer carries it, else the text's characters
+  (the same on both sides: both variants run the same container contract);
+- ``truncated``: finish reason ``length`` (cut off by max_tokens);
+- latencies: data capture records none (the comparison's per-variant latency comes from
+  CloudWatch, ``aws.latency_p95``), so ``latency_ms``/``ttft_ms`` stay None.
+
+A line that is not what data capture writes (not JSON, no ``captureData``, an input that is not
+a JSON object) raises :class:`CaptureError`: the comparison cannot read its data, which holds the
+stage (never a pass).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .shadow_compare import Answer
+
+#: The adapter of a request whose body names none (the container's DEFAULT_ADAPTER answers it).
+DEFAULT_ADAPTER_NAME = "(default)"
+#: The most objects one comparison reads per variant: a bound on the tick's time (the Lambda has
+#: 60 s); a stage with more captured than this compares the newest (its figures say how many).
+MAX_OBJECTS_PER_VARIANT = 400
+#: The most answers one comparison keeps per variant, newest first: a bound on the Lambda's
+#: memory (the primary's capture holds every sampled request of the whole fleet; at about 1 KB an
+#: answer this is about 20 MB). A two-sample test at this size already sees a length shift far
+#: below the configured KS distance.
+MAX_ANSWERS_PER_VARIANT = 20_000
+
+
+class CaptureError(ValueError):
+    """Captured data that cannot be read as data capture writes it."""
+
+
+def _decoded(part: dict[str, Any], where: str) -> str:
+    data = part.get("data")
+    if not isinstance(data, str):
+        raise CaptureError(f"{where}: no 'data' string")
+    if part.get("encoding") == "BASE64":
+        try:
+            return base64.b64decode(data, validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CaptureError(f"{where}: BASE64 data that does not decode ({exc})") from None
+    return data
+
+
+def _stream_events(text: str) -> list[dict[str, Any]]:
+    """The JSON events of a server-sent-event answer (``data: {...}`` lines; ``[DONE]`` ends)."""
+    events = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("data:"):
+            continue
+        payload = line.removeprefix("data:").strip()
+        if payload == "[DONE]":
+            break
+        try:
+            events.append(json.loads(payload))
+        except json.JSONDecodeError:
+            continue  # a partial last event (a cut stream) is not an answer's content
+    return events
+
+
+def _answer_of(output: str | None) -> tuple[bool, str, int | None, bool]:
+    """(ok, text, completion tokens or None, truncated) of one captured answer."""
+    if output is None or not output.strip():
+        return False, "", None, False
+    body: Any
+    try:
+        body = json.loads(output)
+        events = [body]
+    except json.JSONDecodeError:
+        events = _stream_events(output)
+        if not events:
+            return False, "", None, False
+        body = events[-1]
+    if not isinstance(body, dict) or "error" in body or body.get("object") == "error":
+        return False, "", None, False
+    texts, finish, tokens = [], None, None
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        for choice in event.get("choices") or []:
+            piece = (choice.get("message") or choice.get("delta") or {}).get("content")
+            if isinstance(piece, str):
+                texts.append(piece)
+            finish = choice.get("finish_reason") or finish
+        usage = event.get("usage")
+        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            tokens = usage["completion_tokens"]
+    if finish is None and not texts:
+        return False, "", None, False
+    return True, "".join(texts), tokens, finish == "length"
+
+
+def parse_line(line: str) -> Answer:
+    """One data capture line as an :class:`Answer` (module docstring)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise CaptureError(f"a line that is not JSON ({exc.msg})") from None
+    capture = record.get("captureData") if isinstance(record, dict) else None
+    if not isinstance(capture, dict) or not isinstance(capture.get("endpointInput"), dict):
+        raise CaptureError("a line without captureData.endpointInput")
+    try:
+        request = json.loads(_decoded(capture["endpointInput"], "endpointInput"))
+    except json.JSONDecodeError:
+        raise CaptureError("endpointInput is not a JSON request body") from None
+    if not isinstance(request, dict):
+        raise CaptureError("endpointInput is not a JSON object")
+    adapter = request.get("model") or DEFAULT_ADAPTER_NAME
+    out = capture.get("endpointOutput")
+    output = _decoded(out, "endpointOutput") if isinstance(out, dict) else None
+    ok, text, tokens, truncated = _answer_of(output)
+    length = tokens if tokens is not None else len(text)
+    return Answer(adapter=str(adapter), ok=ok, length=length, truncated=truncated, text=text)
+
+
+def parse_object(body: str, key: str) -> list[Answer]:
+    """Every line of one captured object; an unreadable line names the object and the line."""
+    answers = []
+    for number, line in enumerate(body.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            answers.append(parse_line(line))
+        except CaptureError as exc:
+            raise CaptureError(f"{key} line {number}: {exc}") from None
+    return answers
+
+
+def hour_prefixes(prefix: str, start: int, end: int) -> Iterator[str]:
+    """``<prefix>yyyy/mm/dd/hh/`` for every hour from ``start`` to ``end`` (epoch seconds, UTC)."""
+    hour = datetime.fromtimestamp(start, UTC).replace(minute=0, second=0, microsecond=0)
+    last = datetime.fromtimestamp(end, UTC)
+    while hour <= last:
+        yield f"{prefix}{hour:%Y/%m/%d/%H}/"
+        hour += timedelta(hours=1)
+
+
+def variant_prefix(destination: str, endpoint: str, variant: str) -> tuple[str, str]:
+    """(bucket, key prefix) of one variant's captured objects under ``destination``
+    (``s3://bucket/prefix``)."""
+    if not destination.startswith("s3://"):
+        raise ValueError(f"capture destination {destination!r} is not an s3:// URI")
+    bucket, _, prefix = destination.removeprefix("s3://").partition("/")
+    prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    return bucket, f"{prefix}{endpoint}/{variant}/"
+
+
+def read_variant(
+    s3: Any, destination: str, endpoint: str, variant: str, start: int, end: int
+) -> tuple[list[Answer], int]:
+    """The answers one variant's captured objects hold for ``[start, end]`` (hour partitions), and
+    how many objects were read. S3 errors raise (the caller holds the stage); so does a line
+    :func:`parse_line` cannot read."""
+    bucket, prefix = variant_prefix(destination, endpoint, variant)
+    keys: list[str] = []
+    for hour in hour_prefixes(prefix, start, end):
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=hour):
+            keys.extend(obj["Key"] for obj in page.get("Contents", []))
+    keys = sorted(keys)[-MAX_OBJECTS_PER_VARIANT:]
+    answers: list[Answer] = []
+    read = 0
+    for key in reversed(keys):  # newest first, until the answers' bound
+        if len(answers) >= MAX_ANSWERS_PER_VARIANT:
+            break
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8")
+        answers.extend(parse_object(body, key))
+        read += 1
+    return answers[:MAX_ANSWERS_PER_VARIANT], read
+
+
+def capture_line(
+    request: dict[str, Any], response: dict[str, Any] | str | None, *, at: str = ""
+) -> str:
+    """One line as data capture writes it (JSON encoding): the tests' and the rehearsal's writer,
+    the inverse of :func:`parse_line`."""
+    capture: dict[str, Any] = {
+        "endpointInput": {
+            "observedContentType": "application/json",
+            "mode": "INPUT",
+            "data": json.dumps(request),
+            "encoding": "JSON",
+        }
+    }
+    if response is not None:
+        capture["endpointOutput"] = {
+            "observedContentType": "application/json",
+            "mode": "OUTPUT",
+            "data": response if isinstance(response, str) else json.dumps(response),
+            "encoding": "JSON",
+        }
+    return json.dumps(
+        {"captureData": capture, "eventMetadata": {"inferenceTime": at}, "eventVersion": "0"}
+    )
+
+
+def lines(answers: Iterable[Answer]) -> str:
+    """Captured lines for ``answers`` (a chat completion each): the tests' data."""
+    out = []
+    for a in answers:
+        response = (
+            {
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "message": {"role": "assistant", "content": a.text},
+                        "finish_reason": "length" if a.truncated else "stop",
+                    }
+                ],
+                "usage": {"completion_tokens": a.length},
+            }
+            if a.ok
+            else {"object": "error", "message": "engine error", "code": 500}
+        )
+        out.append(capture_line({"model": a.adapter, "messages": []}, response))
+    return "\n".join(out) + "\n"

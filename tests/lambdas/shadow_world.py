@@ -1,0 +1,139 @@
+"""The controller's moto world with a shadow stage: the shadow config beside the canary config,
+UpdateEndpoint (which moto does not serve) applied to the moto endpoint after botocore validated
+the request, and both variants' data capture in S3 as SageMaker writes it."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+import boto3
+from botocore.validate import validate_parameters
+
+from lambdas.canary_controller import capture
+from lambdas.canary_controller.shadow_compare import Answer, Thresholds
+from lambdas.canary_controller.shadow_stage import ShadowRules
+from tests.lambdas.conftest import ENDPOINT, REGION, World, _backend
+
+SHADOW_CONFIG = "cfg-shadow"
+CANARY_CONFIG = "cfg-1"
+BUCKET = "capture-bucket"
+CAPTURE_URI = f"s3://{BUCKET}/datacapture"
+COMPARE = 1800
+MIN_SECONDS = 3600
+MAX_SECONDS = 3 * 3600
+STAGE_UPDATE_TIMEOUT = 4200
+SHADOW = ShadowRules(
+    config_name=SHADOW_CONFIG,
+    shadow_variant="shadow",
+    capture_uri=CAPTURE_URI,
+    sample_percent=10,
+    min_seconds=MIN_SECONDS,
+    max_seconds=MAX_SECONDS,
+    compare_seconds=COMPARE,
+    stage_update_timeout_seconds=STAGE_UPDATE_TIMEOUT,
+    thresholds=Thresholds(min_requests_per_adapter=100),
+)
+
+
+def shadow_world(world: World) -> World:
+    """``world`` with the shadow stage configured: the canary at weight 0 on the canary config,
+    without a scalable target (the deploy suspended its scaling), the shadow config beside it,
+    the capture bucket, and UpdateEndpoint served."""
+    sm = boto3.client("sagemaker", region_name=REGION)
+    sm.create_model(
+        ModelName="m-shadow",
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/sm",
+        PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm:2"},
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName=SHADOW_CONFIG,
+        ProductionVariants=[
+            {"VariantName": "primary", "ModelName": "m-primary", "InitialInstanceCount": 4,
+             "InstanceType": "ml.g4dn.xlarge", "InitialVariantWeight": 1.0},
+        ],
+        ShadowProductionVariants=[
+            {"VariantName": "shadow", "ModelName": "m-shadow", "InitialInstanceCount": 1,
+             "InstanceType": "ml.g4dn.xlarge", "InitialVariantWeight": 0.1},
+        ],
+    )  # fmt: skip
+    # a config with a shadow stage holds the canary's initial weight at 0 (typed_config)
+    for variant in _backend().endpoint_configs[CANARY_CONFIG].production_variants:
+        if variant["VariantName"] == "canary":
+            variant["InitialVariantWeight"] = 0.0
+    for variant in _backend().endpoints[ENDPOINT].production_variants:
+        if variant["VariantName"] == "canary":
+            variant["CurrentWeight"] = variant["DesiredWeight"] = 0.0
+        else:
+            variant["CurrentWeight"] = variant["DesiredWeight"] = 100.0
+    boto3.client("application-autoscaling", region_name=REGION).deregister_scalable_target(
+        ServiceNamespace="sagemaker", ResourceId=f"endpoint/{ENDPOINT}/variant/canary",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+    )  # fmt: skip
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+    ctl = world.controller
+    ctl.s = replace(ctl.s, shadow=SHADOW)
+    ctl.s3 = boto3.client("s3", region_name=REGION)
+    serve_update_endpoint(ctl.sm)
+    return world
+
+
+def serve_update_endpoint(client: Any, calls: list[str] | None = None) -> list[str]:
+    """``client.update_endpoint``: the request validated against SageMaker's model, then the moto
+    endpoint moved to the config, each variant of the same name keeping its live weight and count
+    (RetainAllVariantProperties), a new one at the config's initial values. Returns the configs
+    asked for, in order."""
+    asked = [] if calls is None else calls
+    model = client.meta.service_model.operation_model("UpdateEndpoint")
+
+    def update_endpoint(**params: Any) -> dict[str, Any]:
+        validate_parameters(params, model.input_shape)
+        assert params.get("RetainAllVariantProperties") is True
+        endpoint = _backend().endpoints[params["EndpointName"]]
+        config = _backend().endpoint_configs[params["EndpointConfigName"]]
+        live = {v["VariantName"]: v for v in endpoint.production_variants}
+        fresh = endpoint._process_production_variants(config.production_variants)
+        for v in fresh:  # moto leaves a weight of 0 out; SageMaker answers it
+            v.setdefault("CurrentWeight", 0.0)
+            v.setdefault("DesiredWeight", 0.0)
+        endpoint.production_variants = [live.get(v["VariantName"], v) for v in fresh]
+        endpoint.endpoint_config_name = params["EndpointConfigName"]
+        asked.append(params["EndpointConfigName"])
+        return {"EndpointArn": endpoint.arn}
+
+    client.update_endpoint = update_endpoint
+    return asked
+
+
+def answers(adapter: str, n: int, *, seed: int, fail_every: int = 0, length: int = 120) -> list:
+    rng = random.Random(seed)
+    return [
+        Answer(
+            adapter=adapter,
+            ok=not (fail_every and i % fail_every == 0),
+            length=max(1, int(rng.gauss(length, length / 10))),
+            text="Try Vinland Saga.",
+        )
+        for i in range(n)
+    ]
+
+
+def put_capture(
+    world: World, variant: str, items: list[Answer], *, key: str = "part.jsonl", body: str = ""
+) -> None:
+    """One captured object of ``variant`` in the hour partition of the world's clock."""
+    bucket, prefix = capture.variant_prefix(CAPTURE_URI, ENDPOINT, variant)
+    (hour,) = capture.hour_prefixes(prefix, int(world.clock.now), int(world.clock.now))
+    boto3.client("s3", region_name=REGION).put_object(
+        Bucket=bucket, Key=f"{hour}{key}", Body=(body or capture.lines(items)).encode()
+    )
+
+
+def capture_both(world: World, *, shadow_fail_every: int = 0, n: int = 150, key: str = "a") -> None:
+    for adapter in ("manga_domain", "general_support"):
+        put_capture(world, "primary", answers(adapter, n, seed=1), key=f"{key}-{adapter}.jsonl")
+        put_capture(
+            world, "shadow", answers(adapter, n, seed=2, fail_every=shadow_fail_every),
+            key=f"{key}-{adapter}.jsonl",
+        )  # fmt: skip

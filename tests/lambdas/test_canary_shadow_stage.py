@@ -1,0 +1,366 @@
+"""The rollout's shadow stage in the controller (moto, UpdateEndpoint validated by botocore):
+shadow -> comparison pass -> canary steps -> COMPLETED; a failing comparison ends the release in
+the stage with no canary weight ever set; data that cannot be read holds, never passes; a stage
+past max_minutes ends FAILED; a tick that dies between UpdateEndpoint and its record is
+recognised by the next one from its intent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.lambdas import shadow_world as sw
+from tests.lambdas.canary_lifecycle import record_sent
+from tests.lambdas.conftest import ENDPOINT, REGION, World, advance, instances, weights
+
+
+@pytest.fixture
+def shadow(world: World) -> World:
+    return sw.shadow_world(world)
+
+
+def weight_calls(world: World) -> list[dict[str, Any]]:
+    """Every UpdateEndpointWeightsAndCapacities the controller makes, recorded."""
+    calls: list[dict[str, Any]] = []
+    real = world.controller.sm.update_endpoint_weights_and_capacities
+
+    def update(**kw: Any) -> Any:
+        calls.append(kw)
+        return real(**kw)
+
+    world.controller.sm.update_endpoint_weights_and_capacities = update
+    return calls
+
+
+def canary_weights_set(calls: list[dict[str, Any]]) -> list[float]:
+    return [
+        item["DesiredWeight"]
+        for call in calls
+        for item in call["DesiredWeightsAndCapacities"]
+        if item["VariantName"] == "canary" and "DesiredWeight" in item
+    ]
+
+
+def tick(world: World, result: dict[str, Any]) -> dict[str, Any]:
+    world.clock.now += result["wait_seconds"]
+    return world.tick("r1", result["seq"])
+
+
+def into_shadow(world: World) -> dict[str, Any]:
+    result = world.start()
+    assert result["stage"] == "shadow", result
+    result = tick(world, result)
+    assert result["last_decision"] == "enter-shadow", result
+    assert world.controller.sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"] == (
+        sw.SHADOW_CONFIG
+    )
+    result = tick(world, result)  # InService on the shadow config: the window opens
+    assert result["last_decision"] == "bake", result
+    return result
+
+
+def until(world: World, result: dict[str, Any], decision: str, limit: int = 200) -> dict[str, Any]:
+    for _ in range(limit):
+        if result["last_decision"] == decision or result["done"]:
+            return result
+        result = tick(world, result)
+    raise AssertionError(f"no {decision} in {limit} ticks: {result}")
+
+
+def test_a_release_passes_the_shadow_stage_then_walks_the_canary_to_completed(
+    shadow: World,
+) -> None:
+    calls = weight_calls(shadow)
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+    result = until(shadow, result, "leave-shadow")
+    assert result["shadow_outcome"] == "pass", result
+    assert any("manga_domain: pass" in line for line in result["shadow_evidence"]), result
+    assert canary_weights_set(calls) == []  # nothing of the new build served so far
+    result = tick(shadow, result)
+    assert result["last_decision"] == "canary-stage" and result["stage"] == "canary", result
+    assert weights()["canary"] == 0.0
+    while not result["done"]:
+        result = advance(shadow, result)
+    assert result["status"] == "COMPLETED", result
+    assert canary_weights_set(calls) == [5.0, 25.0, 50.0, 75.0, 100.0]
+    history = [h["decision"] for h in result["history"]]
+    assert history.index("enter-shadow") < history.index("leave-shadow") < history.index("shift")
+
+
+def test_a_failing_comparison_ends_the_release_in_the_shadow_stage_with_no_canary_weight_set(
+    shadow: World,
+) -> None:
+    calls, sent = weight_calls(shadow), record_sent(shadow)
+    asked = sw.serve_update_endpoint(shadow.controller.sm)
+    result = into_shadow(shadow)
+    sw.capture_both(shadow, shadow_fail_every=20)  # 5 % of the shadow's answers fail
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "ROLLED_BACK", result
+    assert "manga_domain: error rate 5.33 %" in result["rollback_reason"], result  # 8 of 150
+    assert result["shadow_outcome"] == "fail"
+    assert asked == [sw.SHADOW_CONFIG, sw.CANARY_CONFIG]  # in, then back to the canary config
+    assert canary_weights_set(calls) == []
+    assert weights()["canary"] == 0.0
+    (note,) = sent
+    assert note["subject"].startswith(
+        "[mangaassist-vllm-test] release stopped in the shadow stage (ROLLED_BACK): shadow "
+        "comparison fail"
+    ), note
+    assert note["status"] == "ROLLED_BACK" and note["shadow_outcome"] == "fail"
+    assert any("error rate 5.33 %" in line for line in note["shadow_evidence"]), note
+
+
+def test_capture_that_cannot_be_read_holds_and_fails_past_max_minutes(shadow: World) -> None:
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+    real = shadow.controller.s3.get_object
+
+    def denied(**kw: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "AccessDenied", "Message": "kms:Decrypt"},
+             "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetObject",
+        )  # fmt: skip
+
+    shadow.controller.s3.get_object = denied
+    outcomes = set()
+    while result["status"] == "RUNNING":
+        result = tick(shadow, result)
+        assert result["last_decision"] != "leave-shadow" or result["status"] != "RUNNING"
+        if result["last_decision"] == "hold":
+            outcomes.add(result["shadow_outcome"])
+            assert "could not read its data (AccessDenied: kms:Decrypt)" in result["last_reason"]
+    assert outcomes == {"unreadable"}
+    shadow.controller.s3.get_object = real
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "FAILED", result
+    assert "past max_minutes (180 min) without a verdict" in result["rollback_reason"]
+    assert "AccessDenied" in result["rollback_reason"]
+    assert weights()["canary"] == 0.0
+
+
+def test_a_malformed_capture_is_a_hold_naming_the_object(shadow: World) -> None:
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+    sw.put_capture(shadow, "shadow", [], key="zz-broken.jsonl", body='{"captureData": 1}\n')
+    result = until(shadow, result, "hold")
+    assert result["shadow_outcome"] == "unreadable"
+    assert "zz-broken.jsonl line 1" in result["last_reason"], result
+
+
+def test_too_few_answers_hold_then_fail_past_max_minutes(shadow: World) -> None:
+    result = into_shadow(shadow)
+    sw.capture_both(shadow, n=20)  # fewer than min_requests_per_adapter (100)
+    result = until(shadow, result, "hold")
+    assert result["shadow_outcome"] == "insufficient"
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "FAILED"
+    assert "20 primary and 20 shadow answers" in result["rollback_reason"], result
+
+
+def test_a_tick_that_dies_after_update_endpoint_is_recognised_by_its_intent(
+    shadow: World,
+) -> None:
+    result = shadow.start()
+    shadow.clock.now += result["wait_seconds"]
+    table, real = shadow.controller.table, shadow.controller.table.put_item
+    writes = [0]
+
+    def put_item(**kw: Any) -> Any:
+        writes[0] += 1
+        if writes[0] >= 2:  # the intent is written; every write after UpdateEndpoint fails
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"},
+                 "ResponseMetadata": {"HTTPStatusCode": 400}}, "PutItem",
+            )  # fmt: skip
+        return real(**kw)
+
+    table.put_item = put_item
+    died = shadow.tick("r1", result["seq"])
+    assert "enter-shadow made, its record not written" in died["last_reason"], died
+    table.put_item = real
+    assert shadow.controller.sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"] == (
+        sw.SHADOW_CONFIG
+    )
+    result = shadow.tick("r1", died["seq"])
+    made = [h for h in result["history"] if h["decision"] == "enter-shadow"]
+    assert len(made) == 1 and "recorded by the next tick" in made[0]["reason"], result
+    assert result["status"] == "RUNNING" and result["stage"] == "shadow"
+
+
+def test_an_operator_rollback_in_the_shadow_stage_goes_back_to_the_canary_config(
+    shadow: World,
+) -> None:
+    result = into_shadow(shadow)
+    result = shadow.run(
+        {"action": "rollback", "endpoint_name": ENDPOINT, "requested_by": "bob",
+         "reason": "wrong build"}
+    )  # fmt: skip
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "ROLLED_BACK", result
+    described = shadow.controller.sm.describe_endpoint(EndpointName=ENDPOINT)
+    assert described["EndpointConfigName"] == sw.CANARY_CONFIG
+    assert instances()["canary"] >= 1 and weights()["canary"] == 0.0
+
+
+def test_start_is_refused_while_the_canary_is_registered_for_autoscaling(shadow: World) -> None:
+    boto3.client("application-autoscaling", region_name=REGION).register_scalable_target(
+        ServiceNamespace="sagemaker", ResourceId=f"endpoint/{ENDPOINT}/variant/canary",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount", MinCapacity=1, MaxCapacity=2,
+    )  # fmt: skip
+    with pytest.raises(Exception, match="registered for autoscaling"):
+        shadow.start()
+
+
+def test_start_is_refused_while_the_canary_config_would_serve_the_canary_on_return(
+    shadow: World,
+) -> None:
+    from tests.lambdas.conftest import _backend
+
+    for variant in _backend().endpoint_configs[sw.CANARY_CONFIG].production_variants:
+        if variant["VariantName"] == "canary":
+            variant["InitialVariantWeight"] = 5.0
+    with pytest.raises(Exception, match="initial weight 5: back from the shadow config"):
+        shadow.start()
+
+
+def model_latency(world: World, primary_ms: float | None, shadow_ms: float | None) -> None:
+    """GetMetricData answering the ModelLatency p95 queries as CloudWatch would (microseconds;
+    moto computes no percentiles), every other query from moto."""
+    real = world.controller.cw.get_metric_data
+
+    def get_metric_data(**kw: Any) -> Any:
+        queries = kw["MetricDataQueries"]
+        if queries[0]["MetricStat"]["Metric"]["MetricName"] != "ModelLatency":
+            return real(**kw)
+        assert [q["MetricStat"]["Stat"] for q in queries] == ["p95", "p95"]
+        values = {"primary": primary_ms, "shadow": shadow_ms}
+        return {
+            "MetricDataResults": [
+                {
+                    "Id": q["Id"],
+                    "Values": []
+                    if (ms := values[q["MetricStat"]["Metric"]["Dimensions"][1]["Value"]]) is None
+                    else [ms * 1000],
+                }
+                for q in queries
+            ]
+        }
+
+    world.controller.cw.get_metric_data = get_metric_data
+
+
+def test_a_shadow_slower_than_the_primary_fails_on_cloudwatch_model_latency(
+    shadow: World,
+) -> None:
+    model_latency(shadow, primary_ms=2000, shadow_ms=3000)  # 1.5 x, above 1.25
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)  # answers alike: only the latency differs
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "ROLLED_BACK", result
+    assert (
+        "shadow ModelLatency p95 3,000 ms is 1.50 x the primary's 2,000 ms"
+        in (result["rollback_reason"])
+    )
+    assert any("ModelLatency p95 (CloudWatch): primary 2,000 ms, shadow 3,000 ms" in line
+               for line in result["shadow_evidence"])  # fmt: skip
+
+
+def test_cloudwatch_that_cannot_be_read_is_a_hold(shadow: World) -> None:
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+
+    def throttled(**kw: Any) -> Any:
+        raise ClientError(
+            {"Error": {"Code": "AccessDenied", "Message": "cloudwatch:GetMetricData"},
+             "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetMetricData",
+        )  # fmt: skip
+
+    shadow.controller.cw.get_metric_data = throttled
+    result = until(shadow, result, "hold")
+    assert result["shadow_outcome"] == "unreadable"
+    assert "ModelLatency: AccessDenied" in result["last_reason"], result
+
+
+def test_the_stage_rules_round_trip_through_the_lambdas_environment() -> None:
+    from dataclasses import replace
+
+    from lambdas.canary_controller.settings import EnvVar, Settings
+    from lambdas.canary_controller.shadow_compare import ContentCheck
+    from lambdas.canary_controller.shadow_stage import ShadowRules
+    from tests.lambdas.test_controller_environment import Built, config
+
+    checks = (ContentCheck("no-leak", "(?i)system prompt", adapters=("manga_domain",)),)
+    rules = replace(sw.SHADOW, thresholds=replace(sw.SHADOW.thresholds, content_checks=checks))
+    assert ShadowRules.from_json(rules.to_json()) == rules
+    env = Built(config("prod"), config("prod").rollout).env
+    assert Settings.from_env(env).shadow is None  # prod: no stage, SHADOW_STAGE empty
+    assert Settings.from_env({**env, EnvVar.SHADOW_STAGE.value: rules.to_json()}).shadow == rules
+
+
+def test_an_endpoint_updating_hours_into_the_stage_is_waited_for_not_failed(
+    shadow: World,
+) -> None:
+    from tests.lambdas.conftest import set_endpoint_status
+
+    result = into_shadow(shadow)
+    for _ in range(20):  # two hours and more on the shadow config, past the stage-move timeout
+        result = tick(shadow, result)
+    assert shadow.clock.now - result["started_at"] > sw.STAGE_UPDATE_TIMEOUT
+    set_endpoint_status("Updating")  # the primary's autoscaling
+    result = tick(shadow, result)
+    assert result["status"] == "RUNNING" and result["last_decision"] == "wait", result
+    assert "on the shadow config (autoscaling or an update)" in result["last_reason"]
+    set_endpoint_status("InService")
+    sw.capture_both(shadow)
+    result = until(shadow, result, "leave-shadow")
+    assert result["status"] == "RUNNING" and result["shadow_outcome"] == "pass"
+
+
+def test_an_endpoint_that_stays_updating_in_the_stage_ends_it_failed(shadow: World) -> None:
+    from tests.lambdas.conftest import set_endpoint_status
+
+    result = into_shadow(shadow)
+    set_endpoint_status("Updating")
+    while result["status"] == "RUNNING":
+        result = tick(shadow, result)
+    assert "stayed Updating on the shadow config" in result["rollback_reason"], result
+    set_endpoint_status("InService")
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "FAILED"
+
+
+def test_a_tick_that_dies_after_the_move_back_is_recognised_and_the_canary_stage_follows(
+    shadow: World,
+) -> None:
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+    table, real_put = shadow.controller.table, shadow.controller.table.put_item
+    real_update, broken = shadow.controller.sm.update_endpoint, [False]
+
+    def update_endpoint(**kw: Any) -> Any:
+        answer = real_update(**kw)
+        broken[0] = kw["EndpointConfigName"] == sw.CANARY_CONFIG  # the move back landed
+        return answer
+
+    def put_item(**kw: Any) -> Any:
+        if broken[0]:
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"},
+                 "ResponseMetadata": {"HTTPStatusCode": 400}}, "PutItem",
+            )  # fmt: skip
+        return real_put(**kw)
+
+    shadow.controller.sm.update_endpoint, table.put_item = update_endpoint, put_item
+    while not broken[0]:
+        result = tick(shadow, result)
+    assert "leave-shadow made, its record not written" in result["last_reason"], result
+    table.put_item = real_put
+    result = tick(shadow, result)
+    made = [h for h in result["history"] if h["decision"] == "leave-shadow"]
+    assert len(made) == 1 and "recorded by the next tick" in made[0]["reason"], result
+    assert result["last_decision"] == "canary-stage" and result["stage"] == "canary", result
+    assert result["status"] == "RUNNING" and weights()["canary"] == 0.0

@@ -1,0 +1,114 @@
+"""Data capture lines as SageMaker writes them, read into the comparison's answers: whole and
+streamed (server-sent events, captured BASE64) answers, errors, truncation, the default adapter,
+and lines that are not data capture (a hold, naming the object and line)."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from lambdas.canary_controller import capture
+
+
+def line(request: dict, output: str | None, *, encoding: str = "JSON") -> str:
+    data = {"endpointInput": {"data": json.dumps(request), "encoding": "JSON", "mode": "INPUT"}}
+    if output is not None:
+        text = base64.b64encode(output.encode()).decode() if encoding == "BASE64" else output
+        data["endpointOutput"] = {"data": text, "encoding": encoding, "mode": "OUTPUT"}
+    return json.dumps({"captureData": data, "eventMetadata": {"inferenceTime": "t"}})
+
+
+def completion(text: str, finish: str = "stop", tokens: int | None = None) -> str:
+    body: dict = {"choices": [{"message": {"content": text}, "finish_reason": finish}]}
+    if tokens is not None:
+        body["usage"] = {"completion_tokens": tokens}
+    return json.dumps(body)
+
+
+def test_a_whole_answer_names_its_adapter_length_and_finish() -> None:
+    a = capture.parse_line(line({"model": "jp_style"}, completion("Vinland Saga", "length", 42)))
+    assert (a.adapter, a.ok, a.length, a.truncated, a.text) == (
+        "jp_style", True, 42, True, "Vinland Saga",
+    )  # fmt: skip
+    b = capture.parse_line(line({"messages": []}, completion("hi")))
+    assert (b.adapter, b.length, b.truncated) == (capture.DEFAULT_ADAPTER_NAME, 2, False)
+
+
+def test_a_streamed_answer_captured_base64_is_joined_from_its_events() -> None:
+    events = [
+        {"choices": [{"delta": {"content": "Try "}, "finish_reason": None}]},
+        {"choices": [{"delta": {"content": "Berserk"}, "finish_reason": "length"}]},
+        {"choices": [], "usage": {"completion_tokens": 7}},
+    ]
+    sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    a = capture.parse_line(line({"model": "manga_domain"}, sse, encoding="BASE64"))
+    assert (a.ok, a.text, a.length, a.truncated) == (True, "Try Berserk", 7, True)
+
+
+@pytest.mark.parametrize(
+    "output",
+    [None, "", json.dumps({"object": "error", "message": "boom", "code": 500}),
+     json.dumps({"error": {"message": "overloaded"}}), "data: [DONE]\n\n"],
+)  # fmt: skip
+def test_an_error_or_no_answer_is_a_failed_answer(output: str | None) -> None:
+    assert capture.parse_line(line({"model": "x"}, output)).ok is False
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("not json", "not JSON"), (json.dumps({"captureData": 1}), "without captureData"),
+     (json.dumps({"captureData": {"endpointInput": {"data": "[1]", "encoding": "JSON"}}}),
+      "not a JSON object"),
+     (json.dumps({"captureData": {"endpointInput": {"data": "%%", "encoding": "BASE64"}}}),
+      "does not decode")],
+)  # fmt: skip
+def test_a_line_that_is_not_data_capture_is_named(text: str, why: str) -> None:
+    body = line({"model": "x"}, completion("ok")) + "\n" + text + "\n"
+    with pytest.raises(capture.CaptureError, match=rf"^s3key line 2: .*{why}"):
+        capture.parse_object(body, "s3key")
+
+
+def test_the_hour_partitions_of_a_window_and_the_variant_prefix() -> None:
+    bucket, prefix = capture.variant_prefix("s3://b/datacapture/", "ep", "shadow")
+    assert (bucket, prefix) == ("b", "datacapture/ep/shadow/")
+    hours = list(capture.hour_prefixes(prefix, 1_800_000_000, 1_800_000_000 + 2 * 3600))
+    assert hours == [
+        "datacapture/ep/shadow/2027/01/15/08/",
+        "datacapture/ep/shadow/2027/01/15/09/",
+        "datacapture/ep/shadow/2027/01/15/10/",
+    ]
+    with pytest.raises(ValueError, match="not an s3:// URI"):
+        capture.variant_prefix("https://b/x", "ep", "shadow")
+
+
+def test_a_variant_is_read_newest_first_up_to_the_answers_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lambdas.canary_controller.shadow_compare import Answer
+
+    monkeypatch.setattr(capture, "MAX_ANSWERS_PER_VARIANT", 5)
+    objects = {
+        f"dc/ep/shadow/2027/01/15/08/{i}.jsonl": capture.lines(
+            [Answer(f"a{i}", True, length=i, text="x")] * 3
+        )
+        for i in range(4)
+    }
+
+    class S3:
+        def get_paginator(self, name: str) -> object:
+            assert name == "list_objects_v2"
+            return self
+
+        def paginate(self, Bucket: str, Prefix: str) -> list[dict]:
+            return [{"Contents": [{"Key": k} for k in objects if k.startswith(Prefix)]}]
+
+        def get_object(self, Bucket: str, Key: str) -> dict:
+            import io
+
+            return {"Body": io.BytesIO(objects[Key].encode())}
+
+    got, read = capture.read_variant(S3(), "s3://b/dc", "ep", "shadow", 1_800_000_000,
+                                     1_800_000_000)  # fmt: skip
+    assert read == 2 and [a.adapter for a in got] == ["a3"] * 3 + ["a2"] * 2
