@@ -7,6 +7,7 @@ model (simulator/capacity.py), so the plan and the simulator quote one figure.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -18,7 +19,7 @@ from sizing.scaling_target import (
     typical_request,
 )
 from sizing.serving_speed import describe, efficiency
-from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
+from typed_config import VARIANT_NAMES, DeploymentConfig, ModelArchitecture, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
 
 
@@ -160,14 +161,33 @@ def slowest_pool_p99(cfg: DeploymentConfig, variant: VariantName) -> tuple[float
         pool_cfg = cfg.for_pool(pool)
         # Poisson arrivals at the rate that keeps the target in flight: what target tracking
         # holds an instance at, with the tails a closed loop does not have.
-        speed = speed_model.open_loop_at(
-            pool_cfg.architecture, pool_cfg.model.quantization,
-            INSTANCE_CATALOG[pool.instance_type].gpu, in_flight=in_flight,
-            eff=efficiency(pool_cfg, INSTANCE_CATALOG[pool.instance_type].gpu),
-            **typical_request(pool_cfg),
-        )  # fmt: skip
+        speed = speed_at(pool_cfg, pool.instance_type, in_flight)
         worst = max(worst, (1000 * speed.e2e_p99_s, pool.instance_type))
     return worst
+
+
+def speed_at(cfg: DeploymentConfig, instance_type: str, in_flight: int) -> speed_model.Speed:
+    """The typical request on one ``instance_type`` instance of ``cfg`` (a pool's config) under
+    Poisson arrivals holding ``in_flight`` in flight, at the planning edge; computed once per
+    distinct input (synth asks for it from several rules)."""
+    gpu = INSTANCE_CATALOG[instance_type].gpu
+    req = typical_request(cfg)
+    return _open_loop_at(
+        cfg.architecture, cfg.model.quantization, gpu, in_flight, efficiency(cfg, gpu),
+        tuple(sorted(req.items())),
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _open_loop_at(
+    arch: ModelArchitecture,
+    quant: str,
+    gpu: str,
+    in_flight: int,
+    eff: speed_model.Efficiency,
+    req: tuple[tuple[str, int], ...],
+) -> speed_model.Speed:
+    return speed_model.open_loop_at(arch, quant, gpu, in_flight=in_flight, eff=eff, **dict(req))
 
 
 def rollback_latency_problems(cfg: DeploymentConfig) -> list[str]:
