@@ -30,7 +30,12 @@ from sizing.rollout_alarms import COMPARABLE_LOAD
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.scaling_target import concurrency_target, typical_request
 from sizing.serving_speed import describe, efficiency
-from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, rollback_latency_problems, speed_at
+from sizing.speed_plan import (
+    ROLLBACK_LATENCY_HEADROOM,
+    healthy_ttft_p95_ms,
+    rollback_latency_problems,
+    speed_at,
+)
 from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
 
@@ -41,16 +46,6 @@ HEADROOM = ROLLBACK_LATENCY_HEADROOM
 
 def _target(cfg: DeploymentConfig, variant: VariantName) -> int:
     return max(1, math.ceil(concurrency_target(cfg, variant)))
-
-
-def healthy_ttft_p95_ms(cfg: DeploymentConfig, variant: VariantName) -> tuple[float, str]:
-    """(TTFT p95 ms, instance type) a healthy ``variant`` shows at its scaling target, on its
-    slowest pool: the speed model's TTFT p99 (it has no p95; the next percentile up)."""
-    worst = (0.0, cfg.variants[variant].instance_type)
-    for pool in cfg.variants[variant].pools:
-        speed = speed_at(cfg.for_pool(pool), pool.instance_type, _target(cfg, variant))
-        worst = max(worst, (1000 * speed.ttft_p99_s, pool.instance_type))
-    return worst
 
 
 def healthy_latency_ratio(cfg: DeploymentConfig) -> tuple[float, str]:

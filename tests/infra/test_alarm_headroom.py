@@ -11,14 +11,9 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from sizing.alarm_headroom import (
-    HEADROOM,
-    healthy_latency_ratio,
-    healthy_ttft_p95_ms,
-    watched_alarm_problems,
-)
+from sizing.alarm_headroom import HEADROOM, healthy_latency_ratio, watched_alarm_problems
 from sizing.fit import check_deployable
-from sizing.speed_plan import speed_at
+from sizing.speed_plan import healthy_ttft_p95_ms, speed_at
 from stacks.app_builder import build_stacks, cdk_json_context
 from typed_config import ConfigError
 
