@@ -177,18 +177,21 @@ def minute_signals(
     canary: Percentiles,
     primary: Percentiles | None,
     min_ratio_invocations: int | None,
+    comparable: bool = True,
 ) -> dict[Signal, float | None]:
     """What the canary's alarms see in one minute (None: no datapoint, the canary served
-    nothing). The ratios follow the relative latency alarm's metric math: 0 in a minute with
-    fewer than ``min_ratio_invocations`` canary invocations; no datapoint when the primary served
-    nothing (``primary`` None: its metric is missing, and so is the expression's value)."""
+    nothing). The ratios follow the relative latency alarm's metric math
+    (sizing.rollout_alarms.ratio_expression): 0 in a minute with fewer than
+    ``min_ratio_invocations`` canary invocations or unlike loads per instance (``comparable``
+    False); no datapoint when the primary served nothing (``primary`` None: its metric is
+    missing, and so is the expression's value)."""
     if invocations <= 0:
         return {"errors_per_minute": None, "latency_p99_ms": None, "ttft_p95_ms": None,
                 "latency_ratio": 0.0, "ttft_ratio": 0.0, "restarts": None}  # fmt: skip
     decode = (canary.e2e_p99 - canary.ttft_p90) * build.length_factor
     latency = (canary.ttft_p90 + decode) * build.latency_factor
     ttft = canary.ttft_p90 * build.latency_factor
-    enough = min_ratio_invocations is None or invocations >= min_ratio_invocations
+    enough = comparable and (min_ratio_invocations is None or invocations >= min_ratio_invocations)
     latency_ratio: float | None = None
     ttft_ratio: float | None = None
     if primary is not None:

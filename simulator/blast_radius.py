@@ -40,7 +40,8 @@ from simulator.bad_builds import (
 from simulator.rollout import START_HOUR_JST, simulate_rollout
 from simulator.shadow_replay import ShadowLoad, replay_shadow
 from simulator.traces import Trace, normal_day
-from sizing.rollout_alarms import watched_alarms
+from sizing.rollout_alarms import comparable_loads, watched_alarms
+from sizing.rollout_plan import rollout_capacity_plan
 from typed_config import DeploymentConfig
 from typed_config.shadow import ShadowStage
 
@@ -69,6 +70,7 @@ class AlarmWatch:
             self.canary_curve if primary == canary else LatencyCurve(cfg, primary, a)
         )
         self.floor = cfg.rollout.latency_ratio_min_invocations_per_minute
+        self.canary_per_primary = rollout_capacity_plan(cfg).canary_per_primary
 
     def observe(self, minute: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(alarms in ALARM, alarms in INSUFFICIENT_DATA) as a tick at ``minute`` reads them."""
@@ -82,6 +84,18 @@ class AlarmWatch:
     @staticmethod
     def _speed(curve: LatencyCurve, arrivals: float, instances: int) -> Percentiles:
         return curve.at(curve.settled_in_flight(arrivals, instances))
+
+    def _comparable(self, row: dict[str, Any]) -> bool:
+        """The ratio alarms' like-load condition on the minute's InvocationsPerInstance (the
+        arrivals over each variant's instances in service)."""
+        canary, primary = row["canary_in_service"], row["primary_in_service"]
+        if canary <= 0 or primary <= 0:
+            return False
+        return comparable_loads(
+            row["canary_arrivals"] / canary,
+            row["primary_arrivals"] / primary,
+            self.canary_per_primary,
+        )
 
     def record(self, row: dict[str, Any]) -> None:
         """One minute: the build's 5XX errors on the row (the evidence rule sums them), and each
@@ -104,6 +118,7 @@ class AlarmWatch:
             if row["primary_arrivals"] > 0
             else None,
             min_ratio_invocations=self.floor,
+            comparable=self._comparable(row),
         )
         for x in self.alarms:
             x.minute(minute, signals[x.alarm.signal])

@@ -8,7 +8,8 @@ below this package and cannot import it, so these checks travel in pydantic's va
 :func:`load_config`, :func:`parse_config` and :func:`validate_config` always pass them, so every
 config the stacks, the simulator and the tools act on has passed them, reported with the rest,
 one line per broken rule naming the field. What only a deploy must hold (every variant's GPU
-holds the model; the rollback latency threshold sits above what a healthy instance answers in)
+holds the model; every watched alarm's threshold sits above what a healthy instance answers in:
+sizing.alarm_headroom)
 is :func:`check_deployable`, which synth runs on the config with its release inputs applied.
 """
 
@@ -19,8 +20,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sizing.alarm_headroom import watched_alarm_problems
 from sizing.capacity import CapacityError, estimate, pool_capacities
-from sizing.speed_plan import rollback_latency_problems
 from typed_config import (
     ARCHITECTURE_CONTEXT,
     FIT_CHECKS_CONTEXT,
@@ -105,12 +106,13 @@ FIT_CHECKS: tuple[FitCheck, ...] = (pool_errors, routing_threshold_errors)
 def check_deployable(cfg: DeploymentConfig) -> None:
     """What synth refuses on the config a deploy will run (its release inputs applied, which
     may pin another instance type): a variant's GPU that cannot hold the model (CapacityError,
-    its memory terms named) or a rollback latency threshold a healthy fleet crosses
-    (ConfigError, each variant named). Not a load rule: the plan and the simulator still show
-    such a config and say why it cannot ship."""
+    its memory terms named) or a watched alarm a healthy fleet at its scaling target sets off
+    (ConfigError naming each field, the rule and both figures: sizing.alarm_headroom). Not a
+    load rule: the plan and the simulator still show such a config and say why it cannot
+    ship."""
     for variant in VARIANT_NAMES:
         pool_capacities(cfg, variant)  # raises CapacityError if the model cannot fit a pool
-    latency = rollback_latency_problems(cfg)
+    latency = watched_alarm_problems(cfg)
     if latency:
         raise cfg.error(latency)
 

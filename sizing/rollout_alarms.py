@@ -4,11 +4,12 @@ threshold, and how CloudWatch evaluates it (period, M of N, missing data).
 The simulator (floor 4, beside the stacks) replays the rollout with these alarms and cannot import
 the CDK constructs, so their evaluation figures are defined here, on the floor below both. The
 stacks build the same alarms: ``stacks/constructs/rollback_alarms.py`` (5XX 2 of 3 minutes,
-ModelLatency p99 3 of 5), ``relative_latency.py`` (canary / primary, 3 of 5, an invocation floor)
-and ``monitoring.py`` with ``alarm_rules.py`` (high TTFT over 5 minutes, engine restarts in 5
-minutes; ``_rule_period``). The rollback and relative latency alarms take their timing from here;
-``tests/simulator/test_rollout_alarms_contract.py`` builds those constructs and holds every figure
-(the monitoring rules' windows too) equal to these.
+ModelLatency p99 3 of 5), ``relative_latency.py`` (canary / primary, 3 of 5, an invocation
+floor, like loads only: :func:`ratio_expression`) and ``monitoring.py`` with ``alarm_rules.py``
+(high TTFT over 5 minutes, engine restarts in 5 minutes; ``_rule_period``). The rollback and
+relative latency alarms take their timing from here;
+``tests/simulator/test_rollout_alarms_contract.py`` builds those constructs and holds every
+figure (the monitoring rules' windows too) equal to these.
 
 Which alarms are watched is ``stacks/endpoint_stack.py``'s ``_canary_controller``: the canary's
 5XX and ModelLatency p99 rollback alarms, its high-TTFT and engine-restart alarms, and the
@@ -64,6 +65,17 @@ ROLLBACK_5XX = Timing(60, 3, 2)
 ROLLBACK_LATENCY_P99 = Timing(60, 5, 3)
 #: The relative latency alarms (stacks/constructs/relative_latency.py).
 RELATIVE_LATENCY = Timing(60, 5, 3)
+#: The relative latency alarms compare the variants only in minutes when the canary's load per
+#: instance is not above the primary's (:func:`ratio_expression`): latency rises steeply with the
+#: load near the scaling target (prod's speed model: a p99 of 21.5 s at 50 in flight, 39.7 s at
+#: the target of 109), so a healthy canary on fewer instances per request than the primary (the
+#: step's planned instances while the primary waits for its scale-in) is slower for its load
+#: alone. At a like load a healthy build answers as the primary does (ratio 1), so the ratio
+#: means the release. This is that bound: the canary's invocations per instance, in primary
+#: instances (``x canary_per_primary``), at most this many times the primary's. 1: any slack
+#: lets the load alone make a healthy canary slower (10 % more load near the target is 2 x the
+#: p99 on prod's speed model), and a minute left out is only a minute not compared.
+COMPARABLE_LOAD = 1.0
 #: The monitoring rules' windows the controller watches (stacks/constructs/alarm_rules.py):
 #: "high-ttft" (Average, over the window) and "engine-restarts" (Sum in the window).
 HIGH_TTFT_WINDOW_SECONDS = 300
@@ -101,6 +113,28 @@ class WatchedAlarm:
     def breaches(self, value: float) -> bool:
         """Every watched alarm is GreaterThanThreshold."""
         return value > self.threshold
+
+
+def ratio_expression(min_invocations: int, canary_per_primary: float) -> str:
+    """The relative latency alarm's metric math (stacks/constructs/relative_latency.py): the
+    canary's figure over the primary's in a minute with at least ``min_invocations`` canary
+    invocations (``inv``) and like loads (:func:`comparable_loads` on AWS/SageMaker
+    InvocationsPerInstance, ``cipi`` and ``pipi``: "the number of invocations sent to a model,
+    normalized by InstanceCount in each ProductionVariant", SageMaker API reference,
+    ScalingPolicyMetric: https://docs.aws.amazon.com/sagemaker/latest/APIReference/
+    API_ScalingPolicyMetric.html); 0 (not breaching) otherwise. Nested ``IF`` (CloudWatch user
+    guide, "Using metric math", IF expression) rather than a logical AND."""
+    load = f"cipi * {canary_per_primary:g} <= {COMPARABLE_LOAD:g} * pipi"
+    return f"IF(inv >= {min_invocations}, IF({load}, canary / primary, 0), 0)"
+
+
+def comparable_loads(
+    canary_per_instance: float, primary_per_instance: float, canary_per_primary: float
+) -> bool:
+    """Whether a minute's loads are alike enough for the ratio alarms (:data:`COMPARABLE_LOAD`;
+    invocations per instance of each variant): the canary's, in primary instances, not above
+    the primary's."""
+    return canary_per_instance * canary_per_primary <= COMPARABLE_LOAD * primary_per_instance
 
 
 def watched_alarms(cfg: DeploymentConfig) -> tuple[WatchedAlarm, ...]:

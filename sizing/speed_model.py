@@ -579,6 +579,30 @@ def open_loop_at(
     )
 
 
+def open_loop_rate(
+    arch: ModelArchitecture,
+    quantization: str,
+    gpu: str,
+    *,
+    rate_per_minute: float,
+    prompt: int,
+    output: int,
+    cached: int = 0,
+    shared: int = 0,
+    max_num_seqs: int = 128,
+    max_num_batched_tokens: int = 8192,
+    eff: Efficiency = FITTED,
+) -> Speed:
+    """Poisson arrivals at ``rate_per_minute`` (what an instance given that share of the traffic
+    shows): :func:`open_loop_at`'s run at a rate rather than an in-flight count."""
+    return simulate(
+        step_cost(arch, quantization, gpu, eff),
+        Workload(prompt, output, cached, shared, rate_per_minute=max(rate_per_minute, 1.0)),
+        EngineLimits(max_num_seqs, max_num_batched_tokens),
+        measure=800,
+    )
+
+
 @dataclass(frozen=True)
 class SloBound:
     """The most requests in flight per instance at which one SLO holds (0: none)."""

@@ -7,7 +7,9 @@ model (simulator/capacity.py), so the plan and the simulator quote one figure.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from sizing import speed_model
@@ -18,7 +20,7 @@ from sizing.scaling_target import (
     typical_request,
 )
 from sizing.serving_speed import describe, efficiency
-from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
+from typed_config import VARIANT_NAMES, DeploymentConfig, ModelArchitecture, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
 
 
@@ -73,6 +75,12 @@ def speed_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]
             if tt is not None
             else None,
         },
+        "high_ttft": {
+            "threshold_ms": cfg.monitoring.ttft_p95_ms,
+            "healthy_p95_ms": round(healthy_ttft_p95_ms(cfg, variant)[0])
+            if tt is not None
+            else None,
+        },
     }
 
 
@@ -112,13 +120,18 @@ def render_speed(s: dict[str, Any]) -> list[str]:
             else ""
         )
     )
-    rb = s.get("rollback_latency") or {}
-    if rb.get("healthy_p99_ms") is not None:
-        lines.append(
-            f"          rollback ModelLatency p99 > {rb['threshold_ms']:,} ms; a healthy "
-            f"instance at its scaling target: {rb['healthy_p99_ms']:,} ms "
-            f"(x{ROLLBACK_LATENCY_HEADROOM:g} headroom checked at synth)"
-        )
+    # The watched alarms a healthy instance at its target must stay under (sizing.alarm_headroom)
+    for key, label, healthy, note in (
+        ("rollback_latency", "rollback ModelLatency p99", "healthy_p99_ms", ""),
+        ("high_ttft", "high TTFT p95", "healthy_p95_ms", "the speed model's p99; "),
+    ):
+        alarm = s.get(key) or {}
+        if alarm.get(healthy) is not None:
+            lines.append(
+                f"          {label} > {alarm['threshold_ms']:,.0f} ms; a healthy instance at its "
+                f"scaling target: {alarm[healthy]:,} ms ({note}x{ROLLBACK_LATENCY_HEADROOM:g} "
+                "headroom checked at synth)"
+            )
     return lines
 
 
@@ -154,20 +167,53 @@ def slowest_pool_p99(cfg: DeploymentConfig, variant: VariantName) -> tuple[float
     rollback alarm reads ModelLatency over every instance of the variant (its InstanceType
     dimension is per-type only: developer guide, "Monitor instance pools"), so a deploy that
     lands on the fallback pool must stay under the threshold too."""
+    return _slowest_pool(cfg, variant, lambda speed: speed.e2e_p99_s)
+
+
+def healthy_ttft_p95_ms(cfg: DeploymentConfig, variant: VariantName) -> tuple[float, str]:
+    """(TTFT p95 ms, instance type) a healthy ``variant`` shows at its scaling target, on its
+    slowest pool: the speed model's TTFT p99 (it has no p95; the next percentile up is the
+    pessimistic edge for a threshold that must stay above it: sizing.alarm_headroom)."""
+    return _slowest_pool(cfg, variant, lambda speed: speed.ttft_p99_s)
+
+
+def _slowest_pool(
+    cfg: DeploymentConfig, variant: VariantName, figure: Callable[[speed_model.Speed], float]
+) -> tuple[float, str]:
+    """(``figure`` ms, instance type) of ``variant``'s pool with the largest ``figure`` at the
+    variant's scaling target."""
     in_flight = max(1, math.ceil(concurrency_target(cfg, variant)))
     worst = (0.0, cfg.variants[variant].instance_type)
     for pool in cfg.variants[variant].pools:
-        pool_cfg = cfg.for_pool(pool)
         # Poisson arrivals at the rate that keeps the target in flight: what target tracking
         # holds an instance at, with the tails a closed loop does not have.
-        speed = speed_model.open_loop_at(
-            pool_cfg.architecture, pool_cfg.model.quantization,
-            INSTANCE_CATALOG[pool.instance_type].gpu, in_flight=in_flight,
-            eff=efficiency(pool_cfg, INSTANCE_CATALOG[pool.instance_type].gpu),
-            **typical_request(pool_cfg),
-        )  # fmt: skip
-        worst = max(worst, (1000 * speed.e2e_p99_s, pool.instance_type))
+        speed = speed_at(cfg.for_pool(pool), pool.instance_type, in_flight)
+        worst = max(worst, (1000 * figure(speed), pool.instance_type))
     return worst
+
+
+def speed_at(cfg: DeploymentConfig, instance_type: str, in_flight: int) -> speed_model.Speed:
+    """The typical request on one ``instance_type`` instance of ``cfg`` (a pool's config) under
+    Poisson arrivals holding ``in_flight`` in flight, at the planning edge; computed once per
+    distinct input (synth asks for it from several rules)."""
+    gpu = INSTANCE_CATALOG[instance_type].gpu
+    req = typical_request(cfg)
+    return _open_loop_at(
+        cfg.architecture, cfg.model.quantization, gpu, in_flight, efficiency(cfg, gpu),
+        tuple(sorted(req.items())),
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def _open_loop_at(
+    arch: ModelArchitecture,
+    quant: str,
+    gpu: str,
+    in_flight: int,
+    eff: speed_model.Efficiency,
+    req: tuple[tuple[str, int], ...],
+) -> speed_model.Speed:
+    return speed_model.open_loop_at(arch, quant, gpu, in_flight=in_flight, eff=eff, **dict(req))
 
 
 def rollback_latency_problems(cfg: DeploymentConfig) -> list[str]:

@@ -96,7 +96,11 @@ class EndpointStack(Stack):
             key=self.key,
         )
         self.relative_latency = RelativeLatencyAlarms(
-            self, "RelativeLatency", endpoint=endpoint, rollout=cfg.rollout
+            self,
+            "RelativeLatency",
+            endpoint=endpoint,
+            rollout=cfg.rollout,
+            canary_per_primary=rollout_capacity_plan(cfg).canary_per_primary,
         )
         self.shadow = self._shadow_stage(cfg)
         self.canary = self._canary_controller(cfg)

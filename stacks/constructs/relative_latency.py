@@ -22,7 +22,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
-from sizing.rollout_alarms import RELATIVE_LATENCY
+from sizing.rollout_alarms import RELATIVE_LATENCY, ratio_expression
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.rollback_alarms import treat_missing_data
 from typed_config import RolloutConfig
@@ -39,8 +39,16 @@ class RelativeLatencyAlarms(Construct):
     """``alarms``: canary / primary above ``rollout.max_latency_ratio`` (none when it is None)."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, endpoint: EndpointRef, rollout: RolloutConfig
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: EndpointRef,
+        rollout: RolloutConfig,
+        canary_per_primary: float,
     ) -> None:
+        """``canary_per_primary``: canary instances that serve what one primary instance serves
+        (the rollout's capacity plan), to compare the loads per instance in like units."""
         super().__init__(scope, construct_id)
         self.alarms: list[cloudwatch.Alarm] = []
         ratio = rollout.max_latency_ratio
@@ -49,11 +57,17 @@ class RelativeLatencyAlarms(Construct):
         floor = rollout.latency_ratio_min_invocations_per_minute
         for construct_id_, name, stat, what in RATIOS:
             expression = cloudwatch.MathExpression(
-                expression=f"IF(inv >= {floor}, canary / primary, 0)",
+                expression=ratio_expression(floor, canary_per_primary),
                 using_metrics={
                     "canary": endpoint.metric("canary", name, statistic=stat, period=MINUTE),
                     "primary": endpoint.metric("primary", name, statistic=stat, period=MINUTE),
                     "inv": endpoint.metric("canary", "Invocations", statistic="Sum", period=MINUTE),
+                    "cipi": endpoint.metric(
+                        "canary", mc.INVOCATIONS_PER_INSTANCE, statistic="Sum", period=MINUTE
+                    ),
+                    "pipi": endpoint.metric(
+                        "primary", mc.INVOCATIONS_PER_INSTANCE, statistic="Sum", period=MINUTE
+                    ),
                 },
                 period=MINUTE,
                 label=f"canary / primary {what}",
@@ -66,8 +80,8 @@ class RelativeLatencyAlarms(Construct):
                         f"canary: {what} above {ratio:g} x the primary's in "
                         f"{RELATIVE_LATENCY.datapoints_to_alarm} of "
                         f"{RELATIVE_LATENCY.evaluation_periods} minutes with "
-                        f"at least {floor} canary invocations a minute (rolls back the canary "
-                        "rollout)"
+                        f"at least {floor} canary invocations a minute and a canary load per "
+                        "instance not above the primary's (rolls back the canary rollout)"
                     ),
                     metric=expression,
                     threshold=ratio,

@@ -26,7 +26,11 @@ def test_prod_watches_canary_over_primary_model_latency_and_ttft(prod_templates)
         assert props["Threshold"] == 1.5
         assert (props["EvaluationPeriods"], props["DatapointsToAlarm"]) == (5, 3)
         (expr,) = [m for m in props["Metrics"] if "Expression" in m]
-        assert expr["Expression"] == "IF(inv >= 20, canary / primary, 0)"
+        # compared only in minutes of like loads: the canary's invocations per instance (in
+        # primary instances: prod runs one type, 1 each) not above the primary's
+        assert expr["Expression"] == (
+            "IF(inv >= 20, IF(cipi * 1 <= 1 * pipi, canary / primary, 0), 0)"
+        )
         stats = {m["Id"]: m["MetricStat"] for m in props["Metrics"] if "MetricStat" in m}
         dims = {
             k: {d["Name"]: d["Value"] for d in s["Metric"]["Dimensions"]} for k, s in stats.items()
@@ -34,6 +38,9 @@ def test_prod_watches_canary_over_primary_model_latency_and_ttft(prod_templates)
         assert dims["canary"]["VariantName"] == "canary"
         assert dims["primary"]["VariantName"] == "primary"
         assert stats["inv"]["Metric"]["MetricName"] == "Invocations"
+        for load, variant in (("cipi", "canary"), ("pipi", "primary")):
+            assert stats[load]["Metric"]["MetricName"] == "InvocationsPerInstance"
+            assert (stats[load]["Stat"], dims[load]["VariantName"]) == ("Sum", variant)
         assert stats["canary"]["Metric"]["MetricName"] == stats["primary"]["Metric"]["MetricName"]
     names = sorted(
         s["MetricStat"]["Metric"]["MetricName"]

@@ -14,15 +14,18 @@ from aws_cdk.assertions import Template
 
 from sizing.fit import load_config
 from sizing.rollout_alarms import (
+    COMPARABLE_LOAD,
     ENGINE_RESTARTS_WINDOW_SECONDS,
     HIGH_TTFT_WINDOW_SECONDS,
     RELATIVE_LATENCY,
     ROLLBACK_5XX,
     ROLLBACK_LATENCY_P99,
     Timing,
+    ratio_expression,
     rule_period,
     watched_alarms,
 )
+from sizing.rollout_plan import rollout_capacity_plan
 from stacks.constructs.alarm_rules import variant_rules
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.monitoring import _rule_period
@@ -43,7 +46,13 @@ def alarms(prod) -> dict[str, dict[str, Any]]:  # type: ignore[no-untyped-def]
     stack = cdk.Stack(cdk.App(), "Contract")
     endpoint = EndpointRef.of(stack, "contract-endpoint")
     RollbackAlarms(stack, "Rollback", endpoint=endpoint, policy=prod.deployment)
-    RelativeLatencyAlarms(stack, "Relative", endpoint=endpoint, rollout=prod.rollout)
+    RelativeLatencyAlarms(
+        stack,
+        "Relative",
+        endpoint=endpoint,
+        rollout=prod.rollout,
+        canary_per_primary=rollout_capacity_plan(prod).canary_per_primary,
+    )
     found = Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm")
     return {r["Properties"]["AlarmDescription"]: r["Properties"] for r in found.values()}
 
@@ -82,7 +91,13 @@ def test_the_relative_latency_alarms_evaluate_as_the_simulator_replays_them(alar
         assert props["Threshold"] == prod.rollout.max_latency_ratio
         floor = prod.rollout.latency_ratio_min_invocations_per_minute
         (expression,) = [m["Expression"] for m in props["Metrics"] if "Expression" in m]
-        assert expression == f"IF(inv >= {floor}, canary / primary, 0)"
+        per_primary = rollout_capacity_plan(prod).canary_per_primary
+        # the simulator's like-load condition (comparable_loads) is the expression's inner IF
+        assert expression == ratio_expression(floor, per_primary)
+        assert expression == (
+            f"IF(inv >= {floor}, IF(cipi * {per_primary:g} <= {COMPARABLE_LOAD:g} * pipi, "
+            "canary / primary, 0), 0)"
+        )
     keys = {a.key for a in watched_alarms(prod)}
     assert {"model-latency-ratio", "ttft-ratio"} <= keys
 
