@@ -524,7 +524,14 @@ def _execute(
     return 0
 
 
-def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    *,
+    clients: dict[str, Any] | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> int:
+    """``now``: the clock the steps are planned at (a schedule's floor due within the update's
+    block raises the counts first); tests pass a fixed one."""
     parser = argparse.ArgumentParser(prog="python -m tools.deploy", description=__doc__)
     parser.add_argument("--env", required=True)
     parser.add_argument(
@@ -570,7 +577,7 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
                 )
             ),
         )
-        steps = plan_deploy(cfg, live, now=datetime.now(UTC), reset=reset)
+        steps = plan_deploy(cfg, live, now=now(), reset=reset)
         if live is not None and not args.skip_rollout_check:
             refuse_during_rollout(client(given, "lambda", cfg.region), cfg, images)
         for i, step in enumerate(steps, 1):

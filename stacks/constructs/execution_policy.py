@@ -63,6 +63,11 @@ SCALING_ROLE_PATH = (
 ATTACHABLE_POLICIES = ("service-role/AWSLambdaBasicExecutionRole",)
 #: The services a role the templates create is passed to (``iam:PassedToService``).
 PASSED_TO = ("lambda.amazonaws.com", "sagemaker.amazonaws.com", "states.amazonaws.com")
+#: Services a role the templates create trusts but CloudFormation never passes it to: Bedrock's
+#: model-import role (stacks/model_release_stack.py) is passed by ``make bedrock-import``, the
+#: caller's own iam:PassRole, since Custom Model Import has no CloudFormation resource. The
+#: execution policy grants no PassRole for them.
+TRUSTED_NOT_PASSED = ("bedrock.amazonaws.com",)
 
 
 @dataclass(frozen=True)

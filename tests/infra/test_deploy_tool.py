@@ -353,9 +353,12 @@ class NoRollout:
         return {"StatusCode": 200, "Payload": io.BytesIO(b'{"status": null}')}
 
 
-def main(*argv: str, stub: Callable[[Stubber, Stubber], None]) -> tuple[int, Recorder]:
-    """``make deploy ENV=prod`` (tools.deploy.main) on stubbed clients: its exit code and what
-    it deployed; every stubbed call was made."""
+def main(
+    *argv: str, stub: Callable[[Stubber, Stubber], None], now: datetime = NIGHT
+) -> tuple[int, Recorder]:
+    """``make deploy ENV=prod`` (tools.deploy.main) on stubbed clients at ``now`` (default: a
+    night in every zone, no schedule's floor due): its exit code and what it deployed; every
+    stubbed call was made."""
     sm, sms, aas, aass = clients()
     stub(sms, aass)
     deploy = Recorder()
@@ -368,6 +371,7 @@ def main(*argv: str, stub: Callable[[Stubber, Stubber], None]) -> tuple[int, Rec
                 "lambda": NoRollout(),
                 "deploy": deploy,
             },
+            now=lambda: now,
         )
     return rc, deploy
 
@@ -399,6 +403,20 @@ def test_dry_run_prints_the_steps_and_deploys_nothing(capsys) -> None:
     )  # fmt: skip
     assert rc == 0 and deploy.calls == []
     assert "step 1: deploy" in capsys.readouterr().out
+
+
+def test_dry_run_before_a_peak_raises_the_counts_first(capsys) -> None:
+    """The same deploy within the update's block of prod's evening floor (17:45 JST): the
+    counts are raised before the update (the step a wall-clock run met at 17:30 JST)."""
+    busy = {"primary": (8, 95.0), "canary": (3, 5.0)}
+    rc, deploy = main(
+        "--dry-run", "--image-tag", "abc",
+        stub=lambda sms, aass: stub_live(sms, aass, variants=busy, images=True),
+        now=BEFORE_PEAK,
+    )  # fmt: skip
+    assert rc == 0 and deploy.calls == []
+    out = capsys.readouterr().out
+    assert out.startswith("step 1: raise {'primary': 26}") and "step 2: deploy" in out
 
 
 def test_a_failed_aws_call_exits_1_naming_the_region_and_deploys_nothing(capsys) -> None:

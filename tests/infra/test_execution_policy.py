@@ -321,7 +321,8 @@ def test_roles_are_passed_only_to_the_services_that_assume_them(synthesized) -> 
             attached |= {
                 literal(a).split(":policy/")[1] for a in props.get("ManagedPolicyArns", [])
             }
-    assert services <= set(ep.PASSED_TO)
+    assert services <= set(ep.PASSED_TO) | set(ep.TRUSTED_NOT_PASSED)
+    assert not set(ep.PASSED_TO) & set(ep.TRUSTED_NOT_PASSED)
     assert attached <= set(ep.ATTACHABLE_POLICIES)
     [attach] = [s for s in statements(cfg) if "iam:AttachRolePolicy" in s["Action"]]
     assert attach["Action"] == ["iam:AttachRolePolicy"]

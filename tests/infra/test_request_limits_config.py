@@ -18,7 +18,8 @@ from .conftest import parse
 def test_adapter_name_that_could_be_a_path_fails_naming_its_yaml_path(mutate, name) -> None:
     with pytest.raises(ConfigError) as err:
         parse(mutate("adapters.0.name", name))
-    assert re.search(r"^  adapters\.0\.name: .*should match pattern", str(err.value), re.M)
+    where = re.escape(f"adapters[{name}].name")
+    assert re.search(rf"^  {where}( \(line \d+\))?: .*should match pattern", str(err.value), re.M)
 
 
 def test_config_adapter_names_are_within_the_image_rule() -> None:
