@@ -9,6 +9,9 @@ import pytest
 from aws_cdk.assertions import Capture, Match, Template
 
 from container.serving import metrics_contract as mc
+from typed_config import MonitoringConfig
+
+from .conftest import load_env
 
 ENDPOINT = "mangaassist-vllm-prod"
 VARIANTS = ("primary", "canary")
@@ -42,9 +45,15 @@ def as_dict(dimensions: list[dict[str, str]]) -> dict[str, str]:
     return {d["Name"]: d["Value"] for d in dimensions}
 
 
+#: prod's high-TTFT threshold departs from the seed's 500 ms on purpose: it must sit 1.25 x above
+#: what a healthy instance answers in at its scaling target, or the canary controller rolls back
+#: healthy builds on it (sizing/alarm_headroom.py; prod.yaml's monitoring comment says why).
+PROD_TTFT_P95_MS = load_env("prod").monitoring.ttft_p95_ms
+
 # (rule, namespace, metric, statistic, comparison, threshold, period, evaluation periods, critical)
 SEED_ALARMS = [
-    ("high-ttft", mc.NAMESPACE, "TimeToFirstTokenP95", "Average", "Greater", 500, 60, 5, False),
+    ("high-ttft", mc.NAMESPACE, "TimeToFirstTokenP95", "Average", "Greater", PROD_TTFT_P95_MS, 60,
+     5, False),
     ("queue-buildup", mc.NAMESPACE, "QueueDepth", "Average", "Greater", 80, 60, 2, True),
     ("kv-cache-pressure", mc.NAMESPACE, "KVCacheUsage", "Average", "Greater", 95, 60, 5, False),
     ("engine-restarts", mc.NAMESPACE, "EngineRestarts", "Sum", "Greater", 0, 300, 1, True),
@@ -56,6 +65,11 @@ SEED_ALARMS = [
      False),
     ("slo-queue-wait-p95", mc.NAMESPACE, "QueueTimeP95", "p95", "Greater", 100, 3600, 1, False),
 ]  # fmt: skip
+
+
+def test_the_seed_ttft_threshold_is_the_default_and_prod_departs_from_it_upwards() -> None:
+    assert MonitoringConfig().ttft_p95_ms == 500  # the original team's rule
+    assert PROD_TTFT_P95_MS > 500
 
 
 def find_alarm(alarms: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
