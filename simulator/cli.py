@@ -401,11 +401,12 @@ def cmd_blast_radius(args: argparse.Namespace) -> int:
 def _share(text: str) -> tuple[str, float]:
     name, sep, value = text.partition("=")
     try:
-        if sep:
-            return name, float(value)
+        share = float(value) if sep else None
     except ValueError:
-        pass
-    raise ValueError(f"--adapter-share {text!r}: expected NAME=PERCENT, e.g. jp_style=10")
+        share = None
+    if share is None:
+        raise ValueError(f"--adapter-share {text!r}: expected NAME=PERCENT, e.g. jp_style=10")
+    return name, share
 
 
 def cmd_routing(args: argparse.Namespace) -> int:

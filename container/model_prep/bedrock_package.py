@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from . import bedrock_rules, release, sources, validate
-from .artifact import AlreadyPublished, ArtifactError, ArtifactLocation, publish
-from .job import local_source, release_arguments, s3_if_unpublished
+from .artifact import AlreadyPublished, ArtifactLocation, publish
+from .job import job_main, local_source, release_arguments, s3_if_unpublished
 from .manifest import write_manifest
 
 #: Tokenizer side files copied as they are when present.
@@ -247,22 +247,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["train"]:
-        # A training image is started as `IMAGE train`; whether SageMaker still passes "train"
-        # with a ContainerEntrypoint is not stated, so it is dropped here as job.py drops it.
-        argv = argv[1:]
-    args = parser().parse_args(argv)
-    if not args.publish:
-        print("bedrock-package FAILED: no --publish s3://bucket/prefix", file=sys.stderr)
-        return 2
-    try:
-        return run(args)
-    except (ArtifactError, validate.ValidationError, ValueError, FileNotFoundError) as exc:
-        print(f"bedrock-package FAILED: {exc}", file=sys.stderr, flush=True)
-    except Exception as exc:  # botocore: NoCredentialsError, ClientError, EndpointConnectionError
-        print(f"bedrock-package FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-    return 1
+    return job_main("bedrock-package", parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,31 +157,43 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def job_main(
+    label: str,
+    make_parser: Callable[[], argparse.ArgumentParser],
+    run_job: Callable[[argparse.Namespace], int],
+    argv: list[str] | None = None,
+) -> int:
+    """A SageMaker training job's entry point (this job, the Bedrock package's): the contract's
+    ``train`` argument dropped, ``--publish`` required, every failure one ``<label> FAILED`` line
+    and exit 1 (2 for a missing ``--publish``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["train"]:
         # SageMaker runs a training image as `docker run IMAGE train` ("How Amazon SageMaker
         # AI Runs Your Training Image"): the argument is the contract's, not the job's.
         argv = argv[1:]
-    args = parser().parse_args(argv)
+    args = make_parser().parse_args(argv)
     if not args.publish:
-        print("model-prep FAILED: no --publish s3://bucket/prefix", file=sys.stderr)
+        print(f"{label} FAILED: no --publish s3://bucket/prefix", file=sys.stderr)
         return 2
     try:
-        return run(args)
+        return run_job(args)
     except (
         ArtifactError,
         validate.ValidationError,
         ValueError,
         FileNotFoundError,
     ) as exc:
-        print(f"model-prep FAILED: {exc}", file=sys.stderr, flush=True)
+        print(f"{label} FAILED: {exc}", file=sys.stderr, flush=True)
     except subprocess.CalledProcessError as exc:
-        print(f"model-prep FAILED: {Path(exc.cmd[1]).name} exited {exc.returncode}",
+        print(f"{label} FAILED: {Path(exc.cmd[1]).name} exited {exc.returncode}",
               file=sys.stderr, flush=True)  # fmt: skip
     except Exception as exc:  # botocore: NoCredentialsError, ClientError, EndpointConnectionError
-        print(f"model-prep FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        print(f"{label} FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main("model-prep", parser, run, argv)
 
 
 if __name__ == "__main__":

@@ -67,11 +67,14 @@ def s3_api() -> Iterator[str]:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    while True:  # the server listening is the event; the deadline only bounds the wait
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
         except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError(f"moto.server did not listen on {url} within 30 s") from None
             time.sleep(0.2)
     s3_client(url).create_bucket(Bucket=BUCKET)
     yield url
