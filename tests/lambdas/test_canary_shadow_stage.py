@@ -10,7 +10,12 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import (
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
 
 from tests.lambdas import shadow_world as sw
 from tests.lambdas.canary_lifecycle import record_sent
@@ -364,3 +369,33 @@ def test_a_tick_that_dies_after_the_move_back_is_recognised_and_the_canary_stage
     assert len(made) == 1 and "recorded by the next tick" in made[0]["reason"], result
     assert result["last_decision"] == "canary-stage" and result["stage"] == "canary", result
     assert result["status"] == "RUNNING" and weights()["canary"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("client", "method", "error"),
+    [
+        ("s3", "get_object", EndpointConnectionError(endpoint_url="https://s3.amazonaws.com")),
+        ("s3", "get_object", ReadTimeoutError(endpoint_url="https://s3.amazonaws.com")),
+        ("cw", "get_metric_data", ConnectTimeoutError(endpoint_url="https://monitoring")),
+    ],
+    ids=["s3-connection", "s3-read-timeout", "cloudwatch-connect-timeout"],
+)
+def test_no_answer_from_aws_is_a_hold_then_fails_past_max_minutes(
+    shadow: World, client: str, method: str, error: Exception
+) -> None:
+    """Not only ClientError: a connection that fails or a timeout (botocore's BotoCoreError
+    family) keeps the comparison from its data the same way, a hold and never a pass."""
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+
+    def no_answer(**kw: Any) -> Any:
+        raise error
+
+    setattr(getattr(shadow.controller, client), method, no_answer)
+    result = until(shadow, result, "hold")
+    assert result["shadow_outcome"] == "unreadable"
+    assert type(error).__name__ in result["last_reason"], result
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "FAILED", result
+    assert "without a verdict" in result["rollback_reason"]
+    assert weights()["canary"] == 0.0
