@@ -83,9 +83,10 @@ ENGINE_RESTARTS_WINDOW_SECONDS = 300
 
 
 def rule_period(window_seconds: int, metrics_interval_seconds: int, *, count: bool) -> int:
-    """A monitoring rule's alarm period on a container metric: the container's publishing
-    interval rounded up to whole minutes, no longer than the window; a count "in the window" (Sum)
-    or an SLO window is one datapoint of the whole window (monitoring.py ``_rule_period``)."""
+    """A monitoring rule's alarm period on a metric published every ``metrics_interval_seconds``
+    (the container's interval; 60 for SageMaker's own): that interval rounded up to whole minutes,
+    no longer than the window; a count "in the window" (Sum) or an SLO window is one datapoint of
+    the whole window. The stacks' alarms take their periods from here (monitoring.py)."""
     if count or window_seconds >= 3600:
         return window_seconds
     return min(window_seconds, max(60, math.ceil(metrics_interval_seconds / 60) * 60))

@@ -8,7 +8,6 @@ are reused: they get the topic as action.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Sequence
 
 from aws_cdk import Duration
@@ -21,6 +20,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
 from container.serving import metrics_contract as mc
+from sizing.rollout_alarms import rule_period
 from stacks.constructs.alarm_rules import Rule, variant_rules
 from stacks.constructs.dashboard import ServingDashboard
 from stacks.constructs.endpoint_ref import EndpointRef
@@ -34,15 +34,12 @@ BURN_RATES = {"fast": (1, 14.4), "slow": (6, 6.0)}
 
 
 def _rule_period(rule: Rule, metrics_interval_seconds: int) -> int:
-    """The alarm period of ``rule``: no shorter than the container publishes (its interval rounded
-    up to whole minutes; SageMaker's own metrics: a minute), no longer than the rule's window;
-    the whole window for counts "in the window" and SLO windows (one datapoint)."""
-    interval = max(60, math.ceil(metrics_interval_seconds / 60) * 60)
-    contract = rule.metric in mc.BY_NAME
-    period = min(rule.window_s, interval if contract else 60)
-    if rule.statistic == "Sum" or rule.window_s >= 3600:
-        period = rule.window_s  # counts "in the window", SLO windows: one datapoint
-    return period
+    """The alarm period of ``rule`` (sizing.rollout_alarms.rule_period, the figure the simulator's
+    alarm replay uses): no shorter than the metric is published (the container's interval rounded
+    up to whole minutes; SageMaker's own metrics: a minute), no longer than the rule's window; the
+    whole window for counts "in the window" and SLO windows (one datapoint)."""
+    published = metrics_interval_seconds if rule.metric in mc.BY_NAME else 60
+    return rule_period(rule.window_s, published, count=rule.statistic == "Sum")
 
 
 class Monitoring(Construct):
