@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from container.serving import metrics_contract as mc
+from sizing.rollout_alarms import ENGINE_RESTARTS_WINDOW_SECONDS, HIGH_TTFT_WINDOW_SECONDS
 from stacks.constructs.metrics import MICROSECONDS_PER_MS
 from typed_config import MonitoringConfig
 
@@ -49,13 +50,14 @@ def variant_rules(
     """The rules of one variant; ``queue_step_scaling``: whether it has a step scale-out policy
     on the queue depth (the queue-buildup alarm's text says what has already been tried)."""
     rules = [
-        Rule("high-ttft", mc.TTFT_P95.name, "Average", True, m.ttft_p95_ms, 300, False,
-             "check the prefix cache hit rate"),
+        Rule("high-ttft", mc.TTFT_P95.name, "Average", True, m.ttft_p95_ms,
+             HIGH_TTFT_WINDOW_SECONDS, False, "check the prefix cache hit rate"),
         Rule("queue-buildup", mc.QUEUE_DEPTH.name, "Average", True, m.queue_depth_critical, 120,
              True, QUEUE_BUILDUP_WHY[queue_step_scaling]),
         Rule("kv-cache-pressure", mc.KV_CACHE_USAGE.name, "Average", True,
              m.kv_cache_usage_percent, 300, False, "check for context budget drift"),
-        Rule("engine-restarts", mc.ENGINE_RESTARTS.name, "Sum", True, 0, 300, True,
+        Rule("engine-restarts", mc.ENGINE_RESTARTS.name, "Sum", True, 0,
+             ENGINE_RESTARTS_WINDOW_SECONDS, True,
              "the engine died (a CUDA OOM kills EngineCore) and was restarted in-container: "
              "check the log for the cause, max_num_batched_tokens and the context budget"),
         Rule("prefix-cache-degraded", mc.PREFIX_CACHE_HIT_RATE.name, "Average", False,
