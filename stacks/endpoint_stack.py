@@ -27,10 +27,11 @@ from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.relative_latency import RelativeLatencyAlarms
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 from stacks.constructs.rollback_alarms import RollbackAlarms
-from stacks.constructs.scaling import EndpointScaling, ScalingProps
+from stacks.constructs.scaling import EndpointScaling, ScalingProps, controller_scaling
 from stacks.constructs.shadow_stage import ShadowStageConfig
 from stacks.constructs.smoke_gate import SmokeGate
 from typed_config import VARIANT_NAMES, DeploymentConfig
+from typed_config.shadow import CONTROLLER_OWNED_VARIANT, controller_owned_variants
 
 #: What CloudWatch Logs does with a log group's key (the user guide's policy, below).
 LOGS_KEY_ACTIONS = [
@@ -154,7 +155,8 @@ class EndpointStack(Stack):
             "Scaling",
             props=ScalingProps.from_config(cfg),
             endpoint=self.serving.endpoint,
-            suspended=suspend_scaling,
+            # with rollout.shadow the canary's scaling is the controller's (canary_scaling.py)
+            suspended=suspend_scaling | controller_owned_variants(cfg.rollout.shadow),
         )
 
     def _shadow_stage(self, cfg: DeploymentConfig) -> ShadowStageConfig | None:
@@ -171,6 +173,9 @@ class EndpointStack(Stack):
             shadow_instances=shadow_instances(cfg),
             key=self.key,
             metrics_path=cfg.monitoring.metrics_path,
+            canary_scaling=controller_scaling(
+                ScalingProps.from_config(cfg), CONTROLLER_OWNED_VARIANT
+            ),
         )
 
     def _canary_controller(self, cfg: DeploymentConfig) -> CanaryController:

@@ -67,6 +67,7 @@ from typed_config.operations import (
 )
 from typed_config.promotion import PromotionConfig
 from typed_config.scaling import ScalingConfig
+from typed_config.shadow import controller_owned_scaling_errors
 from typed_config.yaml_source import LineMap, read_yaml_with_lines
 
 #: Validation-context key under which ``parse_config`` hands DeploymentConfig the architecture it
@@ -208,6 +209,7 @@ class DeploymentConfig(Strict):
                 "config, whose canary comes back at its initial weight and would serve users "
                 "before any canary step; set 0 (the controller's steps give it its share)"
             )
+        errors += controller_owned_scaling_errors(self.rollout.shadow, self.scaling)
         errors += gated_source_errors(self.model.source, self.model_prep)
         errors += bedrock_errors(self.bedrock, region=self.region, adapters=names)
         for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model

@@ -4,13 +4,14 @@ traffic that no user sees (lambdas/canary_controller/shadow_compare.py holds the
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, field_validator
 
 from lambdas.canary_controller.shadow_compare import ContentCheck as ComparedCheck
 from lambdas.canary_controller.shadow_compare import Thresholds
 from typed_config.base import NAME_PATTERN, Strict, section_rule
+from typed_config.scaling import ScalingConfig
 
 
 class ContentCheck(Strict):
@@ -101,3 +102,39 @@ class ShadowStage(Strict):
                 for check in c.content_checks
             ),
         )
+
+
+#: The variant whose autoscaling the canary controller owns when a release has a shadow stage
+#: (lambdas/canary_controller/canary_scaling.py says why): the stack registers none for it.
+CONTROLLER_OWNED_VARIANT: Final = "canary"
+
+
+def controller_owned_variants(stage: ShadowStage | None) -> frozenset[str]:
+    """The variants whose scalable target the stack leaves to the canary controller."""
+    return frozenset({CONTROLLER_OWNED_VARIANT}) if stage is not None else frozenset()
+
+
+def controller_owned_scaling_errors(stage: ShadowStage | None, scaling: ScalingConfig) -> list[str]:
+    """With ``rollout.shadow`` the controller registers the canary's bounds and target tracking
+    only, around the stage: a step policy, a scheduled action or a release pre-scale on the
+    canary would be silently dropped, so each is an error naming its field."""
+    errors: list[str] = []
+    for variant in sorted(controller_owned_variants(stage)):
+        vs = scaling.variants[variant]  # type: ignore[index]
+        if vs.step_policies:
+            errors.append(
+                f"scaling.variants.{variant}.step_policies: {[p.name for p in vs.step_policies]}"
+                f" with rollout.shadow: the canary controller owns the {variant}'s autoscaling "
+                "(it leaves the endpoint for the shadow stage) and registers its bounds and "
+                "target tracking only; remove them or rollout.shadow"
+            )
+        timed = (("schedules", scaling.schedules), ("release_calendar", scaling.release_calendar))
+        for kind, items in timed:
+            for item in items:
+                if item.variant == variant:
+                    errors.append(
+                        f"scaling.{kind}[{item.name}].variant: {variant} with rollout.shadow: "
+                        f"the canary controller owns the {variant}'s autoscaling and registers "
+                        "no scheduled action; schedule the primary, or remove rollout.shadow"
+                    )
+    return errors

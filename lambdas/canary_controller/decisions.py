@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import aws, shadow_stage, store
+from . import aws, canary_scaling, shadow_stage, store
 from . import rules as r
 from .controller_io import ControllerIO
 from .settings import RolloutConflict
@@ -158,7 +158,13 @@ class DecisionApplier(ControllerIO):
                     return self._refused(state, d, exc)
                 new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}{primary}"
             elif d.kind == "shadow-end":
-                new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}"
+                try:
+                    again = self._own_canary_scaling()
+                except aws.AWS_ERRORS as exc:
+                    if not aws.retry_later(exc):
+                        raise
+                    return self._refused(state, d, exc)
+                new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}{again}"
             new.update(r.transition(state, d, now))
             return self._finish(new, seq, self._end_subject(state, d.kind))
         try:
@@ -184,7 +190,12 @@ class DecisionApplier(ControllerIO):
                 new.update(r.transition(state, d, now))
             elif d.kind in r.STAGE_MOVES:
                 assert d.endpoint_config is not None
+                if d.kind == "enter-shadow":
+                    new["last_reason"] += self._release_canary_scaling()
                 aws.update_endpoint(self.sm, ep, d.endpoint_config)
+                new.update(r.transition(state, d, now))
+            elif d.kind == "canary-stage":
+                new["last_reason"] += self._own_canary_scaling()
                 new.update(r.transition(state, d, now))
             else:  # bake, wait, hold: no AWS call
                 new.update(r.transition(state, d, now))
@@ -203,6 +214,29 @@ class DecisionApplier(ControllerIO):
             return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
         except aws.AWS_ERRORS as exc:
             return self._unrecorded(state, d, exc)
+
+    def _release_canary_scaling(self) -> str:
+        """Before the move to the shadow config: the canary's scalable target deregistered, when
+        the controller owns it (``canary_scaling``); what was done, for the record's reason."""
+        spec = self.s.shadow.canary_scaling if self.s.shadow else None
+        if spec is None:
+            return ""
+        ep, canary = self.s.endpoint_name, self.s.canary_variant
+        if canary_scaling.release(self.aas, ep, canary):
+            return f"; the {canary}'s scalable target deregistered (it leaves the endpoint)"
+        return ""
+
+    def _own_canary_scaling(self) -> str:
+        """Back on the canary config: the canary's bounds and target tracking registered again,
+        when the controller owns them (``canary_scaling``)."""
+        spec = self.s.shadow.canary_scaling if self.s.shadow else None
+        if spec is None:
+            return ""
+        canary_scaling.register(self.aas, self.s.endpoint_name, self.s.canary_variant, spec)
+        return (
+            f"; {self.s.canary_variant} autoscaling registered again "
+            f"({spec.min_capacity}..{spec.max_capacity}, {spec.policy_name})"
+        )
 
     def _take_back(self, before: RolloutState, pending: RolloutState, exc: Exception) -> None:
         """An AWS call of an intent failed in a way that is not "not now" (AccessDenied, a missing

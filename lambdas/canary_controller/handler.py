@@ -61,7 +61,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import aws, store
+from . import aws, canary_scaling, store
 from . import rules as r
 from .decisions import WRITE_ATTEMPTS, DecisionApplier
 from .settings import (
@@ -142,7 +142,10 @@ class Controller(DecisionApplier):
         has one production variant, and "removing a production variant that has auto scaling
         configured" needs its scalable target deregistered first (SageMaker developer guide,
         "Update endpoints that use auto scaling",
-        https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html)."""
+        https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html). The stage
+        deregisters it itself when the controller owns the canary's scaling (``canary_scaling``:
+        a registered target whose only policy is the controller's), never a target someone else
+        owns."""
         assert self.s.shadow is not None
         ep, canary = self.s.endpoint_name, self.s.canary_variant
         if obs.endpoint_config_name == self.s.shadow.config_name:
@@ -163,11 +166,23 @@ class Controller(DecisionApplier):
                 f"weight {initial:g}: back from the shadow config it would serve users at once; "
                 "a config with rollout.shadow sets variants.canary.initial_weight 0"
             )
-        if aws.scalable_bounds(self.aas, ep, canary) is not None:
+        if aws.scalable_bounds(self.aas, ep, canary) is None:
+            return
+        spec = self.s.shadow.canary_scaling
+        if spec is None:
             raise RolloutConflict(
-                f"the {canary} variant is registered for autoscaling: SageMaker removes it for the "
-                "shadow stage only once it is deregistered (endpoint-scaling-update); deploy the "
-                "release with the canary's scaling suspended, then start again"
+                f"the {canary} variant is registered for autoscaling and this controller does not "
+                "own its scaling: SageMaker removes it for the shadow stage only once it is "
+                "deregistered (endpoint-scaling-update); deploy the stack with rollout.shadow "
+                "(the controller then owns the canary's scaling), then start again"
+            )
+        foreign = canary_scaling.foreign_policies(self.aas, ep, canary, spec)
+        if foreign:
+            raise RolloutConflict(
+                f"the {canary} variant's scalable target has scaling policies that are not the "
+                f"controller's ({', '.join(foreign)}; its own is {spec.policy_name}): the stage "
+                "deregisters only a target it owns; deploy the stack with rollout.shadow (which "
+                "removes CloudFormation's canary target), then start again"
             )
 
     def tick(self, event: dict[str, Any]) -> dict[str, Any]:

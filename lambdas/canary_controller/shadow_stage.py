@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final, cast
 
 from . import names
+from .canary_scaling import CanaryScaling
 from .rules import TERMINAL_ENDPOINT_STATES, Decision, Observation
 from .shadow_compare import ContentCheck, Thresholds, Verdict
 from .state import RolloutState
@@ -74,6 +75,9 @@ class ShadowRules:
     #: How long a move between the stage's configs may keep the endpoint Updating.
     stage_update_timeout_seconds: int
     thresholds: Thresholds = field(default_factory=Thresholds)
+    #: The canary's bounds and target tracking, which the controller registers and deregisters
+    #: around the stage (``canary_scaling``); None: the canary has no autoscaling of its own.
+    canary_scaling: CanaryScaling | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -86,7 +90,12 @@ class ShadowRules:
             ContentCheck(**{**c, "adapters": tuple(c["adapters"])})
             for c in limits.pop("content_checks")
         )
-        return cls(**raw, thresholds=Thresholds(**limits, content_checks=checks))
+        scaling = raw.pop("canary_scaling", None)
+        return cls(
+            **raw,
+            thresholds=Thresholds(**limits, content_checks=checks),
+            canary_scaling=None if scaling is None else CanaryScaling.from_dict(scaling),
+        )
 
 
 @dataclass(frozen=True)

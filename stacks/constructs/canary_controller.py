@@ -35,6 +35,7 @@ from aws_cdk import aws_sns as sns
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from lambdas.canary_controller import canary_scaling
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from lambdas.canary_controller.rules import CapacityPlan
 from lambdas.canary_controller.settings import EnvVar, lambda_environment
@@ -46,7 +47,7 @@ from stacks.constructs.python_lambda import (
     tidy_function,
 )
 from stacks.constructs.rollout_state_machine import execution_ended_rule, rollout_state_machine
-from stacks.constructs.scaling import register_variant_bounds
+from stacks.constructs.scaling import register_variant_bounds, scalable_targets_arn
 from stacks.constructs.shadow_stage import ShadowStageConfig
 from typed_config import RolloutConfig
 
@@ -324,6 +325,50 @@ class CanaryController(Construct):
             )
         )
         shadow.grant_read(self.role, endpoint.endpoint_name)
+        if shadow.canary_scaling is not None:
+            self._grant_canary_scaling(endpoint.endpoint_name)
+
+    def _grant_canary_scaling(self, endpoint_name: str) -> None:
+        """The canary's autoscaling, which the controller owns with a shadow stage
+        (lambdas/canary_controller/canary_scaling.py): deregister it before the stage, put its
+        target-tracking policy back after it, and read its policies (a target it does not own is
+        never deregistered). Scalable-target ARNs carry a generated id and DescribeScalingPolicies
+        has no resource type (Service Authorization Reference, Application Auto Scaling); the
+        target-tracking alarms Application Auto Scaling creates and deletes for the policy are
+        named after this endpoint's canary (``TargetTracking-endpoint/<name>/variant/canary-``)
+        and are the only alarms granted."""
+        stack = Stack.of(self)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="CanaryScalingOwned",
+                actions=[
+                    "application-autoscaling:DeregisterScalableTarget",
+                    "application-autoscaling:PutScalingPolicy",
+                ],
+                resources=[scalable_targets_arn(stack)],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="CanaryScalingPolicies",
+                actions=["application-autoscaling:DescribeScalingPolicies"],
+                resources=["*"],
+            )
+        )
+        prefix = canary_scaling.TRACKING_ALARM_PREFIX + canary_scaling.resource_id(
+            endpoint_name, "canary"
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="CanaryTrackingAlarms",
+                actions=[
+                    "cloudwatch:PutMetricAlarm",
+                    "cloudwatch:DescribeAlarms",
+                    "cloudwatch:DeleteAlarms",
+                ],
+                resources=[colon_arn(stack, "cloudwatch", "alarm", f"{prefix}-*")],
+            )
+        )
 
     def _answer_the_checkers(self) -> None:
         """cfn-lint's duplicate DependsOn removed and the findings of cdk-nag and checkov that do

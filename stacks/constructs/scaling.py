@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import ArnFormat, Duration, Stack, TimeZone
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -25,6 +26,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from lambdas.canary_controller.canary_scaling import CanaryScaling
 from sizing.scaling_target import concurrency_target
 from stacks.constructs.metrics import variant_metric
 from typed_config import (
@@ -38,6 +40,16 @@ from typed_config import (
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
 
 
+def scalable_targets_arn(stack: Stack) -> str:
+    """Every scalable target of the account in the region (their ARNs carry a generated id)."""
+    return stack.format_arn(
+        service="application-autoscaling",
+        resource="scalable-target",
+        resource_name="*",
+        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+    )
+
+
 def register_variant_bounds(stack: Stack, sid: str) -> iam.PolicyStatement:
     """RegisterScalableTarget on SageMaker variant counts only (the canary controller and the
     deploy role raise and restore bounds). Scalable-target ARNs carry a generated id, so the
@@ -47,14 +59,7 @@ def register_variant_bounds(stack: Stack, sid: str) -> iam.PolicyStatement:
     return iam.PolicyStatement(
         sid=sid,
         actions=["application-autoscaling:RegisterScalableTarget"],
-        resources=[
-            stack.format_arn(
-                service="application-autoscaling",
-                resource="scalable-target",
-                resource_name="*",
-                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-            )
-        ],
+        resources=[scalable_targets_arn(stack)],
         conditions={
             "StringEquals": {
                 "application-autoscaling:service-namespace": "sagemaker",
@@ -81,6 +86,20 @@ _NEUTRAL_OFFSET = {">": 0, ">=": -1, "<": 0, "<=": 1}
 
 def resource_id(endpoint_name: str, variant: VariantName) -> str:
     return f"endpoint/{endpoint_name}/variant/{variant}"
+
+
+#: Target tracking's metric per ``target_tracking.metric``: CDK's enum and the
+#: PredefinedMetricType Application Auto Scaling's API names it by.
+_TRACKED = {
+    "concurrency": (
+        appscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION,
+        "SageMakerVariantConcurrentRequestsPerModelHighResolution",
+    ),
+    "invocations": (
+        appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
+        "SageMakerVariantInvocationsPerInstance",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -164,25 +183,14 @@ class EndpointScaling(Construct):
     def _track(
         self, variant: VariantName, target: appscaling.ScalableTarget
     ) -> appscaling.TargetTrackingScalingPolicy:
-        tt = self._props.scaling.variants[variant].target_tracking
-        assert tt is not None
-        if tt.metric == "concurrency":
-            metric = appscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION  # noqa: E501
-            value = self._props.concurrency_targets[variant]
-        else:
-            metric = appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE
-            value = tt.invocations_per_instance
+        t = tracking_terms(self._props, variant)
         return target.scale_to_track_metric(
             f"{variant.capitalize()}TargetTracking",
-            target_value=value,
-            predefined_metric=metric,
-            scale_out_cooldown=Duration.seconds(tt.scale_out_cooldown_seconds),
-            scale_in_cooldown=Duration.seconds(tt.scale_in_cooldown_seconds),
-            # One scale-in authority per target (config.VariantScaling): a step scale-in is not
-            # blocked by target tracking and the largest capacity wins only among policies that
-            # act (Application Auto Scaling PutScalingPolicy reference), so when a step policy
-            # owns scale-in, target tracking only scales out.
-            disable_scale_in=True if not tt.scale_in else None,
+            target_value=t.value,
+            predefined_metric=_TRACKED[t.metric][0],
+            scale_out_cooldown=Duration.seconds(t.scale_out_cooldown_seconds),
+            scale_in_cooldown=Duration.seconds(t.scale_in_cooldown_seconds),
+            disable_scale_in=True if t.disable_scale_in else None,
         )
 
     def _step(
@@ -256,3 +264,56 @@ class EndpointScaling(Construct):
             f"{policy.metric} {policy.comparison} {policy.threshold:g}{extra} for "
             f"{policy.evaluation_periods} x {policy.period_seconds} s; steps {steps}"
         )
+
+
+@dataclass(frozen=True)
+class TrackingTerms:
+    """A variant's target tracking, as both the stack's policy and the controller's take it."""
+
+    metric: str
+    value: float
+    scale_out_cooldown_seconds: int
+    scale_in_cooldown_seconds: int
+    #: One scale-in authority per target (config.VariantScaling): a step scale-in is not blocked
+    #: by target tracking and the largest capacity wins only among policies that act
+    #: (Application Auto Scaling PutScalingPolicy reference), so when a step policy owns
+    #: scale-in, target tracking only scales out.
+    disable_scale_in: bool
+
+
+def tracking_terms(props: ScalingProps, variant: VariantName) -> TrackingTerms:
+    tt = props.scaling.variants[variant].target_tracking
+    assert tt is not None
+    value = (
+        props.concurrency_targets[variant]
+        if tt.metric == "concurrency"
+        else float(tt.invocations_per_instance)
+    )
+    return TrackingTerms(
+        tt.metric,
+        value,
+        tt.scale_out_cooldown_seconds,
+        tt.scale_in_cooldown_seconds,
+        disable_scale_in=not tt.scale_in,
+    )
+
+
+def controller_scaling(props: ScalingProps, variant: VariantName) -> CanaryScaling:
+    """The variant's bounds and target tracking for the canary controller to register
+    (lambdas/canary_controller/canary_scaling.py: with ``rollout.shadow`` the controller owns
+    the canary's scaling), with the figures this construct gives a variant it registers."""
+    vs = props.scaling.variants[variant]
+    t = tracking_terms(props, variant)
+    tracking: dict[str, Any] = {
+        "TargetValue": t.value,
+        "PredefinedMetricSpecification": {"PredefinedMetricType": _TRACKED[t.metric][1]},
+        "ScaleOutCooldown": t.scale_out_cooldown_seconds,
+        "ScaleInCooldown": t.scale_in_cooldown_seconds,
+        "DisableScaleIn": t.disable_scale_in,
+    }
+    return CanaryScaling(
+        min_capacity=vs.min_capacity,
+        max_capacity=vs.max_capacity,
+        policy_name=f"{props.endpoint_name}-{variant}-target-tracking",
+        tracking=tracking,
+    )

@@ -41,6 +41,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
+from lambdas.canary_controller.canary_scaling import CanaryScaling
 from lambdas.canary_controller.shadow_stage import ShadowRules
 from stacks.constructs.endpoint import ServingEndpoint
 from stacks.constructs.metrics_path import metrics_config
@@ -73,9 +74,14 @@ class ShadowStageConfig(Construct):
         shadow_instances: int,
         key: kms.IKey,
         metrics_path: MetricsPath | None = None,
+        canary_scaling: CanaryScaling | None = None,
     ) -> None:
+        """``canary_scaling``: the canary's bounds and target tracking, which the controller
+        registers around the stage (the stack registers none for it with ``rollout.shadow``:
+        lambdas/canary_controller/canary_scaling.py)."""
         super().__init__(scope, construct_id)
         self.stage, self.key = stage, key
+        self.canary_scaling = canary_scaling
         self.bucket = self._capture_bucket(stage, key)
         self.capture_uri = f"s3://{self.bucket.bucket_name}/{CAPTURE_PREFIX}"
         canary = variants.canary
@@ -199,6 +205,7 @@ class ShadowStageConfig(Construct):
             compare_seconds=s.compare_interval_minutes * 60,
             stage_update_timeout_seconds=stage_update_timeout_seconds,
             thresholds=s.thresholds,
+            canary_scaling=self.canary_scaling,
         )
 
 
