@@ -130,10 +130,10 @@ def controller_owned_scaling_errors(stage: ShadowStage | None, scaling: ScalingC
             )
         timed = (("schedules", scaling.schedules), ("release_calendar", scaling.release_calendar))
         for kind, items in timed:
-            for item in items:
+            for i, item in enumerate(items):
                 if item.variant == variant:
-                    errors.append(
-                        f"scaling.{kind}[{item.name}].variant: {variant} with rollout.shadow: "
+                    errors.append(  # the index: the report names the item as the file does
+                        f"scaling.{kind}.{i}.variant: {variant} with rollout.shadow: "
                         f"the canary controller owns the {variant}'s autoscaling and registers "
                         "no scheduled action; schedule the primary, or remove rollout.shadow"
                     )

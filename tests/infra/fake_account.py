@@ -35,7 +35,12 @@ What the fakes do, and where each rule comes from:
   With ``rollout.shadow`` the rollout starts with the shadow stage, played tick by tick with the
   controller's own rules (``shadow_stage.decide``) and comparison (``shadow_compare.compare`` on
   :attr:`Controller.shadow_answers`): the endpoint moves to the shadow config (the canary variant
-  off the endpoint, the shadow on) and back, as the controller's UpdateEndpoint does.
+  off the endpoint, the shadow on) and back, as the controller's UpdateEndpoint does. The canary's
+  autoscaling is then the controller's (lambdas/canary_controller/canary_scaling.py): the stack
+  registers no target for it, the controller's own ``release`` and ``register`` deregister it
+  before the move and register it (bounds, target-tracking policy) when back, through this
+  account's Application Auto Scaling, and a move to the shadow config with the canary still
+  registered is refused as SageMaker refuses it (endpoint-scaling-update).
 - UpdateEndpointWeightsAndCapacities applies at once (the endpoint stays InService), so no tool
   waits; nothing else changes the fleet (no autoscaling activity).
 - ECR: each repository's tags and the digest each names (:attr:`Account.digests`; a tag pushed
@@ -63,7 +68,7 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.validate import validate_parameters
 
-from lambdas.canary_controller import names, shadow_stage, store
+from lambdas.canary_controller import canary_scaling, names, shadow_stage, store
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.names import COMPLETED, LOCKED, ROLLED_BACK, ROLLING_BACK, RUNNING
 from lambdas.canary_controller.shadow_compare import Answer, compare
@@ -71,10 +76,16 @@ from simulator.rollout import controller_rules
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
 from sizing.shadow_plan import shadow_instances
-from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
+from stacks.constructs.scaling import (
+    SCALABLE_DIMENSION,
+    ScalingProps,
+    controller_scaling,
+    resource_id,
+)
 from tools.deploy import deployed_stacks
 from tools.push_image import DOCKER_MANIFEST_V2
 from typed_config import VARIANT_NAMES, DeploymentConfig, config_path
+from typed_config.shadow import CONTROLLER_OWNED_VARIANT, controller_owned_variants
 
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"
@@ -177,9 +188,19 @@ class Controller:
 
         check = self.rules.check_seconds
         d = shadow_stage.decide(st, obs, self.shadow, int(at), comparison, check)
+        spec, ep, canary = (
+            self.shadow.canary_scaling,
+            self.cfg.endpoint_name,
+            CONTROLLER_OWNED_VARIANT,
+        )
+        if d.kind == "enter-shadow" and spec is not None:
+            canary_scaling.release(self.account._client("application-autoscaling"), ep, canary)
         if d.kind in r.STAGE_MOVES:
             assert d.endpoint_config is not None
             self._move(d.endpoint_config)
+        if d.kind in ("canary-stage", "shadow-end") and spec is not None:
+            aas = self.account._client("application-autoscaling")
+            canary_scaling.register(aas, ep, canary, spec)
         self.decided.append(d.kind)
         new = store.record({**st, **(d.record or {})}, d.kind, d.reason, int(at))
         new.update(r.transition(st, d, int(at)))
@@ -196,6 +217,9 @@ class Controller:
         assert self.shadow is not None
         live = self.account.endpoint
         if config == self.shadow.config_name:
+            assert "canary" not in self.account.targets, (
+                "SageMaker refuses to remove a variant with autoscaling (endpoint-scaling-update)"
+            )
             live["variants"].pop("canary", None)
         else:
             spec = self.account.configs[config]["canary"]
@@ -310,6 +334,7 @@ def shadow_rules(cfg: DeploymentConfig) -> shadow_stage.ShadowRules | None:
         stage_update_timeout_seconds=dep.max_execution_timeout_seconds
         + dep.termination_wait_seconds,
         thresholds=stage.thresholds,
+        canary_scaling=controller_scaling(ScalingProps.from_config(cfg), CONTROLLER_OWNED_VARIANT),
     )
 
 
@@ -344,9 +369,14 @@ class Account:
         self.digests: dict[tuple[str, str], str] = {}
         self.models: dict[str, str] = {}
         self.configs: dict[str, dict[str, dict[str, Any]]] = {}
+        owned = controller_owned_variants(self.cfg.rollout.shadow)  # the stack registers none
         self.targets: dict[str, tuple[int, int]] = {
-            v: (s.min_capacity, s.max_capacity) for v, s in self.cfg.scaling.variants.items()
+            v: (s.min_capacity, s.max_capacity)
+            for v, s in self.cfg.scaling.variants.items()
+            if v not in owned
         }
+        #: Scaling policies by variant: ``{variant: {policy name: its configuration}}``.
+        self.policies: dict[str, dict[str, Any]] = {}
         config = self._create_config(self.cfg, images)
         self.endpoint: dict[str, Any] = {
             "config": config,
@@ -553,15 +583,36 @@ class Account:
         return {"ScalableTargets": found}
 
     def _application_autoscaling_RegisterScalableTarget(self, p: dict[str, Any]) -> Any:
-        """Bounds of an existing target; the count moves inside them ("changes the resource's
-        current capacity to a value inside this range", RegisterScalableTarget)."""
+        """Bounds of a target, a new one or an existing one's; the count moves inside them
+        ("changes the resource's current capacity to a value inside this range",
+        RegisterScalableTarget)."""
         variant = p["ResourceId"].rsplit("/", 1)[-1]
-        low, high = self.targets[variant]
+        if variant not in self.targets and ("MinCapacity" not in p or "MaxCapacity" not in p):
+            return error("ValidationException", "a new scalable target needs both bounds")
+        low, high = self.targets.get(variant, (0, 0))
         low, high = p.get("MinCapacity", low), p.get("MaxCapacity", high)
         self.targets[variant] = (low, high)
         live = self.endpoint["variants"][variant]
         live["count"] = min(max(live["count"], low), high)
         return {"ScalableTargetARN": arn("application-autoscaling", "scalable-target", variant)}
+
+    def _application_autoscaling_DeregisterScalableTarget(self, p: dict[str, Any]) -> Any:
+        """The target gone, its policies with it (DeregisterScalableTarget)."""
+        variant = p["ResourceId"].rsplit("/", 1)[-1]
+        if self.targets.pop(variant, None) is None:
+            return error("ObjectNotFoundException", f"no scalable target {p['ResourceId']}")
+        self.policies.pop(variant, None)
+        return {}
+
+    def _application_autoscaling_PutScalingPolicy(self, p: dict[str, Any]) -> Any:
+        """A policy on a registered target (created, or updated by its name)."""
+        variant = p["ResourceId"].rsplit("/", 1)[-1]
+        if variant not in self.targets:
+            return error("ObjectNotFoundException", f"no scalable target {p['ResourceId']}")
+        self.policies.setdefault(variant, {})[p["PolicyName"]] = p.get(
+            "TargetTrackingScalingPolicyConfiguration"
+        )
+        return {"PolicyARN": arn("autoscaling", "scalingPolicy", p["PolicyName"])}
 
     def digest(self, repository: str, tag: str) -> str:
         return self.digests.get((repository, tag), f"sha256:{tag}")

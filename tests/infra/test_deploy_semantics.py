@@ -67,8 +67,8 @@ def test_reset_on_update_lists_what_a_deploy_resets_on_purpose(mutate) -> None:
     assert props["RetainAllVariantProperties"] is True
     assert props["ExcludeRetainedVariantProperties"] == [{"VariantPropertyType": "DesiredWeight"}]
     assert weights_after_update(cfg, {"primary": 0.0, "canary": 100.0}) == {
-        "primary": 95.0,
-        "canary": 5.0,
+        "primary": cfg.variants.primary.initial_weight,
+        "canary": 0.0,  # prod's canary waits at 0 for its rollout (rollout.shadow)
     }
     assert green_fleet_size(cfg, "primary", live_desired=7) == 7  # counts still retained
 
@@ -239,7 +239,10 @@ def test_suspended_variant_has_no_target_policy_or_schedule_and_keeps_its_type(m
     # the pinned A10G answers at p99 ~67 s at its scaling target: prod's 55,000 ms would be
     # refused at synth for it (stacks.app_builder's rollback-latency check), so this config
     # carries the threshold that type needs (1.25 x 67,247 ms)
-    cfg = parse(mutate("deployment.rollback_model_latency_p99_ms", 85000))
+    raw = mutate("deployment.rollback_model_latency_p99_ms", 85000)
+    del raw["rollout"]["shadow"]  # with it the canary's scaling is the controller's
+    raw["variants"]["canary"]["initial_weight"] = 5
+    cfg = parse(raw)
     tpl = synth_templates(options.apply(cfg), options)["endpoint"]
     targets = tpl.find_resources("AWS::ApplicationAutoScaling::ScalableTarget")
     assert [t["Properties"]["ResourceId"] for t in targets.values()] == [

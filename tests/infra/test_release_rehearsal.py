@@ -24,6 +24,7 @@ the workflow) resumes: it ends in the clean run's state, and the side effects th
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 import subprocess
@@ -47,6 +48,7 @@ from container.model_prep import artifact
 from container.model_prep.manifest import write_manifest
 from typed_config import artifact_version
 
+from .conftest import raw_config
 from .fake_account import REGISTRY, Account, image_uris
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,8 +108,23 @@ def sequence() -> list[tuple[str, str, list[str]]]:
 
 
 @pytest.fixture
-def account(monkeypatch: pytest.MonkeyPatch) -> Account:
-    return account_on(REPO, monkeypatch)
+def account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Account:
+    """The canary-only release: prod.yaml without its shadow stage (which
+    test_release_rehearsal_shadow.py rehearses), so its canary at the 5 % the steps start at."""
+    raw = copy.deepcopy(raw_config("prod"))
+    del raw["rollout"]["shadow"]
+    raw["variants"]["canary"]["initial_weight"] = 5
+    return account_with(raw, tmp_path, monkeypatch)
+
+
+def account_with(raw: dict[str, Any], root: Path, monkeypatch: pytest.MonkeyPatch) -> Account:
+    """:func:`account_on` a config of its own: ``raw`` as ``root``/config/prod.yaml, the tools
+    reading it there."""
+    (root / "config").mkdir()
+    (root / "config" / "prod.yaml").write_text(yaml.safe_dump(raw))
+    for tool in (tools.deploy, tools.promote, tools.canary):
+        monkeypatch.setattr(tool, "REPO_ROOT", root)
+    return account_on(root, monkeypatch)
 
 
 def account_on(root: Path, monkeypatch: pytest.MonkeyPatch) -> Account:

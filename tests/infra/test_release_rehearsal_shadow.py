@@ -1,8 +1,10 @@
 """The release rehearsal (test_release_rehearsal.py) with a shadow stage (issue 33, item 5): the
 same make targets through their tools' real ``main`` on the fake account (botocore-validated
-clients), with prod.yaml's commented ``rollout.shadow`` switched on. A clean release runs shadow,
-comparison pass, canary, ramp, promote; a failing comparison stops it in the shadow stage with no
-canary weight ever set and nothing after ``make canary-wait`` run."""
+clients), on prod.yaml and its ``rollout.shadow``. A clean release runs shadow, comparison pass,
+canary, ramp, promote, with the canary's autoscaling deregistered for the stage and registered
+again (bounds and target tracking) before its first step; a failing comparison stops it in the
+shadow stage with no canary weight ever set, the canary's autoscaling back, and nothing after
+``make canary-wait`` run."""
 
 from __future__ import annotations
 
@@ -11,18 +13,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-
-import tools.canary
-import tools.deploy
-import tools.promote
 
 from .conftest import raw_config
 from .fake_account import SHADOW_CONFIG, Account, alike_answers
-from .test_release_rehearsal import LAST, SHA, TARGETS, account_on, make_command, release
-from .test_shadow_config import commented_shadow_block
+from .test_release_rehearsal import LAST, SHA, TARGETS, account_with, make_command, release
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+class _Tracking:
+    """Equal to prod's canary target tracking: the concurrency target (0.85 x 128)."""
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, dict)
+            and other["TargetValue"] == 108.8
+            and other["PredefinedMetricSpecification"]
+            == {"PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"}
+        )
+
+
+ANY_TRACKING = _Tracking()
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +44,10 @@ def steps_of_release() -> list[tuple[str, str, list[str]]]:
 
 @pytest.fixture
 def account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Account:
-    """The rehearsal's account on prod.yaml with its shadow stage on (a shorter window)."""
+    """The rehearsal's account on prod.yaml, its shadow stage's window shorter."""
     raw = copy.deepcopy(raw_config("prod"))
-    block = commented_shadow_block((REPO / "config" / "prod.yaml").read_text())
-    raw["rollout"]["shadow"] = {**block, "min_minutes": 60, "max_minutes": 240}
-    raw["variants"]["canary"]["initial_weight"] = 0
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "prod.yaml").write_text(yaml.safe_dump(raw))
-    for tool in (tools.deploy, tools.promote, tools.canary):
-        monkeypatch.setattr(tool, "REPO_ROOT", tmp_path)
-    acct = account_on(tmp_path, monkeypatch)
+    raw["rollout"]["shadow"] = {**raw["rollout"]["shadow"], "min_minutes": 60, "max_minutes": 240}
+    acct = account_with(raw, tmp_path, monkeypatch)
     acct.controller.canary_weights.clear()  # the last release's idle canary
     return acct
 
@@ -74,6 +79,12 @@ def test_a_release_with_a_shadow_stage_runs_shadow_pass_canary_ramp_promote(
     assert seen.index("canary-stage") < seen.index("shift") and "complete" in seen
     assert account.state()["images"] == {"primary": SHA, "canary": SHA}
     assert account.state()["weights"] == {"primary": 100.0, "canary": 0.0}
+    # the canary's autoscaling: the controller's, off for the stage, back before its first step
+    scaling = [c for c in account.calls if c.startswith("application-autoscaling.")]
+    assert "application-autoscaling.PutScalingPolicy" in scaling
+    assert account.policies["canary"] == {
+        "mangaassist-vllm-prod-canary-target-tracking": ANY_TRACKING
+    }
 
 
 def test_a_failing_comparison_stops_the_release_in_the_shadow_stage(
@@ -96,3 +107,5 @@ def test_a_failing_comparison_stops_the_release_in_the_shadow_stage(
     state = account.state()
     assert state["images"] == {"primary": LAST, "canary": SHA}  # the canary config, back
     assert state["weights"] == {"primary": 100.0, "canary": 0.0}
+    assert account.targets["canary"] == (3, 51)  # its autoscaling back as configured
+    assert "mangaassist-vllm-prod-canary-target-tracking" in account.policies["canary"]

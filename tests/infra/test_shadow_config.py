@@ -5,9 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import yaml
-
-from .conftest import REPO_ROOT, assert_names_yaml_path, parse
+from .conftest import assert_names_yaml_path, parse
 
 SHADOW = {
     "sample_percent": 10,
@@ -34,7 +32,9 @@ def with_shadow(prod_raw: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 
 def test_no_shadow_stage_by_default(prod_raw: dict[str, Any]) -> None:
-    assert parse(prod_raw).rollout.shadow is None
+    raw = copy.deepcopy(prod_raw)
+    del raw["rollout"]["shadow"]
+    assert parse(raw).rollout.shadow is None
 
 
 def test_shadow_stage_becomes_the_comparisons_thresholds(prod_raw: dict[str, Any]) -> None:
@@ -78,24 +78,28 @@ def test_a_canary_that_would_serve_users_after_the_shadow_stage_is_named(
     assert_names_yaml_path(raw, "variants.canary.initial_weight", "would serve users")
 
 
-def commented_shadow_block(text: str) -> dict[str, Any]:
-    """The ``rollout.shadow`` block config/prod.yaml carries commented out, as YAML data."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip() == "# shadow:")
-    block = []
-    for line in lines[start:]:
-        if not line.startswith("  #"):
-            break
-        block.append(line.replace("  # ", "  ", 1))
-    return yaml.safe_load("\n".join(["rollout:", *block]))["rollout"]["shadow"]
-
-
-def test_prods_commented_shadow_stage_is_a_valid_config(prod_raw: dict[str, Any]) -> None:
-    """The default prod.yaml writes out (not yet on) must stay a config the loader takes."""
-    block = commented_shadow_block((REPO_ROOT / "config" / "prod.yaml").read_text())
-    raw = copy.deepcopy(prod_raw)
-    raw["rollout"]["shadow"] = block
-    raw["variants"]["canary"]["initial_weight"] = 0
-    stage = parse(raw).rollout.shadow
+def test_prod_runs_its_releases_through_a_shadow_stage(prod_raw: dict[str, Any]) -> None:
+    """prod.yaml as shipped: the brief's shadow phase on, the canary at weight 0 until its
+    steps."""
+    cfg = parse(prod_raw)
+    stage = cfg.rollout.shadow
     assert stage is not None and stage.sample_percent == 10
     assert [c.name for c in stage.comparison.content_checks] == ["no-system-prompt-leak"]
+    assert cfg.variants.canary.initial_weight == 0
+
+
+def test_a_canary_step_policy_with_a_shadow_stage_is_named(prod_raw: dict[str, Any]) -> None:
+    """The controller registers the canary's bounds and target tracking only: a step policy
+    would be silently dropped."""
+    raw = copy.deepcopy(prod_raw)
+    primary = raw["scaling"]["variants"]["primary"]
+    raw["scaling"]["variants"]["canary"]["step_policies"] = [primary["step_policies"][0]]
+    assert_names_yaml_path(
+        raw, "scaling.variants.canary.step_policies", "controller owns the canary's autoscaling"
+    )
+
+
+def test_a_canary_schedule_with_a_shadow_stage_is_named(prod_raw: dict[str, Any]) -> None:
+    raw = copy.deepcopy(prod_raw)
+    raw["scaling"]["schedules"][0]["variant"] = "canary"
+    assert_names_yaml_path(raw, "scaling.schedules.0.variant", "registers no scheduled action")

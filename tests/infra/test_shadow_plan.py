@@ -4,6 +4,7 @@ the quota they hold counted."""
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -39,7 +40,9 @@ def test_the_plan_prices_the_stage_and_its_two_updates(prod_raw: dict[str, Any])
     text = render_plan(build_plan(cfg, {}))
     assert "  shadow  6 x ml.g6e.xlarge for 10 % of the primary's peak (51 x ml.g6e.xlarge)" in text
     assert "a shadow variant does not autoscale" in text
-    assert build_plan(parse(prod_raw), {})["shadow"] is None
+    without = copy.deepcopy(prod_raw)
+    del without["rollout"]["shadow"]
+    assert build_plan(parse(without), {})["shadow"] is None
 
 
 def test_the_quota_preflight_counts_a_stage_move_at_the_primarys_peak(
@@ -59,5 +62,7 @@ def test_canary_wait_allows_for_the_stage_and_its_two_moves(prod_raw: dict[str, 
     cfg = parse(with_shadow(prod_raw))
     dep = cfg.deployment
     move = (dep.max_execution_timeout_seconds + dep.termination_wait_seconds) / 60
-    added = rollout_wait_minutes(cfg) - rollout_wait_minutes(parse(prod_raw))
+    without = copy.deepcopy(prod_raw)
+    del without["rollout"]["shadow"]
+    added = rollout_wait_minutes(cfg) - rollout_wait_minutes(parse(without))
     assert added == 2880 + 2 * move == 3020  # max_minutes + 2 x (3600 s + 600 s)

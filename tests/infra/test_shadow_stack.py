@@ -16,7 +16,7 @@ from aws_cdk.assertions import Match, Template
 from tools.synth import synth
 from tools.validate import run_cfn_lint, run_checkov, templates_in
 
-from .conftest import raw_config
+from .conftest import parse, raw_config, synth_templates
 from .test_shadow_config import with_shadow
 from .test_validators import CHECKOV
 
@@ -132,10 +132,49 @@ def test_checkov_passes(synthesized) -> None:
     assert failed == [], failed
 
 
-def test_without_a_shadow_stage_the_stack_has_none(prod_templates) -> None:
-    template = prod_templates["endpoint"]
-    if raw_config("prod")["rollout"].get("shadow") is not None:
-        pytest.skip("config/prod.yaml has a shadow stage")
+def test_the_canarys_scaling_is_the_controllers_not_the_stacks(synthesized) -> None:
+    """With ``rollout.shadow`` the stack registers no target, policy or scheduled action for the
+    canary (the stage removes it from the endpoint: canary_scaling.py); the controller is handed
+    its bounds and target tracking, and may deregister it, put its policy and manage the
+    policy's alarms, those named after this endpoint's canary only."""
+    _, template, _ = synthesized
+    targets = resources(template, "AWS::ApplicationAutoScaling::ScalableTarget")
+    assert [t["Properties"]["ResourceId"] for t in targets.values()] == [
+        "endpoint/mangaassist-vllm-prod/variant/primary"
+    ]
+    (primary,) = targets
+    for policy in resources(template, "AWS::ApplicationAutoScaling::ScalingPolicy").values():
+        assert policy["Properties"]["ScalingTargetId"]["Ref"] == primary
+    (env,) = [
+        f["Properties"]["Environment"]["Variables"]
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if "SHADOW_STAGE" in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    text = json.dumps(env["SHADOW_STAGE"])
+    for part in ('\\"canary_scaling\\":{\\"min_capacity\\":3,\\"max_capacity\\":51',
+                 '\\"TargetValue\\":108.8',
+                 "SageMakerVariantConcurrentRequestsPerModelHighResolution",
+                 '\\"DisableScaleIn\\":false'):  # fmt: skip
+        assert part in text, text
+    by_sid = {
+        s["Sid"]: s
+        for p in resources(template, "AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid", "").startswith("Canary")
+    }
+    assert sorted(by_sid["CanaryScalingOwned"]["Action"]) == [
+        "application-autoscaling:DeregisterScalableTarget",
+        "application-autoscaling:PutScalingPolicy",
+    ]
+    alarms = json.dumps(by_sid["CanaryTrackingAlarms"]["Resource"])
+    assert ":alarm:TargetTracking-endpoint/mangaassist-vllm-prod/variant/canary-*" in alarms
+
+
+def test_without_a_shadow_stage_the_stack_has_none() -> None:
+    raw = raw_config("prod")
+    del raw["rollout"]["shadow"]
+    raw["variants"]["canary"]["initial_weight"] = 5
+    template = synth_templates(parse(raw))["endpoint"]
     assert not template.find_resources("AWS::S3::Bucket")
     envs = [
         f["Properties"]["Environment"]["Variables"]
@@ -143,3 +182,8 @@ def test_without_a_shadow_stage_the_stack_has_none(prod_templates) -> None:
         if "SHADOW_STAGE" in f["Properties"].get("Environment", {}).get("Variables", {})
     ]
     assert [e["SHADOW_STAGE"] for e in envs] == [""]
+    targets = template.find_resources("AWS::ApplicationAutoScaling::ScalableTarget")
+    assert sorted(t["Properties"]["ResourceId"].rsplit("/", 1)[1] for t in targets.values()) == [
+        "canary",
+        "primary",
+    ]  # without a stage the stack owns the canary's scaling
