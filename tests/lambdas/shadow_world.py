@@ -114,9 +114,7 @@ def serve_shadow_minutes(
         asked.append(params)
         start, end = params["StartTime"], params["EndTime"]
         first = int(start.timestamp()) // 60 * 60
-        stamps = [
-            datetime.fromtimestamp(t, UTC) for t in range(first, int(end.timestamp()), 60)
-        ]
+        stamps = [datetime.fromtimestamp(t, UTC) for t in range(first, int(end.timestamp()), 60)]
         results = []
         for q in queries:
             stat = q["MetricStat"]

@@ -244,14 +244,22 @@ def test_a_shadow_slower_than_the_primary_at_a_lower_load_fails_on_cloudwatch_mo
         "ModelLatency p95 (CloudWatch) 3,000 ms is 1.50 x the primary's 2,000 ms with the "
         "shadow's load at most the primary's" in result["rollback_reason"]
     ), result
-    assert "30 minutes of CloudWatch read; like-load minutes: 30 with the shadow's load at " \
-        "most the primary's (fail evidence), 0 at least (pass evidence)" in result["shadow_evidence"]
+    assert (
+        "30 minutes of CloudWatch read; like-load minutes: 30 with the shadow's load at "
+        "most the primary's (fail evidence), 0 at least (pass evidence)"
+        in result["shadow_evidence"]
+    )
     (read,) = asked  # one GetMetricData a comparison, four one-minute series
-    assert sorted((q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Stat"])
-                  for q in read["MetricDataQueries"]) == [  # fmt: skip
-        ("InvocationsPerInstance", "Sum"), ("InvocationsPerInstance", "Sum"),
-        ("ModelLatency", "p95"), ("ModelLatency", "p95"),
-    ]  # fmt: skip
+    series = sorted(
+        (q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Stat"])
+        for q in read["MetricDataQueries"]
+    )
+    assert series == [
+        ("InvocationsPerInstance", "Sum"),
+        ("InvocationsPerInstance", "Sum"),
+        ("ModelLatency", "p95"),
+        ("ModelLatency", "p95"),
+    ]
 
 
 def test_a_slow_looking_shadow_at_a_higher_load_is_held_then_fails_past_max_minutes(
@@ -280,8 +288,8 @@ def test_an_underloaded_shadow_that_looks_fast_is_never_passed(shadow: World) ->
     sw.capture_both(shadow)
     result = until(shadow, result, "shadow-end")
     assert result["status"] == "FAILED", result
-    assert "no evidence with the shadow's load at least the primary's" in (
-        result["rollback_reason"]
+    assert (
+        "no evidence with the shadow's load at least the primary's" in (result["rollback_reason"])
     ), result
     assert "pass" not in {h.get("shadow_outcome") for h in result["history"]}
     assert "canary-stage" not in [h["decision"] for h in result["history"]]

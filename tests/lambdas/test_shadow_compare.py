@@ -104,7 +104,9 @@ def test_a_fail_outranks_an_adapter_short_of_evidence() -> None:
 
 
 def test_a_named_adapter_nobody_answered_is_insufficient() -> None:
-    verdict = compare(answers(seed=1), answers(seed=2), LIMITS, adapters=["recs", "qa"], loads=EQUAL)
+    verdict = compare(
+        answers(seed=1), answers(seed=2), LIMITS, adapters=["recs", "qa"], loads=EQUAL
+    )
     assert verdict.outcome == "insufficient"
 
 

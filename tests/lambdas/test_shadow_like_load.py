@@ -144,8 +144,10 @@ def test_a_class_needs_its_minutes_and_one_thin_minute_does_not_decide() -> None
 def test_the_evidence_lines_say_the_minutes_and_each_classs_ratio() -> None:
     per_minute = minutes({m: (1000.0, 1100.0) for m in range(4)}, 15.0)
     lines = evidence(per_minute).lines()
-    assert "4 minutes of CloudWatch read; like-load minutes: 0 with the shadow's load at most " \
+    assert (
+        "4 minutes of CloudWatch read; like-load minutes: 0 with the shadow's load at most "
         "the primary's (fail evidence), 4 at least (pass evidence)" in lines
+    )
     assert any("1,100 ms vs the primary's 1,000 ms (1.10 x) with the shadow's load at least"
                in line for line in lines), lines  # fmt: skip
 
@@ -155,3 +157,63 @@ def test_capture_minute_reads_data_captures_inference_time() -> None:
     assert capture_minute("2026-11-28T10:15:30+00:00") == capture_minute("2026-11-28T10:15:59Z")
     assert capture_minute("") is None
     assert capture_minute("yesterday") is None
+
+
+def test_the_per_minute_read_is_one_get_metric_data_of_four_one_minute_series() -> None:
+    """Request and answers checked against CloudWatch's model by botocore's Stubber: both
+    variants' ModelLatency p95 and InvocationsPerInstance Sum at a 60 s period, the pages
+    followed, microseconds to ms, and a minute missing one of the four left out."""
+    from datetime import UTC, datetime
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from lambdas.canary_controller import aws
+
+    cw = boto3.client("cloudwatch", region_name="us-east-1")
+    start, end = 1_795_860_000, 1_795_860_000 + 300
+    at = [datetime.fromtimestamp(start + 60 * i, UTC) for i in range(3)]
+
+    def query(qid: str, variant: str, metric: str, stat: str) -> dict[str, object]:
+        return aws.variant_query(qid, "ep", variant, metric, 60, stat)
+
+    queries = [
+        query("s0_0", "primary", "ModelLatency", "p95"),
+        query("s0_1", "primary", "InvocationsPerInstance", "Sum"),
+        query("s1_0", "shadow", "ModelLatency", "p95"),
+        query("s1_1", "shadow", "InvocationsPerInstance", "Sum"),
+    ]
+    window = {
+        "MetricDataQueries": queries,
+        "StartTime": datetime.fromtimestamp(start, UTC),
+        "EndTime": datetime.fromtimestamp(end, UTC),
+    }
+
+    def result(qid: str, stamps: list[datetime], values: list[float]) -> dict[str, object]:
+        return {"Id": qid, "Timestamps": stamps, "Values": values, "StatusCode": "Complete"}
+
+    with Stubber(cw) as stub:
+        stub.add_response(
+            "get_metric_data",
+            {
+                "MetricDataResults": [
+                    result("s0_0", at, [2_000_000.0, 2_100_000.0, 2_200_000.0]),
+                    result("s0_1", at, [10.0, 11.0, 12.0]),
+                    result("s1_0", at[:2], [4_000_000.0, 4_200_000.0]),
+                ],
+                "NextToken": "page-2",
+            },
+            window,
+        )
+        stub.add_response(
+            "get_metric_data",
+            {"MetricDataResults": [result("s1_1", at, [5.0, 5.5, 6.0])]},
+            {**window, "NextToken": "page-2"},
+        )
+        found = aws.shadow_minutes(cw, "ep", "primary", "shadow", start, end)
+        stub.assert_no_pending_responses()
+    first = start // 60
+    assert found == {
+        first: MinuteLatency(2000.0, 4000.0, 10.0, 5.0),
+        first + 1: MinuteLatency(2100.0, 4200.0, 11.0, 5.5),
+    }  # the third minute has no shadow ModelLatency: left out
