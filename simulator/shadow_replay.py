@@ -16,7 +16,9 @@ adapter_shares`), for the primary and the build under test from the same models:
   default), a fixed fleet sized for its sampled share at the day's peak at the same target (issue
   33 item 3), so off-peak it runs below the target and answers faster than the primary; or
   ``target``, scaled like the primary on the same concurrency target, at the same load per
-  instance (what a latency comparison needs to compare builds rather than loads);
+  instance. The comparison judges latency at like loads only (shadow_compare, "Latency at like
+  loads"): a peak-sized shadow's off-peak minutes are fail evidence only, and pass evidence
+  needs minutes at the primary's load, which it reaches only at the peak;
 - length: log-normal around the engine's typical answer (``engine.typical_output_tokens``) with
   :data:`LENGTH_SIGMA` (an assumption: no measured answer-length distribution is on file), cut at
   the answer reserve (``engine.context_budget.generation_reserve_tokens``, the max_tokens a request

@@ -11,7 +11,8 @@ rate; seeds 000 "Migration phases"):
 - error rate: the shadow's share of failed answers (5XX, an engine error) may exceed the
   primary's by at most ``max_error_rate_increase_percent`` points;
 - latency: the shadow's end-to-end p95 and TTFT p95 at most ``max_latency_p95_ratio`` /
-  ``max_ttft_p95_ratio`` times the primary's (nearest-rank percentiles);
+  ``max_ttft_p95_ratio`` times the primary's (nearest-rank percentiles), judged at like loads
+  only (below);
 - response length: a two-sample Kolmogorov-Smirnov test on the answers' lengths; it fails when the
   distance D exceeds ``max_length_ks_statistic`` AND the difference is significant at
   ``length_ks_alpha`` (a large D on a handful of answers is noise; a tiny but significant D on
