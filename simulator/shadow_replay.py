@@ -16,7 +16,9 @@ adapter_shares`), for the primary and the build under test from the same models:
   default), a fixed fleet sized for its sampled share at the day's peak at the same target (issue
   33 item 3), so off-peak it runs below the target and answers faster than the primary; or
   ``target``, scaled like the primary on the same concurrency target, at the same load per
-  instance (what a latency comparison needs to compare builds rather than loads);
+  instance. The comparison judges latency at like loads only (shadow_compare, "Latency at like
+  loads"): a peak-sized shadow's off-peak minutes are fail evidence only, and pass evidence
+  needs minutes at the primary's load, which it reaches only at the peak;
 - length: log-normal around the engine's typical answer (``engine.typical_output_tokens``) with
   :data:`LENGTH_SIGMA` (an assumption: no measured answer-length distribution is on file), cut at
   the answer reserve (``engine.context_budget.generation_reserve_tokens``, the max_tokens a request
@@ -37,9 +39,18 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from lambdas.canary_controller.shadow_compare import Answer, Verdict, compare
+from lambdas.canary_controller.shadow_compare import (
+    Answer,
+    LikeLoads,
+    MinuteLatency,
+    compare,
+    minute_loads,
+    percentile,
+)
+from lambdas.canary_controller.shadow_stage import ShadowEvidence
 from simulator.bad_builds import Build, LatencyCurve, Percentiles, lognormal_sigma
 from simulator.traces import Trace
+from sizing.rollout_plan import rollout_capacity_plan
 from sizing.scaling_target import concurrency_target
 from typed_config import DeploymentConfig
 from typed_config.shadow import ShadowStage
@@ -77,7 +88,7 @@ def _answers(
     n: int,
     speed: Percentiles,
     cfg: DeploymentConfig,
-    shares: Mapping[str, float],
+    minute: int,
 ) -> list[Answer]:
     if n <= 0:
         return []
@@ -104,9 +115,21 @@ def _answers(
     ttft, e2e = ttft * build.latency_factor, e2e * build.latency_factor
     return [
         Answer(adapter, bool(ok[i]), float(e2e[i] * 1000), float(ttft[i] * 1000),
-               int(length[i]), bool(cut[i]) and bool(ok[i]))
+               int(length[i]), bool(cut[i]) and bool(ok[i]), minute=minute)
         for i in range(n)
     ]  # fmt: skip
+
+
+def _minute_latency(
+    primary: list[Answer], shadow: list[Answer], loads: tuple[float, float]
+) -> MinuteLatency | None:
+    """What CloudWatch would publish for one minute: each variant's ModelLatency p95 over its
+    answers of the minute (end to end), and both loads; None when a side answered nothing."""
+    p_ms = [a.latency_ms for a in primary if a.ok and a.latency_ms is not None]
+    s_ms = [a.latency_ms for a in shadow if a.ok and a.latency_ms is not None]
+    if not p_ms or not s_ms:
+        return None
+    return MinuteLatency(percentile(p_ms, 95), percentile(s_ms, 95), *loads)
 
 
 def replay_shadow(
@@ -121,13 +144,23 @@ def replay_shadow(
     shadow_load: ShadowLoad = "peak-sized",
     seed: int = 33,
 ) -> ShadowResult:
-    """The stage from ``start_minute`` until its verdict (or the trace's end: fail)."""
+    """The stage from ``start_minute`` until its verdict (or the trace's end: fail).
+
+    Each comparison is the controller's: ``shadow_compare.compare`` on the answers (their
+    latencies judged at like loads only) and ``ShadowEvidence.judged`` with the per-minute
+    ModelLatency p95s and loads CloudWatch would give it. The loads per instance are in units of
+    the primary's at its scaling target: the primary 1 (target tracking holds it there), the
+    peak-sized shadow ``rpm / peak`` (its share of the peak, on a fleet sized for that share), the
+    ``target`` one 1; the shadow's handed over in its own instances (``/ canary_per_primary``)
+    and converted back by ``LikeLoads.of`` as the controller does."""
     rng = np.random.default_rng(seed)
     target = concurrency_target(cfg, "primary")
     peak = float(max(trace.rpm))
+    per_primary = rollout_capacity_plan(cfg).canary_per_primary
     primary_speed = curve.at(target)
     primary: list[Answer] = []
     shadow: list[Answer] = []
+    minutes: dict[int, MinuteLatency] = {}
     thresholds = stage.thresholds
     adapters = list(shares)
     result = ShadowResult("fail", start_minute, start_minute, "")
@@ -135,25 +168,34 @@ def replay_shadow(
     last = min(trace.minutes, start_minute + stage.max_minutes)
     for minute in range(start_minute, last):
         rpm = float(trace.rpm[minute])
-        shadow_speed = curve.at(target * rpm / peak if shadow_load == "peak-sized" else target)
+        share = rpm / peak if shadow_load == "peak-sized" else 1.0
+        shadow_speed = curve.at(target * share)
+        now_p: list[Answer] = []
+        now_s: list[Answer] = []
         for adapter in adapters:
             n = int(rng.poisson(rpm * shares[adapter] * stage.sample_percent / 100))
-            shadow += _answers(rng, build, adapter, n, shadow_speed, cfg, shares)
-            primary += _answers(rng, Build("primary", ""), adapter, n, primary_speed, cfg, shares)
+            now_s += _answers(rng, build, adapter, n, shadow_speed, cfg, minute)
+            now_p += _answers(rng, Build("primary", ""), adapter, n, primary_speed, cfg, minute)
+        shadow += now_s
+        primary += now_p
+        if (at := _minute_latency(now_p, now_s, (1.0, share / per_primary))) is not None:
+            minutes[minute] = at
         elapsed = minute + 1 - start_minute
         if elapsed % interval:
             continue
-        verdict: Verdict = compare(primary, shadow, thresholds, adapters)
-        result.comparisons.append((minute + 1, verdict.outcome))
-        if verdict.outcome == "fail" or (
-            verdict.outcome == "pass" and elapsed >= stage.min_minutes
-        ):
-            result.outcome, result.end_minute = verdict.outcome, minute + 1
-            result.reason, result.shadow_answers = verdict.summary(), len(shadow)
+        loads = LikeLoads.of(minute_loads(minutes), per_primary)
+        verdict = compare(primary, shadow, thresholds, adapters, loads=loads)
+        evidence = ShadowEvidence(verdict, minutes=minutes, loads=loads)
+        outcome, summary = evidence.judged(thresholds.max_latency_p95_ratio)
+        result.comparisons.append((minute + 1, outcome))
+        if outcome == "fail" or (outcome == "pass" and elapsed >= stage.min_minutes):
+            result.outcome, result.end_minute = outcome, minute + 1
+            result.reason, result.shadow_answers = summary, len(shadow)
             return result
+        result.reason = summary
     result.end_minute, result.shadow_answers = last, len(shadow)
     result.reason = (
         f"no pass within max_minutes ({stage.max_minutes}) or the trace's end: "
-        "no evidence is never a pass"
+        f"no evidence is never a pass (last: {result.reason})"
     )
     return result

@@ -44,6 +44,7 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from . import rules as r
+from .shadow_compare import MinuteLatency
 from .state import RolloutState
 
 SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
@@ -262,30 +263,61 @@ def invocation_sums(
         kwargs["NextToken"] = token
 
 
-def latency_p95_ms(
-    cw: Any, endpoint: str, variants: tuple[str, ...], start: int, end: int
-) -> dict[str, float | None]:
-    """Each variant's ModelLatency p95 over ``[start, end]`` (one period spanning the window), in
-    milliseconds; None for a variant without data. ModelLatency is published per EndpointName and
-    VariantName in microseconds (SageMaker developer guide, "Metrics for monitoring Amazon
-    SageMaker AI", https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html);
-    the shadow variant's too ("Monitor a shadow test" compares its ModelLatency with the
-    production variant's). GetMetricData periods are multiples of 60 s."""
-    period = max(60, -(-(end - start) // 60) * 60)
-    queries = [
-        variant_query(f"l{i}", endpoint, variant, "ModelLatency", period, "p95")
-        for i, variant in enumerate(variants)
-    ]
-    page = cw.get_metric_data(
-        MetricDataQueries=queries,
-        StartTime=datetime.fromtimestamp(start, UTC),
-        EndTime=datetime.fromtimestamp(end, UTC),
-    )
-    found: dict[str, float | None] = dict.fromkeys(variants)
-    for result in page.get("MetricDataResults", []):
-        values = [v for v in result.get("Values", []) if v is not None]
-        if values:
-            found[variants[int(result["Id"][1:])]] = max(values) / 1000.0
+#: What the shadow comparison reads per minute and variant: (metric, statistic).
+SHADOW_MINUTE_METRICS = (("ModelLatency", "p95"), ("InvocationsPerInstance", "Sum"))
+
+
+def shadow_minutes(
+    cw: Any, endpoint: str, primary: str, shadow: str, start: int, end: int
+) -> dict[int, MinuteLatency]:
+    """Both variants' ModelLatency p95 (ms) and InvocationsPerInstance (Sum) for each minute of
+    ``[start, end]``, keyed by epoch minute; a minute missing any of the four is left out (no
+    like-load judgement on it). One GetMetricData request (its pages followed), one-minute
+    periods.
+
+    ModelLatency is published per EndpointName and VariantName in microseconds (SageMaker
+    developer guide, "Metrics for monitoring Amazon SageMaker AI",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html);
+    InvocationsPerInstance is "the number of invocations sent to a model, normalized by
+    InstanceCount in each ProductionVariant. 1/numberOfInstances is sent as the value on each
+    request" (API reference, ScalingPolicyMetric,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ScalingPolicyMetric.html), so
+    its one-minute Sum is the minute's requests per instance. The shadow variant has both ("Monitor
+    a shadow test" charts Invocations, InvocationsPerInstance and ModelLatency for the production
+    and the shadow variant,
+    https://docs.aws.amazon.com/sagemaker/latest/dg/shadow-tests-view-monitor-edit-dashboard.html).
+    """
+    queries, keys = [], {}
+    for i, variant in enumerate((primary, shadow)):
+        for j, (metric, stat) in enumerate(SHADOW_MINUTE_METRICS):
+            qid = f"s{i}_{j}"
+            keys[qid] = (i, j)
+            queries.append(variant_query(qid, endpoint, variant, metric, 60, stat))
+    # per minute: [primary p95, primary per instance, shadow p95, shadow per instance]
+    rows: dict[int, list[float | None]] = {}
+    kwargs: dict[str, Any] = {
+        "MetricDataQueries": queries,
+        "StartTime": datetime.fromtimestamp(start, UTC),
+        "EndTime": datetime.fromtimestamp(end, UTC),
+    }
+    while True:
+        page = cw.get_metric_data(**kwargs)
+        for result in page.get("MetricDataResults", []):
+            i, j = keys[result["Id"]]
+            stamps, values = result.get("Timestamps", []), result.get("Values", [])
+            for at, value in zip(stamps, values, strict=True):
+                row = rows.setdefault(int(at.timestamp()) // 60, [None] * 4)
+                row[2 * i + j] = float(value) / 1000.0 if j == 0 else float(value)
+        token = page.get("NextToken")
+        if not token:
+            break
+        kwargs["NextToken"] = token
+    found = {}
+    for minute, row in sorted(rows.items()):
+        p95_p, load_p, p95_s, load_s = row
+        if p95_p is None or load_p is None or p95_s is None or load_s is None:
+            continue
+        found[minute] = MinuteLatency(p95_p, p95_s, load_p, load_s)
     return found
 
 

@@ -32,7 +32,7 @@ from . import aws, capture, store
 from . import rules as r
 from .names import RolloutStatus
 from .settings import Settings, StartFailed
-from .shadow_compare import compare
+from .shadow_compare import LikeLoads, compare, minute_loads
 from .shadow_stage import ShadowEvidence
 from .state import RecordedDecision, RolloutState
 
@@ -190,19 +190,24 @@ class ControllerIO:
         except CAPTURE_READ_ERRORS as exc:
             print(f"shadow comparison could not read its data: {aws.describe_error(exc)}")
             return ShadowEvidence(None, error=aws.describe_error(exc))
-        variants = (self.s.primary_variant, shadow.shadow_variant)
         try:
-            latency = aws.latency_p95_ms(self.cw, self.s.endpoint_name, variants, start, end)
+            minutes = aws.shadow_minutes(
+                self.cw, self.s.endpoint_name, self.s.primary_variant, shadow.shadow_variant,
+                start, end,
+            )  # fmt: skip
         except aws.AWS_ERRORS as exc:
-            print(f"shadow comparison could not read ModelLatency: {aws.describe_error(exc)}")
+            print(f"shadow comparison could not read CloudWatch: {aws.describe_error(exc)}")
             return ShadowEvidence(None, error=f"ModelLatency: {aws.describe_error(exc)}")
+        # the shadow variant is the canary's model on the canary's instance type
+        loads = LikeLoads.of(minute_loads(minutes), self.s.rules.plan.canary_per_primary)
         primary, _ = read[self.s.primary_variant]
         answers, _ = read[shadow.shadow_variant]
         said = ", ".join(f"{v} {len(a)} answers in {n} objects" for v, (a, n) in read.items())
         return ShadowEvidence(
-            compare(primary, answers, shadow.thresholds),
+            compare(primary, answers, shadow.thresholds, loads=loads),
             read=f"read: {said}",
-            latency_p95_ms=(latency[variants[0]], latency[variants[1]]),
+            minutes=minutes,
+            loads=loads,
         )
 
     def set_canary_weight(self, percent: int) -> None:

@@ -51,7 +51,17 @@ from typing import Any, Final, cast
 from . import names
 from .canary_scaling import CanaryScaling
 from .rules import TERMINAL_ENDPOINT_STATES, Decision, Observation
-from .shadow_compare import ContentCheck, Thresholds, Verdict
+from .shadow_compare import (
+    CLOUDWATCH_LATENCY,
+    ContentCheck,
+    LikeLoads,
+    MinuteLatency,
+    Thresholds,
+    Verdict,
+    cloudwatch_classes,
+    cloudwatch_latency,
+    like_load_detail,
+)
 from .state import RolloutState
 
 SHADOW: Final = "shadow"
@@ -107,37 +117,40 @@ class ShadowEvidence:
     error: str | None = None
     #: What was read (objects, answers per variant), for the record.
     read: str = ""
-    #: Each variant's ModelLatency p95 over the window from CloudWatch, ms (primary, shadow);
-    #: None without data. Data capture records no latency: this is the comparison's latency.
-    latency_p95_ms: tuple[float | None, float | None] = (None, None)
+    #: CloudWatch per minute over the window (epoch minute -> both variants' ModelLatency p95 and
+    #: InvocationsPerInstance; a minute missing any of them is left out): the ModelLatency rule.
+    minutes: Mapping[int, MinuteLatency] = field(default_factory=dict)
+    #: Which minutes give latency evidence, and for which verdict (the verdict's per-answer
+    #: latency rules were judged on the same).
+    loads: LikeLoads = field(default_factory=LikeLoads)
 
     def judged(self, max_ratio: float) -> tuple[str, str]:
         """``(outcome, summary)``: the per-adapter verdict, failed also when the shadow's
-        ModelLatency p95 exceeds ``max_ratio`` x the primary's (judged only with enough answers:
-        a p95 of a handful of requests is noise)."""
+        ModelLatency p95 exceeds ``max_ratio`` x the primary's in minutes where its load was at
+        most the primary's, and never a pass unless it is within it in minutes where its load was
+        at least the primary's (``shadow_compare.cloudwatch_latency``: no like-load evidence
+        either way is ``insufficient``, a hold)."""
         if self.verdict is None:
             return "unreadable", f"the comparison could not read its data ({self.error})"
         outcome, summary = self.verdict.outcome, self.verdict.summary()
-        primary, shadow = self.latency_p95_ms
-        ratio = shadow / primary if primary and shadow is not None else 0.0
-        if outcome != "insufficient" and ratio > max_ratio:
-            why = (
-                f"shadow ModelLatency p95 {shadow:,.0f} ms is {ratio:.2f} x the primary's "
-                f"{primary:,.0f} ms: above max_latency_p95_ratio {max_ratio}"
-            )
+        latency, why = cloudwatch_latency(self.minutes, self.loads, max_ratio)
+        if latency == "fail":
             prefix = summary if outcome == "fail" else "shadow comparison fail"
             return "fail", f"{prefix}; {why}"
+        if outcome == "pass" and latency == "insufficient":
+            return "insufficient", f"shadow comparison insufficient: {why}; {self.loads.summary()}"
         return outcome, summary
 
     def lines(self) -> list[str]:
-        """The record's ``shadow_evidence``: one line per adapter with its figures."""
+        """The record's ``shadow_evidence``: the like-load minutes, the ModelLatency rule's figures
+        in each class, then one line per adapter with its figures."""
         if self.verdict is None:
             return [f"no comparison: {self.error}"]
         out = [self.read] if self.read else []
-        primary, shadow = self.latency_p95_ms
-        said = [f"{v} {ms:,.0f} ms" if ms is not None else f"{v} no data"
-                for v, ms in (("primary", primary), ("shadow", shadow))]  # fmt: skip
-        out.append(f"ModelLatency p95 (CloudWatch): {', '.join(said)}")
+        out.append(f"{len(self.minutes)} minutes of CloudWatch read; {self.loads.summary()}")
+        out.append(
+            like_load_detail(CLOUDWATCH_LATENCY, *cloudwatch_classes(self.minutes, self.loads))
+        )
         for a in self.verdict.adapters:
             figures = ", ".join(f"{k} {v:.4g}" for k, v in a.figures.items())
             reasons = f" ({'; '.join(a.reasons)})" if a.reasons else ""

@@ -34,8 +34,9 @@ What the fakes do, and where each rule comes from:
   the last; :attr:`Controller.alarm_at_step` rolls the next rollout back during that step's bake.
   With ``rollout.shadow`` the rollout starts with the shadow stage, played tick by tick with the
   controller's own rules (``shadow_stage.decide``) and comparison (``shadow_compare.compare`` on
-  :attr:`Controller.shadow_answers`): the endpoint moves to the shadow config (the canary variant
-  off the endpoint, the shadow on) and back, as the controller's UpdateEndpoint does. The canary's
+  :attr:`Controller.shadow_answers`, with CloudWatch's minutes at like loads:
+  :func:`like_load_minutes`): the endpoint moves to the shadow config (the canary variant off the
+  endpoint, the shadow on) and back, as the controller's UpdateEndpoint does. The canary's
   autoscaling is then the controller's (lambdas/canary_controller/canary_scaling.py): the stack
   registers no target for it, the controller's own ``release`` and ``register`` deregister it
   before the move and register it (bounds, target-tracking policy) when back, through this
@@ -71,7 +72,13 @@ from botocore.validate import validate_parameters
 from lambdas.canary_controller import canary_scaling, names, shadow_stage, store
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.names import COMPLETED, LOCKED, ROLLED_BACK, ROLLING_BACK, RUNNING
-from lambdas.canary_controller.shadow_compare import Answer, compare
+from lambdas.canary_controller.shadow_compare import (
+    Answer,
+    LikeLoads,
+    MinuteLatency,
+    compare,
+    minute_loads,
+)
 from simulator.rollout import controller_rules
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
@@ -184,7 +191,10 @@ class Controller:
         answers = self.shadow_answers
 
         def comparison(start: int, end: int) -> shadow_stage.ShadowEvidence:
-            return shadow_stage.ShadowEvidence(compare(*answers, self.shadow.thresholds))
+            minutes = like_load_minutes(start, end)
+            loads = LikeLoads.of(minute_loads(minutes), self.rules.plan.canary_per_primary)
+            verdict = compare(*answers, self.shadow.thresholds, loads=loads)
+            return shadow_stage.ShadowEvidence(verdict, minutes=minutes, loads=loads)
 
         check = self.rules.check_seconds
         d = shadow_stage.decide(st, obs, self.shadow, int(at), comparison, check)
@@ -336,6 +346,13 @@ def shadow_rules(cfg: DeploymentConfig) -> shadow_stage.ShadowRules | None:
         thresholds=stage.thresholds,
         canary_scaling=controller_scaling(ScalingProps.from_config(cfg), CONTROLLER_OWNED_VARIANT),
     )
+
+
+def like_load_minutes(start: int, end: int) -> dict[int, MinuteLatency]:
+    """CloudWatch's minutes over the comparison's window for a shadow at the primary's load per
+    instance (in primary instances) with the primary's ModelLatency: the like-load evidence a
+    pass needs (shadow_compare, "Latency at like loads")."""
+    return {m: MinuteLatency(2000.0, 2000.0, 10.0, 10.0) for m in range(start // 60, end // 60)}
 
 
 def alike_answers(cfg: DeploymentConfig, *, shadow_fail_every: int = 0) -> tuple[list, list]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -76,7 +77,59 @@ def shadow_world(world: World) -> World:
     ctl.s = replace(ctl.s, shadow=SHADOW)
     ctl.s3 = boto3.client("s3", region_name=REGION)
     serve_update_endpoint(ctl.sm)
+    serve_shadow_minutes(world)
     return world
+
+
+def serve_shadow_minutes(
+    world: World,
+    *,
+    primary_ms: float = 2000.0,
+    shadow_ms: float = 2000.0,
+    primary_load: float = 10.0,
+    shadow_load: float = 10.0,
+) -> list[dict[str, Any]]:
+    """``cw.get_metric_data`` answering the shadow comparison's per-minute read as CloudWatch
+    would (moto computes no percentiles): the request validated against CloudWatch's model, then
+    one datapoint a minute of the window for each query (ModelLatency p95 in microseconds,
+    InvocationsPerInstance Sum), ``None`` figures leaving a series empty; every other query is
+    moto's. Returns the requests answered. Default: like loads, like latencies (a pass)."""
+    cw = world.controller.cw
+    real = cw.get_metric_data
+    model = cw.meta.service_model.operation_model("GetMetricData")
+    asked: list[dict[str, Any]] = []
+    figures = {
+        ("primary", "ModelLatency"): primary_ms * 1000,
+        ("shadow", "ModelLatency"): shadow_ms * 1000,
+        ("primary", "InvocationsPerInstance"): primary_load,
+        ("shadow", "InvocationsPerInstance"): shadow_load,
+    }
+
+    def get_metric_data(**params: Any) -> Any:
+        queries = params["MetricDataQueries"]
+        names = {q["MetricStat"]["Metric"]["MetricName"] for q in queries}
+        if names != {"ModelLatency", "InvocationsPerInstance"}:
+            return real(**params)
+        validate_parameters(params, model.input_shape)
+        asked.append(params)
+        start, end = params["StartTime"], params["EndTime"]
+        first = int(start.timestamp()) // 60 * 60
+        stamps = [datetime.fromtimestamp(t, UTC) for t in range(first, int(end.timestamp()), 60)]
+        results = []
+        for q in queries:
+            stat = q["MetricStat"]
+            variant = stat["Metric"]["Dimensions"][1]["Value"]
+            value = figures[(variant, stat["Metric"]["MetricName"])]
+            assert stat["Period"] == 60
+            results.append({
+                "Id": q["Id"], "Label": stat["Metric"]["MetricName"], "StatusCode": "Complete",
+                "Timestamps": [] if value is None else stamps,
+                "Values": [] if value is None else [value] * len(stamps),
+            })  # fmt: skip
+        return {"MetricDataResults": results}
+
+    cw.get_metric_data = get_metric_data
+    return asked
 
 
 def serve_update_endpoint(client: Any, calls: list[str] | None = None) -> list[str]:

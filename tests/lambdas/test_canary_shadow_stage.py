@@ -232,46 +232,94 @@ def test_start_is_refused_while_the_canary_config_would_serve_the_canary_on_retu
         shadow.start()
 
 
-def model_latency(world: World, primary_ms: float | None, shadow_ms: float | None) -> None:
-    """GetMetricData answering the ModelLatency p95 queries as CloudWatch would (microseconds;
-    moto computes no percentiles), every other query from moto."""
-    real = world.controller.cw.get_metric_data
-
-    def get_metric_data(**kw: Any) -> Any:
-        queries = kw["MetricDataQueries"]
-        if queries[0]["MetricStat"]["Metric"]["MetricName"] != "ModelLatency":
-            return real(**kw)
-        assert [q["MetricStat"]["Stat"] for q in queries] == ["p95", "p95"]
-        values = {"primary": primary_ms, "shadow": shadow_ms}
-        return {
-            "MetricDataResults": [
-                {
-                    "Id": q["Id"],
-                    "Values": []
-                    if (ms := values[q["MetricStat"]["Metric"]["Dimensions"][1]["Value"]]) is None
-                    else [ms * 1000],
-                }
-                for q in queries
-            ]
-        }
-
-    world.controller.cw.get_metric_data = get_metric_data
-
-
-def test_a_shadow_slower_than_the_primary_fails_on_cloudwatch_model_latency(
+def test_a_shadow_slower_than_the_primary_at_a_lower_load_fails_on_cloudwatch_model_latency(
     shadow: World,
 ) -> None:
-    model_latency(shadow, primary_ms=2000, shadow_ms=3000)  # 1.5 x, above 1.25
+    asked = sw.serve_shadow_minutes(shadow, primary_ms=2000, shadow_ms=3000, shadow_load=5)
     result = into_shadow(shadow)
     sw.capture_both(shadow)  # answers alike: only the latency differs
     result = until(shadow, result, "shadow-end")
     assert result["status"] == "ROLLED_BACK", result
     assert (
-        "shadow ModelLatency p95 3,000 ms is 1.50 x the primary's 2,000 ms"
-        in (result["rollback_reason"])
+        "ModelLatency p95 (CloudWatch) 3,000 ms is 1.50 x the primary's 2,000 ms with the "
+        "shadow's load at most the primary's" in result["rollback_reason"]
+    ), result
+    assert (
+        "30 minutes of CloudWatch read; like-load minutes: 30 with the shadow's load at "
+        "most the primary's (fail evidence), 0 at least (pass evidence)"
+        in result["shadow_evidence"]
     )
-    assert any("ModelLatency p95 (CloudWatch): primary 2,000 ms, shadow 3,000 ms" in line
-               for line in result["shadow_evidence"])  # fmt: skip
+    (read,) = asked  # one GetMetricData a comparison, four one-minute series
+    series = sorted(
+        (q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Stat"])
+        for q in read["MetricDataQueries"]
+    )
+    assert series == [
+        ("InvocationsPerInstance", "Sum"),
+        ("InvocationsPerInstance", "Sum"),
+        ("ModelLatency", "p95"),
+        ("ModelLatency", "p95"),
+    ]
+
+
+def test_a_slow_looking_shadow_at_a_higher_load_is_held_then_fails_past_max_minutes(
+    shadow: World,
+) -> None:
+    """Slower where it carried more than the primary is no proof of a slower build, and no
+    minute where it carried as much or less is no proof of a good one: held, never passed."""
+    calls = weight_calls(shadow)
+    sw.serve_shadow_minutes(shadow, primary_ms=2000, shadow_ms=3000, shadow_load=15)
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+    result = until(shadow, result, "hold")
+    assert result["shadow_outcome"] == "insufficient", result
+    assert "no evidence with the shadow's load at most the primary's" in result["last_reason"]
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "FAILED", result
+    assert "past max_minutes (180 min) without a verdict" in result["rollback_reason"]
+    assert canary_weights_set(calls) == [] and weights()["canary"] == 0.0
+
+
+def test_an_underloaded_shadow_that_looks_fast_is_never_passed(shadow: World) -> None:
+    """The peak-sized shadow off-peak: a fraction of the primary's load per instance, so fast
+    for its load alone. No pass evidence: the stage holds and fails past max_minutes."""
+    sw.serve_shadow_minutes(shadow, primary_ms=2000, shadow_ms=1200, shadow_load=2)
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "FAILED", result
+    assert (
+        "no evidence with the shadow's load at least the primary's" in (result["rollback_reason"])
+    ), result
+    assert "pass" not in {h.get("shadow_outcome") for h in result["history"]}
+    assert "canary-stage" not in [h["decision"] for h in result["history"]]
+
+
+def test_shadow_loads_are_converted_to_primary_instances(shadow: World) -> None:
+    """A shadow instance that serves half what a primary one serves (canary_per_primary 2): 6
+    requests per shadow instance is 12 per primary instance, above the primary's 10, so the
+    minutes are pass evidence (with 1.0 they would be fail evidence only: no pass)."""
+    from dataclasses import replace
+
+    ctl = shadow.controller
+    plan = replace(ctl.s.rules.plan, canary_per_primary=2.0)
+    ctl.s = replace(ctl.s, rules=replace(ctl.s.rules, plan=plan))
+    sw.serve_shadow_minutes(shadow, shadow_load=6)
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+    result = until(shadow, result, "leave-shadow")
+    assert result["shadow_outcome"] == "pass", result
+
+
+def test_cloudwatch_without_the_shadows_load_is_a_hold(shadow: World) -> None:
+    """No InvocationsPerInstance for the shadow (a metric not published): no minute has both
+    loads, no like-load evidence: insufficient, never a pass."""
+    sw.serve_shadow_minutes(shadow, shadow_load=None)  # type: ignore[arg-type]
+    result = into_shadow(shadow)
+    sw.capture_both(shadow)
+    result = until(shadow, result, "hold")
+    assert result["shadow_outcome"] == "insufficient", result
+    assert result["shadow_evidence"][1].startswith("0 minutes of CloudWatch read"), result
 
 
 def test_cloudwatch_that_cannot_be_read_is_a_hold(shadow: World) -> None:

@@ -9,6 +9,7 @@ import pytest
 from lambdas.canary_controller.shadow_compare import (
     Answer,
     ContentCheck,
+    LikeLoads,
     Thresholds,
     compare,
     ks_two_sample,
@@ -16,6 +17,8 @@ from lambdas.canary_controller.shadow_compare import (
 )
 
 LIMITS = Thresholds(min_requests_per_adapter=200)
+#: Every answer of these tests in minute 0, where both variants ran at the same load.
+EQUAL = LikeLoads(frozenset({0}), frozenset({0}))
 
 
 def answers(
@@ -28,6 +31,7 @@ def answers(
     length: int = 120,
     truncated_every: int = 0,
     text: str = "Try Vinland Saga.",
+    minute: int = 0,
 ) -> list[Answer]:
     rng = random.Random(seed)
     out = []
@@ -42,13 +46,14 @@ def answers(
                 length=max(1, int(rng.gauss(length, length / 10))),
                 truncated=bool(truncated_every and i % truncated_every == 0),
                 text=text,
+                minute=minute,
             )
         )
     return out
 
 
 def test_same_build_passes_with_its_figures() -> None:
-    verdict = compare(answers(seed=1), answers(seed=2), LIMITS)
+    verdict = compare(answers(seed=1), answers(seed=2), LIMITS, loads=EQUAL)
     assert verdict.outcome == "pass", verdict.summary()
     (recs,) = verdict.adapters
     assert recs.figures["primary_requests"] == recs.figures["shadow_requests"] == 400
@@ -65,7 +70,7 @@ def test_same_build_passes_with_its_figures() -> None:
     ],
 )
 def test_each_regression_fails_naming_its_rule(shadow: list[Answer], named: str) -> None:
-    verdict = compare(answers(seed=1), shadow, LIMITS)
+    verdict = compare(answers(seed=1), shadow, LIMITS, loads=EQUAL)
     assert verdict.outcome == "fail"
     assert any(named in reason for reason in verdict.reasons), verdict.reasons
 
@@ -77,7 +82,7 @@ def test_a_content_check_that_drops_fails_only_its_adapter() -> None:
     )
     primary = answers("recs", seed=1) + answers("support", seed=3)
     shadow = answers("recs", seed=2) + answers("support", seed=4, text="Sorry, I cannot.")
-    verdict = compare(primary, shadow, limits)
+    verdict = compare(primary, shadow, limits, loads=EQUAL)
     assert verdict.outcome == "fail"
     by_name = {a.adapter: a for a in verdict.adapters}
     assert by_name["recs"].outcome == "pass"
@@ -86,20 +91,22 @@ def test_a_content_check_that_drops_fails_only_its_adapter() -> None:
 
 
 def test_too_few_answers_is_insufficient_never_a_pass() -> None:
-    verdict = compare(answers(n=150, seed=1), answers(n=400, seed=2), LIMITS)
+    verdict = compare(answers(n=150, seed=1), answers(n=400, seed=2), LIMITS, loads=EQUAL)
     assert verdict.outcome == "insufficient"
     assert "150 primary" in verdict.reasons[0]
-    assert compare([], [], LIMITS).outcome == "insufficient"
+    assert compare([], [], LIMITS, loads=EQUAL).outcome == "insufficient"
 
 
 def test_a_fail_outranks_an_adapter_short_of_evidence() -> None:
     primary = answers("recs", seed=1) + answers("support", n=10, seed=3)
     shadow = answers("recs", seed=2, latency=3000) + answers("support", n=10, seed=4)
-    assert compare(primary, shadow, LIMITS).outcome == "fail"
+    assert compare(primary, shadow, LIMITS, loads=EQUAL).outcome == "fail"
 
 
 def test_a_named_adapter_nobody_answered_is_insufficient() -> None:
-    verdict = compare(answers(seed=1), answers(seed=2), LIMITS, adapters=["recs", "qa"])
+    verdict = compare(
+        answers(seed=1), answers(seed=2), LIMITS, adapters=["recs", "qa"], loads=EQUAL
+    )
     assert verdict.outcome == "insufficient"
 
 
