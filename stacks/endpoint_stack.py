@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import ArnFormat, Aws, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -31,6 +31,7 @@ from stacks.constructs.scaling import EndpointScaling, ScalingProps, controller_
 from stacks.constructs.shadow_stage import ShadowStageConfig
 from stacks.constructs.smoke_gate import SmokeGate
 from typed_config import VARIANT_NAMES, DeploymentConfig
+from typed_config.derived import capture_bucket_name
 from typed_config.shadow import CONTROLLER_OWNED_VARIANT, controller_owned_variants
 
 #: What CloudWatch Logs does with a log group's key (the user guide's policy, below).
@@ -176,6 +177,7 @@ class EndpointStack(Stack):
             canary_scaling=controller_scaling(
                 ScalingProps.from_config(cfg), CONTROLLER_OWNED_VARIANT
             ),
+            bucket_name=capture_bucket_name(cfg, cfg.account or Aws.ACCOUNT_ID),
         )
 
     def _canary_controller(self, cfg: DeploymentConfig) -> CanaryController:

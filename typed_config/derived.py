@@ -18,6 +18,13 @@ def artifact_bucket_name(cfg: DeploymentConfig, account: str) -> str:
     return cfg.model_prep.artifact_bucket or f"{cfg.project}-{cfg.env}-models-{account}"
 
 
+def capture_bucket_name(cfg: DeploymentConfig, account: str) -> str:
+    """The shadow stage's data-capture bucket: ``<project>-<env>-capture-<account>``, a static
+    name, so a retained bucket can be imported again (``--import-existing-resources``) and the
+    CloudFormation execution policy names it (stacks/constructs/execution_policy.py)."""
+    return f"{cfg.project}-{cfg.env}-capture-{account}"
+
+
 def artifact_location_uri(cfg: DeploymentConfig, account: str) -> str:
     return f"s3://{artifact_bucket_name(cfg, account)}/{cfg.model_prep.artifact_prefix}"
 

@@ -252,7 +252,9 @@ GRANTS: tuple[Grant, ...] = (
         "s3:GetBucketNotification s3:GetBucketObjectLockConfiguration s3:GetBucketWebsite "
         "s3:GetIntelligentTieringConfiguration s3:GetInventoryConfiguration "
         "s3:GetMetricsConfiguration s3:GetReplicationConfiguration",
-        ["arn:{p}:s3:::{bucket}"],
+        # the artifact bucket, and the shadow stage's capture bucket
+        # (typed_config.derived.capture_bucket_name)
+        ["arn:{p}:s3:::{bucket}", "arn:{p}:s3:::{prefix}-capture-{a}"],
     ),
     _g(
         "BootstrapAssets",

@@ -75,6 +75,7 @@ class ShadowStageConfig(Construct):
         key: kms.IKey,
         metrics_path: MetricsPath | None = None,
         canary_scaling: CanaryScaling | None = None,
+        bucket_name: str | None = None,
     ) -> None:
         """``canary_scaling``: the canary's bounds and target tracking, which the controller
         registers around the stage (the stack registers none for it with ``rollout.shadow``:
@@ -82,7 +83,7 @@ class ShadowStageConfig(Construct):
         super().__init__(scope, construct_id)
         self.stage, self.key = stage, key
         self.canary_scaling = canary_scaling
-        self.bucket = self._capture_bucket(stage, key)
+        self.bucket = self._capture_bucket(stage, key, bucket_name)
         self.capture_uri = f"s3://{self.bucket.bucket_name}/{CAPTURE_PREFIX}"
         canary = variants.canary
         primary = variants.primary
@@ -123,12 +124,15 @@ class ShadowStageConfig(Construct):
         )
         self._grant_capture_write(serving.role)
 
-    def _capture_bucket(self, stage: ShadowStage, key: kms.IKey) -> s3.Bucket:
+    def _capture_bucket(
+        self, stage: ShadowStage, key: kms.IKey, bucket_name: str | None
+    ) -> s3.Bucket:
         """Captured requests and answers, encrypted with the endpoint's key, kept
         ``capture_retention_days``."""
         bucket = s3.Bucket(
             self,
             "Capture",
+            bucket_name=bucket_name,
             encryption=s3.BucketEncryption.KMS,
             encryption_key=key,
             bucket_key_enabled=True,

@@ -191,10 +191,14 @@ def test_prod_carries_the_seed_numbers() -> None:
     # 3 canary instances, not the original team's 1: the blue/green canary step (one whole instance)
     # must be <= 50% of every variant's fleet (TrafficRoutingConfig; issue 10 item 4), and the
     # solver's floor is 3 (5 % of a release spike with the scale-out lag; issue 36).
+    # Its weight is 0, not the brief's 5: a release starts with the shadow stage (the brief's own
+    # first phase), and the canary comes back from it at its initial weight; the controller's
+    # first step gives it the brief's 5 % (rollout.steps_percent).
     assert (cfg.variants.canary.initial_instance_count, cfg.variants.canary.initial_weight) == (
         3,
-        5,
+        0,
     )
+    assert cfg.rollout.steps_percent[0] == 5 and cfg.rollout.shadow is not None
     eng = cfg.engine
     assert (eng.gpu_memory_utilization, eng.max_model_len, eng.max_num_seqs) == (0.92, 4096, 128)
     assert (eng.max_num_batched_tokens, eng.block_size, eng.max_lora_rank) == (8192, 16, 16)

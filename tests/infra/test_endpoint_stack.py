@@ -16,7 +16,9 @@ def endpoint(prod_templates) -> Template:
     return prod_templates["endpoint"]
 
 
-def test_endpoint_config_has_primary_and_canary_at_95_5_on_g6e(endpoint: Template) -> None:
+def test_endpoint_config_has_primary_and_canary_at_95_0_on_g6e(endpoint: Template) -> None:
+    """The canary waits at weight 0 for its rollout (prod's releases start with the shadow
+    stage); the controller's steps give it its share."""
     endpoint.has_resource_properties(
         "AWS::SageMaker::EndpointConfig",
         {
@@ -35,7 +37,7 @@ def test_endpoint_config_has_primary_and_canary_at_95_5_on_g6e(endpoint: Templat
                         "VariantName": "canary",
                         "InstanceType": "ml.g6e.xlarge",
                         "InitialInstanceCount": 3,
-                        "InitialVariantWeight": 5,
+                        "InitialVariantWeight": 0,
                     }
                 ),
             ]

@@ -21,8 +21,14 @@ CLASSIC_NAMESPACES = {
 
 
 def _metrics_config(template) -> dict[str, Any]:
-    (config,) = template.find_resources("AWS::SageMaker::EndpointConfig").values()
-    return config["Properties"]["MetricsConfig"]
+    """The endpoint configs' MetricsConfig: the serving config's and, with a shadow stage, the
+    shadow config's, which must be the same."""
+    found = [
+        c["Properties"]["MetricsConfig"]
+        for c in template.find_resources("AWS::SageMaker::EndpointConfig").values()
+    ]
+    assert found and all(m == found[0] for m in found), found
+    return found[0]
 
 
 def _dashboard_body(template) -> str:

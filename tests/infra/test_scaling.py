@@ -16,8 +16,10 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk.assertions import Capture, Match, Template
 
 from container.serving import metrics_contract as mc
-from stacks.constructs.scaling import EndpointScaling, ScalingProps
+from stacks.constructs.scaling import EndpointScaling, ScalingProps, controller_scaling
 from typed_config import DeploymentConfig, ScalingConfig, VariantName, bounds_changes
+
+from .conftest import parse, raw_config, synth_templates
 
 ENDPOINT = "mangaassist-vllm-prod"
 DIMS = [
@@ -27,8 +29,42 @@ DIMS = [
 
 
 @pytest.fixture(scope="module")
-def endpoint(prod_templates: dict[str, Template]) -> Template:
-    return prod_templates["endpoint"]
+def endpoint() -> Template:
+    """prod's endpoint stack with the stack owning both variants' scaling: prod.yaml without its
+    shadow stage (with it the canary's scaling is the controller's: the last tests here)."""
+    raw = raw_config("prod")
+    del raw["rollout"]["shadow"]
+    raw["variants"]["canary"]["initial_weight"] = 5
+    return synth_templates(parse(raw))["endpoint"]
+
+
+def test_with_a_shadow_stage_the_controller_registers_what_the_stack_would(
+    endpoint: Template, prod_templates: dict[str, Template], prod_cfg: DeploymentConfig
+) -> None:
+    """The canary's bounds and target tracking the controller is handed with rollout.shadow are
+    the ones the stack registers without it, field for field; and prod's own stack registers
+    none for the canary."""
+    targets = endpoint.find_resources("AWS::ApplicationAutoScaling::ScalableTarget")
+    (canary_id,) = [
+        k for k, t in targets.items() if t["Properties"]["ResourceId"].endswith("/canary")
+    ]
+    (policy,) = [
+        p["Properties"]
+        for p in endpoint.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+        if p["Properties"]["ScalingTargetId"]["Ref"] == canary_id
+    ]
+    spec = controller_scaling(ScalingProps.from_config(prod_cfg), "canary")
+    tracking = dict(spec.tracking)
+    if not tracking["DisableScaleIn"]:
+        del tracking["DisableScaleIn"]  # CloudFormation's policy leaves false out
+    assert policy["TargetTrackingScalingPolicyConfiguration"] == tracking
+    bounds = targets[canary_id]["Properties"]
+    assert (bounds["MinCapacity"], bounds["MaxCapacity"]) == (
+        spec.min_capacity,
+        spec.max_capacity,
+    )
+    live = prod_templates["endpoint"].find_resources("AWS::ApplicationAutoScaling::ScalableTarget")
+    assert [t["Properties"]["ResourceId"].rsplit("/", 1)[1] for t in live.values()] == ["primary"]
 
 
 def scaling_config(
