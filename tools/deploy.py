@@ -49,6 +49,7 @@ from typing import Any, Literal, cast
 from botocore.exceptions import ClientError
 
 from container.model_prep.artifact import ArtifactError
+from lambdas.canary_controller import canary_scaling
 from lambdas.canary_controller.names import COMPLETED, LOCKED
 from simulator.schedule import schedule_floor
 from sizing.deploy_options import DeployOptions
@@ -68,6 +69,7 @@ from typed_config import (
     stack_name,
 )
 from typed_config.instance_start import ASSUMED_READY_SECONDS
+from typed_config.shadow import controller_owned_variants
 
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
 #: a deploy acting): wait for InService and try again this many times.
@@ -146,9 +148,12 @@ def read_live(sm: Any, aas: Any, cfg: DeploymentConfig) -> LiveEndpoint | None:
 
 @dataclass(frozen=True)
 class Step:
-    action: Literal["raise", "deploy"]
+    action: Literal["raise", "release-scaling", "deploy"]
     why: str
     counts: dict[VariantName, int] = field(default_factory=dict)
+    #: ``release-scaling``: the variants whose scalable target this tool deregisters itself (the
+    #: canary controller's, which no template owns: lambdas/canary_controller/canary_scaling.py).
+    released: frozenset[str] = frozenset()
     options: DeployOptions = field(default_factory=DeployOptions)
     #: Deployed when this step fails, to leave every variant registered for scaling.
     recover_with: DeployOptions | None = None
@@ -185,7 +190,10 @@ def plan_deploy(
         # scalable-target rule for InstanceType only, so the safe reading deregisters first
         if live.variants[v].instance_type != target.variants[v].placement
     }
-    suspend = frozenset(v for v in changed if v in live.registered)
+    registered = frozenset(v for v in changed if v in live.registered)
+    # the canary controller's targets (rollout.shadow) are in no template: deregistered here
+    handed = registered & controller_owned_variants(cfg.rollout.shadow)
+    suspend = registered - handed
     desired = {v: live.variants[v].desired for v in VARIANT_NAMES}
     phases = update_phases(target, ready_seconds=ready_seconds, fleet=max(desired.values()))
     window = timedelta(seconds=phases.complete * (2 if suspend else 1))
@@ -211,6 +219,17 @@ def plan_deploy(
                 f"~{window.total_seconds() / 60:.0f} min: "
                 + ", ".join(f"{v} {desired[v]} -> {n}" for v, n in raised.items()),
                 counts=raised,
+            )
+        )
+    if handed:
+        steps.append(
+            Step(
+                "release-scaling",
+                f"deregister the autoscaling of {', '.join(sorted(handed))} (the canary "
+                "controller's, in no template; an update that changes the instance type fails "
+                "while it is registered): the controller registers it again at the next "
+                "rollout's canary stage",
+                released=handed,
             )
         )
     if not suspend:
@@ -508,6 +527,10 @@ def _execute(
             # One variant per call, each until InService: the endpoint takes one update at a time.
             for variant, count in sorted(step.counts.items()):
                 raise_counts(sm, cfg.endpoint_name, {variant: count}, deadline=deadline, **wait)
+            continue
+        if step.action == "release-scaling":
+            for variant in sorted(step.released):
+                canary_scaling.release(aas, cfg.endpoint_name, variant)
             continue
         rc = deploy(step.options)
         if rc == 0:

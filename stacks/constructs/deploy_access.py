@@ -40,9 +40,11 @@ from aws_cdk import aws_iam as iam
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
+from lambdas.canary_controller import canary_scaling
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
-from stacks.constructs.scaling import register_variant_bounds
+from stacks.constructs.scaling import register_variant_bounds, scalable_targets_arn
+from typed_config.shadow import CONTROLLER_OWNED_VARIANT
 
 #: GitHub's OIDC issuer host: the provider URL, and the prefix of its condition keys.
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -358,6 +360,36 @@ class DeployRole(Construct):
             "scalable-target ARNs carry a generated id; the service-namespace and "
             "scalable-dimension conditions admit SageMaker variant counts only",
             rf"{_ARN}:application-autoscaling:{_REGION}:{_ACCOUNT}:scalable-target/\*",
+        )
+        # tools/deploy.py deregisters the canary's target itself before an instance-type change
+        # when the canary controller owns it (rollout.shadow: canary_scaling.py), and Application
+        # Auto Scaling deletes its target-tracking alarms with it, with the caller's rights
+        # (Application Auto Scaling user guide, identity-based policy examples).
+        self._allow(
+            "ControllerScalingRelease",
+            ["application-autoscaling:DeregisterScalableTarget"],
+            [scalable_targets_arn(stack)],
+        )
+        canary_alarms = canary_scaling.TRACKING_ALARM_PREFIX + canary_scaling.resource_id(
+            endpoint_name, CONTROLLER_OWNED_VARIANT
+        )
+        self._allow(
+            "ControllerScalingAlarms",
+            ["cloudwatch:DescribeAlarms", "cloudwatch:DeleteAlarms"],
+            [
+                stack.format_arn(
+                    service="cloudwatch",
+                    resource="alarm",
+                    resource_name=f"{canary_alarms}-*",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+            ],
+        )
+        self._wildcard(
+            "Application Auto Scaling names a target-tracking policy's alarms after its resource "
+            "with a generated suffix: this endpoint's canary's only",
+            rf"{_ARN}:cloudwatch:{_REGION}:{_ACCOUNT}:alarm:TargetTracking-endpoint/"
+            rf"{_re(endpoint_name)}/variant/canary-\*",
         )
         self._allow("CanaryController", ["lambda:InvokeFunction"], [controller_function_arn])
 

@@ -436,6 +436,10 @@ NOT_BOTO3_CALLS = {
     "ecr:GetDownloadUrlForLayer": "docker pull of buildx's registry cache",
     "kms:Decrypt": "S3 GetObject of a release (the bucket's KMS key)",
     "kms:GenerateDataKey": "S3 PutObject of a job's inputs (the bucket's KMS key)",
+    "application-autoscaling:DeregisterScalableTarget": "tools/deploy.py through "
+    "lambdas/canary_controller/canary_scaling.py release (a controller-owned canary's type change)",
+    "cloudwatch:DescribeAlarms": "DeregisterScalableTarget deleting the target-tracking alarms",
+    "cloudwatch:DeleteAlarms": "DeregisterScalableTarget deleting the target-tracking alarms",
 }
 #: IAM actions whose name is not the operation's (S3 transfer helpers, ListObjectsV2, Lambda).
 ACTION_OF = {

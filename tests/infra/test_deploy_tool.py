@@ -224,6 +224,39 @@ def test_type_change_of_an_unregistered_variant_is_one_deploy() -> None:
     assert deploy.calls == [{}]
 
 
+def test_a_canary_type_change_deregisters_the_controllers_scaling_itself_then_deploys() -> None:
+    """With rollout.shadow the canary's scalable target is the canary controller's, in no
+    template: a suspending deploy would leave it registered and the type change would fail, so
+    the tool deregisters it itself, then deploys once (the controller registers it again at the
+    next rollout's canary stage)."""
+    raw = raw_config("prod")
+    raw["variants"]["canary"]["instance_type"] = "ml.g5.2xlarge"
+    cfg = parse(raw)
+    assert cfg.rollout.shadow is not None
+    sm, sms, aas, aass = clients()
+    stub_live(sms, aass)
+    aass.add_response(
+        "deregister_scalable_target",
+        {},
+        {
+            "ServiceNamespace": "sagemaker",
+            "ResourceId": f"endpoint/{ENDPOINT}/variant/canary",
+            "ScalableDimension": "sagemaker:variant:DesiredInstanceCount",
+        },
+    )
+    deploy = Recorder()
+    with sms, aass:
+        live = tool.read_live(sm, aas, cfg)
+        steps = tool.plan_deploy(cfg, live, now=NIGHT)
+        assert [s.action for s in steps] == ["release-scaling", "deploy"]
+        assert "the canary controller's" in steps[0].why
+        rc = tool.execute(steps, cfg, sm=sm, deploy=deploy, aas=aas, live=live,
+                          sleep=lambda s: None)  # fmt: skip
+        aass.assert_no_pending_responses()
+    assert rc == 0
+    assert deploy.calls == [{}]  # one deploy: nothing for CloudFormation to suspend
+
+
 def test_deploy_before_the_peak_raises_counts_first_retrying_while_updating() -> None:
     """The registered minimum goes up first (a scale-in policy cannot take the count back while
     the update waits), one variant per capacity call, and the minimum comes back after."""
