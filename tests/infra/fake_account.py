@@ -357,15 +357,18 @@ def like_load_minutes(start: int, end: int) -> dict[int, MinuteLatency]:
 
 def alike_answers(cfg: DeploymentConfig, *, shadow_fail_every: int = 0) -> tuple[list, list]:
     """Both variants' captured answers for the shadow comparison: every adapter with enough of
-    them, alike (a pass), or the shadow failing every ``shadow_fail_every``-th."""
+    them, alike (a pass), or the shadow failing every ``shadow_fail_every``-th. The ok ones
+    carry their times as the serving container writes them into each answer."""
     least = cfg.rollout.shadow.min_requests_per_adapter if cfg.rollout.shadow else 1
     sides: tuple[list[Answer], list[Answer]] = ([], [])
     for adapter in (a.name for a in cfg.adapters):
         for i in range(least):
             length = 150 + (i * 37) % 60
-            sides[0].append(Answer(adapter, True, length=length, text="ok"))
+            e2e, ttft = 900.0 + (i * 53) % 400, 90.0 + (i * 17) % 40
+            sides[0].append(Answer(adapter, True, e2e, ttft, length=length, text="ok"))
             failed = bool(shadow_fail_every) and i % shadow_fail_every == 0
-            sides[1].append(Answer(adapter, not failed, length=length, text="ok"))
+            timed = (None, None) if failed else (e2e, ttft)
+            sides[1].append(Answer(adapter, not failed, *timed, length=length, text="ok"))
     return sides
 
 

