@@ -9,10 +9,15 @@ latency and TTFT. Both sides import this module.
 One file, two packages: the container and the Lambdas sit on the same floor (neither may import
 the other, tests/infra/test_floors.py) and each ships only its own directory (the image copies
 ``container/serving/``, the Lambda asset holds ``lambdas/canary_controller/`` only). So this file
-lives here and ``lambdas/canary_controller/answer_timing_contract.py`` is a symbolic link to it:
-the CDK copies a link that points outside an asset's directory as the file it points to
-(``SymlinkFollowMode.EXTERNAL``, the default of ``Code.from_asset``), and
-tests/lambdas/test_packaging.py imports it from the staged asset. A test holds the link.
+lives here and ``lambdas/canary_controller/answer_timing_contract.py`` is a symbolic link to it.
+The CDK stages a link that points outside an asset's directory as the file it points to: its
+``copyDirectory`` (aws-cdk-lib ``core/lib/fs/copy.ts``) follows ``options.follow ??
+SymlinkFollowMode.EXTERNAL``, seen here with aws-cdk-lib 2.275 (the staged asset holds a plain
+file). The API reference gives ``SymlinkFollowMode.NEVER`` as ``CopyOptions.follow``'s default
+(https://docs.aws.amazon.com/cdk/api/v2/python/aws_cdk/CopyOptions.html), so the code does not
+rest on the documented default: tests/lambdas/test_packaging.py imports every module of the
+package from the staged asset and fails on a link left dangling, and test_shadow_capture.py
+holds the link itself.
 
 The keys, in milliseconds, all measured in the container on one clock from the moment the
 request reached the serving hooks (after admission, before request shaping):
