@@ -164,3 +164,41 @@ def test_stream_events_before_the_engines_last_output_are_sent_at_once() -> None
     # no first-token stamp from the engine's statistics: no times rather than wrong ones
     assert FIELD.encode() not in tail and tail.startswith(b'data: {"choices"')
     assert tail.count(b"[DONE]") == 1
+
+
+class FakeStats:
+    """vLLM's RequestStateStats as the output processor leaves them on a finished request."""
+
+    arrival_time = 1_000.010  # wall clock, the engine client's arrival
+    first_token_latency = 0.040  # from arrival to the first token's iteration
+    queued_ts, scheduled_ts = 5.000, 5.002  # the engine core's monotonic clock
+
+
+def test_a_whole_answer_gets_the_engines_first_token_stamp_and_its_length_follows() -> None:
+    clock = answer_timing.Clock(started=time.perf_counter() - 0.2, started_wall=1_000.0, calls=1)
+    finished = FakeOutput(finished=True)
+    finished.metrics = FakeStats()  # type: ignore[assignment]
+    clock.saw(finished)
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    answer = b'{"id":"chatcmpl-1","choices":[{"message":{"content":"Berserk"}}]}\n'
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))]
+
+    async def run() -> None:
+        out = answer_timing.timed_send(send, clock)
+        await out({"type": "http.response.start", "status": 200, "headers": headers})
+        assert sent == []  # held with its body
+        await out(body(answer, more=False))
+
+    asyncio.run(run())
+    start, whole = sent
+    assert dict(start["headers"])[b"content-length"] == str(len(whole["body"])).encode()
+    parsed = json.loads(whole["body"])
+    assert parsed["choices"] == [{"message": {"content": "Berserk"}}]
+    timing = parsed[FIELD]
+    assert (timing[TTFT_MS], timing[QUEUE_MS]) == (50.0, 2.0)  # 10 ms to the engine + 40 ms
+    assert timing[E2E_MS] >= 200.0
+    assert whole["body"].startswith(answer.rstrip()[:-1])  # vLLM's own bytes, the key appended
