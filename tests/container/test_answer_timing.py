@@ -98,6 +98,37 @@ def test_the_openai_client_reads_both_answers_and_keeps_the_key(server: Server) 
     assert text and [read(c.model_extra or {}) is not None for c in chunks][-1] is True
 
 
+def vllm_series(server: Server, name: str) -> float:
+    """The sum of a vLLM series over its labels (engine, model)."""
+    text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith((name + "{", name + " ")))  # fmt: skip
+
+
+def test_a_client_gone_mid_stream_still_aborts_the_request_in_the_engine(server: Server) -> None:
+    """The probe between vLLM's handler and its engine client keeps a disconnect's abort: the
+    engine stops generating for a client that left (the tiny model always runs to max_tokens, so
+    a request left running would add 400 tokens)."""
+    before = vllm_series(server, "vllm:generation_tokens_total")
+    body = {**chat("Recommend a long manga series.", max_tokens=400), "stream": True}
+    with (
+        httpx.Client(timeout=120) as client,
+        client.stream("POST", f"{server.url}/invocations", json=body,
+                      headers={HEADER: "manga_domain"}) as r,
+    ):  # fmt: skip
+        assert r.status_code == 200
+        for line in r.iter_lines():  # up to the first token, then the connection closes
+            chunk = json.loads(line[6:]) if line.startswith("data: {") else {}
+            if any(c["delta"].get("content") for c in chunk.get("choices", ())):
+                break
+    deadline = time.monotonic() + 60  # the event is the engine going idle; this only bounds it
+    while vllm_series(server, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert vllm_series(server, "vllm:num_requests_running") == 0
+    generated = vllm_series(server, "vllm:generation_tokens_total") - before
+    assert 0 < generated < 400, generated
+
+
 def capture_record(request: dict[str, Any], response: httpx.Response, encoding: str) -> str:
     """One data capture line of ``request`` and the server's answer, as SageMaker writes it."""
     out = response.content
