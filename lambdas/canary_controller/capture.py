@@ -21,6 +21,8 @@ OpenAI-compatible chat completions, whole or streamed as server-sent events):
 - ``length``: ``usage.completion_tokens`` when the answer carries it, else the text's characters
   (the same on both sides: both variants run the same container contract);
 - ``truncated``: finish reason ``length`` (cut off by max_tokens);
+- ``minute``: the epoch minute of ``eventMetadata.inferenceTime`` (``capture_minute``), which
+  places the answer's times in a like-load class (``shadow_compare``); None without one;
 - ``latency_ms`` / ``ttft_ms``: the answer's own end-to-end time and time to first token, from
   the ``timing`` field the serving container writes into the answer (``answer_timing_contract``:
   a whole answer's top-level key, a stream's last data event before ``[DONE]``). Data capture
@@ -45,7 +47,7 @@ from typing import Any
 from .answer_timing_contract import FIELD as TIMING_FIELD
 from .answer_timing_contract import AnswerTiming, TimingError
 from .answer_timing_contract import read as read_timing
-from .shadow_compare import Answer
+from .shadow_compare import Answer, capture_minute
 
 #: The adapter of a request whose body names none (the container's DEFAULT_ADAPTER answers it).
 DEFAULT_ADAPTER_NAME = "(default)"
@@ -168,6 +170,8 @@ def parse_line(line: str) -> Answer:
     out = capture.get("endpointOutput")
     output = _decoded(out, "endpointOutput") if isinstance(out, dict) else None
     got = _answer_of(output)
+    metadata = record.get("eventMetadata")
+    at = metadata.get("inferenceTime") if isinstance(metadata, dict) else None
     length = got.tokens if got.tokens is not None else len(got.text)
     return Answer(
         adapter=str(adapter),
@@ -177,6 +181,7 @@ def parse_line(line: str) -> Answer:
         length=length,
         truncated=got.truncated,
         text=got.text,
+        minute=capture_minute(at) if isinstance(at, str) else None,
     )
 
 
@@ -262,7 +267,8 @@ def capture_line(
 
 def lines(answers: Iterable[Answer]) -> str:
     """Captured lines for ``answers`` (a chat completion each, with the container's ``timing``
-    field when the answer has both times): the tests' data."""
+    field when the answer has both times, captured in the answer's ``minute``): the tests'
+    data."""
     out = []
     for a in answers:
         response: dict[str, Any] = (
@@ -281,5 +287,10 @@ def lines(answers: Iterable[Answer]) -> str:
         )
         if a.ok and a.latency_ms is not None and a.ttft_ms is not None:
             response[TIMING_FIELD] = AnswerTiming(a.ttft_ms, a.latency_ms).as_field()
-        out.append(capture_line({"model": a.adapter, "messages": []}, response))
+        at = (
+            ""
+            if a.minute is None
+            else f"{datetime.fromtimestamp(a.minute * 60, UTC):%Y-%m-%dT%H:%M:%SZ}"
+        )
+        out.append(capture_line({"model": a.adapter, "messages": []}, response, at=at))
     return "\n".join(out) + "\n"

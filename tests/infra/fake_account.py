@@ -60,6 +60,7 @@ import io
 import itertools
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -193,7 +194,9 @@ class Controller:
         def comparison(start: int, end: int) -> shadow_stage.ShadowEvidence:
             minutes = like_load_minutes(start, end)
             loads = LikeLoads.of(minute_loads(minutes), self.rules.plan.canary_per_primary)
-            verdict = compare(*answers, self.shadow.thresholds, loads=loads)
+            # captured in the window's first minute, as capture.parse_line dates them
+            primary, shadow = ([replace(a, minute=start // 60) for a in side] for side in answers)
+            verdict = compare(primary, shadow, self.shadow.thresholds, loads=loads)
             return shadow_stage.ShadowEvidence(verdict, minutes=minutes, loads=loads)
 
         check = self.rules.check_seconds

@@ -168,11 +168,13 @@ def answers(adapter: str, n: int, *, seed: int, fail_every: int = 0, length: int
 def put_capture(
     world: World, variant: str, items: list[Answer], *, key: str = "part.jsonl", body: str = ""
 ) -> None:
-    """One captured object of ``variant`` in the hour partition of the world's clock."""
+    """One captured object of ``variant`` in the hour partition of the world's clock, each answer
+    captured in the clock's minute (its ``eventMetadata.inferenceTime``)."""
     bucket, prefix = capture.variant_prefix(CAPTURE_URI, ENDPOINT, variant)
     (hour,) = capture.hour_prefixes(prefix, int(world.clock.now), int(world.clock.now))
+    now = [replace(a, minute=int(world.clock.now) // 60) for a in items]
     boto3.client("s3", region_name=REGION).put_object(
-        Bucket=bucket, Key=f"{hour}{key}", Body=(body or capture.lines(items)).encode()
+        Bucket=bucket, Key=f"{hour}{key}", Body=(body or capture.lines(now)).encode()
     )
 
 

@@ -175,10 +175,21 @@ def test_a_malformed_timing_field_is_a_capture_error_naming_the_key(
 def test_the_writer_round_trips_the_times_and_leaves_them_out_when_missing() -> None:
     from lambdas.canary_controller.shadow_compare import Answer
 
-    timed = Answer("a", True, latency_ms=1000.0, ttft_ms=100.0, length=3, text="abc")
+    minute = 1_800_000_000 // 60
+    timed = Answer("a", True, latency_ms=1000.0, ttft_ms=100.0, length=3, text="abc", minute=minute)
     untimed = Answer("a", True, length=3, text="abc")
     back = capture.parse_object(capture.lines([timed, untimed]), "k")
-    assert [(b.latency_ms, b.ttft_ms) for b in back] == [(1000.0, 100.0), (None, None)]
+    assert back == [timed, untimed]
+
+
+def test_each_answer_is_placed_in_the_minute_data_capture_stamped() -> None:
+    """``eventMetadata.inferenceTime`` gives the answer's minute (its like-load class); a line
+    without one is in no minute."""
+    text = line({"model": "x"}, completion("ok", extra=TIMING))
+    stamped = json.loads(text)
+    stamped["eventMetadata"]["inferenceTime"] = "2027-01-15T08:00:59Z"
+    assert capture.parse_line(json.dumps(stamped)).minute == 1_800_000_000 // 60
+    assert capture.parse_line(text).minute is None  # "t" is no time
 
 
 def test_the_lambdas_timing_contract_is_the_containers_file() -> None:

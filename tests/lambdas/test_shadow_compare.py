@@ -127,31 +127,35 @@ def test_ttft_p95_judges_each_adapter_on_its_own() -> None:
     adapter fails on TTFT alone, the other passes."""
     primary = answers("recs", seed=1) + answers("support", seed=3)
     shadow = answers("recs", seed=2) + answers("support", seed=4, ttft=200.0)
-    verdict = compare(primary, shadow, LIMITS)
+    verdict = compare(primary, shadow, LIMITS, loads=EQUAL)
     by_name = {a.adapter: a for a in verdict.adapters}
     assert verdict.outcome == "fail" and by_name["recs"].outcome == "pass"
     support = by_name["support"]
     assert support.outcome == "fail" and len(support.reasons) == 1, support.reasons
     assert support.reasons[0].startswith("TTFT p95") and "above 1.25 x" in support.reasons[0]
-    assert support.figures["shadow_ttft_p95_ms"] > 1.6 * support.figures["primary_ttft_p95_ms"]
-    assert support.figures["shadow_ttft_timed"] == 400
+    assert support.figures["ttft_p95_ratio_at_or_below_primary_load"] > 1.6
+    assert support.figures["latency_p95_ratio_at_or_below_primary_load"] < 1.25
 
 
 def test_a_side_without_times_holds_the_latency_rules_never_passes_them() -> None:
-    """An old build on either side (no timing field in its answers): insufficient, naming the
-    rules and the counts; both sides untimed too."""
-    for primary, shadow in (
-        (answers(seed=1, timed=False), answers(seed=2)),
-        (answers(seed=1), answers(seed=2, timed=False)),
-        (answers(seed=1, timed=False), answers(seed=2, timed=False)),
+    """A build from before the timing field on either side, or on both: insufficient, naming
+    both latency rules and the counts."""
+    for primary, shadow, counts in (
+        (answers(seed=1, timed=False), answers(seed=2), "0 primary and 400 shadow"),
+        (answers(seed=1), answers(seed=2, timed=False), "400 primary and 0 shadow"),
+        (answers(seed=1, timed=False), answers(seed=2, timed=False), "0 primary and 0 shadow"),
     ):
-        verdict = compare(primary, shadow, LIMITS)
+        verdict = compare(primary, shadow, LIMITS, loads=EQUAL)
         assert verdict.outcome == "insufficient", verdict.summary()
         assert [r.split(":")[1].strip() for r in verdict.reasons] == ["latency p95", "TTFT p95"]
-        assert "answers carry times, min_requests_per_adapter is 200" in verdict.reasons[0]
+        assert f"{counts} answers carry times" in verdict.reasons[0]
 
 
 def test_a_fail_on_another_rule_outranks_missing_times() -> None:
-    verdict = compare(answers(seed=1), answers(seed=2, fail_every=50, timed=False), LIMITS)
+    shadow = answers(seed=2, fail_every=50, timed=False)
+    verdict = compare(answers(seed=1), shadow, LIMITS, loads=EQUAL)
     assert verdict.outcome == "fail"
-    assert verdict.reasons == [r for r in verdict.reasons if "error rate" in r]
+    assert verdict.summary() == (
+        "shadow comparison fail: recs: error rate 2.00 % vs the primary's 0.00 %: more than "
+        "max_error_rate_increase_percent (0.5) points"
+    )
