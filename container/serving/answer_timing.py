@@ -192,20 +192,18 @@ def timed_send(send: Send, clock: Clock) -> Send:
                 state["kind"] = "sse"
             await send(message)
             return
-        if message["type"] != "http.response.body" or kind is None:
+        if kind is None or (kind == "sse" and not held and not clock.done):
+            await send(message)  # not an answer, or a stream before the engine's last output
+            return
+        if message["type"] != "http.response.body":
             await send(message)
             return
         more = bool(message.get("more_body", False))
-        chunk = bytes(message.get("body", b""))
+        held.append(bytes(message.get("body", b"")))
         if kind == "json":
-            held.append(chunk)
             if not more:
                 await _send_json(send, state["start"], b"".join(held), clock)
             return
-        if not held and not clock.done:
-            await send(message)  # the stream before the engine's last output: untouched
-            return
-        held.append(chunk)
         whole = b"".join(held)
         if SSE_DONE in whole or not more:
             timing = clock.timing()
