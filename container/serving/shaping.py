@@ -20,6 +20,8 @@ budget, engine-death answers.
   "EngineCore encountered an issue" with a 500): while the engine is dead, or when it dies under
   a request before anything was sent, the answer is a 503 with Retry-After and the reason; the
   entrypoint restarts the engine. While draining (SIGTERM) new requests get a 503 too.
+- Answer times: each answer that reaches the engine carries its own TTFT, end-to-end and queue
+  times in one extra field (:mod:`answer_timing`), timed from this hook's arrival.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from . import answer_timing
 from .admission import ENGINE_PATHS, ASGIApp, Message, Receive, Scope, Send, send_error
 from .budget import BudgetConfig, BudgetError, TokenCounter, apply_budget
 from .request_checks import (
@@ -228,7 +231,8 @@ class ShapingMiddleware:
                 "the inference engine died and is restarting; retry after the Retry-After delay",
             )
             return
-        started = time.perf_counter()
+        clock = answer_timing.Clock.start()
+        started = clock.started
         limit = self.config.max_request_bytes
         declared = _declared_length(scope)
         too_big = declared is not None and declared > limit
@@ -255,7 +259,11 @@ class ShapingMiddleware:
         if scope["path"] == "/invocations":
             headers = [(k, v) for k, v in scope["headers"] if k.lower() != ADAPTER_HEADER]
             scope = {**scope, "headers": [*headers, (ADAPTER_HEADER, done.adapter.encode())]}
-        await self._call(scope, done.payload, receive, send)
+        timed = answer_timing.CURRENT.set(clock)
+        try:
+            await self._call(scope, done.payload, receive, answer_timing.timed_send(send, clock))
+        finally:
+            answer_timing.CURRENT.reset(timed)
         self.hooks.on_done(done.adapter, time.perf_counter() - started)
 
     async def _call(self, scope: Scope, payload: bytes, receive: Receive, send: Send) -> None:

@@ -19,6 +19,9 @@ one must leave without dropping any.
   shuts it down. SIGTERM alone would close the connections it had accepted but not yet read a
   request from, and the client would see a reset.
 
+- **Answer times.** vLLM's engine client is wrapped so each answer can carry its own times
+  (:func:`answer_timing.install_engine_probe`).
+
 Run as ``python -m <pkg>.vllm_server <vllm serve flags>``.
 """
 
@@ -29,6 +32,8 @@ import os
 import signal
 import socket
 from typing import Any
+
+from .answer_timing import install_engine_probe
 
 LISTEN_FD_ENV = "SERVING_LISTEN_FD"
 RETIRE_SIGNAL = signal.SIGUSR1
@@ -92,6 +97,7 @@ def main(argv: Any = None) -> None:
     if fd:
         _use_inherited_socket(int(fd))
     _make_retirable()
+    install_engine_probe()  # each answer's own times (answer_timing.py)
     from vllm.entrypoints.launchers.api_server.entry import main as vllm_main
 
     vllm_main()

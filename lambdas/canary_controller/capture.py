@@ -21,8 +21,14 @@ OpenAI-compatible chat completions, whole or streamed as server-sent events):
 - ``length``: ``usage.completion_tokens`` when the answer carries it, else the text's characters
   (the same on both sides: both variants run the same container contract);
 - ``truncated``: finish reason ``length`` (cut off by max_tokens);
-- latencies: data capture records none (the comparison's per-variant latency comes from
-  CloudWatch, ``aws.latency_p95``), so ``latency_ms``/``ttft_ms`` stay None.
+- ``minute``: the epoch minute of ``eventMetadata.inferenceTime`` (``capture_minute``), which
+  places the answer's times in a like-load class (``shadow_compare``); None without one;
+- ``latency_ms`` / ``ttft_ms``: the answer's own end-to-end time and time to first token, from
+  the ``timing`` field the serving container writes into the answer (``answer_timing_contract``:
+  a whole answer's top-level key, a stream's last data event before ``[DONE]``). Data capture
+  records no times of its own, so an answer without the field (a build from before it, an error,
+  a stream cut before its end) keeps None: the comparison counts it as no evidence on latency.
+  A field that is there but malformed is a :class:`CaptureError` naming the key.
 
 A line that is not what data capture writes (not JSON, no ``captureData``, an input that is not
 a JSON object) raises :class:`CaptureError`: the comparison cannot read its data, which holds the
@@ -34,10 +40,14 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .shadow_compare import Answer
+from .answer_timing_contract import FIELD as TIMING_FIELD
+from .answer_timing_contract import AnswerTiming, TimingError
+from .answer_timing_contract import read as read_timing
+from .shadow_compare import Answer, capture_minute
 
 #: The adapter of a request whose body names none (the container's DEFAULT_ADAPTER answers it).
 DEFAULT_ADAPTER_NAME = "(default)"
@@ -84,10 +94,35 @@ def _stream_events(text: str) -> list[dict[str, Any]]:
     return events
 
 
-def _answer_of(output: str | None) -> tuple[bool, str, int | None, bool]:
-    """(ok, text, completion tokens or None, truncated) of one captured answer."""
+@dataclass(frozen=True)
+class _Read:
+    """What one captured answer says (:func:`_answer_of`)."""
+
+    ok: bool
+    text: str = ""
+    tokens: int | None = None
+    truncated: bool = False
+    timing: AnswerTiming | None = None
+
+
+FAILED = _Read(ok=False)
+
+
+def _timing_of(events: list[Any]) -> AnswerTiming | None:
+    """The times of the last event that carries them (a whole answer is one event)."""
+    for event in reversed(events):
+        if isinstance(event, dict) and TIMING_FIELD in event:
+            try:
+                return read_timing(event)
+            except TimingError as exc:
+                raise CaptureError(f"endpointOutput: {exc}") from None
+    return None
+
+
+def _answer_of(output: str | None) -> _Read:
+    """What one captured answer says: ok, text, completion tokens, truncated, times."""
     if output is None or not output.strip():
-        return False, "", None, False
+        return FAILED
     body: Any
     try:
         body = json.loads(output)
@@ -95,10 +130,10 @@ def _answer_of(output: str | None) -> tuple[bool, str, int | None, bool]:
     except json.JSONDecodeError:
         events = _stream_events(output)
         if not events:
-            return False, "", None, False
+            return FAILED
         body = events[-1]
     if not isinstance(body, dict) or "error" in body or body.get("object") == "error":
-        return False, "", None, False
+        return FAILED
     texts, finish, tokens = [], None, None
     for event in events:
         if not isinstance(event, dict):
@@ -112,8 +147,8 @@ def _answer_of(output: str | None) -> tuple[bool, str, int | None, bool]:
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             tokens = usage["completion_tokens"]
     if finish is None and not texts:
-        return False, "", None, False
-    return True, "".join(texts), tokens, finish == "length"
+        return FAILED
+    return _Read(True, "".join(texts), tokens, finish == "length", _timing_of(events))
 
 
 def parse_line(line: str) -> Answer:
@@ -134,9 +169,20 @@ def parse_line(line: str) -> Answer:
     adapter = request.get("model") or DEFAULT_ADAPTER_NAME
     out = capture.get("endpointOutput")
     output = _decoded(out, "endpointOutput") if isinstance(out, dict) else None
-    ok, text, tokens, truncated = _answer_of(output)
-    length = tokens if tokens is not None else len(text)
-    return Answer(adapter=str(adapter), ok=ok, length=length, truncated=truncated, text=text)
+    got = _answer_of(output)
+    metadata = record.get("eventMetadata")
+    at = metadata.get("inferenceTime") if isinstance(metadata, dict) else None
+    length = got.tokens if got.tokens is not None else len(got.text)
+    return Answer(
+        adapter=str(adapter),
+        ok=got.ok,
+        latency_ms=got.timing.e2e_ms if got.timing else None,
+        ttft_ms=got.timing.ttft_ms if got.timing else None,
+        length=length,
+        truncated=got.truncated,
+        text=got.text,
+        minute=capture_minute(at) if isinstance(at, str) else None,
+    )
 
 
 def parse_object(body: str, key: str) -> list[Answer]:
@@ -220,10 +266,12 @@ def capture_line(
 
 
 def lines(answers: Iterable[Answer]) -> str:
-    """Captured lines for ``answers`` (a chat completion each): the tests' data."""
+    """Captured lines for ``answers`` (a chat completion each, with the container's ``timing``
+    field when the answer has both times, captured in the answer's ``minute``): the tests'
+    data."""
     out = []
     for a in answers:
-        response = (
+        response: dict[str, Any] = (
             {
                 "object": "chat.completion",
                 "choices": [
@@ -237,5 +285,12 @@ def lines(answers: Iterable[Answer]) -> str:
             if a.ok
             else {"object": "error", "message": "engine error", "code": 500}
         )
-        out.append(capture_line({"model": a.adapter, "messages": []}, response))
+        if a.ok and a.latency_ms is not None and a.ttft_ms is not None:
+            response[TIMING_FIELD] = AnswerTiming(a.ttft_ms, a.latency_ms).as_field()
+        at = (
+            ""
+            if a.minute is None
+            else f"{datetime.fromtimestamp(a.minute * 60, UTC):%Y-%m-%dT%H:%M:%SZ}"
+        )
+        out.append(capture_line({"model": a.adapter, "messages": []}, response, at=at))
     return "\n".join(out) + "\n"

@@ -11,8 +11,9 @@ rate; seeds 000 "Migration phases"):
 - error rate: the shadow's share of failed answers (5XX, an engine error) may exceed the
   primary's by at most ``max_error_rate_increase_percent`` points;
 - latency: the shadow's end-to-end p95 and TTFT p95 at most ``max_latency_p95_ratio`` /
-  ``max_ttft_p95_ratio`` times the primary's (nearest-rank percentiles), judged at like loads
-  only (below);
+  ``max_ttft_p95_ratio`` times the primary's (nearest-rank percentiles), over each answer's own
+  times (the serving container's ``timing`` field, read by ``capture.py``), judged at like loads
+  only (below); a side whose answers carry no times gives no evidence (insufficient);
 - response length: a two-sample Kolmogorov-Smirnov test on the answers' lengths; it fails when the
   distance D exceeds ``max_length_ks_statistic`` AND the difference is significant at
   ``length_ks_alpha`` (a large D on a handful of answers is noise; a tiny but significant D on
@@ -437,19 +438,23 @@ def _latency_at_like_loads(
     loads: LikeLoads,
     least: int,
     figures: dict[str, float],
-) -> tuple[Outcome | None, str]:
-    """One per-answer latency rule (``attribute`` of the answers) judged at like loads
+) -> tuple[Outcome, str]:
+    """One per-answer latency rule (``attribute`` of the answers: each answer's own times, the
+    container's ``timing`` field read by ``capture.py``) judged at like loads
     (:func:`like_load_latency`): each class's p95 over the answers captured in its minutes, a
-    class with fewer than ``least`` such answers on either side being no evidence. ``(None, "")``
-    when no answer on one side carries the figure (a capture without times): the rule does not
-    apply, the CloudWatch ModelLatency rule judges latency alone."""
+    class with fewer than ``least`` such answers on either side being no evidence. No answer with
+    times on a side (a build from before the field) is no evidence either: insufficient, never a
+    pass (TTFT has no other source)."""
 
     def timed(answers: Sequence[Answer]) -> list[tuple[int | None, float]]:
         return [(a.minute, v) for a in answers if a.ok and (v := getattr(a, attribute)) is not None]
 
     p_timed, s_timed = timed(primary), timed(shadow)
     if not p_timed or not s_timed:
-        return None, ""
+        return "insufficient", (
+            f"{name}: {len(p_timed)} primary and {len(s_timed)} shadow answers carry times "
+            "(the answers' timing field): no evidence"
+        )
     key = attribute.removesuffix("_ms")
     sides: list[ClassFigures] = []
     classes = ((loads.fail_minutes, "at_or_below"), (loads.pass_minutes, "at_or_above"))

@@ -60,6 +60,7 @@ import io
 import itertools
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -193,7 +194,9 @@ class Controller:
         def comparison(start: int, end: int) -> shadow_stage.ShadowEvidence:
             minutes = like_load_minutes(start, end)
             loads = LikeLoads.of(minute_loads(minutes), self.rules.plan.canary_per_primary)
-            verdict = compare(*answers, self.shadow.thresholds, loads=loads)
+            # captured in the window's first minute, as capture.parse_line dates them
+            primary, shadow = ([replace(a, minute=start // 60) for a in side] for side in answers)
+            verdict = compare(primary, shadow, self.shadow.thresholds, loads=loads)
             return shadow_stage.ShadowEvidence(verdict, minutes=minutes, loads=loads)
 
         check = self.rules.check_seconds
@@ -357,15 +360,18 @@ def like_load_minutes(start: int, end: int) -> dict[int, MinuteLatency]:
 
 def alike_answers(cfg: DeploymentConfig, *, shadow_fail_every: int = 0) -> tuple[list, list]:
     """Both variants' captured answers for the shadow comparison: every adapter with enough of
-    them, alike (a pass), or the shadow failing every ``shadow_fail_every``-th."""
+    them, alike (a pass), or the shadow failing every ``shadow_fail_every``-th. The ok ones
+    carry their times as the serving container writes them into each answer."""
     least = cfg.rollout.shadow.min_requests_per_adapter if cfg.rollout.shadow else 1
     sides: tuple[list[Answer], list[Answer]] = ([], [])
     for adapter in (a.name for a in cfg.adapters):
         for i in range(least):
             length = 150 + (i * 37) % 60
-            sides[0].append(Answer(adapter, True, length=length, text="ok"))
+            e2e, ttft = 900.0 + (i * 53) % 400, 90.0 + (i * 17) % 40
+            sides[0].append(Answer(adapter, True, e2e, ttft, length=length, text="ok"))
             failed = bool(shadow_fail_every) and i % shadow_fail_every == 0
-            sides[1].append(Answer(adapter, not failed, length=length, text="ok"))
+            timed = (None, None) if failed else (e2e, ttft)
+            sides[1].append(Answer(adapter, not failed, *timed, length=length, text="ok"))
     return sides
 
 

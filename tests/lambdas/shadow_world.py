@@ -4,7 +4,6 @@ the request, and both variants' data capture in S3 as SageMaker writes it."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +15,7 @@ from lambdas.canary_controller import capture
 from lambdas.canary_controller.shadow_compare import Answer, Thresholds
 from lambdas.canary_controller.shadow_stage import ShadowRules
 from tests.lambdas.conftest import ENDPOINT, REGION, World, _backend
+from tests.lambdas.test_shadow_compare import answers as compare_answers
 
 SHADOW_CONFIG = "cfg-shadow"
 CANARY_CONFIG = "cfg-1"
@@ -160,26 +160,21 @@ def serve_update_endpoint(client: Any, calls: list[str] | None = None) -> list[s
 
 
 def answers(adapter: str, n: int, *, seed: int, fail_every: int = 0, length: int = 120) -> list:
-    rng = random.Random(seed)
-    return [
-        Answer(
-            adapter=adapter,
-            ok=not (fail_every and i % fail_every == 0),
-            length=max(1, int(rng.gauss(length, length / 10))),
-            text="Try Vinland Saga.",
-        )
-        for i in range(n)
-    ]
+    """``n`` answers of ``adapter`` as the comparison's own tests build them; the ok ones carry
+    their times as the container writes them (about 1 s end to end, 0.1 s to the first token)."""
+    return compare_answers(adapter, n, seed=seed, fail_every=fail_every, length=length)
 
 
 def put_capture(
     world: World, variant: str, items: list[Answer], *, key: str = "part.jsonl", body: str = ""
 ) -> None:
-    """One captured object of ``variant`` in the hour partition of the world's clock."""
+    """One captured object of ``variant`` in the hour partition of the world's clock, each answer
+    captured in the clock's minute (its ``eventMetadata.inferenceTime``)."""
     bucket, prefix = capture.variant_prefix(CAPTURE_URI, ENDPOINT, variant)
     (hour,) = capture.hour_prefixes(prefix, int(world.clock.now), int(world.clock.now))
+    now = [replace(a, minute=int(world.clock.now) // 60) for a in items]
     boto3.client("s3", region_name=REGION).put_object(
-        Bucket=bucket, Key=f"{hour}{key}", Body=(body or capture.lines(items)).encode()
+        Bucket=bucket, Key=f"{hour}{key}", Body=(body or capture.lines(now)).encode()
     )
 
 

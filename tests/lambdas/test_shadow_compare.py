@@ -28,6 +28,8 @@ def answers(
     seed: int = 1,
     fail_every: int = 0,
     latency: float = 1000.0,
+    ttft: float | None = None,
+    timed: bool = True,
     length: int = 120,
     truncated_every: int = 0,
     text: str = "Try Vinland Saga.",
@@ -41,8 +43,8 @@ def answers(
             Answer(
                 adapter=adapter,
                 ok=ok,
-                latency_ms=latency * rng.uniform(0.8, 1.2) if ok else None,
-                ttft_ms=latency / 10 * rng.uniform(0.8, 1.2) if ok else None,
+                latency_ms=latency * rng.uniform(0.8, 1.2) if ok and timed else None,
+                ttft_ms=(ttft or latency / 10) * rng.uniform(0.8, 1.2) if ok and timed else None,
                 length=max(1, int(rng.gauss(length, length / 10))),
                 truncated=bool(truncated_every and i % truncated_every == 0),
                 text=text,
@@ -118,3 +120,42 @@ def test_ks_and_percentile_against_known_values() -> None:
     assert p < 1e-5
     assert percentile([5, 1, 3, 2, 4], 50) == 3
     assert percentile(list(range(1, 101)), 95) == 95
+
+
+def test_ttft_p95_judges_each_adapter_on_its_own() -> None:
+    """A shadow whose first token comes 2 x later on one adapter, end to end unchanged: that
+    adapter fails on TTFT alone, the other passes."""
+    primary = answers("recs", seed=1) + answers("support", seed=3)
+    shadow = answers("recs", seed=2) + answers("support", seed=4, ttft=200.0)
+    verdict = compare(primary, shadow, LIMITS, loads=EQUAL)
+    by_name = {a.adapter: a for a in verdict.adapters}
+    assert verdict.outcome == "fail" and by_name["recs"].outcome == "pass"
+    support = by_name["support"]
+    assert support.outcome == "fail" and len(support.reasons) == 1, support.reasons
+    assert support.reasons[0].startswith("TTFT p95") and "above 1.25 x" in support.reasons[0]
+    assert support.figures["ttft_p95_ratio_at_or_below_primary_load"] > 1.6
+    assert support.figures["latency_p95_ratio_at_or_below_primary_load"] < 1.25
+
+
+def test_a_side_without_times_holds_the_latency_rules_never_passes_them() -> None:
+    """A build from before the timing field on either side, or on both: insufficient, naming
+    both latency rules and the counts."""
+    for primary, shadow, counts in (
+        (answers(seed=1, timed=False), answers(seed=2), "0 primary and 400 shadow"),
+        (answers(seed=1), answers(seed=2, timed=False), "400 primary and 0 shadow"),
+        (answers(seed=1, timed=False), answers(seed=2, timed=False), "0 primary and 0 shadow"),
+    ):
+        verdict = compare(primary, shadow, LIMITS, loads=EQUAL)
+        assert verdict.outcome == "insufficient", verdict.summary()
+        assert [r.split(":")[1].strip() for r in verdict.reasons] == ["latency p95", "TTFT p95"]
+        assert f"{counts} answers carry times" in verdict.reasons[0]
+
+
+def test_a_fail_on_another_rule_outranks_missing_times() -> None:
+    shadow = answers(seed=2, fail_every=50, timed=False)
+    verdict = compare(answers(seed=1), shadow, LIMITS, loads=EQUAL)
+    assert verdict.outcome == "fail"
+    assert verdict.summary() == (
+        "shadow comparison fail: recs: error rate 2.00 % vs the primary's 0.00 %: more than "
+        "max_error_rate_increase_percent (0.5) points"
+    )

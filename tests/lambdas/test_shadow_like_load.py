@@ -88,9 +88,13 @@ def test_no_like_load_minutes_is_insufficient_even_with_other_rules_passing() ->
     assert compare(primary, failing, LIMITS, loads=LikeLoads()).outcome == "fail"
 
 
-def test_answers_without_times_leave_latency_to_cloudwatch() -> None:
-    plain = [Answer("recs", True, length=120) for _ in range(200)]
-    assert compare(plain, plain, LIMITS, loads=LikeLoads()).outcome == "pass"
+def test_answers_without_times_are_no_latency_evidence() -> None:
+    """Answers from a build before the timing field: the per-answer rules hold (TTFT has no other
+    source), whatever the loads."""
+    plain = [Answer("recs", True, length=120, minute=2) for _ in range(200)]
+    verdict = compare(plain, plain, LIMITS, loads=LikeLoads.of(LOADS, 1.0))
+    assert verdict.outcome == "insufficient"
+    assert "0 primary and 0 shadow answers carry times" in verdict.reasons[0]
 
 
 @pytest.mark.parametrize(
@@ -113,7 +117,7 @@ def minutes(ms: dict[int, tuple[float, float]], shadow_load: float) -> dict[int,
 
 
 def evidence(per_minute: dict[int, MinuteLatency]) -> ShadowEvidence:
-    plain = [Answer("recs", True, length=120) for _ in range(200)]
+    plain = timed(200, 1000.0, 0, seed=1)  # alike on both sides, in minute 0
     loads = LikeLoads.of({m: (f.primary_per_instance, f.shadow_per_instance)
                           for m, f in per_minute.items()}, 1.0)  # fmt: skip
     return ShadowEvidence(compare(plain, plain, LIMITS, loads=loads), minutes=per_minute,

@@ -1,0 +1,1 @@
+../../container/serving/answer_timing_contract.py
