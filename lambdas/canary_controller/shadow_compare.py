@@ -438,24 +438,33 @@ def _latency_at_like_loads(
     loads: LikeLoads,
     least: int,
     figures: dict[str, float],
-) -> tuple[Outcome, str]:
+) -> tuple[Outcome | None, str]:
     """One per-answer latency rule (``attribute`` of the answers: each answer's own times, the
     container's ``timing`` field read by ``capture.py``) judged at like loads
     (:func:`like_load_latency`): each class's p95 over the answers captured in its minutes, a
-    class with fewer than ``least`` such answers on either side being no evidence. No answer with
-    times on a side (a build from before the field) is no evidence either: insufficient, never a
-    pass (TTFT has no other source)."""
+    class with fewer than ``least`` such answers on either side being no evidence.
+
+    Answers without times: a shadow build whose answers carry none while the primary's do (a
+    build that lost the field) is insufficient, never a pass. A primary build from before the
+    field (none of its answers carry times) leaves the rule unjudged (None): the first release
+    that brings the field would otherwise hold until ``max_minutes`` with nothing to compare it
+    to. Latency is then judged on CloudWatch's per-minute ModelLatency at like loads
+    (``shadow_stage.ShadowEvidence.judged``), and TTFT from the next release on; the figures say
+    so (``*_timed_primary_answers`` 0)."""
 
     def timed(answers: Sequence[Answer]) -> list[tuple[int | None, float]]:
         return [(a.minute, v) for a in answers if a.ok and (v := getattr(a, attribute)) is not None]
 
     p_timed, s_timed = timed(primary), timed(shadow)
-    if not p_timed or not s_timed:
+    key = attribute.removesuffix("_ms")
+    figures[f"{key}_timed_primary_answers"] = len(p_timed)
+    if not p_timed:
+        return None, f"{name}: the primary's answers carry no times (a build before the field)"
+    if not s_timed:
         return "insufficient", (
             f"{name}: {len(p_timed)} primary and {len(s_timed)} shadow answers carry times "
             "(the answers' timing field): no evidence"
         )
-    key = attribute.removesuffix("_ms")
     sides: list[ClassFigures] = []
     classes = ((loads.fail_minutes, "at_or_below"), (loads.pass_minutes, "at_or_above"))
     for minutes, label in classes:

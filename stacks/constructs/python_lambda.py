@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnResource, Duration, RemovalPolicy, Stack, SymlinkFollowMode
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -90,7 +90,14 @@ def package_code(package_dir: Path) -> lambda_.AssetCode:
     the asset's only top-level entry is the ``<package>/`` folder."""
     name = package_dir.name
     only_the_package = ["*", f"!{name}", f"!{name}/**", "__pycache__", "*.pyc"]
-    return lambda_.Code.from_asset(str(package_dir.parent), exclude=only_the_package)
+    # A link to a file outside the code root (the answer-timing contract the container shares,
+    # lambdas/canary_controller/answer_timing_contract.py) is copied as the file it names, said
+    # explicitly rather than left to the default.
+    return lambda_.Code.from_asset(
+        str(package_dir.parent),
+        exclude=only_the_package,
+        follow_symlinks=SymlinkFollowMode.EXTERNAL,
+    )
 
 
 def package_handler(package_dir: Path, handler: str = "handler.handler") -> str:

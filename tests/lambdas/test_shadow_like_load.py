@@ -88,13 +88,33 @@ def test_no_like_load_minutes_is_insufficient_even_with_other_rules_passing() ->
     assert compare(primary, failing, LIMITS, loads=LikeLoads()).outcome == "fail"
 
 
-def test_answers_without_times_are_no_latency_evidence() -> None:
-    """Answers from a build before the timing field: the per-answer rules hold (TTFT has no other
-    source), whatever the loads."""
+def test_a_primary_without_times_leaves_the_per_answer_rules_to_the_next_release() -> None:
+    """The first release that brings the timing field meets a primary from before it: the
+    per-answer rules are not judged (latency is CloudWatch's, at like loads), so the stage can
+    pass on its other rules rather than hold until max_minutes; the figures say 0 timed."""
     plain = [Answer("recs", True, length=120, minute=2) for _ in range(200)]
-    verdict = compare(plain, plain, LIMITS, loads=LikeLoads.of(LOADS, 1.0))
+    timed = [
+        Answer("recs", True, length=120, minute=2, latency_ms=900.0, ttft_ms=90.0)
+        for _ in range(200)
+    ]
+    verdict = compare(plain, timed, LIMITS, loads=LikeLoads.of(LOADS, 1.0))
+    assert verdict.outcome == "pass", verdict.reasons
+    (adapter,) = verdict.adapters
+    assert adapter.figures["latency_timed_primary_answers"] == 0
+    assert adapter.figures["ttft_timed_primary_answers"] == 0
+
+
+def test_a_shadow_that_lost_the_times_is_no_latency_evidence() -> None:
+    """The primary's answers carry times and the new build's do not: insufficient, never a pass,
+    whatever the loads."""
+    plain = [Answer("recs", True, length=120, minute=2) for _ in range(200)]
+    timed = [
+        Answer("recs", True, length=120, minute=2, latency_ms=900.0, ttft_ms=90.0)
+        for _ in range(200)
+    ]
+    verdict = compare(timed, plain, LIMITS, loads=LikeLoads.of(LOADS, 1.0))
     assert verdict.outcome == "insufficient"
-    assert "0 primary and 0 shadow answers carry times" in verdict.reasons[0]
+    assert "200 primary and 0 shadow answers carry times" in verdict.reasons[0]
 
 
 @pytest.mark.parametrize(
