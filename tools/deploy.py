@@ -529,8 +529,8 @@ def _execute(
                 raise_counts(sm, cfg.endpoint_name, {variant: count}, deadline=deadline, **wait)
             continue
         if step.action == "release-scaling":
-            for variant in sorted(step.released):
-                canary_scaling.release(aas, cfg.endpoint_name, variant)
+            for owned in sorted(step.released):
+                canary_scaling.release(aas, cfg.endpoint_name, owned)
             continue
         rc = deploy(step.options)
         if rc == 0:

@@ -4,6 +4,7 @@ traffic that no user sees (lambdas/canary_controller/shadow_compare.py holds the
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Final, Literal
 
 from pydantic import Field, field_validator
@@ -12,6 +13,7 @@ from lambdas.canary_controller.shadow_compare import ContentCheck as ComparedChe
 from lambdas.canary_controller.shadow_compare import Thresholds
 from typed_config.base import NAME_PATTERN, Strict, section_rule
 from typed_config.scaling import ScalingConfig
+from typed_config.timing import ReleaseEvent, ScheduledAction
 
 
 class ContentCheck(Strict):
@@ -128,7 +130,10 @@ def controller_owned_scaling_errors(stage: ShadowStage | None, scaling: ScalingC
                 "(it leaves the endpoint for the shadow stage) and registers its bounds and "
                 "target tracking only; remove them or rollout.shadow"
             )
-        timed = (("schedules", scaling.schedules), ("release_calendar", scaling.release_calendar))
+        timed: tuple[tuple[str, Sequence[ScheduledAction | ReleaseEvent]], ...] = (
+            ("schedules", scaling.schedules),
+            ("release_calendar", scaling.release_calendar),
+        )
         for kind, items in timed:
             for i, item in enumerate(items):
                 if item.variant == variant:
