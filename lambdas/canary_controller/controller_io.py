@@ -76,6 +76,8 @@ class ControllerIO:
         self.s3 = clients.get("s3") or boto3.client("s3")
         ddb = clients.get("dynamodb") or boto3.resource("dynamodb")
         self.table = ddb.Table(settings.table_name)
+        #: The shadow config's shadow count (its peak size), once read (``decisions``).
+        self._shadow_peak: int | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -160,6 +162,7 @@ class ControllerIO:
         return aws.observe(
             self.sm, self.cw, self.s.endpoint_name, self.s.alarm_names if alarms else (),
             primary=self.s.primary_variant, canary=self.s.canary_variant,
+            shadow=self.s.shadow.shadow_variant if self.s.shadow else None,
         )  # fmt: skip
 
     def evidence(self, start: int, end: int) -> r.Evidence:
