@@ -70,8 +70,9 @@ class ShadowFleet:
     def why(self, primary_instances: int) -> str:
         """How the count came about, for the record."""
         exact = self.sample_percent / 100 * primary_instances * self.shadow_per_primary
+        n = self.count(primary_instances)
         return (
-            f"{self.count(primary_instances)} instances for {self.sample_percent} % of the "
+            f"{n} instance{'' if n == 1 else 's'} for {self.sample_percent} % of the "
             f"primary's {primary_instances} in service x {self.shadow_per_primary:g} = "
             f"{exact:.3g}, rounded to nearest within 1..{self.peak} (the peak size): the "
             "primary's load per instance"
