@@ -8,11 +8,15 @@ recorded once with the stage carrying on at its count; AccessDenied raised."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 
+from lambdas.canary_controller import aws
 from lambdas.canary_controller.shadow_fleet import tracking_count
 from tests.lambdas import shadow_world as sw
 from tests.lambdas.conftest import World, set_endpoint_status, validation_error
@@ -136,3 +140,56 @@ def test_access_denied_on_the_count_raises_and_records_nothing(
     assert shadow.current == PEAK
     record: Any = world.controller.load()
     assert record["last_decision"] == "enter-shadow" and "shadow_entered_at" not in record
+
+
+def test_the_calls_are_valid_by_sagemakers_model() -> None:
+    """botocore's Stubber checks each request and answer against SageMaker's model: the count
+    for the shadow variant alone (no weight), DescribeEndpoint's ShadowProductionVariants read
+    into the observation, the shadow config's count read from its ShadowProductionVariants."""
+    sm = boto3.client("sagemaker", region_name="us-east-1")
+    stub, arn = Stubber(sm), "arn:aws:sagemaker:us-east-1:123456789012:endpoint"
+    stub.add_response(
+        "update_endpoint_weights_and_capacities",
+        {"EndpointArn": f"{arn}/ep"},
+        {"EndpointName": "ep",
+         "DesiredWeightsAndCapacities": [{"VariantName": "shadow", "DesiredInstanceCount": 3}]},
+    )  # fmt: skip
+    summary = {"CurrentWeight": 1.0, "DesiredWeight": 1.0}
+    stub.add_response(
+        "describe_endpoint",
+        {"EndpointName": "ep", "EndpointArn": f"{arn}/ep",
+         "EndpointConfigName": "cfg-shadow", "EndpointStatus": "InService",
+         "CreationTime": datetime(2026, 11, 28, tzinfo=UTC),
+         "LastModifiedTime": datetime(2026, 11, 28, tzinfo=UTC),
+         "ProductionVariants": [{"VariantName": "primary", **summary,
+                                 "CurrentInstanceCount": 30, "DesiredInstanceCount": 31}],
+         "ShadowProductionVariants": [{"VariantName": "shadow", **summary,
+                                       "CurrentInstanceCount": 6, "DesiredInstanceCount": 3}]},
+        {"EndpointName": "ep"},
+    )  # fmt: skip
+    stub.add_response(
+        "describe_endpoint_config",
+        {"EndpointConfigName": "cfg-shadow",
+         "EndpointConfigArn": f"{arn}-config/cfg-shadow",
+         "CreationTime": datetime(2026, 11, 28, tzinfo=UTC),
+         "ProductionVariants": [{"VariantName": "primary", "ModelName": "m",
+                                 "InitialInstanceCount": 4, "InstanceType": "ml.g6e.xlarge"}],
+         "ShadowProductionVariants": [{"VariantName": "shadow", "ModelName": "m2",
+                                       "InitialInstanceCount": 6,
+                                       "InstanceType": "ml.g6e.xlarge"}]},
+        {"EndpointConfigName": "cfg-shadow"},
+    )  # fmt: skip
+    with stub:
+        aws.set_instances(sm, "ep", "shadow", 3)
+        obs = aws.observe(sm, None, "ep", (), primary="primary", canary="canary", shadow="shadow")
+        assert aws.shadow_config_count(sm, "cfg-shadow", "shadow") == 6
+    stub.assert_no_pending_responses()
+    assert (obs.shadow_current, obs.shadow_desired, obs.shadow_instances) == (6, 3, 3)
+    assert obs.primary_serving == 30
+
+
+def test_which_validation_exceptions_are_refusals_for_good() -> None:
+    assert not aws.refused_for_good(validation_error())  # "Cannot update in-progress endpoint"
+    assert aws.refused_for_good(error("ValidationException", "shadow variants cannot be updated"))
+    assert not aws.refused_for_good(error("ThrottlingException", "Rate exceeded"))
+    assert not aws.refused_for_good(error("AccessDeniedException", "not authorized"))
