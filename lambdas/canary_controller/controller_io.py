@@ -76,8 +76,9 @@ class ControllerIO:
         self.s3 = clients.get("s3") or boto3.client("s3")
         ddb = clients.get("dynamodb") or boto3.resource("dynamodb")
         self.table = ddb.Table(settings.table_name)
-        #: The shadow config's shadow count (its peak size), once read (``decisions``).
-        self._shadow_peak: int | None = None
+        #: The shadow config's shadow count (its peak size) by config name, once read
+        #: (``decisions``); None: the config has no such shadow variant.
+        self._shadow_peaks: dict[str, int | None] = {}
 
     # ------------------------------------------------------------------ state
 

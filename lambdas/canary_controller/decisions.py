@@ -223,16 +223,16 @@ class DecisionApplier(ControllerIO):
     def _shadow_fleet(self, obs: r.Observation) -> ShadowFleet | None:
         """What the shadow's count follows (``shadow_fleet``), on the shadow config InService
         with a shadow variant in view; its peak size is the shadow config's count
-        (DescribeEndpointConfig, read once per Lambda instance). A read that is refused for now
-        leaves the count as it is this tick; any other failure raises."""
+        (DescribeEndpointConfig, read once per Lambda instance and config). A read that is refused
+        for now leaves the count as it is this tick; any other failure raises."""
         shadow = self.s.shadow
         assert shadow is not None
         on_config = obs.endpoint_config_name == shadow.config_name
         if not on_config or obs.endpoint_status != "InService" or obs.shadow_instances is None:
             return None
-        if self._shadow_peak is None:
+        if shadow.config_name not in self._shadow_peaks:
             try:
-                self._shadow_peak = aws.shadow_config_count(
+                self._shadow_peaks[shadow.config_name] = aws.shadow_config_count(
                     self.sm, shadow.config_name, shadow.shadow_variant
                 )
             except aws.AWS_ERRORS as exc:
@@ -240,10 +240,10 @@ class DecisionApplier(ControllerIO):
                     raise
                 print(f"shadow config not read ({aws.describe_error(exc)}): count left as is")
                 return None
-        if self._shadow_peak is None:
+        peak = self._shadow_peaks[shadow.config_name]
+        if peak is None:
             return None
-        plan = self.s.rules.plan
-        return ShadowFleet(shadow.sample_percent, plan.canary_per_primary, self._shadow_peak)
+        return ShadowFleet(shadow.sample_percent, self.s.rules.plan.canary_per_primary, peak)
 
     def _resize_shadow(self, state: RolloutState, count: int, have: int | None) -> RolloutState:
         """The shadow variant's DesiredInstanceCount (only: never a weight) set to ``count``;
@@ -261,13 +261,17 @@ class DecisionApplier(ControllerIO):
                 print(stays)
                 return {
                     "shadow_fleet_refused": stays,
+                    "shadow_fleet": stays,
                     "last_reason": f"{state['last_reason']}; {stays}",
                 }
             if not aws.retry_later(exc):
                 raise
-            print(f"shadow count {count} refused for now: {said}")
-            return {"last_reason": f"{state['last_reason']}; refused for now ({said}), asked "
-                    "again on a later tick"}  # fmt: skip
+            later = f"{count} refused for now ({said}), asked again on a later tick"
+            print(f"shadow count {later}")
+            return {
+                "shadow_fleet": f"{have}: {later}",
+                "last_reason": f"{state['last_reason']}; {later}",
+            }
         return {"last_reason": f"{state['last_reason']}: asked for"}
 
     def _release_canary_scaling(self) -> str:

@@ -36,6 +36,9 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
     config, the reason naming what was missing;
   - ``pass`` before ``min_seconds``: ``hold``; after: ``leave-shadow`` to the canary config, then
     ``canary-stage`` once it is InService there, and the canary steps run as without a shadow.
+- The shadow variant's count, on every ``bake`` or ``hold`` on the shadow config InService: kept
+  at the primary's load per instance (``shadow_fleet``: why, when, and what a refusal does),
+  recorded as ``shadow_fleet`` and in each comparison's evidence.
 - A rollback in the shadow stage (the operator's, or any failure) is the way back to the canary
   config with nothing served: the canary variant comes back at its configured initial weight,
   which a config with a shadow stage holds at 0 (typed_config: ``rollout.shadow``).

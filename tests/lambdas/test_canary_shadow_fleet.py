@@ -104,6 +104,7 @@ def test_a_refused_count_is_asked_for_again_on_a_later_tick(
     result = into_shadow(world)
     assert shadow.counts_asked() == [2] and shadow.current == PEAK
     assert "refused for now" in result["last_reason"], result
+    assert result["shadow_fleet"].startswith("4: 2 refused for now"), result
     assert result["status"] == "RUNNING" and not result.get("shadow_fleet_refused"), result
     result = tick(world, result)
     assert shadow.counts_asked() == [2, 2] and shadow.current == 2, result
