@@ -19,6 +19,16 @@ equality minute to minute and both fail and pass evidence arrive (rounding up wo
 always at most the primary's: fail evidence only, the healthy build held again). Rounding is half
 up (``floor(x + 0.5)``), not Python's half-to-even.
 
+How. UpdateEndpointWeightsAndCapacities with the shadow variant's ``DesiredInstanceCount`` only
+(``DesiredWeightAndCapacity``: VariantName required, DesiredInstanceCount and DesiredWeight both
+optional, https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DesiredWeightAndCapacity.html),
+never a weight; its count read from DescribeEndpoint's ``ShadowProductionVariants`` (the same
+ProductionVariantSummary as a production variant's,
+https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeEndpoint.html) and the peak
+size from the shadow config's (DescribeEndpointConfig). The API reference calls
+DesiredWeightAndCapacity "weight and capacity values for a production variant" and says nothing
+of shadow variants: that SageMaker takes a count change on one is not verified against AWS.
+
 When. On every tick of the stage that finds the endpoint InService on the shadow config (a
 ``bake`` or ``hold``), when the count differs from the shadow's desired count (DescribeEndpoint's
 ``ShadowProductionVariants``). Never while the endpoint is Updating: those ticks ``wait``. Every
