@@ -214,7 +214,7 @@ def replay(
     *,
     trace: Trace | None = None,
     start_minute: int = START_HOUR_JST * 60,
-    shadow_load: ShadowLoad = "peak-sized",
+    shadow_load: ShadowLoad = "tracking",
 ) -> Outcome:
     """One build through ``cfg``'s release (shadow stage when ``rollout.shadow`` is set; its
     fleet's load: :mod:`simulator.shadow_replay`)."""
@@ -225,8 +225,9 @@ def replay(
     if stage is not None:
         curve = LatencyCurve(cfg, cfg.variants.canary.instance_type, a)
         s = replay_shadow(
-            cfg, stage, build, shares, tr, curve, start_minute=start_minute, shadow_load=shadow_load
-        )
+            cfg, stage, build, shares, tr, curve,
+            start_minute=start_minute, shadow_load=shadow_load, a=a,
+        )  # fmt: skip
         if s.outcome != "pass":
             day = float(sum(tr.rpm))
             return Outcome(build, "shadow", s.minutes, 0.0, day, s.reason, 0, "FAILED (shadow)")
@@ -251,7 +252,7 @@ def blast_radius(
     *,
     shares: Mapping[str, float] | None = None,
     trace: Trace | None = None,
-    shadow_load: ShadowLoad = "peak-sized",
+    shadow_load: ShadowLoad = "tracking",
 ) -> list[Outcome]:
     """Every build of :func:`bad_builds` (the healthy one first) through ``cfg``'s release."""
     shares = shares or adapter_shares(cfg)

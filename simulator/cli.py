@@ -579,8 +579,10 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument(
                 "--shadow-load",
                 choices=SHADOW_LOADS,
-                help="the shadow variant's fleet: sized for its share at peak, or scaled on the "
-                "primary's concurrency target (simulator/shadow_replay.py) [both, a table each]",
+                help="the shadow variant's fleet: tracking (the controller keeps it at the "
+                "primary's load per instance, whole instances; the default), sized for its share "
+                "at peak, or scaled on the primary's concurrency target "
+                "(simulator/shadow_replay.py) [all three, a table each, tracking first]",
             )
         if name == "scenarios":
             p.add_argument("--scenario", action="append", help="one scenario (repeatable)")

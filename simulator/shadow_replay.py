@@ -12,13 +12,28 @@ adapter_shares`), for the primary and the build under test from the same models:
 
 - latency: log-normal, median and tail from the speed model at each variant's load (p50 and p99
   end to end, p50 and p90 TTFT), times the build's factor. The primary runs at its scaling target
-  (target tracking holds it there). The shadow variant (``shadow_load``): ``peak-sized`` (the
-  default), a fixed fleet sized for its sampled share at the day's peak at the same target (issue
-  33 item 3), so off-peak it runs below the target and answers faster than the primary; or
-  ``target``, scaled like the primary on the same concurrency target, at the same load per
-  instance. The comparison judges latency at like loads only (shadow_compare, "Latency at like
-  loads"): a peak-sized shadow's off-peak minutes are fail evidence only, and pass evidence
-  needs minutes at the primary's load, which it reaches only at the peak;
+  (target tracking holds it there). The shadow variant (``shadow_load``):
+
+  - ``tracking`` (the default, what the controller does: lambdas/canary_controller/
+    shadow_fleet.py): whole instances, the count the controller asks for at each of its ticks
+    (``check_interval_minutes``), round(sample x the primary's count x ``canary_per_primary``)
+    within 1 and the peak size, from the peak size at the stage's start. The primary's count is
+    the whole number of instances target tracking holds at the minute's load (within its
+    bounds), so both run near, not at, the target. A count the shadow gains serves
+    ``Assumptions.new_tag_seconds`` later (the figure the rollout replay gives canary instances
+    of a new tag, typed_config.instance_start.ASSUMED_READY_SECONDS); meanwhile the endpoint is
+    Updating: the controller asks for nothing more, its comparison waits, and the primary's
+    count cannot change (SageMaker applies one change at a time). A count it sheds goes at once;
+  - ``peak-sized``: a fixed fleet sized for its sampled share at the day's peak at the same
+    target (issue 33 item 3), so off-peak it runs below the target and answers faster than the
+    primary;
+  - ``target``: scaled like the primary on the same concurrency target, at the same load per
+    instance (no whole instances, no lag).
+
+  The comparison judges latency at like loads only (shadow_compare, "Latency at like loads"): a
+  peak-sized shadow's off-peak minutes are fail evidence only, and pass evidence needs minutes at
+  the primary's load, which it reaches only at the peak; a tracking shadow's load straddles the
+  primary's (rounding to nearest), so both kinds arrive;
 - length: log-normal around the engine's typical answer (``engine.typical_output_tokens``) with
   :data:`LENGTH_SIGMA` (an assumption: no measured answer-length distribution is on file), cut at
   the answer reserve (``engine.context_budget.generation_reserve_tokens``, the max_tokens a request
@@ -33,6 +48,7 @@ the pessimistic edge. One seeded generator per replay: the same run gives the sa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
@@ -47,18 +63,21 @@ from lambdas.canary_controller.shadow_compare import (
     minute_loads,
     percentile,
 )
+from lambdas.canary_controller.shadow_fleet import tracking_count
 from lambdas.canary_controller.shadow_stage import ShadowEvidence
+from simulator.assumptions import Assumptions
 from simulator.bad_builds import Build, LatencyCurve, Percentiles, lognormal_sigma
 from simulator.traces import Trace
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.scaling_target import concurrency_target
+from sizing.shadow_plan import shadow_instances
 from typed_config import DeploymentConfig
 from typed_config.shadow import ShadowStage
 
 #: Spread (log-normal sigma) of the answers' lengths in tokens around the typical answer.
 LENGTH_SIGMA = 0.5
 #: How the shadow variant's fleet follows the load (the module docstring).
-ShadowLoad = Literal["peak-sized", "target"]
+ShadowLoad = Literal["tracking", "peak-sized", "target"]
 SHADOW_LOADS: tuple[ShadowLoad, ...] = get_args(ShadowLoad)
 #: Standard normal quantiles of p99 and p90.
 Z99, Z90 = 2.3263, 1.2816
@@ -75,10 +94,57 @@ class ShadowResult:
     #: (minute, outcome) of every comparison run.
     comparisons: list[tuple[int, str]] = field(default_factory=list)
     shadow_answers: int = 0
+    #: (minute, count) each time the shadow's serving count changed (``tracking`` only).
+    shadow_counts: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def minutes(self) -> int:
         return self.end_minute - self.start_minute
+
+
+class TrackingFleet:
+    """Both fleets' whole instance counts minute by minute for ``tracking`` (module docstring)."""
+
+    def __init__(
+        self, cfg: DeploymentConfig, stage: ShadowStage, curve: LatencyCurve, a: Assumptions
+    ) -> None:
+        target = concurrency_target(cfg, "primary")
+        #: Requests a minute one primary instance takes at its target (Little's law with the
+        #: speed model's median time at the target).
+        self.per_instance_rpm = 60 * target / curve.at(target).e2e_p50
+        bounds = cfg.scaling.variants["primary"]
+        self.low, self.high = bounds.min_capacity, bounds.max_capacity
+        self.sample = stage.sample_percent
+        self.per_primary = rollout_capacity_plan(cfg).canary_per_primary
+        self.peak = shadow_instances(cfg)
+        self.tick = cfg.rollout.check_interval_minutes
+        self.ready = math.ceil(a.new_tag_seconds / 60)
+        self.primary, self.shadow = self.low, self.peak
+        #: A count the shadow gains: (the minute it serves, the count); the endpoint Updating.
+        self.pending: tuple[int, int] | None = None
+
+    @property
+    def updating(self) -> bool:
+        return self.pending is not None
+
+    def minute(self, elapsed: int, rpm: float) -> tuple[float, float]:
+        """The minute ``elapsed`` of the stage at ``rpm``: both loads per instance, in units of
+        a primary instance at its target (the shadow's converted by ``canary_per_primary``)."""
+        if self.pending is not None and elapsed >= self.pending[0]:
+            self.shadow, self.pending = self.pending[1], None
+        if self.pending is None:  # the primary's autoscaling waits while the endpoint updates
+            wanted = math.ceil(round(rpm / self.per_instance_rpm, 9))
+            self.primary = min(self.high, max(self.low, wanted))
+        if elapsed % self.tick == 0 and self.pending is None:  # the controller's tick
+            want = tracking_count(self.sample, self.primary, self.per_primary, self.peak)
+            if want < self.shadow:
+                self.shadow = want
+            elif want > self.shadow:
+                self.pending = (elapsed + self.ready, want)
+        capacity = self.per_instance_rpm
+        primary = rpm / (self.primary * capacity)
+        shadow = self.sample / 100 * rpm / (self.shadow / self.per_primary * capacity)
+        return primary, shadow
 
 
 def _answers(
@@ -141,8 +207,9 @@ def replay_shadow(
     curve: LatencyCurve,
     *,
     start_minute: int,
-    shadow_load: ShadowLoad = "peak-sized",
+    shadow_load: ShadowLoad = "tracking",
     seed: int = 33,
+    a: Assumptions | None = None,
 ) -> ShadowResult:
     """The stage from ``start_minute`` until its verdict (or the trace's end: fail).
 
@@ -151,8 +218,10 @@ def replay_shadow(
     ModelLatency p95s and loads CloudWatch would give it. The loads per instance are in units of
     the primary's at its scaling target: the primary 1 (target tracking holds it there), the
     peak-sized shadow ``rpm / peak`` (its share of the peak, on a fleet sized for that share), the
-    ``target`` one 1; the shadow's handed over in its own instances (``/ canary_per_primary``)
-    and converted back by ``LikeLoads.of`` as the controller does."""
+    ``target`` one 1, the ``tracking`` ones from :class:`TrackingFleet`'s whole counts (a
+    comparison due while its endpoint updates waits, as the controller's does); the shadow's
+    handed over in its own instances (``/ canary_per_primary``) and converted back by
+    ``LikeLoads.of`` as the controller does."""
     rng = np.random.default_rng(seed)
     target = concurrency_target(cfg, "primary")
     peak = float(max(trace.rpm))
@@ -166,9 +235,17 @@ def replay_shadow(
     result = ShadowResult("fail", start_minute, start_minute, "")
     interval = stage.compare_interval_minutes
     last = min(trace.minutes, start_minute + stage.max_minutes)
+    fleet = TrackingFleet(cfg, stage, curve, a or Assumptions())
+    due = interval
     for minute in range(start_minute, last):
         rpm = float(trace.rpm[minute])
-        share = rpm / peak if shadow_load == "peak-sized" else 1.0
+        primary_load, share = 1.0, rpm / peak if shadow_load == "peak-sized" else 1.0
+        if shadow_load == "tracking":
+            serving = fleet.shadow
+            primary_load, share = fleet.minute(minute - start_minute, rpm)
+            if fleet.shadow != serving or not result.shadow_counts:
+                result.shadow_counts.append((minute, fleet.shadow))
+            primary_speed = curve.at(target * primary_load)
         shadow_speed = curve.at(target * share)
         now_p: list[Answer] = []
         now_s: list[Answer] = []
@@ -178,11 +255,12 @@ def replay_shadow(
             now_p += _answers(rng, Build("primary", ""), adapter, n, primary_speed, cfg, minute)
         shadow += now_s
         primary += now_p
-        if (at := _minute_latency(now_p, now_s, (1.0, share / per_primary))) is not None:
+        if (at := _minute_latency(now_p, now_s, (primary_load, share / per_primary))) is not None:
             minutes[minute] = at
         elapsed = minute + 1 - start_minute
-        if elapsed % interval:
+        if elapsed < due or (shadow_load == "tracking" and fleet.updating):
             continue
+        due = elapsed + interval
         loads = LikeLoads.of(minute_loads(minutes), per_primary)
         verdict = compare(primary, shadow, thresholds, adapters, loads=loads)
         evidence = ShadowEvidence(verdict, minutes=minutes, loads=loads)

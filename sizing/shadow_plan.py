@@ -1,20 +1,27 @@
 """What a release's shadow stage (``rollout.shadow``) needs and costs: the shadow variant's
 instances, the stage's price, the two endpoint updates around it and the instance quota they hold.
 
-The shadow variant is sized for its sampled share of the peak: ``sample_percent`` % of the
-primary's ``max_capacity`` (the most any scenario of the config uses: the fleet solver sized it
-with the speed model at its pessimistic edge, docs/fleet.md), converted to the shadow's instance
-type by what one instance of each runs at once (``sizing.rollout_plan.per_instance_concurrency``,
-the same conversion the canary's step plan uses). A shadow stage can run through the day's peak,
+The shadow variant's config count is sized for its sampled share of the peak: ``sample_percent``
+% of the primary's ``max_capacity`` (the most any scenario of the config uses: the fleet solver
+sized it with the speed model at its pessimistic edge, docs/fleet.md), converted to the shadow's
+instance type by what one instance of each runs at once
+(``sizing.rollout_plan.per_instance_concurrency``, the same conversion the canary's step plan
+uses). A shadow stage can run through the day's peak,
 so it is sized for it; a shadow variant short of capacity would answer slowly or with 429s and
 fail the comparison on latency or errors: the safe direction (a good build held back, never a bad
 one let through), but a wasted stage.
 
-How the shadow variant scales: it does not. The stack registers no scalable target for it (only
-the primary and the canary are in ``scaling.variants``), and whether Application Auto Scaling takes
-a shadow variant as a target is not said on the pages read (SageMaker developer guide, "Testing
-models with shadow variants", "Create a shadow test"); so it runs the count its endpoint config
-gives it for the whole stage. Hence sizing for the peak, and pricing the stage at that count.
+How the shadow variant scales: the canary controller keeps its count at the primary's load per
+instance during the stage (lambdas/canary_controller/shadow_fleet.py: round(sample_percent x the
+primary's instances in service x the conversion below), from 1 to this count), with
+UpdateEndpointWeightsAndCapacities; so the count tracks the primary's load and this count, the
+peak size, is its upper bound. No Application Auto Scaling: the stack registers no scalable
+target for it (only the primary and the canary are in ``scaling.variants``), and whether
+Application Auto Scaling takes a shadow variant as a target is not said on the pages read
+(SageMaker developer guide, "Testing models with shadow variants", "Create a shadow test").
+Whether SageMaker takes a count change on a shadow variant is not verified against AWS either;
+where it refuses, the shadow stays at this count for the stage. So the plan prices the stage at
+this count, the most it can cost, and the quota preflight counts it.
 
 Around the stage, two UpdateEndpoint calls (to the shadow config and back) each run a blue/green
 update: SageMaker provisions a new fleet for every variant of the new config, moves traffic, then
@@ -78,6 +85,8 @@ def shadow_section(cfg: DeploymentConfig) -> dict[str, Any] | None:
         "sized_for": f"{stage.sample_percent} % of the primary's peak ({primary_peak} x "
         f"{primary_type})",
         "hourly_usd": round(hourly, 2),
+        #: the fewest instances the controller runs it at (shadow_fleet: never below 1)
+        "hourly_usd_at_least": round(INSTANCE_CATALOG[itype].price_per_hour, 2),
         "min_minutes": stage.min_minutes,
         "max_minutes": stage.max_minutes,
         "cost_at_min_usd": round(hourly * stage.min_minutes / 60, 2),
@@ -98,9 +107,10 @@ def render_shadow(s: dict[str, Any] | None) -> list[str]:
     quota = ", ".join(f"{n} x {t}" for t, n in s["instance_quota_needed"].items())
     return [
         f"  shadow  {s['instances']} x {s['instance_type']} for {s['sized_for']} "
-        f"(sample {s['sample_percent']} %, fixed count: a shadow variant does not autoscale), "
-        f"${s['hourly_usd']:,.2f}/h: ${s['cost_at_min_usd']:,.2f} at min_minutes "
-        f"({s['min_minutes']}), ${s['cost_at_max_usd']:,.2f} at max_minutes ({s['max_minutes']})",
+        f"(sample {s['sample_percent']} %; the count tracks the primary's load per instance, "
+        f"1..{s['instances']}), ${s['hourly_usd_at_least']:,.2f}..${s['hourly_usd']:,.2f}/h, "
+        f"at most ${s['cost_at_min_usd']:,.2f} at min_minutes ({s['min_minutes']}), "
+        f"${s['cost_at_max_usd']:,.2f} at max_minutes ({s['max_minutes']})",
         f"          {s['moves']} blue/green updates (in, and back to the canary config), "
         f"~{s['move_minutes']} min each, primary replaced each time: "
         f"+${s['moves_extra_cost_usd']:,.2f} at its peak; quota held: {quota}",

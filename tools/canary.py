@@ -274,6 +274,9 @@ def render(state: dict[str, Any], weights: dict[str, float] | None = None) -> st
     if state.get("shadow_outcome"):
         lines.append(f"shadow       last comparison: {state['shadow_outcome']}")
         lines += [f"               {line}" for line in state.get("shadow_evidence") or []]
+    fleet = state.get("shadow_fleet_refused") or state.get("shadow_fleet")
+    if fleet:  # the shadow's count and why (lambdas/canary_controller/shadow_fleet.py)
+        lines.append(f"shadow fleet {fleet}")
     if weights is not None:
         lines.append("live weights " + ", ".join(f"{k} {v:g}" for k, v in sorted(weights.items())))
     for entry in state.get("history") or []:

@@ -17,7 +17,10 @@ AWS behaviour relied on, with its source:
   range. On a resource without a target it registers a new one, so the primary's bounds are read
   first (DescribeScalableTargets) and only an existing target's are raised.
 - DescribeEndpoint's ProductionVariants carry CurrentWeight/DesiredWeight and
-  CurrentInstanceCount/DesiredInstanceCount per variant (SageMaker API reference).
+  CurrentInstanceCount/DesiredInstanceCount per variant (SageMaker API reference), and its
+  ``ShadowProductionVariants`` the same ProductionVariantSummary for the shadow variant ("one for
+  each model that you want to host at this endpoint in shadow mode", SageMaker API reference,
+  DescribeEndpoint, https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeEndpoint.html).
 - DescribeEndpoint's ``EndpointConfigName`` names the config the endpoint runs; an UpdateEndpoint
   (a deploy, the console) replaces it (SageMaker API reference, DescribeEndpoint, UpdateEndpoint).
 - AWS/SageMaker ``Invocations`` and ``Invocation5XXErrors`` per EndpointName/VariantName, one-minute
@@ -126,7 +129,9 @@ def describe(sm: Any, endpoint: str) -> tuple[str, str | None, dict[str, dict[st
         if exc.response["Error"]["Code"] in ("ValidationException", "ResourceNotFound"):
             return "NotFound", None, {}
         raise
-    variants = {v["VariantName"]: v for v in desc.get("ProductionVariants", [])}
+    # variant names are unique on an endpoint, shadow variants included
+    listed = [*desc.get("ProductionVariants", []), *desc.get("ShadowProductionVariants", [])]
+    variants = {v["VariantName"]: v for v in listed}
     return str(desc["EndpointStatus"]), desc.get("EndpointConfigName"), variants
 
 
@@ -186,10 +191,36 @@ def initial_weight(sm: Any, config_name: str | None, variant: str) -> float:
 
 
 def set_instances(sm: Any, endpoint: str, variant: str, count: int) -> None:
+    """``variant``'s DesiredInstanceCount only, never a weight (module docstring); the shadow
+    variant's too (``shadow_fleet``: whether SageMaker takes it for a shadow variant is not
+    verified against AWS)."""
     sm.update_endpoint_weights_and_capacities(
         EndpointName=endpoint,
         DesiredWeightsAndCapacities=[{"VariantName": variant, "DesiredInstanceCount": count}],
     )
+
+
+def shadow_config_count(sm: Any, config_name: str, variant: str) -> int | None:
+    """``variant``'s InitialInstanceCount among the ``ShadowProductionVariants`` of the endpoint
+    config ``config_name`` (DescribeEndpointConfig): the count the stack gave the shadow, sized
+    for the peak; None when the config has no such shadow variant."""
+    described = sm.describe_endpoint_config(EndpointConfigName=config_name)
+    for v in described.get("ShadowProductionVariants") or []:
+        if v["VariantName"] == variant and v.get("InitialInstanceCount") is not None:
+            return int(v["InitialInstanceCount"])
+    return None
+
+
+#: What SageMaker says when it refuses a change because the endpoint is being updated (FACTS.md:
+#: UpdateEndpointWeightsAndCapacities is refused with ValidationException while Updating).
+IN_PROGRESS = "in-progress"
+
+
+def refused_for_good(exc: Exception) -> bool:
+    """A ValidationException that is not "the endpoint is Updating" (:data:`IN_PROGRESS`): the
+    request itself is refused (for the shadow variant's count: SageMaker not taking a count change
+    on a shadow variant, which is not verified either way), so asking again will not help."""
+    return error_code(exc) == "ValidationException" and IN_PROGRESS not in describe_error(exc)
 
 
 def scalable_bounds(aas: Any, endpoint: str, variant: str) -> tuple[int, int] | None:
@@ -322,13 +353,22 @@ def shadow_minutes(
 
 
 def observe(
-    sm: Any, cw: Any, endpoint: str, alarms: tuple[str, ...], *, primary: str, canary: str
+    sm: Any,
+    cw: Any,
+    endpoint: str,
+    alarms: tuple[str, ...],
+    *,
+    primary: str,
+    canary: str,
+    shadow: str | None = None,
 ) -> r.Observation:
-    """One tick's view: endpoint status and config, both variants' weights and counts, the
-    alarms (none read when ``alarms`` is empty: a rollback does not consult them)."""
+    """One tick's view: endpoint status and config, the variants' weights and counts (the shadow
+    variant's counts too, when ``shadow`` names it and the endpoint has it), the alarms (none
+    read when ``alarms`` is empty: a rollback does not consult them)."""
     status, config, variants = describe(sm, endpoint)
     states = alarm_states(cw, alarms) if alarms else {}
     c, p = variants.get(canary, {}), variants.get(primary, {})
+    s = variants.get(shadow) if shadow else None
     return r.Observation(
         endpoint_status=status,
         firing=tuple(
@@ -346,7 +386,13 @@ def observe(
         primary_weight=float(p.get("CurrentWeight") or 0.0),
         endpoint_config_name=config,
         primary_in_service=int(p.get("CurrentInstanceCount") or 0),
+        shadow_current=_count(s, "CurrentInstanceCount"),
+        shadow_desired=_count(s, "DesiredInstanceCount"),
     )
+
+
+def _count(variant: dict[str, Any] | None, key: str) -> int | None:
+    return None if variant is None or variant.get(key) is None else int(variant[key])
 
 
 def evidence(

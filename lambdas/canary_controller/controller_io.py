@@ -76,6 +76,9 @@ class ControllerIO:
         self.s3 = clients.get("s3") or boto3.client("s3")
         ddb = clients.get("dynamodb") or boto3.resource("dynamodb")
         self.table = ddb.Table(settings.table_name)
+        #: The shadow config's shadow count (its peak size) by config name, once read
+        #: (``decisions``); None: the config has no such shadow variant.
+        self._shadow_peaks: dict[str, int | None] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -160,6 +163,7 @@ class ControllerIO:
         return aws.observe(
             self.sm, self.cw, self.s.endpoint_name, self.s.alarm_names if alarms else (),
             primary=self.s.primary_variant, canary=self.s.canary_variant,
+            shadow=self.s.shadow.shadow_variant if self.s.shadow else None,
         )  # fmt: skip
 
     def evidence(self, start: int, end: int) -> r.Evidence:

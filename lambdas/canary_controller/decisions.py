@@ -45,6 +45,7 @@ from . import aws, canary_scaling, shadow_stage, store
 from . import rules as r
 from .controller_io import ControllerIO
 from .settings import RolloutConflict
+from .shadow_fleet import ShadowFleet
 from .state import DecisionKind, Intent, RolloutState
 
 #: Attempts of a rollback's conditional write against concurrent ticks before giving up.
@@ -98,8 +99,9 @@ class DecisionApplier(ControllerIO):
                     "make canary-rollback after restoring it",
                 )
             return shadow_stage.decide(
-                state, obs, self.s.shadow, now, self.shadow_evidence, self.s.rules.check_seconds
-            )
+                state, obs, self.s.shadow, now, self.shadow_evidence, self.s.rules.check_seconds,
+                self._shadow_fleet(obs),
+            )  # fmt: skip
         return r.decide(state, obs, self.s.rules, now, self.evidence)
 
     def _resolve_intent(
@@ -197,8 +199,11 @@ class DecisionApplier(ControllerIO):
             elif d.kind == "canary-stage":
                 new["last_reason"] += self._own_canary_scaling()
                 new.update(r.transition(state, d, now))
-            else:  # bake, wait, hold: no AWS call
+            else:  # bake, wait, hold: no AWS call, but for the shadow's count
                 new.update(r.transition(state, d, now))
+                if d.shadow_instances is not None:
+                    have = obs.shadow_instances if obs is not None else None
+                    new.update(self._resize_shadow(new, d.shadow_instances, have))
         except aws.AWS_ERRORS as exc:
             if not aws.retry_later(exc):
                 if intended:
@@ -214,6 +219,60 @@ class DecisionApplier(ControllerIO):
             return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
         except aws.AWS_ERRORS as exc:
             return self._unrecorded(state, d, exc)
+
+    def _shadow_fleet(self, obs: r.Observation) -> ShadowFleet | None:
+        """What the shadow's count follows (``shadow_fleet``), on the shadow config InService
+        with a shadow variant in view; its peak size is the shadow config's count
+        (DescribeEndpointConfig, read once per Lambda instance and config). A read that is refused
+        for now leaves the count as it is this tick; any other failure raises."""
+        shadow = self.s.shadow
+        assert shadow is not None
+        on_config = obs.endpoint_config_name == shadow.config_name
+        if not on_config or obs.endpoint_status != "InService" or obs.shadow_instances is None:
+            return None
+        if shadow.config_name not in self._shadow_peaks:
+            try:
+                self._shadow_peaks[shadow.config_name] = aws.shadow_config_count(
+                    self.sm, shadow.config_name, shadow.shadow_variant
+                )
+            except aws.AWS_ERRORS as exc:
+                if not aws.retry_later(exc):
+                    raise
+                print(f"shadow config not read ({aws.describe_error(exc)}): count left as is")
+                return None
+        peak = self._shadow_peaks[shadow.config_name]
+        if peak is None:
+            return None
+        return ShadowFleet(shadow.sample_percent, self.s.rules.plan.canary_per_primary, peak)
+
+    def _resize_shadow(self, state: RolloutState, count: int, have: int | None) -> RolloutState:
+        """The shadow variant's DesiredInstanceCount (only: never a weight) set to ``count``;
+        what came of it, for the record. Refused for now: asked again on a later tick (the next
+        decision finds the count still differs); refused for good (``aws.refused_for_good``):
+        recorded once, the stage carries on at the count it has; anything else raises."""
+        shadow = self.s.shadow
+        assert shadow is not None
+        try:
+            aws.set_instances(self.sm, self.s.endpoint_name, shadow.shadow_variant, count)
+        except aws.AWS_ERRORS as exc:
+            said = aws.describe_error(exc)
+            if aws.refused_for_good(exc):
+                stays = f"the shadow's count stays {have}: {said}"
+                print(stays)
+                return {
+                    "shadow_fleet_refused": stays,
+                    "shadow_fleet": stays,
+                    "last_reason": f"{state['last_reason']}; {stays}",
+                }
+            if not aws.retry_later(exc):
+                raise
+            later = f"{count} refused for now ({said}), asked again on a later tick"
+            print(f"shadow count {later}")
+            return {
+                "shadow_fleet": f"{have}: {later}",
+                "last_reason": f"{state['last_reason']}; {later}",
+            }
+        return {"last_reason": f"{state['last_reason']}: asked for"}
 
     def _release_canary_scaling(self) -> str:
         """Before the move to the shadow config: the canary's scalable target deregistered, when

@@ -36,6 +36,9 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
     config, the reason naming what was missing;
   - ``pass`` before ``min_seconds``: ``hold``; after: ``leave-shadow`` to the canary config, then
     ``canary-stage`` once it is InService there, and the canary steps run as without a shadow.
+- The shadow variant's count, on every ``bake`` or ``hold`` on the shadow config InService: kept
+  at the primary's load per instance (``shadow_fleet``: why, when, and what a refusal does),
+  recorded as ``shadow_fleet`` and in each comparison's evidence.
 - A rollback in the shadow stage (the operator's, or any failure) is the way back to the canary
   config with nothing served: the canary variant comes back at its configured initial weight,
   which a config with a shadow stage holds at 0 (typed_config: ``rollout.shadow``).
@@ -45,7 +48,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final, cast
 
 from . import names
@@ -62,6 +65,7 @@ from .shadow_compare import (
     cloudwatch_latency,
     like_load_detail,
 )
+from .shadow_fleet import ShadowFleet
 from .state import RolloutState
 
 SHADOW: Final = "shadow"
@@ -174,8 +178,11 @@ def decide(
     now: int,
     compare: Callable[[int, int], ShadowEvidence],
     check_seconds: int,
+    fleet: ShadowFleet | None = None,
 ) -> Decision:
-    """The next step of a rollout in its shadow stage (module docstring)."""
+    """The next step of a rollout in its shadow stage (module docstring). ``fleet``: the shadow's
+    count follows the primary's load per instance (``shadow_fleet``), None: it is left as it is
+    (the endpoint not InService on the shadow config, or its peak size unknown)."""
     status, config = obs.endpoint_status, obs.endpoint_config_name
     canary_config, shadow_config = state.get("canary_config_name"), rules.config_name
     if status in TERMINAL_ENDPOINT_STATES:
@@ -222,6 +229,47 @@ def decide(
         return Decision(
             "wait", f"endpoint is {status} on {config}: moving to the shadow config", check_seconds
         )
+    return _with_fleet(
+        _in_stage(state, rules, now, compare, check_seconds, entered), state, obs, fleet
+    )
+
+
+def _with_fleet(
+    d: Decision, state: RolloutState, obs: Observation, fleet: ShadowFleet | None
+) -> Decision:
+    """A ``bake`` or ``hold`` on the shadow config, InService: the shadow's count as it should be
+    (recorded as ``shadow_fleet``, with why) and, where it differs from the shadow's desired count
+    and no refusal for good was recorded (``shadow_fleet_refused``), asked for
+    (``shadow_instances``)."""
+    if d.kind not in ("bake", "hold") or fleet is None or obs.shadow_instances is None:
+        return d
+    if state.get("shadow_fleet_refused"):
+        return d
+    primary = obs.primary_serving
+    want, have = fleet.count(primary), obs.shadow_instances
+    why = fleet.why(primary)
+    record: RolloutState = {**(d.record or {}), "shadow_fleet": why}
+    if want == have:
+        return replace(d, record=record)
+    return replace(
+        d,
+        reason=f"{d.reason}; shadow variant {have} -> {want} instances",
+        record={**record, "shadow_fleet": f"{have} -> {why}"},
+        shadow_instances=want,
+    )
+
+
+def _in_stage(
+    state: RolloutState,
+    rules: ShadowRules,
+    now: int,
+    compare: Callable[[int, int], ShadowEvidence],
+    check_seconds: int,
+    entered: int | None,
+) -> Decision:
+    """On the shadow config, InService: the window opens, then the comparisons (module
+    docstring)."""
+    shadow_config, canary_config = rules.config_name, state.get("canary_config_name")
     if entered is None:
         return Decision(
             "bake",
@@ -240,10 +288,11 @@ def decide(
     ran = compare(entered, now)
     elapsed = now - entered
     outcome, summary = ran.judged(rules.thresholds.max_latency_p95_ratio)
+    fleet_line = state.get("shadow_fleet_refused") or state.get("shadow_fleet")
     record: RolloutState = {
         "shadow_next_compare_at": now + rules.compare_seconds,
         "shadow_compared_at": now,
-        "shadow_evidence": ran.lines(),
+        "shadow_evidence": [*ran.lines(), *([f"shadow fleet: {fleet_line}"] if fleet_line else [])],
         "shadow_outcome": outcome,
     }
     wait = min(rules.compare_seconds, check_seconds)

@@ -171,6 +171,8 @@ SUMMARY_KEYS = (
     "stage",
     "shadow_outcome",
     "shadow_evidence",
+    "shadow_fleet",
+    "shadow_fleet_refused",
     "history",
 )
 

@@ -41,9 +41,13 @@ What the fakes do, and where each rule comes from:
   registers no target for it, the controller's own ``release`` and ``register`` deregister it
   before the move and register it (bounds, target-tracking policy) when back, through this
   account's Application Auto Scaling, and a move to the shadow config with the canary still
-  registered is refused as SageMaker refuses it (endpoint-scaling-update).
+  registered is refused as SageMaker refuses it (endpoint-scaling-update). On the shadow config
+  DescribeEndpoint and DescribeEndpointConfig show the shadow in ``ShadowProductionVariants``, and
+  the shadow's count follows the primary's (``shadow_fleet``), set with the controller's own
+  ``aws.set_instances`` through this account (:attr:`Account.shadow_counts`).
 - UpdateEndpointWeightsAndCapacities applies at once (the endpoint stays InService), so no tool
-  waits; nothing else changes the fleet (no autoscaling activity).
+  waits; nothing else changes the fleet (no autoscaling activity); a variant the endpoint does
+  not have is a ValidationException.
 - ECR: each repository's tags and the digest each names (:attr:`Account.digests`; a tag pushed
   without one names ``sha256:<tag>``), BatchGetImage and DescribeImages answering them with a
   Docker v2 manifest, GetAuthorizationToken; :meth:`Account.docker` stands in for the docker
@@ -70,7 +74,7 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.validate import validate_parameters
 
-from lambdas.canary_controller import canary_scaling, names, shadow_stage, store
+from lambdas.canary_controller import aws, canary_scaling, names, shadow_stage, store
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.names import COMPLETED, LOCKED, ROLLED_BACK, ROLLING_BACK, RUNNING
 from lambdas.canary_controller.shadow_compare import (
@@ -80,6 +84,7 @@ from lambdas.canary_controller.shadow_compare import (
     compare,
     minute_loads,
 )
+from lambdas.canary_controller.shadow_fleet import ShadowFleet
 from simulator.rollout import controller_rules
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
@@ -183,11 +188,16 @@ class Controller:
         if self.account.now < at:
             return None
         live = self.account.endpoint
+        shadow_count = live["shadow"]["count"] if "shadow" in live else None
         obs = r.Observation(
             endpoint_status=live["status"],
             endpoint_config_name=live["config"],
             canary_weight=live["variants"].get("canary", {}).get("weight", 0.0),
             primary_weight=live["variants"]["primary"]["weight"],
+            primary_instances=live["variants"]["primary"]["count"],
+            primary_in_service=live["variants"]["primary"]["count"],
+            shadow_current=shadow_count,
+            shadow_desired=shadow_count,
         )
         answers = self.shadow_answers
 
@@ -200,7 +210,7 @@ class Controller:
             return shadow_stage.ShadowEvidence(verdict, minutes=minutes, loads=loads)
 
         check = self.rules.check_seconds
-        d = shadow_stage.decide(st, obs, self.shadow, int(at), comparison, check)
+        d = shadow_stage.decide(st, obs, self.shadow, int(at), comparison, check, self._fleet(obs))
         spec, ep, canary = (
             self.shadow.canary_scaling,
             self.cfg.endpoint_name,
@@ -211,6 +221,9 @@ class Controller:
         if d.kind in r.STAGE_MOVES:
             assert d.endpoint_config is not None
             self._move(d.endpoint_config)
+        if d.shadow_instances is not None:  # the controller's call (decisions._resize_shadow)
+            sm = self.account._client("sagemaker")
+            aws.set_instances(sm, ep, self.shadow.shadow_variant, d.shadow_instances)
         if d.kind in ("canary-stage", "shadow-end") and spec is not None:
             aas = self.account._client("application-autoscaling")
             canary_scaling.register(aas, ep, canary, spec)
@@ -223,6 +236,17 @@ class Controller:
         self._next_tick = at + max(1, d.wait_seconds or check)
         return new
 
+    def _fleet(self, obs: r.Observation) -> ShadowFleet | None:
+        """What the shadow's count follows on the shadow config (decisions._shadow_fleet): its
+        peak size is the shadow config's count."""
+        assert self.shadow is not None
+        on = obs.endpoint_config_name == self.shadow.config_name
+        if not on or obs.endpoint_status != "InService" or obs.shadow_instances is None:
+            return None
+        peak = self.account.configs[self.shadow.config_name]["shadow"]["count"]
+        plan = self.rules.plan
+        return ShadowFleet(self.shadow.sample_percent, plan.canary_per_primary, peak)
+
     def _move(self, config: str) -> None:
         """UpdateEndpoint to ``config``: the shadow config takes the canary variant off the
         endpoint and puts the shadow on; the canary config brings the canary back at its
@@ -234,9 +258,12 @@ class Controller:
                 "SageMaker refuses to remove a variant with autoscaling (endpoint-scaling-update)"
             )
             live["variants"].pop("canary", None)
+            shadow = self.account.configs[config]["shadow"]
+            live["shadow"] = {"weight": shadow["weight"], "count": shadow["count"]}
         else:
             spec = self.account.configs[config]["canary"]
             live["variants"]["canary"] = {"weight": spec["weight"], "count": spec["count"]}
+            live.pop("shadow", None)
         live["config"] = config
         self.account.calls.append(f"controller: UpdateEndpoint {config}")
 
@@ -400,6 +427,8 @@ class Account:
         }
         #: Scaling policies by variant: ``{variant: {policy name: its configuration}}``.
         self.policies: dict[str, dict[str, Any]] = {}
+        #: Every count asked for the shadow variant: ``(the primary's count then, the count)``.
+        self.shadow_counts: list[tuple[int, int]] = []
         config = self._create_config(self.cfg, images)
         self.endpoint: dict[str, Any] = {
             "config": config,
@@ -541,26 +570,43 @@ class Account:
                 }
                 for v, s in self.endpoint["variants"].items()
             ],
+            **self._shadow_variants(),
         }
+
+    def _shadow_variants(self) -> dict[str, Any]:
+        """DescribeEndpoint's ``ShadowProductionVariants`` while the endpoint has the shadow."""
+        s = self.endpoint.get("shadow")
+        if s is None:
+            return {}
+        summary = {
+            "CurrentWeight": s["weight"],
+            "DesiredWeight": s["weight"],
+            "CurrentInstanceCount": s["count"],
+            "DesiredInstanceCount": s["count"],
+        }
+        return {"ShadowProductionVariants": [{"VariantName": "shadow", **summary}]}
 
     def _sagemaker_DescribeEndpointConfig(self, p: dict[str, Any]) -> Any:
         name = p["EndpointConfigName"]
         if name not in self.configs:
             return error("ValidationException", f'Could not find endpoint configuration "{name}".')
+        listed = {
+            v: {
+                "VariantName": v,
+                "ModelName": s["model"],
+                "InstanceType": s["instance_type"],
+                "InitialInstanceCount": s["count"],
+                "InitialVariantWeight": s["weight"],
+            }
+            for v, s in self.configs[name].items()
+        }
+        shadow = listed.pop("shadow", None)  # the shadow config's shadow variant
         return {
             "EndpointConfigName": name,
             "EndpointConfigArn": arn("sagemaker", "endpoint-config", name),
             "CreationTime": datetime.fromtimestamp(self.now, UTC),
-            "ProductionVariants": [
-                {
-                    "VariantName": v,
-                    "ModelName": s["model"],
-                    "InstanceType": s["instance_type"],
-                    "InitialInstanceCount": s["count"],
-                    "InitialVariantWeight": s["weight"],
-                }
-                for v, s in self.configs[name].items()
-            ],
+            "ProductionVariants": list(listed.values()),
+            **({"ShadowProductionVariants": [shadow]} if shadow else {}),
         }
 
     def _sagemaker_DescribeModel(self, p: dict[str, Any]) -> Any:
@@ -576,13 +622,21 @@ class Account:
         }
 
     def _sagemaker_UpdateEndpointWeightsAndCapacities(self, p: dict[str, Any]) -> Any:
+        live = {**self.endpoint["variants"], **self._shadow_live()}
         for item in p["DesiredWeightsAndCapacities"]:
-            variant = self.endpoint["variants"][item["VariantName"]]
+            if item["VariantName"] not in live:
+                return error("ValidationException", f"no variant {item['VariantName']}")
+            if item["VariantName"] == "shadow":
+                self.shadow_counts.append((live["primary"]["count"], item["DesiredInstanceCount"]))
+            variant = live[item["VariantName"]]
             if "DesiredInstanceCount" in item:
                 variant["count"] = item["DesiredInstanceCount"]
             if "DesiredWeight" in item:
                 variant["weight"] = item["DesiredWeight"]
         return {"EndpointArn": arn("sagemaker", "endpoint", self.cfg.endpoint_name)}
+
+    def _shadow_live(self) -> dict[str, Any]:
+        return {"shadow": self.endpoint["shadow"]} if "shadow" in self.endpoint else {}
 
     # ------------------------------------------------------------------ the others
 

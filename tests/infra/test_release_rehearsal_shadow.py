@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from lambdas.canary_controller.shadow_fleet import tracking_count
+from sizing.rollout_plan import rollout_capacity_plan
+
 from .conftest import raw_config
 from .fake_account import SHADOW_CONFIG, Account, alike_answers
 from .test_release_rehearsal import LAST, SHA, TARGETS, account_with, make_command, release
@@ -85,6 +88,13 @@ def test_a_release_with_a_shadow_stage_runs_shadow_pass_canary_ramp_promote(
     assert account.policies["canary"] == {
         "mangaassist-vllm-prod-canary-target-tracking": ANY_TRACKING
     }
+    # the shadow's count: the primary's load per instance, asked for on entry (the config's is
+    # the peak size)
+    cfg, peak = account.cfg, account.configs[SHADOW_CONFIG]["shadow"]["count"]
+    assert account.shadow_counts, account.calls
+    per_primary = rollout_capacity_plan(cfg).canary_per_primary
+    for primary, count in account.shadow_counts:
+        assert count == tracking_count(10, primary, per_primary, peak) != peak, (primary, count)
 
 
 def test_a_failing_comparison_stops_the_release_in_the_shadow_stage(

@@ -14,7 +14,7 @@ from botocore.validate import validate_parameters
 from lambdas.canary_controller import capture
 from lambdas.canary_controller.shadow_compare import Answer, Thresholds
 from lambdas.canary_controller.shadow_stage import ShadowRules
-from tests.lambdas.conftest import ENDPOINT, REGION, World, _backend
+from tests.lambdas.conftest import ENDPOINT, REGION, World, _backend, validation_error
 from tests.lambdas.test_shadow_compare import answers as compare_answers
 
 SHADOW_CONFIG = "cfg-shadow"
@@ -185,3 +185,73 @@ def capture_both(world: World, *, shadow_fail_every: int = 0, n: int = 150, key:
             world, "shadow", answers(adapter, n, seed=2, fail_every=shadow_fail_every),
             key=f"{key}-{adapter}.jsonl",
         )  # fmt: skip
+
+
+class ShadowVariant:
+    """The shadow variant as SageMaker shows it, which moto does not: DescribeEndpoint's
+    ``ShadowProductionVariants`` while the endpoint is on the shadow config (its counts start at
+    the config's, ``peak``), DescribeEndpointConfig's for the shadow config, and
+    UpdateEndpointWeightsAndCapacities for the shadow variant (the request validated against
+    SageMaker's model; refused while the endpoint is not InService, as SageMaker does; each of
+    ``refusals`` raised by one call, in order). ``calls``: every request that named the shadow."""
+
+    def __init__(self, world: World, peak: int) -> None:
+        self.peak = peak
+        self.current: int | None = None
+        self.calls: list[dict[str, Any]] = []
+        self.refusals: list[Exception] = []
+        sm = world.controller.sm
+        describe, describe_config = sm.describe_endpoint, sm.describe_endpoint_config
+        update = sm.update_endpoint_weights_and_capacities
+        model = sm.meta.service_model.operation_model("UpdateEndpointWeightsAndCapacities")
+
+        def describe_endpoint(**params: Any) -> Any:
+            out = describe(**params)
+            if out.get("EndpointConfigName") != SHADOW_CONFIG:
+                self.current = None  # a new shadow fleet on every move to the shadow config
+                return out
+            if self.current is None:
+                self.current = self.peak
+            count = {"CurrentInstanceCount": self.current, "DesiredInstanceCount": self.current}
+            out["ShadowProductionVariants"] = [
+                {"VariantName": "shadow", "CurrentWeight": 0.1, "DesiredWeight": 0.1, **count}
+            ]
+            return out
+
+        def describe_endpoint_config(**params: Any) -> Any:
+            out = describe_config(**params)
+            if params["EndpointConfigName"] == SHADOW_CONFIG:
+                out["ShadowProductionVariants"] = [
+                    {"VariantName": "shadow", "ModelName": "m-shadow",
+                     "InitialInstanceCount": self.peak, "InstanceType": "ml.g4dn.xlarge",
+                     "InitialVariantWeight": 0.1},
+                ]  # fmt: skip
+            return out
+
+        def update_weights(**params: Any) -> Any:
+            items = params["DesiredWeightsAndCapacities"]
+            if all(i["VariantName"] != "shadow" for i in items):
+                return update(**params)
+            validate_parameters(params, model.input_shape)
+            self.calls.append(params)
+            if _backend().endpoints[params["EndpointName"]].endpoint_status != "InService":
+                raise validation_error()
+            if self.refusals:
+                raise self.refusals.pop(0)
+            (item,) = items
+            self.current = int(item["DesiredInstanceCount"])
+            return {"EndpointArn": _backend().endpoints[params["EndpointName"]].arn}
+
+        sm.describe_endpoint = describe_endpoint
+        sm.describe_endpoint_config = describe_endpoint_config
+        sm.update_endpoint_weights_and_capacities = update_weights
+
+    def counts_asked(self) -> list[int]:
+        return [c["DesiredWeightsAndCapacities"][0]["DesiredInstanceCount"] for c in self.calls]
+
+
+def set_primary_count(count: int) -> None:
+    """The primary scaled (its autoscaling) to ``count`` instances in service."""
+    for variant in _backend().endpoints[ENDPOINT].production_variants:
+        if variant["VariantName"] == "primary":
+            variant["CurrentInstanceCount"] = variant["DesiredInstanceCount"] = count

@@ -169,6 +169,7 @@ def test_status_and_wait_know_the_shadow_stage(
     from tests.lambdas import shadow_world as sw
 
     sw.shadow_world(world)
+    shadow = sw.ShadowVariant(world, peak=4)
     assert run("start", "--rollout-id", "r1") == 0
     capsys.readouterr()
     result = world.tick("r1", 0)
@@ -183,3 +184,6 @@ def test_status_and_wait_know_the_shadow_stage(
     assert "steps        [shadow] -> 5% -> 25% -> 50% -> 75% -> 100%" in out
     assert "shadow       last comparison: pass" in out
     assert "manga_domain: pass;" in out
+    # the shadow's count: 10 % of the primary's 4, at least 1 (shadow_fleet.py)
+    assert shadow.counts_asked() == [1]
+    assert "shadow fleet 1 instance for 10 % of the primary's 4 in service x 1 = 0.4" in out

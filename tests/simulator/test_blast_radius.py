@@ -60,12 +60,33 @@ def calm(prod):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def canary_only(calm):  # type: ignore[no-untyped-def]
-    return {o.build.key: o for o in blast_radius(calm)}
+    # prod.yaml has rollout.shadow: without it, the canary steps alone
+    return {o.build.key: o for o in blast_radius(without_shadow(calm))}
 
 
 @pytest.fixture(scope="module")
 def shadowed(calm):  # type: ignore[no-untyped-def]
+    return {o.build.key: o for o in blast_radius(with_shadow(calm), shadow_load="peak-sized")}
+
+
+@pytest.fixture(scope="module")
+def tracked(calm):  # type: ignore[no-untyped-def]
+    """The shadow fleet the controller keeps at the primary's load per instance (the default)."""
     return {o.build.key: o for o in blast_radius(with_shadow(calm))}
+
+
+def test_a_shadow_that_tracks_the_primary_passes_the_healthy_build_and_stops_every_bad_one(  # type: ignore[no-untyped-def]
+    tracked,
+) -> None:
+    """The issue's goal with the shadow's count following the primary's (shadow_fleet.py): every
+    bad build stopped in the shadow stage with nothing served, the healthy one passed on to the
+    canary steps (the peak-sized shadow holds it to the trace's end)."""
+    for key in ("errors-2pct", "latency-2x", "truncated", "one-adapter"):
+        o = tracked[key]
+        assert (o.stage, o.served, o.status) == ("shadow", 0.0, "FAILED (shadow)"), key
+        assert o.meets_goal, key
+    healthy = tracked["healthy"]
+    assert healthy.stage == "passed" and healthy.furthest_step >= 1, healthy
 
 
 def test_a_healthy_build_passes_the_canary_steps_and_a_shadow_at_the_primarys_load(  # type: ignore[no-untyped-def]
@@ -266,8 +287,9 @@ def test_make_simulate_prints_the_tables_docs_day2_canary_quotes(tmp_path, capsy
     """`simulator blast-radius --env prod` (make simulate's step): the canary steps alone, then a
     shadow stage first with each shadow fleet load; the JSON beside them; docs/day2-canary.md
     quotes the tables as they are today (regenerate the block when the config or the rules
-    change). With the shadow fleet at the primary's load every bad build is stopped in the shadow
-    stage, nothing served: the issue's goal."""
+    change). With the shadow fleet tracking the primary's load (the controller's) or at it, every
+    bad build is stopped in the shadow stage, nothing served, and the healthy one passes: the
+    issue's goal."""
     assert main(["blast-radius", "--env", "prod", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out.split("\nwrote blast-radius.json")[0].rstrip()
     assert printed in DOC.read_text(), "docs/day2-canary.md's blast-radius block is stale"
@@ -276,13 +298,16 @@ def test_make_simulate_prints_the_tables_docs_day2_canary_quotes(tmp_path, capsy
     canary = "as configured" if prod.rollout.shadow is None else "without the shadow stage"
     assert titles[0] == f"{canary}: canary only"
     assert [t.split("shadow fleet ")[1].split(")")[0] for t in titles[1:]] == [
+        "tracking",
         "peak-sized",
         "target",
     ]
-    at_target = {b["build"]: b for b in report[2]["builds"]}
-    for key in ("errors-2pct", "latency-2x", "truncated", "one-adapter"):
-        assert (at_target[key]["stage"], at_target[key]["served_requests"]) == ("shadow", 0)
-        assert at_target[key]["meets_goal"]
+    for run in (report[1], report[3]):  # tracking the primary, and at its target
+        builds = {b["build"]: b for b in run["builds"]}
+        for key in ("errors-2pct", "latency-2x", "truncated", "one-adapter"):
+            assert (builds[key]["stage"], builds[key]["served_requests"]) == ("shadow", 0)
+            assert builds[key]["meets_goal"]
+        assert builds["healthy"]["stage"] == "passed"
     for b in (b for r in report for b in r["builds"]):
         assert b["served_percent"] == pytest.approx(
             100 * b["served_requests"] / b["day_requests"], abs=1e-3

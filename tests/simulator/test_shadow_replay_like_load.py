@@ -4,6 +4,7 @@ controller's own functions per-minute loads of both fleets and the answers' minu
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -12,10 +13,11 @@ from lambdas.canary_controller.shadow_compare import MIN_LIKE_LOAD_MINUTES
 from simulator.assumptions import Assumptions
 from simulator.bad_builds import LatencyCurve, adapter_shares, bad_builds
 from simulator.rollout import START_HOUR_JST
-from simulator.shadow_replay import replay_shadow
+from simulator.shadow_replay import TrackingFleet, replay_shadow
 from simulator.traces import normal_day
 from sizing.fit import load_config
 from sizing.rollout_alarms import RELATIVE_LATENCY
+from sizing.shadow_plan import shadow_instances
 from typed_config.shadow import ShadowStage
 
 PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
@@ -60,3 +62,50 @@ def test_a_shadow_at_the_primarys_load_passes_a_healthy_build_and_fails_a_slow_o
         ShadowStage().compare_interval_minutes,
     )
     assert "latency p95" in slow.reason and "at most the primary's: above 1.25 x" in slow.reason
+
+
+def test_a_tracking_shadow_passes_a_healthy_build_and_fails_a_slow_one(prod) -> None:  # type: ignore[no-untyped-def]
+    """The controller's shadow fleet (shadow_fleet.py): whole instances following the primary's,
+    so both kinds of like-load evidence arrive; the healthy build passes (the peak-sized shadow
+    holds it to the trace's end), the doubled latency fails at the first comparison."""
+    healthy = _replay(prod, "healthy", "tracking")
+    assert healthy.outcome == "pass", healthy.reason
+    assert healthy.end_minute - START >= ShadowStage().min_minutes
+    assert healthy.shadow_counts and all(
+        1 <= n <= shadow_instances(prod) for _, n in healthy.shadow_counts
+    )
+    slow = _replay(prod, "latency-2x", "tracking")
+    assert (slow.outcome, slow.end_minute - START) == (
+        "fail",
+        ShadowStage().compare_interval_minutes,
+    )
+    assert "at most the primary's: above 1.25 x" in slow.reason
+
+
+def test_the_tracking_fleet_gains_instances_after_an_instance_start_and_sheds_them_at_once(  # type: ignore[no-untyped-def]
+    prod,
+) -> None:
+    """A count the shadow gains serves an instance start later (the rollout replay's figure for
+    instances of a new tag); meanwhile the endpoint is Updating: no new count is asked for and the
+    primary's count stays. A count it sheds goes at the controller's tick."""
+    a = Assumptions()
+    curve = LatencyCurve(prod, prod.variants.canary.instance_type, a)
+    fleet = TrackingFleet(prod, ShadowStage(), curve, a)
+    assert fleet.ready == math.ceil(a.new_tag_seconds / 60) and fleet.shadow == fleet.peak
+    per = fleet.per_instance_rpm
+    fleet.minute(0, 10 * per)  # primary 10 -> shadow 1 at once (from the peak size)
+    assert (fleet.primary, fleet.shadow, fleet.updating) == (10, 1, False)
+    tick = fleet.tick
+    fleet.minute(tick, 30 * per)  # primary 30 -> 3: asked for, the endpoint Updating
+    assert (fleet.primary, fleet.shadow, fleet.updating) == (30, 1, True)
+    for m in range(tick + 1, tick + fleet.ready):
+        primary, shadow = fleet.minute(m, 40 * per)
+        assert (fleet.primary, fleet.shadow) == (30, 1), m  # both wait for the update
+        assert shadow > primary  # meanwhile the shadow is the more loaded
+    fleet.minute(tick + fleet.ready, 40 * per)
+    assert (fleet.primary, fleet.shadow, fleet.updating) == (40, 3, False)
+    next_tick = -(-(tick + fleet.ready + 1) // tick) * tick
+    fleet.minute(next_tick - 1, 10 * per)  # not a tick: the primary scales in, the shadow waits
+    assert (fleet.primary, fleet.shadow) == (10, 3)
+    fleet.minute(next_tick, 10 * per)  # the tick: 1 at once
+    assert (fleet.primary, fleet.shadow, fleet.updating) == (10, 1, False)
