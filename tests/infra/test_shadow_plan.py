@@ -38,7 +38,7 @@ def test_the_plan_prices_the_stage_and_its_two_updates(prod_raw: dict[str, Any])
     assert s["cost_at_max_usd"] == round(hourly * 2880 / 60, 2)
     assert s["moves"] == 2 and s["moves_extra_cost_usd"] > 0
     text = render_plan(build_plan(cfg, {}))
-    assert "  shadow  6 x ml.g6e.xlarge for 10 % of the primary's peak (51 x ml.g6e.xlarge)" in text
+    assert "  shadow  6 x ml.g6e.xlarge for 10 % of the primary's peak (54 x ml.g6e.xlarge)" in text
     # the count tracks the primary's load (shadow_fleet.py); the plan prices its upper bound
     assert "the count tracks the primary's load per instance, 1..6), $2.34..$14.02/h" in text
     assert s["hourly_usd_at_least"] == round(hourly / 6, 2)
@@ -56,7 +56,7 @@ def test_the_quota_preflight_counts_a_stage_move_at_the_primarys_peak(
     name = f"{cfg.variants.primary.instance_type} for endpoint usage"
     without = quotas_needed(parse(prod_raw))[name]
     stage = s["instance_quota_needed"][cfg.variants.primary.instance_type]
-    assert stage == 2 * 51 + 6 + cfg.variants.canary.initial_instance_count
+    assert stage == 2 * 54 + 6 + cfg.variants.canary.initial_instance_count  # prod's peak: 54
     assert quotas_needed(cfg)[name] == max(without, stage)
 
 

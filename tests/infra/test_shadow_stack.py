@@ -151,7 +151,7 @@ def test_the_canarys_scaling_is_the_controllers_not_the_stacks(synthesized) -> N
         if "SHADOW_STAGE" in f["Properties"].get("Environment", {}).get("Variables", {})
     ]
     text = json.dumps(env["SHADOW_STAGE"])
-    for part in ('\\"canary_scaling\\":{\\"min_capacity\\":3,\\"max_capacity\\":51',
+    for part in ('\\"canary_scaling\\":{\\"min_capacity\\":3,\\"max_capacity\\":54',
                  '\\"TargetValue\\":108.8',
                  "SageMakerVariantConcurrentRequestsPerModelHighResolution",
                  '\\"DisableScaleIn\\":false'):  # fmt: skip

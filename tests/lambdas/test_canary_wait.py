@@ -197,11 +197,18 @@ def test_the_default_bound_is_the_rollouts_total_bake_plus_a_margin_per_step(wai
     cfg = load_config(REPO / "config" / "prod.yaml", env="prod")
     ro = cfg.rollout
     per_step = ro.bake_minutes + ro.check_interval_minutes + ASSUMED_READY_SECONDS / 60
-    assert cli.rollout_wait_minutes(cfg) == math.ceil(len(ro.steps_percent) * per_step) == 364
+    steps = math.ceil(len(ro.steps_percent) * per_step)
+    assert steps == 364
     # longer than the rollout the simulator replays on prod's normal day (docs/day2-canary.md)
-    assert cli.rollout_wait_minutes(cfg) > 5 * 60 + 35
-    rc, _, err, clock = wait(Controller(*[running(0)] * 800), "--poll-s", "30")
-    assert rc == 3 and "TIMEOUT_MIN=364)" in err and clock.now - 1000.0 == 364 * 60
+    assert steps > 5 * 60 + 35
+    # prod's releases start with the shadow stage: its max_minutes and its two moves on top
+    assert ro.shadow is not None
+    dep = cfg.deployment
+    move = (dep.max_execution_timeout_seconds + dep.termination_wait_seconds) / 60
+    bound = cli.rollout_wait_minutes(cfg)
+    assert bound == steps + ro.shadow.max_minutes + 2 * move == 1944
+    rc, _, err, clock = wait(Controller(*[running(0)] * 3900), "--poll-s", "30")
+    assert rc == 3 and f"TIMEOUT_MIN={bound})" in err and clock.now - 1000.0 == bound * 60
 
 
 def test_transient_read_failures_are_read_again_until_the_answer_comes(wait) -> None:

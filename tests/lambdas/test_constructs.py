@@ -227,12 +227,12 @@ def test_functions_run_the_handlers_on_a_current_python(prod: Template) -> None:
 def test_capacity_plan_and_evidence_rules_reach_the_controller(prod: Template) -> None:
     env = controller_env(prod)
     plan = json.loads(env["CAPACITY_PLAN"])
-    # prod: primary 2..51 and canary 3..51 on the same instance type (same per-instance
+    # prod: primary 2..54 and canary 3..54 on the same instance type (same per-instance
     # capacity); the canary's own ceiling is the primary's, so no step needs more than it has
-    assert plan["canary_per_primary"] == 1.0 and (plan["canary_min"], plan["canary_max"]) == (3, 51)
-    assert plan["primary_max"] == 51
+    assert plan["canary_per_primary"] == 1.0 and (plan["canary_min"], plan["canary_max"]) == (3, 54)
+    assert plan["primary_max"] == 54
     assert [(s["percent"], s["min_capacity"], s["max_capacity"]) for s in plan["steps"]] == [
-        (5, 3, 51), (25, 3, 51), (50, 3, 51), (75, 3, 51), (100, 3, 51)
+        (5, 3, 54), (25, 3, 54), (50, 3, 54), (75, 3, 54), (100, 3, 54)
     ]  # fmt: skip
     evidence = (
         "MIN_CANARY_INVOCATIONS",
