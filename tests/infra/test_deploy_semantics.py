@@ -34,7 +34,7 @@ def refusal(raw: dict[str, Any]) -> str:
 
 def with_ceiling(raw: dict[str, Any], top: int = 8) -> dict[str, Any]:
     """``raw`` with every scaling ceiling (variants, schedules, releases) at most ``top``: the
-    guardrail rules below are about fleet sizes, not prod's (2..51 and 3..51, where a linear step
+    guardrail rules below are about fleet sizes, not prod's (2..54 and 3..54, where a linear step
     of one instance is below 10 % of any fleet above 10)."""
     scaling = raw["scaling"]
     variants = scaling["variants"].values()
