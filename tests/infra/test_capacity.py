@@ -82,9 +82,9 @@ def test_unquantized_70b_on_one_a10g_is_refused(prod_cfg) -> None:
 def test_plan_reports_cost_capacity_and_rollout(prod_cfg, prod_templates) -> None:
     templates = {k: t.to_json() for k, t in prod_templates.items()}
     plan = build_plan(prod_cfg, templates)
-    # prod's ceilings: 51 primary + 51 canary ml.g6e.xlarge all month
+    # prod's ceilings: 54 primary + 54 canary ml.g6e.xlarge all month
     g6e = INSTANCE_CATALOG["ml.g6e.xlarge"].price_per_hour
-    assert plan["cost"]["monthly_at_max_capacity"] == pytest.approx(102 * g6e * HOURS_PER_MONTH)
+    assert plan["cost"]["monthly_at_max_capacity"] == pytest.approx(108 * g6e * HOURS_PER_MONTH)
     # the floors: never below every variant at its own min_capacity all month
     least = sum(prod_cfg.scaling.variants[v].min_capacity for v in ("primary", "canary"))
     assert plan["cost"]["monthly_at_floors"] > least * g6e * HOURS_PER_MONTH

@@ -46,16 +46,16 @@ INVALID = [
     invalid("default_adapter", "nope", "'nope' is not one of the adapters"),
     invalid("variants.primary.instance_type", "ml.g5.mega", "unknown instance type"),
     invalid("variants.canary.initial_weight", 96, "96.0 must be below"),
-    # prod's primary: 2..51 instances; its jp-evening-peak schedule: 25 + 1 standby, max 51
-    invalid("variants.primary.initial_instance_count", 52, "within scaling.variants.primary"),
+    # prod's primary: 2..54 instances; its jp-evening-peak schedule: 26 + 1 standby, max 54
+    invalid("variants.primary.initial_instance_count", 55, "within scaling.variants.primary"),
     invalid("variants.canary.initial_instance_count", 0, "greater than or equal"),
-    invalid("scaling.variants.primary.min_capacity", 52, "52 must be <= max_capacity (51)"),
+    invalid("scaling.variants.primary.min_capacity", 55, "55 must be <= max_capacity (54)"),
     invalid("scaling.schedules.0.timezone", "Asia/Tokio", "not an IANA time zone"),
     invalid("scaling.schedules.0.cron", "45 17 * *", "has 4 fields; a cron here has 5"),
     invalid(
-        "scaling.schedules.0.max_capacity", 52, "exceeds scaling.variants.primary.max_capacity"
+        "scaling.schedules.0.max_capacity", 55, "exceeds scaling.variants.primary.max_capacity"
     ),
-    invalid("scaling.schedules.0.standby_instances", 27, "min_capacity + standby_instances (52)"),
+    invalid("scaling.schedules.0.standby_instances", 29, "min_capacity + standby_instances (55)"),
     invalid("scaling.release_calendar.0.at", "2026-12-04T20:00:00+09:00", "without an offset"),
     invalid("deployment.traffic_shift.type", "blue", "'canary', 'linear' or 'all_at_once'"),
     invalid("deployment.startup_health_check_timeout_seconds", 30, "greater than or equal to 60"),
@@ -121,7 +121,7 @@ def test_rules_within_and_across_sections_and_a_typo_are_all_reported_in_one_run
     raw["engine"]["admission_max_inflight"] = 64
     raw["scaling"]["schedules"][0]["min_capacity"] = 1
     raw["scaling"]["schedules"][1]["max_capacity"] = 99
-    raw["variants"]["primary"]["initial_instance_count"] = 52  # prod's primary: 2..51
+    raw["variants"]["primary"]["initial_instance_count"] = 55  # prod's primary: 2..54
     raw["engien"] = {}
     with pytest.raises(ConfigError) as err:
         parse(raw)
@@ -142,7 +142,7 @@ def test_a_field_error_still_holds_back_the_rules_across_sections(prod_raw) -> N
     values."""
     raw = copy.deepcopy(prod_raw)
     raw["engine"]["max_num_seqs"] = 0
-    raw["variants"]["primary"]["initial_instance_count"] = 52  # outside prod's 2..51
+    raw["variants"]["primary"]["initial_instance_count"] = 55  # outside prod's 2..54
     with pytest.raises(ConfigError) as err:
         parse(raw)
     assert "engine.max_num_seqs" in str(err.value)

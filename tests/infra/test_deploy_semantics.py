@@ -34,7 +34,7 @@ def refusal(raw: dict[str, Any]) -> str:
 
 def with_ceiling(raw: dict[str, Any], top: int = 8) -> dict[str, Any]:
     """``raw`` with every scaling ceiling (variants, schedules, releases) at most ``top``: the
-    guardrail rules below are about fleet sizes, not prod's (2..51 and 3..51, where a linear step
+    guardrail rules below are about fleet sizes, not prod's (2..54 and 3..54, where a linear step
     of one instance is below 10 % of any fleet above 10)."""
     scaling = raw["scaling"]
     variants = scaling["variants"].values()
@@ -279,23 +279,23 @@ def test_plan_says_what_a_deploy_does_to_the_fleet(mutate, prod_cfg, prod_templa
     d = plan["deploy"]
     assert d["keeps"] == ["DesiredInstanceCount", "DesiredWeight"] and d["resets"] == []
     assert d["minutes"] == 27.8  # 465 s to serve + 600 s bake + 600 s termination wait
-    assert d["at_max_capacity"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 204}  # (51+51) x 2
-    # The promotion deploy lands while the canary holds its 100 % step bounds (51, prod's canary
-    # ceiling too): (51 + 51) x 2.
-    assert d["at_promotion"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 204}
-    assert d["instance_quota_needed"] == {"ml.g6e.xlarge": 204}
+    assert d["at_max_capacity"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 216}  # (54+54) x 2
+    # The promotion deploy lands while the canary holds its 100 % step bounds (54, prod's canary
+    # ceiling too): (54 + 54) x 2.
+    assert d["at_promotion"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 216}
+    assert d["instance_quota_needed"] == {"ml.g6e.xlarge": 216}
     assert d["at_initial_counts"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 14}  # (4+3) x 2
     assert d["guardrail"]["min_instances_per_variant"] == 2
     text = render_plan(plan)
-    assert "instance quota for endpoint usage needed: 204 x ml.g6e.xlarge" in text
-    assert "promotion deploy (canary on its 100% step bounds): blue 102 + green 102" in text
+    assert "instance quota for endpoint usage needed: 216 x ml.g6e.xlarge" in text
+    assert "promotion deploy (canary on its 100% step bounds): blue 108 + green 108" in text
     assert "keeps DesiredInstanceCount, DesiredWeight; resets nothing" in text
     # A canary ceiling below its 100 % step's bounds: the quota is the promotion's, not max's.
     small = deploy_section(parse(mutate("scaling.variants.canary.max_capacity", 3)))
     at_max = small["at_max_capacity"]["peak_instances_by_type"]
-    assert at_max == {"ml.g6e.xlarge": 108}  # (51 + 3) x 2
-    assert small["at_promotion"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 204}
-    assert small["instance_quota_needed"] == {"ml.g6e.xlarge": 204}
+    assert at_max == {"ml.g6e.xlarge": 114}  # (54 + 3) x 2
+    assert small["at_promotion"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 216}
+    assert small["instance_quota_needed"] == {"ml.g6e.xlarge": 216}
 
 
 def test_linear_instance_steps_must_fit_the_execution_timeout_on_the_largest_fleet(mutate) -> None:

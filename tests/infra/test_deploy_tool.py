@@ -27,12 +27,12 @@ ENDPOINT = "mangaassist-vllm-prod"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 #: 03:00 JST on a Wednesday: off-peak, the schedules hold min 2.
 NIGHT = datetime(2026, 12, 1, 18, 0, tzinfo=UTC)
-#: 17:30 JST on a Tuesday: the 17:45 peak schedule (min 25 + 1 standby) fires during the update.
+#: 17:30 JST on a Tuesday: the 17:45 peak schedule (min 26 + 1 standby) fires during the update.
 BEFORE_PEAK = datetime(2026, 12, 1, 8, 30, tzinfo=UTC)
 BUSY = {"primary": (4, 95.0), "canary": (3, 5.0)}
 #: What the live endpoint runs when it runs config/prod.yaml: its type and scaling bounds.
 LIVE_TYPE = "ml.g6e.xlarge"
-LIVE_BOUNDS = {"primary": (2, 51), "canary": (3, 51)}
+LIVE_BOUNDS = {"primary": (2, 54), "canary": (3, 54)}
 
 
 def clients() -> tuple[Any, Stubber, Any, Stubber]:
@@ -262,12 +262,12 @@ def test_deploy_before_the_peak_raises_counts_first_retrying_while_updating() ->
     the update waits), one variant per capacity call, and the minimum comes back after."""
     sm, sms, aas, aass = clients()
     stub_live(sms, aass, variants=BUSY)
-    stub_minimum(aass, "primary", 26, 51)  # live bounds 2..51 (stub_live)
-    stub_targets_now(aass, "primary", 26, 51)  # nobody changed it meanwhile
-    stub_minimum(aass, "primary", 2, 51)
+    stub_minimum(aass, "primary", 27, 54)  # live bounds 2..54 (stub_live)
+    stub_targets_now(aass, "primary", 27, 54)  # nobody changed it meanwhile
+    stub_minimum(aass, "primary", 2, 54)
     raise_params = {
         "EndpointName": ENDPOINT,
-        "DesiredWeightsAndCapacities": [{"VariantName": "primary", "DesiredInstanceCount": 26}],
+        "DesiredWeightsAndCapacities": [{"VariantName": "primary", "DesiredInstanceCount": 27}],
     }
     # autoscaling is acting: the first call is refused, the tool waits for InService, retries
     sms.add_client_error(
@@ -304,10 +304,10 @@ def test_deploy_before_the_peak_raises_counts_first_retrying_while_updating() ->
 def test_a_raised_minimum_is_restored_after_a_failed_deploy_unless_someone_else_set_it() -> None:
     sm, sms, aas, aass = clients()
     stub_live(sms, aass, variants=BUSY)
-    stub_minimum(aass, "primary", 26, 51)
-    stub_targets_now(aass, "primary", 26, 51)
-    stub_minimum(aass, "primary", 2, 51)
-    raise_ok(sms, "primary", 26)
+    stub_minimum(aass, "primary", 27, 54)
+    stub_targets_now(aass, "primary", 27, 54)
+    stub_minimum(aass, "primary", 2, 54)
+    raise_ok(sms, "primary", 27)
     deploy = Recorder(fail=(1,))
     with sms, aass:
         assert run(load_env("prod"), sm, aas, deploy, BEFORE_PEAK) == 1
@@ -315,9 +315,9 @@ def test_a_raised_minimum_is_restored_after_a_failed_deploy_unless_someone_else_
     # a schedule (or the deploy's template) set another minimum meanwhile: left alone
     sm, sms, aas, aass = clients()
     stub_live(sms, aass, variants=BUSY)
-    stub_minimum(aass, "primary", 26, 51)
-    stub_targets_now(aass, "primary", 27, 40)
-    raise_ok(sms, "primary", 26)
+    stub_minimum(aass, "primary", 27, 54)
+    stub_targets_now(aass, "primary", 28, 40)
+    raise_ok(sms, "primary", 27)
     with sms, aass:
         assert run(load_env("prod"), sm, aas, Recorder(), BEFORE_PEAK) == 0
         aass.assert_no_pending_responses()
@@ -344,9 +344,9 @@ def test_promotion_reset_of_weights_first_gives_the_idle_primary_its_share() -> 
     # the primary's 95 % of those 5 instances is ceil(4.75) = 5
     sm, sms, aas, aass = clients()
     stub_live(sms, aass, variants={"primary": (2, 0.0), "canary": (3, 100.0)})
-    stub_minimum(aass, "primary", 5, 51)
-    stub_targets_now(aass, "primary", 5, 51)
-    stub_minimum(aass, "primary", 2, 51)
+    stub_minimum(aass, "primary", 5, 54)
+    stub_targets_now(aass, "primary", 5, 54)
+    stub_minimum(aass, "primary", 2, 54)
     sms.add_response(
         "update_endpoint_weights_and_capacities",
         {"EndpointArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint/x"},
@@ -449,7 +449,7 @@ def test_dry_run_before_a_peak_raises_the_counts_first(capsys) -> None:
     )  # fmt: skip
     assert rc == 0 and deploy.calls == []
     out = capsys.readouterr().out
-    assert out.startswith("step 1: raise {'primary': 26}") and "step 2: deploy" in out
+    assert out.startswith("step 1: raise {'primary': 27}") and "step 2: deploy" in out
 
 
 def test_a_failed_aws_call_exits_1_naming_the_region_and_deploys_nothing(capsys) -> None:

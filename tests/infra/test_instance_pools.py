@@ -261,7 +261,7 @@ def test_cost_on_the_dearest_pool_is_not_the_first_pools(prod_raw) -> None:
     dear = INSTANCE_CATALOG["ml.g6e.xlarge"].monthly_price
     g5 = INSTANCE_CATALOG[G5].monthly_price
     primary, canary = (cfg.scaling.variants[v].max_capacity for v in ("primary", "canary"))
-    assert (primary, canary) == (51, 51)  # prod's ceilings
+    assert (primary, canary) == (54, 54)  # prod's ceilings
     assert cost["monthly_at_max_capacity"] == round(primary * g5 + canary * g5, 2)
     assert cost["dearest_pool"]["monthly_at_max_capacity"] == round(primary * dear + canary * g5, 2)
 

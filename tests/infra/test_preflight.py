@@ -135,17 +135,17 @@ def capacity_clients(monkeypatch, applied, defaults=None, role: bool = True):
 
 
 def test_quotas_below_the_plans_peak_name_the_increase(monkeypatch, prod_cfg) -> None:
-    """prod's plan needs 204 ml.g6e.xlarge for endpoint usage (blue + green at max capacity and
-    at the promotion deploy: 2 x (51 + 51)) and one training instance; an account at the default
+    """prod's plan needs 216 ml.g6e.xlarge for endpoint usage (blue + green at max capacity and
+    at the promotion deploy: 2 x (54 + 54)) and one training instance; an account at the default
     of 4 is told so."""
     applied = [quota(ENDPOINT_QUOTA, 4, "L-1234ABCD")]
     defaults = [quota(ENDPOINT_QUOTA, 2, "L-1234ABCD"), quota(JOB_QUOTA, 0, "L-5678EFGH")]
     clients, stubs = capacity_clients(monkeypatch, applied, defaults)
     problems = preflight.capacity_check(prod_cfg, clients.get)
     assert problems == [
-        f"quota '{ENDPOINT_QUOTA}' is 4, the plan needs 204: `aws service-quotas "
+        f"quota '{ENDPOINT_QUOTA}' is 4, the plan needs 216: `aws service-quotas "
         f"request-service-quota-increase --region {REGION} --service-code sagemaker "
-        "--quota-code L-1234ABCD --desired-value 204`",
+        "--quota-code L-1234ABCD --desired-value 216`",
         f"quota '{JOB_QUOTA}' is 0, the plan needs 1: `aws service-quotas "
         f"request-service-quota-increase --region {REGION} --service-code sagemaker "
         "--quota-code L-5678EFGH --desired-value 1`",
@@ -155,7 +155,7 @@ def test_quotas_below_the_plans_peak_name_the_increase(monkeypatch, prod_cfg) ->
 
 
 def test_enough_quota_and_the_role_pass_without_reading_defaults(monkeypatch, prod_cfg) -> None:
-    applied = [quota(ENDPOINT_QUOTA, 204, "L-1"), quota(JOB_QUOTA, 2, "L-2")]
+    applied = [quota(ENDPOINT_QUOTA, 216, "L-1"), quota(JOB_QUOTA, 2, "L-2")]
     clients, stubs = capacity_clients(monkeypatch, applied)
     assert preflight.capacity_check(prod_cfg, clients.get) == []
     for s in stubs.values():
@@ -167,7 +167,7 @@ def test_an_unknown_type_is_named_and_a_missing_scaling_role_is_a_note(
 ) -> None:
     """Issue 31: AWS creates the service-linked role at the first RegisterScalableTarget, so its
     absence on a fresh account does not stop a deploy; the note says how to create it."""
-    clients, _ = capacity_clients(monkeypatch, [quota(ENDPOINT_QUOTA, 204, "L-1")], [], role=False)
+    clients, _ = capacity_clients(monkeypatch, [quota(ENDPOINT_QUOTA, 216, "L-1")], [], role=False)
     notes: list[str] = []
     problems = preflight.capacity_check(prod_cfg, clients.get, notes=notes)
     assert problems == [f"no quota '{JOB_QUOTA}' in {REGION}: is the type offered there?"]
@@ -256,7 +256,7 @@ def attached(aws: StubbedSession, *arns: str) -> None:
 def test_iam_and_ecr_targets_check_the_edge_only_not_prods_quota(
     monkeypatch, capsys, target
 ) -> None:
-    """deploy-access changes IAM, deploy-repository ECR: neither waits for prod's 204 instances of
+    """deploy-access changes IAM, deploy-repository ECR: neither waits for prod's 216 instances of
     endpoint quota (no Service Quotas or Secrets Manager client is even asked for). Each deploys
     through the bootstrap's roles, so each checks the execution role's policies."""
     aws = StubbedSession(monkeypatch, "sts", "ssm", "iam").ready_edge()

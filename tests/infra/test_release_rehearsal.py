@@ -75,7 +75,7 @@ RELEASED = {
     "endpoint": "InService",
     "images": {"primary": SHA, "canary": SHA},
     "weights": {"primary": 100.0, "canary": 0.0},
-    "canary_bounds": (3, 51),  # config/prod.yaml scaling.variants.canary: 3..51
+    "canary_bounds": (3, 54),  # config/prod.yaml scaling.variants.canary: 3..54
     "rollout": ("ROLLED_BACK", "promoted"),
 }
 #: Calls that change the fleet or the rollout, which a resumed release must not make twice.
@@ -330,10 +330,10 @@ FAILURES = {
     "wait-rolled-back": Failure(
         "canary-wait",
         "is ROLLED_BACK on mangaassist-vllm-prod, not COMPLETED (last: restore: canary weight 0 "
-        "on an InService endpoint; canary scaling bounds restored to 3..51; rollback: alarm: "
+        "on an InService endpoint; canary scaling bounds restored to 3..54; rollback: alarm: "
         "canary-5xx: 5XX above 5 a minute)",
         "lambda.Invoke status",
-        {**CANARY_DEPLOYED, "rollout": ("ROLLED_BACK", "alarm:"), "canary_bounds": (3, 51)},
+        {**CANARY_DEPLOYED, "rollout": ("ROLLED_BACK", "alarm:"), "canary_bounds": (3, 54)},
         (UPDATE, START, START, UPDATE, IDLE),  # a re-run starts the rollout again, by design
     ),
     "promote-deploy": Failure(

@@ -117,5 +117,5 @@ def test_a_failing_comparison_stops_the_release_in_the_shadow_stage(
     state = account.state()
     assert state["images"] == {"primary": LAST, "canary": SHA}  # the canary config, back
     assert state["weights"] == {"primary": 100.0, "canary": 0.0}
-    assert account.targets["canary"] == (3, 51)  # its autoscaling back as configured
+    assert account.targets["canary"] == (3, 54)  # its autoscaling back as configured
     assert "mangaassist-vllm-prod-canary-target-tracking" in account.policies["canary"]

@@ -113,7 +113,7 @@ def scheduled_actions(template: Template, variant: str = "primary") -> dict[str,
     return {a["ScheduledActionName"]: a for a in target["Properties"]["ScheduledActions"]}
 
 
-@pytest.mark.parametrize(("variant", "low", "high"), [("primary", 2, 51), ("canary", 3, 51)])
+@pytest.mark.parametrize(("variant", "low", "high"), [("primary", 2, 54), ("canary", 3, 54)])
 def test_each_variant_has_a_scalable_target_addressed_by_its_resource_id(
     endpoint: Template, variant: str, low: int, high: int
 ) -> None:
@@ -301,13 +301,13 @@ def test_no_policy_or_alarm_uses_an_async_only_metric(endpoint: Template) -> Non
 @pytest.mark.parametrize(
     ("name", "schedule", "zone", "low", "high"),
     [
-        # 25 + 1 standby
-        ("jp-evening-peak", "cron(45 17 ? * SUN-THU,SAT *)", "Asia/Tokyo", 26, 51),
-        ("jp-evening-end", "cron(0 23 * * ? *)", "Asia/Tokyo", 2, 51),
-        ("jp-off-peak-floor", "cron(0 1 * * ? *)", "Asia/Tokyo", 2, 51),
-        ("us-evening-peak", "cron(45 17 * * ? *)", "America/New_York", 2, 51),
-        ("us-evening-end", "cron(0 23 * * ? *)", "America/New_York", 2, 51),
-        ("friday-release-prescale", "cron(0 16 ? * FRI *)", "Asia/Tokyo", 3, 51),  # 2 + 1
+        # 26 + 1 standby
+        ("jp-evening-peak", "cron(45 17 ? * SUN-THU,SAT *)", "Asia/Tokyo", 27, 54),
+        ("jp-evening-end", "cron(0 23 * * ? *)", "Asia/Tokyo", 2, 54),
+        ("jp-off-peak-floor", "cron(0 1 * * ? *)", "Asia/Tokyo", 2, 54),
+        ("us-evening-peak", "cron(45 17 * * ? *)", "America/New_York", 2, 54),
+        ("us-evening-end", "cron(0 23 * * ? *)", "America/New_York", 2, 54),
+        ("friday-release-prescale", "cron(0 16 ? * FRI *)", "Asia/Tokyo", 3, 54),  # 2 + 1
     ],
 )
 def test_recurring_schedules_are_written_in_local_time_with_their_time_zone(
@@ -332,7 +332,7 @@ def test_release_prescales_two_hours_before_in_local_time(endpoint: Template) ->
     action = scheduled_actions(endpoint)["one-piece-1170-prescale"]
     assert action["Schedule"] == "at(2026-12-04T18:00:00)"
     assert action["Timezone"] == "Asia/Tokyo"
-    assert action["ScalableTargetAction"] == {"MinCapacity": 43, "MaxCapacity": 51}
+    assert action["ScalableTargetAction"] == {"MinCapacity": 44, "MaxCapacity": 54}
 
 
 def test_release_restores_what_the_recurring_schedule_holds_then(endpoint: Template) -> None:
@@ -340,7 +340,7 @@ def test_release_restores_what_the_recurring_schedule_holds_then(endpoint: Templ
     assert action["Schedule"] == "at(2026-12-04T23:00:00)"
     assert action["Timezone"] == "Asia/Tokyo"
     # jp-evening-end (23:00 Tokyo) is the last recurring action at or before the restore.
-    assert action["ScalableTargetAction"] == {"MinCapacity": 2, "MaxCapacity": 51}
+    assert action["ScalableTargetAction"] == {"MinCapacity": 2, "MaxCapacity": 54}
 
 
 RELEASE = {

@@ -107,7 +107,7 @@ def test_standby_instances_raise_the_written_min_capacity() -> None:
 
 def test_recurring_bounds_are_those_of_the_last_schedule_to_fire() -> None:
     # prod's schedules, with bounds that tell them apart from each other and from the variant's
-    # own (committed prod holds 2..51 on most of them)
+    # own (committed prod holds 2..54 on most of them)
     raw = raw_config("prod")
     off_peak, us_peak = raw["scaling"]["schedules"][2], raw["scaling"]["schedules"][3]
     assert (off_peak["name"], us_peak["name"]) == ("jp-off-peak-floor", "us-evening-peak")
@@ -128,8 +128,8 @@ def test_recurring_bounds_are_those_of_the_last_schedule_to_fire() -> None:
 
 def test_variant_without_schedules_keeps_its_own_bounds() -> None:
     scaling = load_env("prod").scaling
-    # prod's canary: min 3 (the solver's floor), max 51 (the primary's ceiling)
-    assert scaling.recurring_bounds_at("canary", datetime(2026, 12, 4, tzinfo=UTC)) == (3, 51)
+    # prod's canary: min 3 (the solver's floor), max 54 (the primary's ceiling)
+    assert scaling.recurring_bounds_at("canary", datetime(2026, 12, 4, tzinfo=UTC)) == (3, 54)
 
 
 def test_shipped_prod_release_window_ends_where_the_evening_schedule_fires() -> None:
@@ -144,9 +144,9 @@ def test_bounds_changes_are_the_schedules_then_each_release_prescale_and_restore
     assert [
         (c.action_name, c.expression, c.min_capacity, c.max_capacity) for c in changes[-3:]
     ] == [
-        ("friday-release-prescale", "cron(0 16 ? * FRI *)", 3, 51),  # 2 + 1 standby
-        ("one-piece-1170-prescale", "at(2026-12-04T18:00:00)", 43, 51),
-        ("one-piece-1170-restore", "at(2026-12-04T23:00:00)", 2, 51),  # what jp-evening-end holds
+        ("friday-release-prescale", "cron(0 16 ? * FRI *)", 3, 54),  # 2 + 1 standby
+        ("one-piece-1170-prescale", "at(2026-12-04T18:00:00)", 44, 54),
+        ("one-piece-1170-restore", "at(2026-12-04T23:00:00)", 2, 54),  # what jp-evening-end holds
     ]
 
 
