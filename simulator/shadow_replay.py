@@ -96,6 +96,11 @@ class ShadowResult:
     shadow_answers: int = 0
     #: (minute, count) each time the shadow's serving count changed (``tracking`` only).
     shadow_counts: list[tuple[int, int]] = field(default_factory=list)
+    #: ``tracking`` only: the minutes the primary's scaling waited on a shadow resize (the
+    #: endpoint Updating), and its highest load per instance then, in units of its scaling
+    #: target (1.0: at the target; its engine's bound is 1 / target_fraction_of_concurrency).
+    primary_held_minutes: int = 0
+    primary_held_peak_load: float = 0.0
 
     @property
     def minutes(self) -> int:
@@ -122,6 +127,9 @@ class TrackingFleet:
         self.primary, self.shadow = self.low, self.peak
         #: A count the shadow gains: (the minute it serves, the count); the endpoint Updating.
         self.pending: tuple[int, int] | None = None
+        #: Minutes the primary's count was held by a shadow resize, and its peak load then.
+        self.held_minutes = 0
+        self.held_peak = 0.0
 
     @property
     def updating(self) -> bool:
@@ -144,6 +152,9 @@ class TrackingFleet:
         capacity = self.per_instance_rpm
         primary = rpm / (self.primary * capacity)
         shadow = self.sample / 100 * rpm / (self.shadow / self.per_primary * capacity)
+        if self.pending is not None:
+            self.held_minutes += 1
+            self.held_peak = max(self.held_peak, primary)
         return primary, shadow
 
 
@@ -269,9 +280,14 @@ def replay_shadow(
         if outcome == "fail" or (outcome == "pass" and elapsed >= stage.min_minutes):
             result.outcome, result.end_minute = outcome, minute + 1
             result.reason, result.shadow_answers = summary, len(shadow)
+            result.primary_held_minutes, result.primary_held_peak_load = (
+                fleet.held_minutes,
+                fleet.held_peak,
+            )
             return result
         result.reason = summary
     result.end_minute, result.shadow_answers = last, len(shadow)
+    result.primary_held_minutes, result.primary_held_peak_load = fleet.held_minutes, fleet.held_peak
     result.reason = (
         f"no pass within max_minutes ({stage.max_minutes}) or the trace's end: "
         f"no evidence is never a pass (last: {result.reason})"

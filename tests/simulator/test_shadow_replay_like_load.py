@@ -109,3 +109,27 @@ def test_the_tracking_fleet_gains_instances_after_an_instance_start_and_sheds_th
     assert (fleet.primary, fleet.shadow) == (10, 3)
     fleet.minute(next_tick, 10 * per)  # the tick: 1 at once
     assert (fleet.primary, fleet.shadow, fleet.updating) == (10, 1, False)
+
+
+def test_a_shadow_resize_during_a_spike_holds_the_primarys_scaling_and_the_replay_says_so(  # type: ignore[no-untyped-def]
+    prod,
+) -> None:
+    """SageMaker applies one change at a time: while the shadow's new instances start, the
+    primary's autoscaling waits. A stage that starts before an unannounced 3x spike grows its
+    shadow during the spike, and the replay reports how long the primary was held and how far
+    above its scaling target its load went (the figure docs/day2-canary.md quotes); on the
+    normal day from 14:00 the stage passes before the shadow ever grows (nothing held)."""
+    from simulator import blast_radius as br
+    from simulator.traces import resolve
+
+    shares = adapter_shares(prod)
+    healthy = next(b for b in bad_builds(shares) if b.healthy)
+    spike = br.replay(prod, healthy, shares, trace=resolve("unannounced-3x"), start_minute=0)
+    assert spike.primary_held is not None
+    held, peak = spike.primary_held
+    assert held > 0 and peak > 1.0, spike.primary_held
+    calm = br.replay(prod, healthy, shares, start_minute=START_HOUR_JST * 60)
+    assert calm.primary_held == (0, 0.0)
+    fixed = br.replay(prod, healthy, shares, start_minute=START_HOUR_JST * 60,
+                      shadow_load="target")  # fmt: skip
+    assert fixed.primary_held is None  # only the tracking fleet resizes
