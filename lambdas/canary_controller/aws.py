@@ -40,6 +40,7 @@ allow for it (the record's ``intent``, written before the call: ``rules.intent_l
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -279,6 +280,16 @@ def invocation_sums(
             keys[qid] = (variant, metric)
             queries.append(variant_query(qid, endpoint, variant, metric, period, "Sum"))
     sums = dict.fromkeys(keys.values(), 0.0)
+    for result in metric_data_results(cw, queries, start, end):
+        sums[keys[result["Id"]]] += float(sum(result.get("Values", [])))
+    return sums
+
+
+def metric_data_results(
+    cw: Any, queries: list[dict[str, Any]], start: int, end: int
+) -> Iterator[dict[str, Any]]:
+    """Every ``MetricDataResults`` entry of one GetMetricData request over [start, end) (epoch
+    s), its pages followed (``NextToken``)."""
     kwargs: dict[str, Any] = {
         "MetricDataQueries": queries,
         "StartTime": datetime.fromtimestamp(start, UTC),
@@ -286,11 +297,10 @@ def invocation_sums(
     }
     while True:
         page = cw.get_metric_data(**kwargs)
-        for result in page.get("MetricDataResults", []):
-            sums[keys[result["Id"]]] += float(sum(result.get("Values", [])))
+        yield from page.get("MetricDataResults", [])
         token = page.get("NextToken")
         if not token:
-            return sums
+            return
         kwargs["NextToken"] = token
 
 
@@ -326,23 +336,12 @@ def shadow_minutes(
             queries.append(variant_query(qid, endpoint, variant, metric, 60, stat))
     # per minute: [primary p95, primary per instance, shadow p95, shadow per instance]
     rows: dict[int, list[float | None]] = {}
-    kwargs: dict[str, Any] = {
-        "MetricDataQueries": queries,
-        "StartTime": datetime.fromtimestamp(start, UTC),
-        "EndTime": datetime.fromtimestamp(end, UTC),
-    }
-    while True:
-        page = cw.get_metric_data(**kwargs)
-        for result in page.get("MetricDataResults", []):
-            i, j = keys[result["Id"]]
-            stamps, values = result.get("Timestamps", []), result.get("Values", [])
-            for at, value in zip(stamps, values, strict=True):
-                row = rows.setdefault(int(at.timestamp()) // 60, [None] * 4)
-                row[2 * i + j] = float(value) / 1000.0 if j == 0 else float(value)
-        token = page.get("NextToken")
-        if not token:
-            break
-        kwargs["NextToken"] = token
+    for result in metric_data_results(cw, queries, start, end):
+        i, j = keys[result["Id"]]
+        stamps, values = result.get("Timestamps", []), result.get("Values", [])
+        for at, value in zip(stamps, values, strict=True):
+            row = rows.setdefault(int(at.timestamp()) // 60, [None] * 4)
+            row[2 * i + j] = float(value) / 1000.0 if j == 0 else float(value)
     found = {}
     for minute, row in sorted(rows.items()):
         p95_p, load_p, p95_s, load_s = row
