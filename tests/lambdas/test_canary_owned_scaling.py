@@ -12,7 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from lambdas.canary_controller.canary_scaling import CanaryScaling
 from lambdas.canary_controller.settings import RolloutConflict
@@ -182,3 +182,35 @@ def test_a_release_stopped_in_the_stage_gets_the_canarys_scaling_back(owned: Wor
     assert "autoscaling registered again" in result["last_reason"], result
     assert canary_target() == (1, 6) and SPEC.policy_name in canary_policies()
     assert weights()["canary"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        EndpointConnectionError(endpoint_url="https://application-autoscaling.us-east-1"),
+        ReadTimeoutError(endpoint_url="https://application-autoscaling.us-east-1"),
+    ],
+    ids=["connection-error", "read-timeout"],
+)
+def test_no_answer_to_the_registration_holds_the_canary_stage_then_it_is_taken(
+    owned: World, fault: Exception
+) -> None:
+    """No answer at all (a dropped connection, a read timeout: the call may or may not have
+    landed) is "not now": the stage stays shadow with the canary at weight 0, and the next tick
+    registers again (RegisterScalableTarget and PutScalingPolicy are safe to repeat)."""
+    result = into_shadow(owned)
+    sw.capture_both(owned)
+    result = until(owned, result, "leave-shadow")
+    real = owned.controller.aas.register_scalable_target
+
+    def no_answer(**_: Any) -> Any:
+        raise fault
+
+    owned.controller.aas.register_scalable_target = no_answer
+    result = tick(owned, result)
+    assert result["stage"] == "shadow" and result["status"] == "RUNNING", result
+    assert weights()["canary"] == 0.0
+    owned.controller.aas.register_scalable_target = real
+    result = tick(owned, result)
+    assert result["last_decision"] == "canary-stage" and result["stage"] == "canary", result
+    assert canary_target() == (1, 6) and SPEC.policy_name in canary_policies()
