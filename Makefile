@@ -96,7 +96,7 @@ lint-infra: venv ## development | ruff, format check, mypy, validate dev and pro
 
 lint: $(LINT_TARGETS) ## development | ruff, mypy, cfn-lint, cdk-nag, checkov, hadolint, actionlint, zizmor
 
-test-infra: venv checkov-venv ## development | tests/infra: config, capacity, stacks, snapshots, validators
+test-infra: venv checkov-venv node_modules/.stamp ## development | tests/infra: config, capacity, stacks, snapshots, validators
 	$(VENV)/bin/pytest -q tests/infra
 
 test: $(TEST_FIRST) $(TEST_TARGETS) ## get started | every test suite, as CI runs it (infra, lambdas, serving, image, simulator)

@@ -1,0 +1,117 @@
+"""The authorization check (tools/authorization/) on the synthesized templates of dev and prod,
+by AWS's own data: the Service Authorization Reference's required resource types per action and
+IAM's evaluation of the real policies, never the product's own mapping of AWS.
+
+Each request the CloudFormation execution role makes (every handler permission of every
+resource, on every resource the reference says the action requires, plus the calls AWS documents
+a service making with the caller's permissions) must be allowed by the execution policies; a
+failure names the principal, the action, the ARN and why the request is made."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from typing import Any
+
+import pytest
+
+from stacks.constructs import execution_policy as ep
+from tools.authorization import aws_iam, execution_role
+from tools.authorization.check import denials
+from tools.authorization.templates import Deployment
+
+from .test_execution_policy import ACCOUNT, deployed_through_bootstrap, names, synth
+
+
+@cache
+def deployment(env: str) -> Deployment:
+    cfg, templates = synth(env)
+    return Deployment(deployed_through_bootstrap(cfg, templates), "aws", cfg.region, ACCOUNT)
+
+
+@cache
+def execution_role_requests(env: str) -> tuple[list[aws_iam.Request], list[Any]]:
+    return execution_role.requests(deployment(env), not_granted=ep.NOT_GRANTED)
+
+
+def execution_policies(env: str) -> dict[str, list[dict[str, Any]]]:
+    cfg, _ = synth(env)
+    return {execution_role.PRINCIPAL: list(ep.policy_documents(names(cfg)).values())}
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_the_execution_policies_allow_every_request_cloudformation_makes(env: str) -> None:
+    requests, _ = execution_role_requests(env)
+    assert len(requests) > 500  # every handler permission of ~100 resources
+    denied = denials(requests, execution_policies(env), ACCOUNT)
+    assert denied == [], (
+        f"{len(denied)} requests of {env}'s deploy the execution policy does not allow; extend "
+        "GRANTS in stacks/constructs/execution_policy.py:\n" + "\n".join(map(str, denied))
+    )
+
+
+def test_the_check_fails_on_a_policy_that_grants_create_endpoint_on_the_endpoint_only() -> None:
+    """Finding 1 of issue 41: CreateEndpoint and UpdateEndpoint require the endpoint *and* the
+    endpoint config (Service Authorization Reference); a grant on ``endpoint/...`` alone is
+    AccessDenied on ``endpoint-config/<name>`` (aws/aws-cdk#11594)."""
+    requests, _ = execution_role_requests("prod")
+    policies = copy.deepcopy(execution_policies("prod"))
+    for doc in policies[execution_role.PRINCIPAL]:
+        for statement in doc["Statement"]:
+            if statement["Sid"] == "Endpoint":
+                statement["Resource"] = [r for r in statement["Resource"] if ":endpoint/" in r]
+    denied = {(d.request.action, d.request.resource.split(":")[-1].split("/")[0])
+              for d in denials(requests, policies, ACCOUNT)}  # fmt: skip
+    assert ("sagemaker:CreateEndpoint", "endpoint-config") in denied
+    assert ("sagemaker:UpdateEndpoint", "endpoint-config") in denied
+    message = str(next(d for d in denials(requests, policies, ACCOUNT)))
+    assert message.startswith(execution_role.PRINCIPAL) and "endpoint-config/" in message
+
+
+def test_the_check_fails_without_the_scaling_permissions_aws_documents() -> None:
+    """Finding 2: registering a SageMaker variant as a scalable target needs the caller's
+    sagemaker:UpdateEndpointWeightsAndCapacities (Application Auto Scaling's guide)."""
+    requests, _ = execution_role_requests("prod")
+    policies = copy.deepcopy(execution_policies("prod"))
+    for doc in policies[execution_role.PRINCIPAL]:
+        for statement in doc["Statement"]:
+            statement["Action"] = [
+                a
+                for a in statement["Action"]
+                if a != "sagemaker:UpdateEndpointWeightsAndCapacities"
+            ]
+    denied = denials(requests, policies, ACCOUNT)
+    assert [d.request.action for d in denied] == [
+        "sagemaker:UpdateEndpointWeightsAndCapacities"
+    ] * len(denied) and denied
+    assert all(":endpoint/" in d.request.resource for d in denied)
+
+
+def test_every_required_resource_type_of_the_endpoint_is_asked_for() -> None:
+    """The requests come from the reference's required types, not from one ARN per resource."""
+    requests, _ = execution_role_requests("prod")
+    create = {r.resource.split(":")[5].split("/")[0] for r in requests
+              if r.action == "sagemaker:CreateEndpoint"}  # fmt: skip
+    assert create == {"endpoint", "endpoint-config"}
+    action = aws_iam.describe(["sagemaker:CreateEndpoint"])["sagemaker:CreateEndpoint"]
+    assert {t.name for t in action.required} == {"endpoint", "endpoint-config"}
+
+
+def test_a_kms_key_is_judged_with_its_key_policy() -> None:
+    """KMS requires the key policy to allow (or delegate to IAM): the check passes each key's
+    policy from the template, so a key policy that stops delegating fails it."""
+    requests, _ = execution_role_requests("prod")
+    keyed = [r for r in requests if r.action == "kms:DescribeKey" and r.resource_policy]
+    assert keyed
+    closed = [
+        aws_iam.Request(r.principal, r.action, r.resource, r.why, r.context,
+                        '{"Version": "2012-10-17", "Statement": []}')
+        for r in keyed
+    ]  # fmt: skip
+    assert denials(closed, execution_policies("prod"), ACCOUNT)
+    assert not denials(keyed, execution_policies("prod"), ACCOUNT)
+
+
+def test_an_action_the_reference_does_not_know_is_reported() -> None:
+    assert not aws_iam.describe(["sagemaker:NoSuchAction"])["sagemaker:NoSuchAction"].exists
+    assert aws_iam.data_version().startswith("0.")
