@@ -164,9 +164,22 @@ GRANTS: tuple[Grant, ...] = (
     _g(
         "Endpoint",
         "serving",
+        # UpdateEndpointWeightsAndCapacities: Application Auto Scaling's guide ("Permissions
+        # required for API actions on target services and CloudWatch") lists it for whoever
+        # registers a SageMaker variant as a scalable target: the ScalableTarget's handler.
         "sagemaker:CreateEndpoint sagemaker:UpdateEndpoint sagemaker:DeleteEndpoint "
-        "sagemaker:DescribeEndpoint sagemaker:AddTags sagemaker:DeleteTags sagemaker:ListTags",
+        "sagemaker:DescribeEndpoint sagemaker:AddTags sagemaker:DeleteTags sagemaker:ListTags "
+        "sagemaker:UpdateEndpointWeightsAndCapacities",
         ["arn:{p}:sagemaker" + _REGIONAL + "endpoint/{endpoint}"],
+    ),
+    _g(
+        # The Service Authorization Reference: CreateEndpoint and UpdateEndpoint require both
+        # the endpoint and the endpoint-config resource (aws/aws-cdk#11594: AccessDenied on
+        # endpoint-config/<name> with the endpoint alone). The config's name is generated.
+        "EndpointOnItsConfig",
+        "serving",
+        "sagemaker:CreateEndpoint sagemaker:UpdateEndpoint",
+        ["arn:{p}:sagemaker" + _REGIONAL + "endpoint-config/*"],
     ),
     _g(
         "ModelsAndEndpointConfigs",
@@ -349,6 +362,7 @@ GRANTS: tuple[Grant, ...] = (
 ACCOUNT_WIDE: dict[str, str] = {
     "ModelsAndEndpointConfigs": "a new model and endpoint config per deploy, named by "
     "CloudFormation from the logical id",
+    "EndpointOnItsConfig": "the endpoint config is named by CloudFormation from the logical id",
     "ScalableTargets": "scalable-target ARNs carry an id Application Auto Scaling generates",
     "Dashboard": "the dashboard's name is generated from its logical id",
     "Keys": "KMS key ids are random",

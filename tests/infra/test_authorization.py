@@ -56,10 +56,8 @@ def test_the_check_fails_on_a_policy_that_grants_create_endpoint_on_the_endpoint
     AccessDenied on ``endpoint-config/<name>`` (aws/aws-cdk#11594)."""
     requests, _ = execution_role_requests("prod")
     policies = copy.deepcopy(execution_policies("prod"))
-    for doc in policies[execution_role.PRINCIPAL]:
-        for statement in doc["Statement"]:
-            if statement["Sid"] == "Endpoint":
-                statement["Resource"] = [r for r in statement["Resource"] if ":endpoint/" in r]
+    for doc in policies[execution_role.PRINCIPAL]:  # the policy as it was before the fix
+        doc["Statement"] = [s for s in doc["Statement"] if s["Sid"] != "EndpointOnItsConfig"]
     denied = {(d.request.action, d.request.resource.split(":")[-1].split("/")[0])
               for d in denials(requests, policies, ACCOUNT)}  # fmt: skip
     assert ("sagemaker:CreateEndpoint", "endpoint-config") in denied

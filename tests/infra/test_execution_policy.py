@@ -44,6 +44,8 @@ NOT_HANDLER_PERMISSIONS = {
     "(AWS::SSM::Parameter::Value<String>), resolved by CloudFormation",
     "iam:CreateServiceLinkedRole": "also listed by the ScalableTarget handler; kept to the "
     "scaling service-linked role",
+    "sagemaker:UpdateEndpointWeightsAndCapacities": "Application Auto Scaling's guide lists it for "
+    "the principal that registers a SageMaker variant (tests/infra/test_authorization.py)",
 }
 #: ``*`` for an action that lists a resource type, and why.
 STAR_DESPITE_RESOURCE_TYPE = {

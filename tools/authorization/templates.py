@@ -176,7 +176,7 @@ class Deployment:
         if "Fn::Join" in value:
             sep, parts = value["Fn::Join"]
             rendered = [self.render(stack, p) for p in parts]
-            return None if None in rendered else sep.join(rendered)  # type: ignore[arg-type]
+            return None if None in rendered else sep.join(r for r in rendered if r is not None)
         return None
 
 
