@@ -51,10 +51,13 @@ class Assumptions:
     #: Target tracking scale-in alarm: this many 1-minute datapoints below tt_in_fraction x target.
     tt_in_datapoints: int = 15
     tt_in_fraction: float = 0.9
-    #: A minute is over SLO when the p95 queue wait exceeds this (the TTFT P95 alarm's 500 ms)...
-    slo_queue_wait_ms: float = 500.0
-    #: ...or when more than this share of its requests are rejected (the error-rate SLO, < 0.1%).
-    slo_error_rate: float = 0.001
+    #: A minute is over SLO when its worst queue wait exceeds this (ms)... None (the default):
+    #: the config's queue-wait SLO, monitoring.slo_queue_wait_p95_ms, as the alarms and the gate
+    #: hold it; a number is a what-if.
+    slo_queue_wait_ms: float | None = None
+    #: ...or when more than this share of its requests are rejected. None (the default): the
+    #: config's error-rate SLO, monitoring.slo_error_rate_percent / 100; a number is a what-if.
+    slo_error_rate: float | None = None
     #: Start each variant at the count target tracking would hold for the trace's first minute
     #: (within its bounds, never below the config's initial count): a live fleet is already
     #: scaled when a replay starts mid-traffic. False: the config's initial count, as a new
@@ -77,8 +80,8 @@ class Assumptions:
             "tt_out_datapoints": self.tt_out_datapoints >= 1,
             "tt_in_datapoints": self.tt_in_datapoints >= 1,
             "tt_in_fraction": 0 < self.tt_in_fraction <= 1,
-            "slo_queue_wait_ms": self.slo_queue_wait_ms >= 0,
-            "slo_error_rate": 0 <= self.slo_error_rate < 1,
+            "slo_queue_wait_ms": self.slo_queue_wait_ms is None or self.slo_queue_wait_ms >= 0,
+            "slo_error_rate": self.slo_error_rate is None or 0 <= self.slo_error_rate < 1,
         }
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
@@ -93,6 +96,18 @@ class Assumptions:
         if self.prefix_cache_hit_rate is not None:
             return self.prefix_cache_hit_rate
         return planned_hit_rate(cfg)
+
+    def queue_wait_slo_ms(self, cfg: DeploymentConfig) -> float:
+        """The queue wait (ms) above which a minute of this run is over SLO for ``cfg``."""
+        if self.slo_queue_wait_ms is not None:
+            return self.slo_queue_wait_ms
+        return cfg.monitoring.slo_queue_wait_p95_ms
+
+    def error_rate_slo(self, cfg: DeploymentConfig) -> float:
+        """The share of rejected requests above which a minute of this run is over SLO."""
+        if self.slo_error_rate is not None:
+            return self.slo_error_rate
+        return cfg.monitoring.slo_error_rate_percent / 100
 
     def scale_out_seconds(self, cfg: DeploymentConfig, variant: VariantName) -> float:
         """A scale-out of the tag the variant runs: decision to serving."""

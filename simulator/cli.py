@@ -72,8 +72,18 @@ FLOAT_OPTIONS = (
     ),
     ("--prefill-tps", "prefill_tokens_per_second", "with --decode-tps: prefill tokens/s [10000]"),
     ("--prefix-cache-hit-rate", "prefix_cache_hit_rate", "share of prompt tokens cached"),
-    ("--slo-queue-wait-ms", "slo_queue_wait_ms", "a minute is over SLO above this queue wait"),
-    ("--slo-error-rate", "slo_error_rate", "...or above this share of rejected requests"),
+    (
+        "--slo-queue-wait-ms",
+        "slo_queue_wait_ms",
+        "what-if: a minute is over SLO above this queue wait (default: the config's "
+        "monitoring.slo_queue_wait_p95_ms)",
+    ),
+    (
+        "--slo-error-rate",
+        "slo_error_rate",
+        "what-if: ...or above this share of rejected requests (default: the config's "
+        "monitoring.slo_error_rate_percent / 100)",
+    ),
 )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.routing import Comparison
-from simulator.routing_fleet import SLO_TTFT_P50_MS
 
 
 def table(c: Comparison) -> str:
@@ -37,7 +36,7 @@ def table(c: Comparison) -> str:
         )
     lines += [
         f"   * the config's routing (variants.{c.variant}.routing; none: SageMaker's default, "
-        f"RANDOM). SLO: TTFT p50 < {SLO_TTFT_P50_MS:g} ms. busiest: the busiest instance's "
+        f"RANDOM). SLO: TTFT p50 < {base.slo_ttft_p50_ms:g} ms. busiest: the busiest instance's "
         f"share of requests (fair: {1 / w.instances:.1%}). rpm/inst: requests/minute one "
         "instance serves at the KV bound with that mean shape (change vs RANDOM).",
         f"   body bytes: the system prompt ends at byte {c.system_ends_at:,} of a system-first "

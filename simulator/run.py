@@ -115,7 +115,7 @@ def summarise(
         [r.series["wait_s"].reshape(minutes, per_min).max(axis=1) for r in runs.values()], axis=0
     )
     err_share = np.divide(rej_m, arr_m, out=np.zeros_like(rej_m), where=arr_m > 0)
-    over = (err_share > a.slo_error_rate) | (worst_wait * 1000 > a.slo_queue_wait_ms)
+    over = (err_share > a.error_rate_slo(cfg)) | (worst_wait * 1000 > a.queue_wait_slo_ms(cfg))
     variants: dict[str, object] = {}
     floors = floor_cost(cfg, trace.start, trace.end)
     cost = hours = 0.0

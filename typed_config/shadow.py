@@ -36,19 +36,34 @@ class ContentCheck(Strict):
         return pattern
 
 
+#: The comparison's defaults, defined once in the Lambda's own module (the Lambda's asset holds
+#: its package alone, so the config reads the Lambda's defaults, never the other way round).
+DEFAULT_THRESHOLDS: Final = Thresholds()
+
+
 class ShadowComparison(Strict):
     """How far the shadow's answers may differ from the primary's, per adapter, before the
     shadow stage fails (shadow_compare's module docstring says how each is measured)."""
 
-    max_error_rate_increase_percent: Annotated[float, Field(ge=0, le=100)] = 0.5
-    max_latency_p95_ratio: Annotated[float, Field(gt=1, le=10)] = 1.25
-    max_ttft_p95_ratio: Annotated[float, Field(gt=1, le=10)] = 1.25
+    max_error_rate_increase_percent: Annotated[float, Field(ge=0, le=100)] = (
+        DEFAULT_THRESHOLDS.max_error_rate_increase_percent
+    )
+    max_latency_p95_ratio: Annotated[float, Field(gt=1, le=10)] = (
+        DEFAULT_THRESHOLDS.max_latency_p95_ratio
+    )
+    max_ttft_p95_ratio: Annotated[float, Field(gt=1, le=10)] = DEFAULT_THRESHOLDS.max_ttft_p95_ratio
     #: Kolmogorov-Smirnov distance between the answers' length distributions above which, when
     #: also significant at ``length_ks_alpha``, the lengths count as shifted.
-    max_length_ks_statistic: Annotated[float, Field(gt=0, lt=1)] = 0.15
-    length_ks_alpha: Annotated[float, Field(gt=0, lt=0.5)] = 0.01
-    max_truncated_share_increase_percent: Annotated[float, Field(ge=0, le=100)] = 2.0
-    max_content_pass_rate_drop_percent: Annotated[float, Field(ge=0, le=100)] = 1.0
+    max_length_ks_statistic: Annotated[float, Field(gt=0, lt=1)] = (
+        DEFAULT_THRESHOLDS.max_length_ks_statistic
+    )
+    length_ks_alpha: Annotated[float, Field(gt=0, lt=0.5)] = DEFAULT_THRESHOLDS.length_ks_alpha
+    max_truncated_share_increase_percent: Annotated[float, Field(ge=0, le=100)] = (
+        DEFAULT_THRESHOLDS.max_truncated_share_increase_percent
+    )
+    max_content_pass_rate_drop_percent: Annotated[float, Field(ge=0, le=100)] = (
+        DEFAULT_THRESHOLDS.max_content_pass_rate_drop_percent
+    )
     content_checks: list[ContentCheck] = []
 
 
@@ -61,7 +76,9 @@ class ShadowStage(Strict):
     fails (no evidence is never a pass)."""
 
     sample_percent: Annotated[int, Field(ge=1, le=100)] = 10
-    min_requests_per_adapter: Annotated[int, Field(ge=1)] = 200
+    min_requests_per_adapter: Annotated[int, Field(ge=1)] = (
+        DEFAULT_THRESHOLDS.min_requests_per_adapter
+    )
     min_minutes: Annotated[int, Field(ge=1, le=20160)] = 60
     max_minutes: Annotated[int, Field(ge=1, le=20160)] = 1440
     #: How often the comparison runs inside the stage.

@@ -79,7 +79,10 @@ class ContentCheck:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """``rollout.shadow`` in plain data (typed_config.shadow.ShadowStage.thresholds)."""
+    """``rollout.shadow`` in plain data (typed_config.shadow.ShadowStage.thresholds). The
+    defaults here are the only ones: ``rollout.shadow``'s fields take theirs from this class
+    (the Lambda's asset holds its package alone, so the config reads the Lambda, not the reverse;
+    tests/infra/test_defined_once.py fails on a second definition)."""
 
     min_requests_per_adapter: int = 200
     max_error_rate_increase_percent: float = 0.5

@@ -227,8 +227,13 @@ def start_server(env: dict[str, str], port: int, log_path: Path, timeout: float 
     raise RuntimeError(f"server not ready in {timeout}s:\n{server.log()[-4000:]}")
 
 
-#: The session server's drain notice (DRAIN_NOTICE_SECONDS), the drain test's bound for it.
+#: The session server's drain notice (DRAIN_NOTICE_SECONDS): how long, once the entrypoint has
+#: the signal, /ping and new requests answer 503 "draining" while vLLM still accepts connections.
 DRAIN_NOTICE_S = 20
+#: How long a signal sent to the server may take to act. Through `podman run`'s signal proxy on a
+#: loaded machine SIGTERM has reached the entrypoint more than DRAIN_NOTICE_S after it was sent
+#: (issue 43): the bound of a wait for the event, never its expected length.
+SIGNAL_BOUND_S = 180
 
 
 @pytest.fixture(scope="session")
@@ -239,8 +244,8 @@ def server(
     tmp = tmp_path_factory.mktemp("server")
     # 24 warmup requests make the warming_up window long enough for the ping poll to see it.
     # A drain notice of DRAIN_NOTICE_S (not the default 2 s): the drain test waits for the
-    # notice as an event, and through `podman run`'s signal proxy on a loaded machine SIGTERM
-    # has arrived later than a 2 s window allows (issue 35).
+    # notice to begin (the event, however late the signal arrives), then sends a request inside
+    # it, which on a loaded machine can take longer than 2 s (issue 35).
     env = server_env(
         model_dir, PORT, tmp / "state.json", WARMUP_NUM_REQUESTS="24",
         DRAIN_NOTICE_SECONDS=str(DRAIN_NOTICE_S),

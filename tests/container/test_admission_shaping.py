@@ -59,7 +59,8 @@ def test_admission_holds_a_slot_until_the_stream_ends_and_rejects_past_the_limit
 
     async def scenario() -> tuple[list[dict], list[dict]]:
         first = asyncio.create_task(call(mw, "/invocations", b"{}"))
-        await asyncio.sleep(0.01)
+        while mw.admission.inflight == 0:  # the event: the first request holds the slot
+            await asyncio.sleep(0)
         second = await call(mw, "/invocations", b"{}")
         ping = await call(mw, "/ping", b"")  # never throttled
         gate.set()

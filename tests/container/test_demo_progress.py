@@ -21,10 +21,15 @@ def test_the_demo_echoes_startup_phases_and_says_what_is_still_running(
     stop = threading.Event()
     echo = threading.Thread(target=demo.echo_startup, args=(log, stop))
     echo.start()
-    time.sleep(1.2)
+    # the events, not a sleep: the phase echoed and two heartbeats after it (two looks at the
+    # log, the second finding the phase already echoed); the deadline only bounds the wait
+    text, deadline = "", time.monotonic() + 60
+    while text.count("still starting") < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        text += capsys.readouterr().out
     stop.set()
     echo.join()
-    out = capsys.readouterr().out.splitlines()
+    out = (text + capsys.readouterr().out).splitlines()
     assert out[0] == "demo:   startup validate duration=0.31s adapters=3"
     assert out.count("demo:   startup validate duration=0.31s adapters=3") == 1
     assert any(ln.startswith("demo:   still starting (vLLM loading the engine)") for ln in out)

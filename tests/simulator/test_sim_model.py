@@ -95,6 +95,50 @@ def test_overload_rejects_what_exceeds_capacity_in_steady_state() -> None:
     assert rej_last_10_min == pytest.approx((4000 - 2 * m.requests_per_minute) * 10, rel=1e-6)
 
 
+def _with_slos(
+    cfg: DeploymentConfig, queue_wait_ms: float, error_percent: float
+) -> DeploymentConfig:
+    mon = cfg.monitoring.model_copy(
+        update={"slo_queue_wait_p95_ms": queue_wait_ms, "slo_error_rate_percent": error_percent}
+    )
+    return cfg.model_copy(update={"monitoring": mon})
+
+
+def test_minutes_over_slo_hold_the_configs_slos() -> None:
+    """A minute is over SLO by the config's own SLOs (monitoring.slo_queue_wait_p95_ms and
+    slo_error_rate_percent, as the alarms and the gate hold them), not a figure of the
+    simulator's: 2 instances of ~1,090 rpm take 2,400 rpm for 10 minutes, queueing from its
+    first minute and rejecting from its second, and drain a minute after it ends."""
+    trace = flat_trace([(5, 1000), (10, 2400), (5, 0)])
+    cfg = make_cfg({"min_capacity": 2, "max_capacity": 2})
+    res = run(cfg, trace)
+    s = res.runs["primary"].series
+    per_min = 60 // FAST.tick_seconds
+    worst_wait_ms = 1000 * s["wait_s"].reshape(-1, per_min).max(axis=1)
+    rejected = s["rejected"].reshape(-1, per_min).sum(axis=1)
+    queued = int((worst_wait_ms > cfg.monitoring.slo_queue_wait_p95_ms).sum())
+    rejecting = int((rejected > 0).sum())
+    assert queued > rejecting > 0
+    assert res.summary["minutes_over_slo"] == queued
+    # a queue-wait SLO above the worst wait: only the minutes that reject too much are over
+    above = float(worst_wait_ms.max()) + 1
+    assert run(_with_slos(cfg, above, 0.1), trace).summary["minutes_over_slo"] == rejecting
+    # ...and an error-rate SLO above the worst minute's rejected share as well: none
+    share = float((rejected / s["arrivals"].reshape(-1, per_min).sum(axis=1).clip(1)).max())
+    assert share < 0.099
+    assert run(_with_slos(cfg, above, 9.9), trace).summary["minutes_over_slo"] == 0
+
+
+def test_a_what_if_slo_replaces_the_configs() -> None:
+    trace = flat_trace([(5, 1000), (10, 2400), (5, 0)])
+    cfg = make_cfg({"min_capacity": 2, "max_capacity": 2})
+    loose = replace(FAST, slo_queue_wait_ms=3_600_000.0, slo_error_rate=0.099)
+    assert run(cfg, trace).summary["minutes_over_slo"] > 0
+    assert run(cfg, trace, loose).summary["minutes_over_slo"] == 0
+    assert Assumptions().queue_wait_slo_ms(cfg) == cfg.monitoring.slo_queue_wait_p95_ms
+    assert Assumptions().error_rate_slo(cfg) == cfg.monitoring.slo_error_rate_percent / 100
+
+
 def test_unknown_disabled_policy_is_an_error() -> None:
     with pytest.raises(SimulationError, match="no step policy named"):
         VariantSimulation(
