@@ -44,6 +44,15 @@ DEBIAN_IMAGE := localhost/debian:bookworm
 # none). EUID may be given to rehearse.
 EUID ?= $(shell id -u)
 AS_ROOT = $(if $(filter 0,$(EUID)),,sudo -n )
+# Where distributions install system tools: Debian's debootstrap is /usr/sbin/debootstrap, off a
+# non-root user's login PATH there (issue 47), and off root's own PATH where root came through a
+# `su` that kept the caller's. So debootstrap is called by its full path, found on PATH and then
+# here (tools/container_engine.sh, which installs it, looks the same way), which works too where
+# sudo has no secure_path. Resolved when the recipe runs: after container-engine installed it.
+# (podman is /usr/bin/podman, and podman finds `--runtime runc` in its own list of directories,
+# /usr/sbin among them: containers.conf(5), not through PATH.)
+SYSTEM_TOOL_DIRS := /usr/local/sbin:/usr/sbin:/sbin
+DEBOOTSTRAP = $(shell PATH="$$PATH:$(SYSTEM_TOOL_DIRS)"; command -v debootstrap || echo debootstrap)
 IMAGE_BUILD_DIR := build/image
 MODEL_ARTIFACTS := build/model-artifacts
 TINY_REF := $(MODEL_ARTIFACTS)/tiny.ref
@@ -84,7 +93,7 @@ TEST_FIRST += container-engine
 # docker if an engine answers; else podman, runc and debootstrap, installed when root can (apt-get),
 # or a stop naming the exact command (tools/container_engine.sh).
 container-engine: ## serving | check for a container engine; install podman, runc, debootstrap if root can
-	@DEBIAN_IMAGE=$(DEBIAN_IMAGE) bash tools/container_engine.sh
+	@DEBIAN_IMAGE=$(DEBIAN_IMAGE) SYSTEM_TOOL_DIRS=$(SYSTEM_TOOL_DIRS) bash tools/container_engine.sh
 
 image-engine: container-engine ## serving | which container engine the image targets use
 	@echo "image engine: $(IMAGE_ENGINE)"
@@ -99,7 +108,7 @@ $(IMAGE_BUILD_DIR)/pip.conf:
 debian-image: image-engine ## serving | the Debian bookworm root filesystem (debootstrap) the CPU base starts from
 	@if $(ENGINE_CMD) image inspect $(DEBIAN_IMAGE) >/dev/null 2>&1; then echo "$(DEBIAN_IMAGE) present"; else \
 		$(AS_ROOT)rm -rf $(IMAGE_BUILD_DIR)/rootfs && mkdir -p $(IMAGE_BUILD_DIR) && \
-		$(AS_ROOT)debootstrap --variant=minbase bookworm $(IMAGE_BUILD_DIR)/rootfs && \
+		$(AS_ROOT)$(DEBOOTSTRAP) --variant=minbase bookworm $(IMAGE_BUILD_DIR)/rootfs && \
 		$(AS_ROOT)tar -C $(IMAGE_BUILD_DIR)/rootfs -c . | $(ENGINE_CMD) import - $(DEBIAN_IMAGE) && \
 		$(AS_ROOT)rm -rf $(IMAGE_BUILD_DIR)/rootfs; fi
 

@@ -19,8 +19,18 @@
 #   with docker, only when debootstrap must run ($DEBIAN_IMAGE is not there yet), and told that
 #   run-image and test-image will stop at the relay.
 #
-# CONTAINER_ENGINE_PACKAGES overrides the package list (tests); everything else is read from PATH.
+# - The tools are looked up on PATH and then where distributions install system tools
+#   ($SYSTEM_TOOL_DIRS): Debian's apt-get puts debootstrap (and runc) in /usr/sbin, which a
+#   non-root user's login PATH on Debian does not hold (/etc/login.defs' ENV_PATH; Ubuntu's does),
+#   so an install as such a user once ended in "still not on PATH: debootstrap" (issue 47).
+#   mk/serving_image.mk calls debootstrap by the path found the same way.
+#
+# CONTAINER_ENGINE_PACKAGES overrides the package list and SYSTEM_TOOL_DIRS the system tool
+# directories (tests); everything else is read from PATH.
 set -euo pipefail
+
+SYSTEM_TOOL_DIRS=${SYSTEM_TOOL_DIRS-/usr/local/sbin:/usr/sbin:/sbin}
+PATH="$PATH${SYSTEM_TOOL_DIRS:+:$SYSTEM_TOOL_DIRS}"
 
 PACKAGES=(${CONTAINER_ENGINE_PACKAGES:-podman runc debootstrap})
 say() { printf '[container engine] %s\n' "$*"; }
@@ -136,7 +146,7 @@ for tool in "${missing[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || still+=("$tool")
 done
 if ((${#still[@]})); then
-    say "apt-get finished but these are still not on PATH: ${still[*]}" >&2
+    say "apt-get finished but these are still not found (PATH, then ${SYSTEM_TOOL_DIRS:-no other directory}): ${still[*]}" >&2
     exit 1
 fi
 if [[ "${engine:-}" == docker ]]; then

@@ -4,7 +4,9 @@ otherwise stops at once with the exact command (a fresh machine once failed minu
 `make test` with "podman: command not found", while CI, which installed podman, was green).
 
 Each case runs the real script with a PATH of its own: fake `id`, `apt-get`, `sudo` and `docker`
-that record their calls, and links to the few real tools the script uses."""
+that record their calls, and links to the few real tools the script uses. The system tool
+directories it also looks in (/usr/sbin, ...) are one scratch `sbin` directory, off that PATH, as
+/usr/sbin is off a non-root user's login PATH on Debian."""
 
 from __future__ import annotations
 
@@ -24,23 +26,33 @@ REAL_TOOLS = ("mktemp", "rm", "cat", "chmod", "touch")
 
 @pytest.fixture()
 def host(tmp_path: Path):
-    bin_dir = tmp_path / "bin"
+    bin_dir, sbin_dir = tmp_path / "bin", tmp_path / "sbin"
     bin_dir.mkdir()
+    sbin_dir.mkdir()
     link_real(bin_dir, REAL_TOOLS)
     calls = tmp_path / "calls"
     calls.touch()
 
     def run(*, uid: int) -> subprocess.CompletedProcess[str]:
         fake(bin_dir, "id", f"echo {uid}")
-        env = {"PATH": str(bin_dir), "CALLS": str(calls), "HOME": str(tmp_path)}
+        env = {
+            "PATH": str(bin_dir), "SYSTEM_TOOL_DIRS": str(sbin_dir), "CALLS": str(calls),
+            "HOME": str(tmp_path),
+        }  # fmt: skip
         return subprocess.run(
             [shutil.which("bash") or "/bin/bash", str(SCRIPT)], env=env, capture_output=True,
             text=True, timeout=30,
         )  # fmt: skip
 
     run.bin = bin_dir  # type: ignore[attr-defined]
+    run.sbin = sbin_dir  # type: ignore[attr-defined]
     run.calls = calls  # type: ignore[attr-defined]
     return run
+
+
+def passwordless_sudo(host) -> None:
+    """`sudo -n true` answers, and `sudo -n CMD` runs CMD (recorded by its own fake)."""
+    fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
 
 
 def test_without_root_it_stops_with_the_exact_install_command_and_installs_nothing(host) -> None:
@@ -80,12 +92,49 @@ def test_as_root_it_installs_the_missing_tools_with_apt_get(host) -> None:
 
 def test_passwordless_sudo_is_used_when_not_root(host) -> None:
     fake(host.bin, "apt-get", "exit 0")
-    fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
+    passwordless_sudo(host)
     done = host(uid=1000)
     # apt-get "succeeded" but installed nothing: named, not reported as installed.
     assert done.returncode == 1
-    assert "still not on PATH: podman runc debootstrap" in done.stderr
+    assert f"still not found (PATH, then {host.sbin}): podman runc debootstrap" in done.stderr
     assert "sudo -n apt-get install -y -qq podman runc debootstrap" in host.calls.read_text()
+
+
+def test_tools_apt_get_puts_off_a_non_root_login_path_are_found_in_sbin(host) -> None:
+    """Issue 47: on Debian, apt-get installs debootstrap (and runc) in /usr/sbin, which a non-root
+    user's login PATH does not hold: `make test` as such a user stopped at "apt-get finished but
+    these are still not on PATH: debootstrap". The fake apt-get installs as Debian's does: podman
+    beside the PATH's tools, runc and debootstrap only in the sbin directory."""
+    fake(
+        host.bin, "apt-get",
+        'if [[ "$1" == install ]]; then\n'
+        f'  printf "#!/bin/bash\\necho podman 4.3.1\\n" > {host.bin}/podman\n'
+        f'  for t in runc debootstrap; do printf "#!/bin/bash\\n" > {host.sbin}/"$t"; done\n'
+        f"  chmod +x {host.bin}/podman {host.sbin}/*\n"
+        "fi",
+    )  # fmt: skip
+    passwordless_sudo(host)
+    done = host(uid=1000)
+    assert done.returncode == 0, done.stderr
+    assert "sudo -n apt-get install -y -qq podman runc debootstrap" in host.calls.read_text()
+    assert "installed: podman 4.3.1" in done.stdout
+    # A second run finds all three where they are: nothing installed again.
+    host.calls.write_text("")
+    done = host(uid=1000)
+    assert done.returncode == 0, done.stderr
+    assert "podman is installed, run as root through sudo -n" in done.stdout
+    assert "apt-get" not in host.calls.read_text()
+
+
+def test_a_hosted_runner_s_debootstrap_in_sbin_is_not_installed_again(host) -> None:
+    """The docker path: a debootstrap that is only in the sbin directory counts as there."""
+    no_debian_image(host)
+    fake(host.sbin, "debootstrap", "exit 0")
+    passwordless_sudo(host)
+    done = host(uid=1001)
+    assert done.returncode == 0, done.stderr
+    assert "the image targets use docker (debootstrap under sudo)" in done.stdout
+    assert "apt-get" not in host.calls.read_text()
 
 
 def test_a_failing_apt_get_shows_its_output_and_the_command(host) -> None:
@@ -118,7 +167,7 @@ def test_a_hosted_runner_gets_debootstrap_through_its_passwordless_sudo(host) ->
         f'if [[ "$1" == install ]]; then printf "#!/bin/bash\\n" > {host.bin}/debootstrap; '
         f"chmod +x {host.bin}/debootstrap; fi",
     )  # fmt: skip
-    fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
+    passwordless_sudo(host)
     done = host(uid=1001)
     assert done.returncode == 0, done.stderr
     assert "sudo -n apt-get install -y -qq debootstrap" in host.calls.read_text()
@@ -154,7 +203,7 @@ def test_podman_as_a_non_root_user_runs_through_passwordless_sudo(host) -> None:
     passwordless sudo, like .ci/run's and a hosted runner's, passes and is told so."""
     for tool in ("podman", "runc", "debootstrap"):
         fake(host.bin, tool, "exit 0")
-    fake(host.bin, "sudo", 'if [[ "$2" == true ]]; then exit 0; fi; shift; "$@"')
+    passwordless_sudo(host)
     done = host(uid=1001)
     assert done.returncode == 0, done.stderr
     assert "podman is installed, run as root through sudo -n" in done.stdout
@@ -175,3 +224,22 @@ def test_docker_without_sudo_is_told_the_relay_will_need_root(host) -> None:
     done = host(uid=1001)
     assert done.returncode == 0, done.stderr
     assert "relay into the container's network namespace, which needs root" in done.stderr
+
+
+def test_make_calls_debootstrap_by_its_path_in_sbin_whatever_the_caller_s_path(
+    tmp_path: Path,
+) -> None:
+    """Issue 47: mk/serving_image.mk's debian-image runs debootstrap by the full path it finds on
+    PATH and then in the system tool directories, so a non-root user's login PATH (Debian's, no
+    sbin) and a sudo without secure_path both reach it."""
+    sbin = tmp_path / "sbin"
+    sbin.mkdir()
+    fake(sbin, "debootstrap", "exit 0")
+    out = subprocess.run(
+        ["make", "-n", "--no-print-directory", "debian-image", "EUID=1000",
+         f"SYSTEM_TOOL_DIRS={sbin}", "-o", "image-engine", "-o", "container-engine"],
+        cwd=REPO, capture_output=True, text=True,
+        env={**os.environ, "MAKEFLAGS": "", "PATH": "/usr/local/bin:/usr/bin:/bin"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert f"sudo -n {sbin}/debootstrap --variant=minbase bookworm" in out.stdout
