@@ -1,0 +1,95 @@
+"""Record every AWS call the product's own code makes, with the principal that makes it.
+
+Installed around a test session (tests/lambdas/conftest.py): every botocore call (real, moto or
+Stubber) and every client method a test replaces with its own function is recorded with its
+operation, its parameters and the principal whose code made it: the first frame, walking out
+from the call, in a file under one of ``principals``' paths.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.client import BaseClient
+
+#: botocore signing names that are not the service's IAM prefix.
+IAM_PREFIX = {"monitoring": "cloudwatch", "runtime.sagemaker": "sagemaker"}
+
+
+@dataclass(frozen=True)
+class Call:
+    principal: str
+    #: ``sagemaker:UpdateEndpoint``: the IAM prefix and the API operation.
+    operation: str
+    #: The request's parameters as JSON (sorted keys).
+    params: str
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return json.loads(self.params)
+
+
+class Recorder:
+    def __init__(self, principals: Mapping[str, str]) -> None:
+        """``principals``: ``{path fragment of its code: principal}``."""
+        self.principals = dict(principals)
+        self.calls: list[Call] = []
+        self._saved: dict[str, Any] = {}
+
+    def _principal(self) -> str | None:
+        frame = sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            for fragment, principal in self.principals.items():
+                if fragment in name:
+                    return principal
+            frame = frame.f_back  # type: ignore[assignment]
+        return None
+
+    def _record(self, client: BaseClient, operation: str, params: Mapping[str, Any]) -> None:
+        principal = self._principal()
+        if principal is None:
+            return
+        model = client.meta.service_model
+        prefix = IAM_PREFIX.get(model.signing_name or "", model.signing_name) or model.endpoint_prefix
+        self.calls.append(
+            Call(principal, f"{prefix}:{operation}", json.dumps(params, sort_keys=True, default=str))
+        )
+
+    def install(self) -> None:
+        recorder = self
+        real_call = BaseClient._make_api_call
+
+        def make_api_call(client: BaseClient, operation: str, params: Any) -> Any:
+            recorder._record(client, operation, params)
+            return real_call(client, operation, params)
+
+        def setattr_(client: BaseClient, name: str, value: Any) -> None:
+            operation = client.meta.method_to_api_mapping.get(name) if "meta" in vars(client) else None
+            if operation is not None and callable(value):
+                value = _recorded(recorder, client, operation, value)
+            object.__setattr__(client, name, value)
+
+        self._saved = {"_make_api_call": real_call, "__setattr__": BaseClient.__setattr__}
+        BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
+        BaseClient.__setattr__ = setattr_  # type: ignore[method-assign,assignment]
+
+    def uninstall(self) -> None:
+        for name, value in self._saved.items():
+            setattr(BaseClient, name, value)
+
+
+def _recorded(recorder: Recorder, client: BaseClient, operation: str, fn: Callable[..., Any]) -> Any:
+    """A test's stand-in for one client method, recorded as the call it stands in for."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        recorder._record(client, operation, kwargs)
+        return fn(*args, **kwargs)
+
+    return call
