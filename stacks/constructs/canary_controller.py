@@ -324,6 +324,18 @@ class CanaryController(Construct):
                 resources=[canary_config_arn, shadow.endpoint_config.ref],
             )
         )
+        # Moving the endpoint to a config that names a KmsKeyId (the shadow config's capture,
+        # its volumes) needs the caller's kms:CreateGrant on that key: "CreateEndpoint ...
+        # kms:CreateGrant (required only if the associated EndpointConfig has a KmsKeyId
+        # specified)", UpdateEndpoint likewise (SageMaker API permissions reference,
+        # https://docs.aws.amazon.com/sagemaker/latest/dg/api-permissions-reference.html).
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="StageConfigsKey",
+                actions=["kms:CreateGrant", "kms:DescribeKey"],
+                resources=[shadow.key.key_arn],
+            )
+        )
         shadow.grant_read(self.role, endpoint.endpoint_name)
         if shadow.canary_scaling is not None:
             self._grant_canary_scaling(endpoint.endpoint_name)

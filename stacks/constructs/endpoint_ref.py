@@ -46,11 +46,18 @@ class EndpointRef:
 
     def grant_invoke(self, grantee: iam.IGrantable) -> None:
         """Invoke this endpoint, whole or streamed, and read its status (a caller checks it is
-        InService first). InvokeEndpointWithResponseStream needs no action of its own: "your IAM
-        permissions must allow the sagemaker:InvokeEndpoint action" (SageMaker API reference,
-        https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpointWithResponseStream.html).
-        """
-        self.grant(grantee, "sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint")
+        InService first). AWS's two sources disagree on the streamed call: the SageMaker API
+        reference says "your IAM permissions must allow the sagemaker:InvokeEndpoint action"
+        (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpointWithResponseStream.html),
+        while the Service Authorization Reference lists sagemaker:InvokeEndpointWithResponseStream
+        as an action of its own; both are granted, so either reading holds
+        (tools/authorization checks both)."""
+        self.grant(
+            grantee,
+            "sagemaker:DescribeEndpoint",
+            "sagemaker:InvokeEndpoint",
+            "sagemaker:InvokeEndpointWithResponseStream",
+        )
 
     def metric(
         self, variant: VariantName, name: str, **options: Unpack[MetricOptions]

@@ -23,6 +23,15 @@ if str(REPO) not in sys.path:
 from lambdas.canary_controller import handler as ctl  # noqa: E402 - after the path setup
 from lambdas.canary_controller import names, rules  # noqa: E402
 from lambdas.canary_controller.state import HistoryEntry, Intent, RolloutState  # noqa: E402
+from tests.lambdas.aws_calls import AWS_CALLS  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    AWS_CALLS.install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    AWS_CALLS.uninstall()
 
 REGION = "us-east-1"
 ENDPOINT = "mangaassist-vllm-test"

@@ -56,9 +56,13 @@ class Recorder:
         if principal is None:
             return
         model = client.meta.service_model
-        prefix = IAM_PREFIX.get(model.signing_name or "", model.signing_name) or model.endpoint_prefix
+        prefix = (
+            IAM_PREFIX.get(model.signing_name or "", model.signing_name) or model.endpoint_prefix
+        )
         self.calls.append(
-            Call(principal, f"{prefix}:{operation}", json.dumps(params, sort_keys=True, default=str))
+            Call(
+                principal, f"{prefix}:{operation}", json.dumps(params, sort_keys=True, default=str)
+            )
         )
 
     def install(self) -> None:
@@ -70,21 +74,25 @@ class Recorder:
             return real_call(client, operation, params)
 
         def setattr_(client: BaseClient, name: str, value: Any) -> None:
-            operation = client.meta.method_to_api_mapping.get(name) if "meta" in vars(client) else None
+            operation = (
+                client.meta.method_to_api_mapping.get(name) if "meta" in vars(client) else None
+            )
             if operation is not None and callable(value):
                 value = _recorded(recorder, client, operation, value)
             object.__setattr__(client, name, value)
 
         self._saved = {"_make_api_call": real_call, "__setattr__": BaseClient.__setattr__}
-        BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
-        BaseClient.__setattr__ = setattr_  # type: ignore[method-assign,assignment]
+        BaseClient._make_api_call = make_api_call
+        BaseClient.__setattr__ = setattr_
 
     def uninstall(self) -> None:
         for name, value in self._saved.items():
             setattr(BaseClient, name, value)
 
 
-def _recorded(recorder: Recorder, client: BaseClient, operation: str, fn: Callable[..., Any]) -> Any:
+def _recorded(
+    recorder: Recorder, client: BaseClient, operation: str, fn: Callable[..., Any]
+) -> Any:
     """A test's stand-in for one client method, recorded as the call it stands in for."""
 
     @functools.wraps(fn)

@@ -48,6 +48,12 @@ GENERATED_IDS = {
     "key": lambda ref: str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ref.stack}/{ref.logical_id}")),
     "ScalableTarget": lambda ref: uuid.uuid5(uuid.NAMESPACE_URL, ref.logical_id).hex,
 }
+#: Types whose ``Ref`` is their ARN, not their name (each type's "Return values" in the
+#: CloudFormation resource reference).
+REF_IS_ARN = frozenset({
+    "AWS::SNS::Topic", "AWS::SageMaker::Endpoint", "AWS::SageMaker::EndpointConfig",
+    "AWS::SageMaker::Model", "AWS::StepFunctions::StateMachine",
+})  # fmt: skip
 #: SageMaker lower-cases the names in its ARNs ("arn:aws:sagemaker:...:endpoint/my-endpoint").
 LOWER_CASE_ARNS = ("sagemaker",)
 _PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
@@ -165,7 +171,9 @@ class Deployment:
                 return pseudo[value["Ref"]]
             resources = self.templates[stack].get("Resources", {})
             if value["Ref"] in resources and resources[value["Ref"]]["Type"] in SAR_TYPES:
-                return self.name(Ref(stack, value["Ref"]))
+                ref = Ref(stack, value["Ref"])
+                arn = resources[value["Ref"]]["Type"] in REF_IS_ARN
+                return self.arn(ref) if arn else self.name(ref)
             return None
         if "Fn::GetAtt" in value:
             lid, attribute = value["Fn::GetAtt"]
