@@ -188,3 +188,15 @@ def test_a_type_not_listed_names_the_closest_and_how_to_add_one(
         _load(tmp_path, raw)
     assert "variants.primary.instance_type (line" in str(err.value)
     assert says in str(err.value)
+
+
+def test_the_capacity_page_quotes_the_refusal_as_synth_prints_it(tmp_path: Path) -> None:
+    """docs/capacity.md shows dev with only its source changed to a 70B: the quoted line (up to
+    its "...") is the start of what synth prints."""
+    doc = (REPO_ROOT / "docs" / "capacity.md").read_text()
+    quoted = next(ln for ln in doc.splitlines() if ln.startswith("variants.primary.instance_type"))
+    cfg = _load(tmp_path, _with_source("dev", "hf://meta-llama/Meta-Llama-3-70B-Instruct"))
+    with pytest.raises(ConfigError) as err:
+        check_deployable(cfg)
+    printed = next(ln.strip() for ln in str(err.value).splitlines() if "variants.primary" in ln)
+    assert printed.startswith(quoted.removesuffix(", ...")), (quoted, printed)
