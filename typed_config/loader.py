@@ -558,7 +558,8 @@ def parse_config_data(
     if data["env"] != env:
         raise ConfigError(f"{source}: env: file says {data['env']!r} but {env!r} was selected")
     context: dict[str, Any] = {FIT_CHECKS_CONTEXT: tuple(fit_checks), FROM_YAML_CONTEXT: True}
-    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    model_raw = data.get("model")
+    model: dict[str, Any] = model_raw if isinstance(model_raw, dict) else {}
     arch_file, model_source = model.get("architecture_file"), model.get("source")
     local_dir = local_source_dir(model_source, base_dir) if isinstance(model_source, str) else None
     if isinstance(arch_file, str):
