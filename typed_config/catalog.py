@@ -16,7 +16,8 @@ Adding an instance type (the one way; an unknown type is refused naming this fil
    here), with where it was read and when. A type whose hardware is known but whose price was not
    found goes in :data:`UNPRICED` instead, which says so: the product refuses to plan a fleet
    whose price it would have to invent.
-3. ``tests/infra/test_capacity.py`` checks every row has its sources.
+3. ``tests/infra/test_model_sizing.py`` checks every row has its sources and plans; the
+   solver (``make fleet``) then tries the type unless ``fleet.candidates`` names others.
 """
 
 from __future__ import annotations
