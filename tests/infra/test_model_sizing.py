@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from sizing.capacity import CapacityError, estimate, weight_bytes
+from sizing.deploy_options import DeployOptions
 from sizing.fit import check_deployable, load_config
 from sizing.fit_advice import shorter_context, what_would_fit
 from typed_config import ConfigError, EngineConfig
@@ -200,3 +201,8 @@ def test_the_capacity_page_quotes_the_refusal_as_synth_prints_it(tmp_path: Path)
         check_deployable(cfg)
     printed = next(ln.strip() for ln in str(err.value).splitlines() if "variants.primary" in ln)
     assert printed.startswith(quoted.removesuffix(", ...")), (quoted, printed)
+
+
+def test_a_pinned_type_not_listed_names_the_closest() -> None:
+    with pytest.raises(ConfigError, match=r"primary=ml\.g6e\.2xlarg: .*closest: ml\.g6e\.2xlarge"):
+        DeployOptions(pin_instance_types={"primary": "ml.g6e.2xlarg"})
