@@ -147,21 +147,31 @@ def lora_bytes(arch: ModelArchitecture, rank: int, slots: int) -> int:
     return arch.num_hidden_layers * (q + k + v + o + mlp) * rank * FP16_BYTES * slots
 
 
-def kv_bytes_per_token(arch: ModelArchitecture) -> int:
-    return 2 * arch.num_hidden_layers * arch.num_key_value_heads * arch.head_dim * FP16_BYTES
+def kv_heads_per_gpu(arch: ModelArchitecture, tensor_parallel: int = 1) -> int:
+    """KV heads one GPU holds: split across ``tensor_parallel`` GPUs, replicated when there are
+    fewer heads than GPUs (vLLM's QKVParallelLinear)."""
+    return max(1, -(-arch.num_key_value_heads // tensor_parallel))
 
 
-def activation_bytes(arch: ModelArchitecture, batched_tokens: int) -> int:
+def kv_bytes_per_token(arch: ModelArchitecture, tensor_parallel: int = 1) -> int:
+    """KV-cache bytes of one token on one GPU (all of them at tensor parallel 1)."""
+    heads = kv_heads_per_gpu(arch, tensor_parallel)
+    return 2 * arch.num_hidden_layers * heads * arch.head_dim * FP16_BYTES
+
+
+def activation_bytes(arch: ModelArchitecture, batched_tokens: int, tensor_parallel: int = 1) -> int:
     """Peak of vLLM's profile run: one forward pass over ``max_num_batched_tokens`` tokens.
 
     Live at the peak, per token, in fp16: the MLP's fused gate/up output (2 x intermediate) and its
     SiLU-and-mul output (intermediate), the fused QKV output ((heads + 2 x KV heads) x head_dim)
     and two hidden-size buffers (residual and the layer's output). Logits are computed only for
-    the last token of each sequence, so they do not scale with batched tokens.
+    the last token of each sequence, so they do not scale with batched tokens. Under tensor
+    parallelism each GPU holds its share of the MLP and QKV outputs; the hidden-size buffers are
+    whole on every GPU.
     """
-    i, d = arch.intermediate_size, arch.head_dim
-    qkv = (arch.num_attention_heads + 2 * arch.num_key_value_heads) * d
-    per_token = (3 * i + qkv + 2 * arch.hidden_size) * FP16_BYTES
+    i, d, tp = arch.intermediate_size, arch.head_dim, tensor_parallel
+    qkv = (arch.num_attention_heads // tp + 2 * kv_heads_per_gpu(arch, tp)) * d
+    per_token = (3 * i // tp + qkv + 2 * arch.hidden_size) * FP16_BYTES
     return batched_tokens * per_token
 
 
@@ -186,6 +196,7 @@ def memory_terms(
     enforce_eager: bool,
     cuda_graphs_in_kv_budget: bool = CUDA_GRAPH_MEMORY_IN_KV_BUDGET,
     sampler_in_profile: bool = True,
+    tensor_parallel: int = 1,
 ) -> tuple[MemoryTerm, ...]:
     """What vLLM takes from ``CUDA memory x gpu_memory_utilization`` before the KV cache.
 
@@ -193,10 +204,15 @@ def memory_terms(
     (before 0.21) or settings that do not subtract the CUDA-graph estimate.
     ``sampler_in_profile`` is False for the V0 engine, whose profile peak was the forward pass
     alone (vllm#10517: 108.5 KiB/token at 20,000 and 29,000 tokens, nothing on top).
+    ``tensor_parallel`` > 1: one GPU's share (weights, embeddings and LoRA slots split evenly,
+    as vLLM's parallel layers shard them; the sampler and the fixed terms whole on each GPU).
+    The product runs tensor parallel 1; the larger degrees size what a multi-GPU type would
+    hold (sizing.fit_advice).
     """
-    weights = weight_bytes(arch, quantization)
+    tp = tensor_parallel
+    weights = weight_bytes(arch, quantization) // tp
     w_margin = int(weights * QUANTIZED_WEIGHTS_MARGIN) if quantization != "none" else 0
-    forward = activation_bytes(arch, max_num_batched_tokens)
+    forward = activation_bytes(arch, max_num_batched_tokens, tp)
     sampler = sampler_bytes(arch, max_num_seqs) if sampler_in_profile else 0
     act = forward + sampler
     act_margin = int(act * ACTIVATION_MARGIN)
@@ -208,11 +224,12 @@ def memory_terms(
             w_margin,
             estimate=w_margin > 0,
             basis=f"{quantization} weights from the architecture"
-            + (f", +{QUANTIZED_WEIGHTS_MARGIN:.0%} for quantized kernels" if w_margin else ""),
+            + (f", +{QUANTIZED_WEIGHTS_MARGIN:.0%} for quantized kernels" if w_margin else "")
+            + (f", 1/{tp} per GPU (tensor parallel)" if tp > 1 else ""),
         ),
         MemoryTerm(
             "LoRA slots",
-            lora_bytes(arch, lora_rank, max_loras) if lora_rank else 0,
+            lora_bytes(arch, lora_rank, max_loras) // tp if lora_rank else 0,
             0,
             estimate=False,
             basis=f"{max_loras} slots x rank {lora_rank} on 7 projections"
@@ -225,7 +242,7 @@ def memory_terms(
             act_margin,
             estimate=True,
             basis=f"{max_num_batched_tokens} batched tokens x "
-            f"{activation_bytes(arch, 1) // 1024} KiB/token"
+            f"{activation_bytes(arch, 1, tp) // 1024} KiB/token"
             + (
                 f" + sampler {max_num_seqs} seqs x {arch.vocab_size} vocab x "
                 f"{SAMPLER_FP32_COPIES} fp32 copies ({sampler / GIB:.2f} GiB)"
@@ -270,10 +287,16 @@ def sequences_that_fit(kv_tokens: int, tokens_per_sequence: float, max_num_seqs:
     return min(int(kv_tokens // tokens_per_sequence), max_num_seqs)
 
 
-def estimate(cfg: DeploymentConfig, instance_type: str) -> Capacity:
-    """Capacity of one engine (tensor parallel 1: one GPU) on ``instance_type``."""
+def estimate(cfg: DeploymentConfig, instance_type: str, *, tensor_parallel: int = 1) -> Capacity:
+    """Capacity of one engine on ``instance_type``: one GPU (tensor parallel 1, what the product
+    runs), or ``tensor_parallel`` of its GPUs (per GPU; what sizing.fit_advice offers)."""
     inst = INSTANCE_CATALOG[instance_type]
-    arch, eng = cfg.architecture, cfg.engine
+    arch, eng, tp = cfg.architecture, cfg.engine, tensor_parallel
+    if tp > inst.gpu_count or arch.num_attention_heads % tp:
+        raise CapacityError(
+            f"{instance_type}: tensor parallel {tp} needs {tp} GPUs (it has {inst.gpu_count}) "
+            f"dividing the {arch.num_attention_heads} attention heads"
+        )
     usable = inst.cuda_memory_gib * GIB * eng.gpu_memory_utilization
     lora_on = bool(cfg.adapters)
     terms = memory_terms(
@@ -284,6 +307,7 @@ def estimate(cfg: DeploymentConfig, instance_type: str) -> Capacity:
         max_num_batched_tokens=eng.max_num_batched_tokens,
         max_num_seqs=eng.max_num_seqs,
         enforce_eager=eng.enforce_eager,
+        tensor_parallel=tp,
     )
     fixed = sum(t.bytes for t in terms)
     if fixed >= usable:
@@ -293,7 +317,7 @@ def estimate(cfg: DeploymentConfig, instance_type: str) -> Capacity:
             f"engine.gpu_memory_utilization {eng.gpu_memory_utilization} = "
             f"{usable / GIB:.1f} GiB"
         )
-    kv_per_tok = kv_bytes_per_token(arch)
+    kv_per_tok = kv_bytes_per_token(arch, tp)
     tokens = kv_cache_tokens(
         inst.cuda_memory_gib, eng.gpu_memory_utilization, terms, kv_per_tok, eng.block_size
     )

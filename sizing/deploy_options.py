@@ -34,7 +34,7 @@ from pydantic import ValidationError
 from sizing.fit import validate_config
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
 from typed_config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
-from typed_config.catalog import INSTANCE_CATALOG
+from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message
 from typed_config.loader import error_lines
 
 CONTEXT_KEYS = ("suspend_scaling", "pin_instance_type", "reset", "image_tag", "model_artifact")
@@ -59,8 +59,11 @@ class DeployOptions:
             raise ConfigError(f"suspend_scaling/pin_instance_type: unknown variant(s) {unknown}")
         for variant, itype in self.pin_instance_types.items():
             # a placement: one type, or instance pools' types by priority joined with "+"
-            if any(t not in INSTANCE_CATALOG for t in itype.split("+")):
-                raise ConfigError(f"pin_instance_type: {variant}={itype} is not a known type")
+            unknown = [t for t in itype.split("+") if t not in INSTANCE_CATALOG]
+            if unknown:
+                raise ConfigError(
+                    f"pin_instance_type: {variant}={itype}: {unknown_type_message(unknown[0])}"
+                )
         bad_variants = [v for v in self.image_tags if v and v not in VARIANT_NAMES]
         if bad_variants:
             raise ConfigError(f"image_tag: unknown variant(s) {bad_variants}")

@@ -21,7 +21,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from sizing.alarm_headroom import watched_alarm_problems
-from sizing.capacity import CapacityError, estimate, pool_capacities
+from sizing.capacity import CapacityError, estimate
+from sizing.fit_advice import does_not_fit
 from typed_config import (
     ARCHITECTURE_CONTEXT,
     FIT_CHECKS_CONTEXT,
@@ -62,9 +63,11 @@ def pool_errors(cfg: DeploymentConfig) -> list[str]:
                 estimate(pool_cfg, pool.instance_type)
             except CapacityError as err:
                 errors.append(
-                    f"{field}.instance_type: {pool.instance_type} (priority {pool.priority}) "
-                    f"cannot hold the model: {err}"
-                )
+                    does_not_fit(
+                        pool_cfg, f"{field}.instance_type", pool.instance_type, str(err),
+                        label=f" (priority {pool.priority})",
+                    )
+                )  # fmt: skip
     return errors
 
 
@@ -103,15 +106,48 @@ def routing_threshold_errors(cfg: DeploymentConfig) -> list[str]:
 FIT_CHECKS: tuple[FitCheck, ...] = (pool_errors, routing_threshold_errors)
 
 
+def fit_errors(cfg: DeploymentConfig) -> list[str]:
+    """Each variant's instance type (or instance pool) whose GPU cannot hold the model, as
+    ``field: why`` with what would fit (sizing.fit_advice); a second variant on the same type
+    with the same engine points at the first."""
+    errors: list[str] = []
+    told: dict[tuple[str, str], str] = {}
+    for vname in VARIANT_NAMES:
+        variant = cfg.variants[vname]
+        placed = (
+            [(f"variants.{vname}.instance_pools.{i}.instance_type", p)
+             for i, p in enumerate(variant.instance_pools)]
+            if variant.instance_pools
+            else [(f"variants.{vname}.instance_type", variant.pools[0])]
+        )  # fmt: skip
+        for field, pool in placed:
+            pool_cfg = cfg.for_pool(pool)
+            try:
+                estimate(pool_cfg, pool.instance_type)
+            except CapacityError as err:
+                key = (pool.instance_type, pool_cfg.engine.model_dump_json())
+                if key in told:
+                    errors.append(
+                        f"{field}: {pool.instance_type} cannot hold the model either "
+                        f"(see {told[key]})"
+                    )
+                else:
+                    told[key] = field
+                    errors.append(does_not_fit(pool_cfg, field, pool.instance_type, str(err)))
+    return errors
+
+
 def check_deployable(cfg: DeploymentConfig) -> None:
     """What synth refuses on the config a deploy will run (its release inputs applied, which
-    may pin another instance type): a variant's GPU that cannot hold the model (CapacityError,
-    its memory terms named) or a watched alarm a healthy fleet at its scaling target sets off
-    (ConfigError naming each field, the rule and both figures: sizing.alarm_headroom). Not a
+    may pin another instance type): a variant's GPU that cannot hold the model (ConfigError
+    naming the field and its line, the memory terms and what would fit: :func:`fit_errors`)
+    or a watched alarm a healthy fleet at its scaling target sets off (ConfigError naming each
+    field, the rule and both figures: sizing.alarm_headroom). Not a
     load rule: the plan and the simulator still show such a config and say why it cannot
     ship."""
-    for variant in VARIANT_NAMES:
-        pool_capacities(cfg, variant)  # raises CapacityError if the model cannot fit a pool
+    misfits = fit_errors(cfg)
+    if misfits:
+        raise cfg.error(misfits)
     latency = watched_alarm_problems(cfg)
     if latency:
         raise cfg.error(latency)

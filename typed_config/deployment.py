@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from typed_config.base import Strict, VariantName, section_rule
-from typed_config.catalog import INSTANCE_CATALOG
+from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message
 
 #: Bytes of request body per token of an English system prompt: Llama 3's tokenizer encodes
 #: English at about 4 characters per token (Meta, "The Llama 3 Herd of Models", 2024, Model
@@ -117,9 +117,7 @@ MAX_INSTANCE_POOLS = 5
 
 def _catalog_type(value: str) -> str:
     if value not in INSTANCE_CATALOG:
-        raise ValueError(
-            f"unknown instance type {value!r}; known: {', '.join(sorted(INSTANCE_CATALOG))}"
-        )
+        raise ValueError(unknown_type_message(value))
     return value
 
 

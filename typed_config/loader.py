@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import json
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -37,7 +36,7 @@ from typed_config.base import (
     VariantName,
 )
 from typed_config.bedrock import BedrockConfig, bedrock_errors
-from typed_config.catalog import INSTANCE_CATALOG
+from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message
 from typed_config.deploy_access import DeployAccessConfig
 from typed_config.deployment import (
     FIRST_TURN_BYTES,
@@ -58,6 +57,14 @@ from typed_config.model import (
     ImageConfig,
     ModelArchitecture,
 )
+from typed_config.model_catalog import (
+    CATALOG_FILE,
+    differences,
+    known_architecture,
+    local_source_dir,
+    read_config_json,
+    unknown_source_message,
+)
 from typed_config.model_prep import ModelPrepConfig, gated_source_errors
 from typed_config.operations import (
     MonitoringConfig,
@@ -73,6 +80,9 @@ from typed_config.yaml_source import LineMap, read_yaml_with_lines
 #: Validation-context key under which ``parse_config`` hands DeploymentConfig the architecture it
 #: read from ``model.architecture_file`` (pydantic: ``model_validate(data, context=...)``).
 ARCHITECTURE_CONTEXT = "architecture_from_file"
+#: Validation-context key set by ``parse_config_data``: the data is a YAML file as written (not a
+#: config dumped by code), so ``model.architecture`` in it is refused.
+FROM_YAML_CONTEXT = "from_yaml"
 #: Validation-context key of the checks that need the capacity model (``sizing.fit.FIT_CHECKS``):
 #: this package sits below the sizing model and cannot import it, so the sizing floor hands its
 #: checks in. ``sizing.fit.load_config`` / ``parse_config`` / ``validate_config`` always do; a
@@ -124,14 +134,43 @@ class DeploymentConfig(Strict):
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> DeploymentConfig:
         """The rules across sections, every broken one reported (one line each)."""
-        if self.model.architecture_file is not None and info.context:
-            self._file_architecture = info.context.get(ARCHITECTURE_CONTEXT)
         if info.context:
+            self._file_architecture = info.context.get(ARCHITECTURE_CONTEXT)
             self._fit_checks = tuple(info.context.get(FIT_CHECKS_CONTEXT, ()))
-        errors = self.cross_section_errors()
+        errors = self.architecture_errors(
+            from_yaml=bool((info.context or {}).get(FROM_YAML_CONTEXT))
+        )
+        errors += self.cross_section_errors()
         if errors:
             raise ValueError("\n".join(errors))
         return self
+
+    def architecture_errors(self, *, from_yaml: bool) -> list[str]:
+        """The architecture must come from the model (typed_config/model_catalog.py): none
+        established is refused naming ``model.source``; a config.json (or a dumped copy) that
+        contradicts the catalog's figures for the same source is refused naming its field; a
+        YAML file writing ``model.architecture`` is refused (it goes stale with the source)."""
+        model = self.model
+        if from_yaml and model.architecture is not None:
+            return [
+                "model.architecture: an architecture written beside model.source goes stale "
+                "when the source changes (a 70B planned with an 8B's figures); delete it: the "
+                f"architecture comes from the model ({CATALOG_FILE} lists known sources; for "
+                "another, model.architecture_file names its config.json)"
+            ]
+        if self._known_architecture is None:
+            return [f"model.source: {unknown_source_message(model.source)}"]
+        listed = known_architecture(model.source)
+        given = self._file_architecture or model.architecture
+        if listed is None or given is None or given == listed[0]:
+            return []
+        field = "architecture_file" if model.architecture_file else "architecture"
+        return [
+            f"model.{field}: does not describe {model.source} ({differences(given, listed[0])}; "
+            f"the second figure is the model's, {listed[1]}): a config.json of another model? "
+            f"Remove model.{field} (the catalog supplies it) or point it at this model's "
+            "config.json"
+        ]
 
     def cross_section_errors(self) -> list[str]:
         """Each rule across sections this config breaks, as ``field: why``."""
@@ -196,12 +235,11 @@ class DeploymentConfig(Strict):
                     f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
                     f"({sc.min_capacity}..{sc.max_capacity})"
                 )
-        unknown_types = [t for t in self.fleet.candidates if t not in INSTANCE_CATALOG]
-        if unknown_types:
-            errors.append(
-                f"fleet.candidates: {unknown_types} not in the instance catalog "
-                f"({', '.join(INSTANCE_CATALOG)})"
-            )
+        errors += [
+            f"fleet.candidates.{i}: {unknown_type_message(t)}"
+            for i, t in enumerate(self.fleet.candidates)
+            if t not in INSTANCE_CATALOG
+        ]
         if self.rollout.shadow is not None and self.variants.canary.initial_weight != 0:
             errors.append(
                 f"variants.canary.initial_weight: {self.variants.canary.initial_weight:g} with "
@@ -265,12 +303,18 @@ class DeploymentConfig(Strict):
 
     @property
     def _known_architecture(self) -> ModelArchitecture | None:
-        """Inline, or read from ``model.architecture_file`` by the loader (None without it)."""
-        return self._file_architecture or self.model.architecture
+        """Read by the loader (``model.architecture_file``, a ``local://`` source's
+        config.json), carried in a dumped config, or the catalog's for the source (None when
+        nothing establishes it: typed_config/model_catalog.py)."""
+        if self._file_architecture or self.model.architecture:
+            return self._file_architecture or self.model.architecture
+        listed = known_architecture(self.model.source)
+        return listed[0] if listed else None
 
     @property
     def architecture(self) -> ModelArchitecture:
-        """The base model's architecture: inline, or read from ``model.architecture_file``."""
+        """The base model's architecture, established from the model itself
+        (typed_config/model_catalog.py)."""
         arch = self._known_architecture
         assert arch is not None  # guaranteed by the loader
         return arch
@@ -513,16 +557,22 @@ def parse_config_data(
     data.setdefault("env", env)
     if data["env"] != env:
         raise ConfigError(f"{source}: env: file says {data['env']!r} but {env!r} was selected")
-    context: dict[str, Any] = {FIT_CHECKS_CONTEXT: tuple(fit_checks)}
-    arch_file = (data.get("model") or {}).get("architecture_file")
+    context: dict[str, Any] = {FIT_CHECKS_CONTEXT: tuple(fit_checks), FROM_YAML_CONTEXT: True}
+    model_raw = data.get("model")
+    model: dict[str, Any] = model_raw if isinstance(model_raw, dict) else {}
+    arch_file, model_source = model.get("architecture_file"), model.get("source")
+    local_dir = local_source_dir(model_source, base_dir) if isinstance(model_source, str) else None
     if isinstance(arch_file, str):
         arch_path = (base_dir / arch_file).resolve()
         try:
-            context[ARCHITECTURE_CONTEXT] = ModelArchitecture.from_hf_config(arch_path)
-        except (OSError, KeyError, json.JSONDecodeError, ValidationError) as exc:
-            raise ConfigError(
-                f"{source}: model.architecture_file: cannot read {arch_path}: {exc}"
-            ) from None
+            context[ARCHITECTURE_CONTEXT] = read_config_json(arch_path)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: model.architecture_file: {exc}") from None
+    elif local_dir is not None and (local_dir / "config.json").is_file():
+        try:  # the model's own directory: its config.json is the architecture
+            context[ARCHITECTURE_CONTEXT] = read_config_json(local_dir / "config.json")
+        except ValueError as exc:
+            raise ConfigError(f"{source}: model.source: {exc}") from None
     where = ConfigSource(source, lines, raw)
     try:
         cfg = DeploymentConfig.model_validate(data, context=context)

@@ -75,8 +75,12 @@ class BaseModelConfig(Strict):
     source: Annotated[str, Field(pattern=_SOURCE)]
     revision: str = "main"
     quantization: Literal["awq", "none"] = "awq"
-    #: Architecture inline, or ``architecture_file``: a config.json path relative to the YAML.
+    #: Written by the loader into a dumped config (deploy options, simulator variants): the
+    #: architecture it established. A YAML file may not set it: a copy beside ``source`` goes
+    #: stale when the source changes (typed_config/model_catalog.py).
     architecture: ModelArchitecture | None = None
+    #: The model's own config.json (from its release or its Hugging Face repository), a path
+    #: relative to the YAML: for a source typed_config/model_catalog.py does not list.
     architecture_file: str | None = None
     quality_gate_min_agreement: Annotated[float, Field(gt=0, le=1)] = 0.9
     #: The prepared model the image bakes: a version (``m-`` + 16 hex) in the artifact bucket,
@@ -85,8 +89,8 @@ class BaseModelConfig(Strict):
 
     @section_rule
     def _one_architecture(self) -> BaseModelConfig:
-        if (self.architecture is None) == (self.architecture_file is None):
-            raise ValueError("architecture: give exactly one of architecture or architecture_file")
+        if self.architecture is not None and self.architecture_file is not None:
+            raise ValueError("architecture: give at most one of architecture or architecture_file")
         return self
 
 

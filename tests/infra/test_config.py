@@ -19,12 +19,7 @@ INVALID = [
     invalid("engine.max_num_seqs", 0, "greater than or equal"),
     invalid("engine.block_size", 24, "8, 16, 32, 64 or 128"),
     invalid("engine.max_lora_rank", 12, "not one vLLM accepts"),
-    invalid(
-        "model.architecture.max_position_embeddings",
-        2048,
-        "max_position_embeddings (2048)",
-        where="engine.max_model_len",
-    ),
+    invalid("engine.max_model_len", 16384, "max_position_embeddings (8192)"),
     invalid("engine.max_num_batched_tokens", 2048, "2048 must be >= max_model_len"),
     invalid("engine.admission_max_inflight", 64, "64 must be >= max_num_seqs"),
     invalid(
@@ -167,7 +162,7 @@ def test_architecture_can_come_from_a_config_json(mutate, tmp_path) -> None:
         ' "hidden_size": 128, "intermediate_size": 256, "vocab_size": 400,'
         ' "max_position_embeddings": 8192}'
     )
-    raw = mutate("model.architecture", delete=True)
+    raw = mutate("model.source", "hf://acme/tiny-chat")  # a model the catalog does not list
     raw["model"]["architecture_file"] = str(tmp_path / "config.json")
     cfg = parse(raw)
     assert cfg.architecture.head_dim == 32  # hidden_size / num_attention_heads

@@ -14,6 +14,7 @@ import yaml
 from sizing.fit import load_config, parse_config
 from tools import schema as schema_tool
 from typed_config import ConfigError, DeploymentConfig
+from typed_config.model_catalog import KNOWN_MODELS
 
 from .conftest import REPO_ROOT, parse, raw_config
 
@@ -104,10 +105,14 @@ def test_a_misspelt_key_fails_in_the_editor_and_in_the_loader(
 
 
 def _with_architecture_file(raw: dict[str, Any], tmp_path: Path, **change: int) -> dict[str, Any]:
-    """``raw`` with its inline architecture moved to ``tmp_path/config.json`` (fields changed)."""
-    arch = {**raw["model"].pop("architecture"), **change}
+    """``raw`` with its source's config.json (the catalog's figures, ``change`` applied) at
+    ``tmp_path/config.json`` named by model.architecture_file; with ``change``, the source is
+    one the catalog does not list (else the catalog refuses the file that contradicts it)."""
+    arch = {**KNOWN_MODELS[raw["model"]["source"]].config, **change}
     (tmp_path / "config.json").write_text(json.dumps(arch))
     raw["model"]["architecture_file"] = "config.json"
+    if change:
+        raw["model"]["source"] = "hf://acme/llama-3-8b-finetune"
     return raw
 
 
@@ -122,7 +127,7 @@ def test_resolved_architecture_is_rejected_even_beside_an_architecture_file(
     context; a file writing ``resolved_architecture`` is an unknown key like any other, not a
     value the loader silently takes or replaces."""
     raw = _with_architecture_file(prod_raw, tmp_path)
-    assert _parse_at(raw, tmp_path).architecture == parse(raw_config("prod")).model.architecture
+    assert _parse_at(raw, tmp_path).architecture == parse(raw_config("prod")).architecture
     raw["resolved_architecture"] = json.loads((tmp_path / "config.json").read_text())
     with pytest.raises(ConfigError, match=r"(?m)^  resolved_architecture: unknown key"):
         _parse_at(raw, tmp_path)

@@ -118,7 +118,8 @@ def test_a_pool_whose_gpu_cannot_hold_the_model_is_an_error_listing_its_terms(pr
     assert_names_yaml_path(
         raw,
         "variants.primary.instance_pools.1.instance_type",
-        f"{G6} (priority 2) cannot hold the model: weights 5.39 + LoRA slots 0.31",
+        f"{G6} (priority 2) cannot hold hf://meta-llama/Meta-Llama-3-8B-Instruct (awq): "
+        "weights 5.39 + LoRA slots 0.31",
     )
 
 

@@ -18,6 +18,7 @@ from container.model_prep.manifest import ManifestError, sha256, verify_tree, wr
 from sizing.fit import load_config, parse_config
 from tools import model_release
 from typed_config import ConfigError, release_inputs
+from typed_config.model_catalog import KNOWN_MODELS
 
 BUCKET = "releases"
 WHERE = artifact.ArtifactLocation(BUCKET, "models")
@@ -129,11 +130,14 @@ def test_model_artifact_and_model_prep_are_validated(prod_cfg) -> None:
     ],
 )
 def test_a_gated_base_without_a_token_secret_is_a_synth_error_naming_the_field(
-    prod_cfg, source: str, refused: bool
+    prod_cfg, source: str, refused: bool, tmp_path: Path
 ) -> None:
     """Issue 31: the job would start its GPU instance and then fail its download with 401."""
     raw = prod_cfg.model_dump(mode="json", exclude_none=True)
     raw["model"]["source"] = source
+    if source not in KNOWN_MODELS:  # its config.json, as a model the catalog does not list needs
+        (tmp_path / "config.json").write_text(prod_cfg.architecture.model_dump_json())
+        raw["model"]["architecture_file"] = str(tmp_path / "config.json")
     raw["model_prep"].pop("hf_token_secret")
     if not refused:
         parse_config(raw, env="prod", source=Path("prod.yaml"), base_dir=Path("config"))
