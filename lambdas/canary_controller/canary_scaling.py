@@ -38,6 +38,8 @@ the construct grants them on this endpoint's canary alarms only.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -90,8 +92,25 @@ def release(aas: Any, endpoint: str, variant: str) -> bool:
     return True
 
 
-def register(aas: Any, endpoint: str, variant: str, spec: CanaryScaling) -> None:
-    """The variant's scalable target at ``spec``'s bounds, then its target-tracking policy."""
+#: Pauses before PutScalingPolicy is sent again when it cannot find the target just registered.
+#: ObjectNotFoundException: "For any operation that depends on the existence of a scalable
+#: target, this exception is thrown if the scalable target ... does not exist" (Application Auto
+#: Scaling API reference, PutScalingPolicy, Errors); a target registered a moment ago can still be
+#: unseen by the next call, as AWS's APIs are eventually consistent. 1 + 2 + 4 + 8 = 15 s within
+#: one tick; past that the tick fails and the state machine's retry registers both again.
+POLICY_AFTER_REGISTER_PAUSES = (1, 2, 4, 8)
+
+
+def register(
+    aas: Any,
+    endpoint: str,
+    variant: str,
+    spec: CanaryScaling,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """The variant's scalable target at ``spec``'s bounds, then its target-tracking policy,
+    sent again after each of :data:`POLICY_AFTER_REGISTER_PAUSES` while Application Auto Scaling
+    does not yet see the target."""
     rid = resource_id(endpoint, variant)
     aas.register_scalable_target(
         ServiceNamespace=SERVICE_NAMESPACE,
@@ -100,14 +119,25 @@ def register(aas: Any, endpoint: str, variant: str, spec: CanaryScaling) -> None
         MinCapacity=spec.min_capacity,
         MaxCapacity=spec.max_capacity,
     )
-    aas.put_scaling_policy(
-        PolicyName=spec.policy_name,
-        ServiceNamespace=SERVICE_NAMESPACE,
-        ResourceId=rid,
-        ScalableDimension=SCALABLE_DIMENSION,
-        PolicyType="TargetTrackingScaling",
-        TargetTrackingScalingPolicyConfiguration=spec.tracking,
-    )
+    for pause in (*POLICY_AFTER_REGISTER_PAUSES, None):
+        try:
+            aas.put_scaling_policy(
+                PolicyName=spec.policy_name,
+                ServiceNamespace=SERVICE_NAMESPACE,
+                ResourceId=rid,
+                ScalableDimension=SCALABLE_DIMENSION,
+                PolicyType="TargetTrackingScaling",
+                TargetTrackingScalingPolicyConfiguration=spec.tracking,
+            )
+            return
+        except ClientError as exc:
+            unseen = exc.response.get("Error", {}).get("Code") == "ObjectNotFoundException"
+            if not unseen or pause is None:
+                raise
+            print(
+                f"PutScalingPolicy: {rid} not found just after its registration; again in {pause}s"
+            )
+            sleep(pause)
 
 
 def foreign_policies(aas: Any, endpoint: str, variant: str, spec: CanaryScaling) -> list[str]:

@@ -291,7 +291,9 @@ class DecisionApplier(ControllerIO):
         spec = self.s.shadow.canary_scaling if self.s.shadow else None
         if spec is None:
             return ""
-        canary_scaling.register(self.aas, self.s.endpoint_name, self.s.canary_variant, spec)
+        canary_scaling.register(
+            self.aas, self.s.endpoint_name, self.s.canary_variant, spec, sleep=self.sleep
+        )
         return (
             f"; {self.s.canary_variant} autoscaling registered again "
             f"({spec.min_capacity}..{spec.max_capacity}, {spec.policy_name})"

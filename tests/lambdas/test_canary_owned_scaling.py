@@ -214,3 +214,37 @@ def test_no_answer_to_the_registration_holds_the_canary_stage_then_it_is_taken(
     result = tick(owned, result)
     assert result["last_decision"] == "canary-stage" and result["stage"] == "canary", result
     assert canary_target() == (1, 6) and SPEC.policy_name in canary_policies()
+
+
+def test_a_policy_sent_before_its_target_is_seen_is_sent_again_in_the_same_tick(
+    owned: World,
+) -> None:
+    """Issue 41 finding 5: PutScalingPolicy right after RegisterScalableTarget can answer
+    ObjectNotFoundException while the new target is not yet seen; the controller waits on its
+    own clock and sends it again, and the canary stage goes on in that tick."""
+    result = into_shadow(owned)
+    sw.capture_both(owned)
+    result = until(owned, result, "leave-shadow")
+    real = owned.controller.aas.put_scaling_policy
+    unseen = failing("ObjectNotFoundException", "PutScalingPolicy")
+    answers = [unseen, unseen, real]
+
+    def eventually(**params: Any) -> Any:
+        return answers.pop(0)(**params)
+
+    owned.controller.aas.put_scaling_policy = eventually
+    before = owned.clock.now
+    result = tick(owned, result)
+    assert result["last_decision"] == "canary-stage" and result["stage"] == "canary", result
+    assert answers == [] and SPEC.policy_name in canary_policies()
+    assert owned.clock.now - before >= 1 + 2  # the two pauses, on the controller's clock
+
+
+def test_a_target_that_stays_unseen_fails_the_tick_after_the_pauses(owned: World) -> None:
+    result = into_shadow(owned)
+    sw.capture_both(owned)
+    result = until(owned, result, "leave-shadow")
+    owned.controller.aas.put_scaling_policy = failing("ObjectNotFoundException", "PutScalingPolicy")
+    with pytest.raises(ClientError, match="ObjectNotFoundException"):
+        tick(owned, result)
+    assert weights()["canary"] == 0.0
