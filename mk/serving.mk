@@ -4,6 +4,7 @@
 SERVING_VENV := .venv-serving
 SPY := $(SERVING_VENV)/bin/python
 QUANT_VENV := .venv-quant
+DISTCLEAN_PATHS += $(SERVING_VENV) $(QUANT_VENV)
 QPY := $(QUANT_VENV)/bin/python
 TINY_SRC := build/tiny-src
 TINY_MODEL := build/tiny-model
