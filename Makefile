@@ -111,6 +111,15 @@ test: $(TEST_FIRST) $(TEST_TARGETS) ## get started | every test suite, as CI run
 demo: venv checkov-venv serving-venv quant-venv ## get started | no AWS, no GPU: synth + validate prod, its plan, a tiny model prepared and served (DEMO_PORT=18085)
 	@$(PY) -m tools.demo --make "$(MAKE)"
 
+# A new environment in one step (tools/new_env.py): config/ENV.yaml from config/FROM.yaml with its
+# names renamed, validated before it is written; never over an existing file. ENV must be given
+# (the default, dev, exists). docs/make-it-yours.md: what to change next.
+FROM ?= dev
+.PHONY: new-env
+new-env: venv ## get started | write config/ENV.yaml from config/FROM.yaml (FROM=dev), renamed and validated; never overwrites
+	@$(if $(filter file,$(origin ENV)),echo "new-env: name the new environment: make new-env ENV=staging FROM=$(FROM)" >&2; exit 2)
+	$(PY) -m tools.new_env --env $(ENV) --from $(FROM)
+
 # Each target checks what it needs (tools/preflight.py CHECKS): a target that depends on preflight
 # sets PREFLIGHT_FOR (a target-specific variable, in effect for its prerequisites too).
 preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap and its execution role, quotas, the scaling role and the token secret for ENV

@@ -70,6 +70,8 @@ from typed_config.scaling import ScalingConfig
 from typed_config.shadow import controller_owned_scaling_errors
 from typed_config.yaml_source import LineMap, read_yaml_with_lines
 
+#: An environment's name (``config/<env>.yaml``, part of every stack and resource name).
+ENV_PATTERN = r"^[a-z][a-z0-9]{1,15}$"
 #: Validation-context key under which ``parse_config`` hands DeploymentConfig the architecture it
 #: read from ``model.architecture_file`` (pydantic: ``model_validate(data, context=...)``).
 ARCHITECTURE_CONTEXT = "architecture_from_file"
@@ -85,7 +87,7 @@ FitCheck = Callable[["DeploymentConfig"], list[str]]
 
 class DeploymentConfig(Strict):
     project: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{1,30}$")]
-    env: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{1,15}$")]
+    env: Annotated[str, Field(pattern=ENV_PATTERN)]
     region: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")]
     account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
     #: Fixed endpoint name: autoscaling resource ids, alarms and operators address it by name.
@@ -569,7 +571,35 @@ def read_config(path: Path, *, env: str, fit_checks: Sequence[FitCheck] = ()) ->
     )
 
 
-def config_path(repo_root: Path, env: str) -> Path:
-    if not re.fullmatch(r"[a-z][a-z0-9]{1,15}", env):
-        raise ConfigError(f"env {env!r}: use lowercase letters and digits (e.g. dev, prod)")
+#: How a new environment's config is made from an existing one (tools/new_env.py; Makefile).
+NEW_ENV_COMMAND = "make new-env ENV={env} FROM={source}"
+
+
+def env_config_path(repo_root: Path, env: str) -> Path:
+    """``config/<env>.yaml``, whether or not it exists (``env`` checked: letters and digits)."""
+    if not re.fullmatch(ENV_PATTERN, env):
+        raise ConfigError(
+            f"env {env!r}: 2-16 characters, a lowercase letter then lowercase letters and digits "
+            "(e.g. dev, prod, staging)"
+        )
     return repo_root / "config" / f"{env}.yaml"
+
+
+def existing_envs(repo_root: Path) -> list[str]:
+    """The environments ``config/`` has a file for."""
+    return sorted(p.stem for p in (repo_root / "config").glob("*.yaml"))
+
+
+def config_path(repo_root: Path, env: str) -> Path:
+    """``config/<env>.yaml``; an environment without one is an error naming the command that
+    makes it from an existing environment."""
+    path = env_config_path(repo_root, env)
+    if not path.is_file():
+        envs = existing_envs(repo_root)
+        source = "dev" if "dev" in envs else (envs[0] if envs else "dev")
+        raise ConfigError(
+            f"{path}: no environment {env!r} (config/ has {', '.join(envs) or 'none'}). Make "
+            f"one from an existing environment: {NEW_ENV_COMMAND.format(env=env, source=source)}"
+            " (docs/make-it-yours.md)"
+        )
+    return path

@@ -76,6 +76,7 @@ def test_ci_only_targets_are_in_the_ci_group_not_deploy() -> None:
 def test_distclean_removes_every_venv_node_modules_and_build_and_clean_keeps_them() -> None:
     """make clean removes caches only; make distclean also the venvs (several GiB), whichever
     mk/*.mk defines them, node_modules and build/."""
+
     def removed(target: str) -> set[str]:
         dry = subprocess.run(
             ["make", "-n", "--no-print-directory", target], cwd=REPO, capture_output=True,
