@@ -56,19 +56,32 @@ class Strict(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _empty_section_means_defaults(cls, data: Any) -> Any:
-        """A key written with nothing after it (``model_prep:``, YAML null) where the field
+        """A section written with nothing under it (``model_prep:``, YAML null) where the field
         has a default and takes no null: the default, as if the key were left out."""
         if not isinstance(data, dict):
             return data
-        empty = [
-            key
-            for key, value in data.items()
-            if value is None
-            and key in cls.model_fields
-            and not cls.model_fields[key].is_required()
-            and not _takes_none(cls.model_fields[key].annotation)
-        ]
+        empty = [k for k, v in data.items() if v is None and k in empty_means_default(cls)]
         return {k: v for k, v in data.items() if k not in empty} if empty else data
+
+
+def empty_means_default(model: type[BaseModel]) -> list[str]:
+    """``model``'s sections (a nested model, a list or a mapping) that have a default and take
+    no null: written empty, each means its default (config/schema.json accepts null there)."""
+    return [
+        name
+        for name, field in model.model_fields.items()
+        if not field.is_required()
+        and not _takes_none(field.annotation)
+        and _is_section(field.annotation)
+    ]
+
+
+def _is_section(annotation: Any) -> bool:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (list, dict):
+        return True
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _takes_none(annotation: Any) -> bool:

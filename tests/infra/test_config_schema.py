@@ -241,3 +241,16 @@ def test_a_nested_empty_section_means_its_defaults_and_a_null_that_means_none_st
     assert parse(mutate("engine.context_budget", None)).engine.context_budget == ContextBudget()
     cfg = parse(mutate("scaling.variants.canary.target_tracking", None))
     assert cfg.scaling.variants["canary"].target_tracking is None  # null: no policy, as before
+
+
+def test_the_editor_accepts_an_empty_section_as_the_loader_does(
+    mutate: Any, validator: jsonschema.Draft202012Validator
+) -> None:
+    raw = mutate("model_prep", None)
+    raw["engine"]["context_budget"] = None
+    raw["adapters"][0]["rank"] = None  # a field, not a section: null stays an error in both
+    messages = [".".join(map(str, e.path)) for e in validator.iter_errors(raw)]
+    assert messages == ["adapters.0.rank"]
+    with pytest.raises(ConfigError, match=r"(?m)^  adapters\[manga_domain\]\.rank: ") as err:
+        parse(raw)
+    assert "model_prep" not in str(err.value) and "context_budget" not in str(err.value)
