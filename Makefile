@@ -49,7 +49,7 @@ LINT_TARGETS := lint-infra
 
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean distclean validate preflight prepare-model deploy-model-release
+.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean distclean validate preflight quotas prepare-model deploy-model-release
 
 # Self-documenting: every public target carries `## <group> | <what it does>` on its rule line
 # (here and in mk/*.mk); `make help` lists them by group.
@@ -125,6 +125,9 @@ new-env: venv ## get started | write config/ENV.yaml from config/FROM.yaml (FROM
 preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap and its execution role, quotas, the scaling role and the token secret for ENV
 	$(PY) -m tools.preflight --env $(ENV) --for $(or $(PREFLIGHT_FOR),all)
 
+quotas: venv ## deploy | the SageMaker quotas ENV's plan needs (offline) and the commands that request them
+	@$(PY) -m tools.preflight --env $(ENV) --quotas
+
 diff deploy: PREFLIGHT_FOR := deploy
 diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials; DIFF_METHOD=template: the deployed templates, no change set)
 	npx cdk diff --app "$(PY) app.py" -c env=$(ENV) $(RELEASE_CONTEXT) --output $(OUT) \
@@ -169,6 +172,13 @@ deploy-execution-policy: venv node_modules/.stamp ## deploy | create or update o
 	$(PY) -m tools.preflight --env $(ENV) --for deploy-execution-policy; \
 	npx cdk deploy "$$stack" --exclusively --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) \
 		--require-approval broadening
+
+# The CDK bootstrap of ENV's account and region (tools/bootstrap.py), after deploy-execution-policy:
+# its execution role gets the product's policies (the stack's ExecutionPolicyArns), never
+# AdministratorAccess, and the pinned CLI runs on the venv's Node 24 (PATH above), not the machine's.
+.PHONY: bootstrap
+bootstrap: venv node_modules/.stamp ## deploy | CDK-bootstrap ENV's account/region with its execution policies, the pinned CLI on the venv's Node (after deploy-execution-policy; DRY_RUN=1)
+	$(PY) -m tools.bootstrap --env $(ENV) $(if $(DRY_RUN),--dry-run)
 
 # Once per release inputs: the job image (built and pushed when missing), a SageMaker training job
 # on model_prep.instance_type, progress until it ends; "already published" at once otherwise.
