@@ -1,8 +1,9 @@
 """``make new-env ENV=staging FROM=dev``: write config/staging.yaml from config/dev.yaml.
 
 The new file is the source's text (its comments kept) with the names that must differ between two
-environments of one account renamed: ``env``, ``endpoint_name`` and ``image.repository_name``
-(the source environment's name in them replaced, else ``-<env>`` appended). Every stack name
+environments renamed (:data:`RENAMED`: ``env``, ``endpoint_name``, ``image.repository_name`` and
+a ``model_prep.artifact_bucket`` the source names; the source environment's name in them
+replaced, else ``-<env>`` appended). Every stack name
 derives from ``project`` and ``env`` (typed_config/stack_names.py), so nothing else collides. The
 result is validated like any config (the loader and the capacity model's fit checks) before it is
 written; an existing file is never overwritten. docs/make-it-yours.md says what to change next.
@@ -21,8 +22,14 @@ from tools import REPO_ROOT
 from typed_config import ConfigError, env_config_path, existing_envs, parse_config_data
 from typed_config.yaml_source import parse_yaml_with_lines
 
-#: The fields two environments of one account cannot share: each names an AWS resource.
-RENAMED = (("env",), ("endpoint_name",), ("image", "repository_name"))
+#: The fields two environments cannot share: each names an AWS resource (an S3 bucket's name is
+#: global to every account).
+RENAMED = (
+    ("env",),
+    ("endpoint_name",),
+    ("image", "repository_name"),
+    ("model_prep", "artifact_bucket"),
+)
 GUIDE = "docs/make-it-yours.md"
 
 

@@ -67,10 +67,14 @@ def test_a_source_without_its_env_name_in_a_resource_name_gets_the_env_appended(
     root: Path,
 ) -> None:
     dev = root / "config" / "dev.yaml"
-    dev.write_text(dev.read_text().replace("mangaassist-vllm-dev", "chat"))
+    text = dev.read_text().replace("mangaassist-vllm-dev", "chat")
+    dev.write_text(
+        text.replace("\nmodel_prep:\n", "\nmodel_prep:\n  artifact_bucket: chat-models\n")
+    )
     new_env.new_env(root, env="qa", source_env="dev")
     cfg = load_config(root / "config" / "qa.yaml", env="qa")
     assert (cfg.endpoint_name, cfg.image.repository_name) == ("chat-qa", "chat-qa")
+    assert cfg.model_prep.artifact_bucket == "chat-models-qa"  # a bucket name is global
 
 
 def test_a_result_that_does_not_validate_is_not_written(root: Path) -> None:
