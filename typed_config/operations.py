@@ -42,8 +42,8 @@ class RolloutConfig(Strict):
     """Evidence per step: the canary must have served at least this many invocations since its
     weight last moved (AWS/SageMaker Invocations) before it may take the next step."""
     max_error_rate_increase_percent: Annotated[float, Field(ge=0, le=100)] = 0.5
-    """...and its 5XX rate may exceed the primary's over the same window by at most this many
-    percentage points, or it rolls back."""
+    """The canary's 5XX rate may exceed the primary's over the same window (since its weight last
+    moved) by at most this many percentage points, or it rolls back."""
     evidence_timeout_minutes: Annotated[int, Field(ge=0, le=10080)] = 60
     """After a bake, how long to wait for that evidence before rolling back a silent canary; also
     how long a shift may be held by watched alarms without data."""
@@ -59,8 +59,8 @@ class RolloutConfig(Strict):
     3 of 5 minutes (stacks.constructs.relative_latency). Both variants see the same traffic mix, so
     a slower canary is the release, not the load. None: not watched."""
     latency_ratio_min_invocations_per_minute: Annotated[int, Field(ge=1)] = 20
-    """...counted only in minutes the canary served at least this many invocations (a p99 of a
-    handful of requests is noise)."""
+    """max_latency_ratio counts only minutes in which the canary served at least this many
+    invocations (a p99 of a handful of requests is noise)."""
     shadow: ShadowStage | None = None
     """A shadow stage before the first canary step (typed_config.shadow); None: the release starts
     with the canary, the first request the new build answers is a user's."""
@@ -186,7 +186,8 @@ class MonitoringConfig(Strict):
     """The high-TTFT alarm: time to first token p95 above this, in milliseconds; above what a
     healthy fleet shows at its scaling target (synth checks it)."""
     queue_depth_critical: Annotated[float, Field(gt=0)] = 80
-    """The queue-depth alarm: requests waiting per instance above this."""
+    """The queue-buildup alarm: requests waiting in vLLM's queue per instance (QueueDepth,
+    averaged over the instances) above this."""
     kv_cache_usage_percent: Annotated[float, Field(gt=0, le=100)] = 95
     """The KV-cache pressure alarm: cache usage above this, in percent."""
     prefix_cache_hit_rate_min_percent: Annotated[float, Field(ge=0, lt=100)] = 50
