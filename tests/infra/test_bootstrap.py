@@ -130,3 +130,23 @@ def test_the_preflight_on_an_unbootstrapped_account_names_make_bootstrap(
         f"/cdk-bootstrap/hnb659fds/version): run `make deploy-execution-policy ENV=prod`, then "
         "`make bootstrap ENV=prod` (the product's execution policies, not AdministratorAccess)"
     ]
+
+
+def test_the_clis_own_options_follow_for_a_tooling_account(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """BOOTSTRAP_ARGS (after --): a tooling account trusted to deploy here keeps the product's
+    execution policies (the CLI refuses --trust without explicit ones)."""
+    s = Session(monkeypatch)
+    s.stubs["cloudformation"].add_response("describe_stacks", stack_with(
+        {"ExecutionPolicyArns": ",".join(OURS)}))  # fmt: skip
+    s.stubs["sts"].add_response("get_caller_identity", IDENTITY)
+    s.stubs["iam"].add_client_error("list_attached_role_policies", "NoSuchEntity")
+    ran: list[list[str]] = []
+    argv = ["--env", "prod", "--dry-run", "--", "--trust", "999988887777"]
+    assert bootstrap.main(argv, session=s, run=lambda cmd: ran.append(cmd) or 0) == 0
+    assert ran == []  # a dry run runs nothing
+    out = capsys.readouterr().out
+    assert out.strip().endswith(
+        f"--cloudformation-execution-policies {','.join(OURS)} --trust 999988887777"
+    )
