@@ -1,7 +1,9 @@
 """Write config/schema.json: the JSON Schema of a deployment config, for editors.
 
 Generated from :class:`typed_config.DeploymentConfig` (pydantic's ``model_json_schema()``, JSON
-Schema draft 2020-12), so the schema cannot say anything the loader does not. The YAML files under
+Schema draft 2020-12), so the schema cannot say anything the loader does not: each field's
+description is its docstring (``use_attribute_docstrings``, typed_config.base.Strict), and a section
+written empty takes null as the loader does (:func:`_or_null`). The YAML files under
 config/ name it on their first line (``# yaml-language-server: $schema=...``), which the YAML
 language server (VS Code's Red Hat YAML extension, Neovim, Helix, JetBrains) reads to complete
 keys and flag unknown ones while typing. tests/infra/test_config_schema.py fails when the committed
