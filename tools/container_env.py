@@ -5,13 +5,18 @@ gives the primary variant's container (``stacks.constructs.endpoint.container_en
 one place that builds it), one ``KEY=VALUE`` per line: a ``--env-file`` for docker/podman run.
 ``--set KEY=VALUE`` overrides a variable (``make run-image`` overrides only the tiny model's
 CPU settings). ``--build-args`` prints the Dockerfile's build args from the same config instead
-(``stacks.constructs.image.image_build_args``), as ``--build-arg KEY=VALUE`` lines.
+(``stacks.constructs.image.image_build_args``), as ``--build-arg KEY=VALUE`` lines. ``--get
+KEY`` prints one variable's value: ``make serve-local`` and ``make demo-serve`` give the local
+server the endpoint's DEFAULT_ADAPTER this way, so a request naming no adapter is answered by the
+same adapter on both (``--among DIR``: only an adapter the served model has under DIR; another
+is said on stderr and left out, and the base model answers such requests).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from sizing.fit import load_config
 from stacks.constructs.endpoint import VARIANT_NAMES, container_environment
@@ -46,11 +51,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", choices=VARIANT_NAMES, default=VARIANT_NAMES[0])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--build-args", action="store_true", help="print the build args instead")
+    parser.add_argument("--get", metavar="KEY", help="print only this variable's value")
+    parser.add_argument(
+        "--among", type=Path, metavar="DIR", help="with --get: a name only if DIR/<name> exists"
+    )
     args = parser.parse_args(argv)
     try:
         cfg = load_config(config_path(REPO_ROOT, args.env), env=args.env)
         overrides = parse_overrides(args.set)
-        if args.build_args:
+        if args.get:
+            value = container_environment(cfg, args.variant).get(args.get, "")
+            if value and args.among is not None and not (args.among / value).is_dir():
+                served = sorted(p.name for p in args.among.iterdir()) if args.among.is_dir() else []
+                print(
+                    f"note: config/{args.env}.yaml's {args.get} {value!r} is not among the served "
+                    f"model's {served} ({args.among}): left out, so the base model answers",
+                    file=sys.stderr,
+                )
+                value = ""
+            lines = [value]
+        elif args.build_args:
             lines = [f"--build-arg {line}" for line in env_lines(image_build_args(cfg))]
         else:
             lines = env_lines({**container_environment(cfg, args.variant), **overrides})

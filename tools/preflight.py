@@ -109,10 +109,11 @@ def check(
     client: Callable[[str], Any],
     bootstrap: bool = True,
     identity_out: dict[str, str] | None = None,
+    env: str | None = None,
 ) -> list[str]:
     """The problems found, each one line naming what is missing and how to fix it;
     ``bootstrap``: whether to check the bootstrap; ``identity_out`` receives the caller's
-    ``Account`` and ``Arn``."""
+    ``Account`` and ``Arn``; ``env``: the environment the fix commands name."""
     if session.get_credentials() is None:
         return [NO_CREDENTIALS]
     try:
@@ -135,10 +136,15 @@ def check(
     except ClientError as exc:
         code = error_code(exc)
         if code == "ParameterNotFound":
+            fix = (
+                f"run `make deploy-execution-policy ENV={env}`, then `make bootstrap ENV={env}` "
+                "(the product's execution policies, not AdministratorAccess)"
+                if env
+                else f"run `npx cdk bootstrap aws://{identity.get('Account')}/{region}`"
+            )
             problems.append(
                 f"account {identity.get('Account')} is not CDK-bootstrapped in {region} "
-                f"(no SSM parameter {name}): run `npx cdk bootstrap "
-                f"aws://{identity.get('Account')}/{region}`"
+                f"(no SSM parameter {name}): {fix}"
             )
         else:
             problems.append(f"could not read {name} in {region} ({code}): {exc}")
@@ -162,6 +168,35 @@ def quotas_needed(cfg: DeploymentConfig, checks: frozenset[str] = CHECKS["all"])
         kind = "spot training job usage" if cfg.model_prep.use_spot else "training job usage"
         needed[f"{cfg.model_prep.instance_type} for {kind}"] = 1
     return needed
+
+
+def request_command(region: str, code: str, n: int) -> str:
+    """The AWS CLI command that asks for SageMaker quota ``code`` to be raised to ``n``."""
+    return (
+        f"aws service-quotas request-service-quota-increase --region {region} --service-code "
+        f"sagemaker --quota-code {code} --desired-value {n}"
+    )
+
+
+def quota_report(cfg: DeploymentConfig) -> str:
+    """``make quotas``: every SageMaker quota the plan needs, its figure, and the two commands
+    that raise it (the quota code looked up by its name, then the request). Offline."""
+    lines = [
+        f"config/{cfg.env}.yaml needs these SageMaker quotas in {cfg.region} (Service Quotas; "
+        f"the endpoint's at the plan's peak, a deploy or the shadow stage included; `make "
+        f"preflight ENV={cfg.env}` checks them against the account):"
+    ]
+    needed = sorted(quotas_needed(cfg).items())
+    lines += [f"  {name}: {n}" for name, n in needed]
+    lines.append("To raise one: its quota code by name, then the request (AWS reviews it):")
+    for name, n in needed:
+        lookup = (
+            f"aws service-quotas list-aws-default-service-quotas --region {cfg.region} "
+            f"--service-code sagemaker --query \"Quotas[?QuotaName=='{name}'].QuotaCode\" "
+            "--output text"
+        )
+        lines += [f"  code=$({lookup})", f"  {request_command(cfg.region, '$code', n)}"]
+    return "\n".join(lines)
 
 
 def _quota_values(sq: Any, names: set[str]) -> dict[str, tuple[float, str]]:
@@ -206,9 +241,8 @@ def capacity_check(
         elif have[name][0] < n:
             value, code = have[name]
             problems.append(
-                f"quota '{name}' is {value:g}, the plan needs {n}: `aws service-quotas "
-                f"request-service-quota-increase --region {cfg.region} --service-code sagemaker "
-                f"--quota-code {code} --desired-value {n}`"
+                f"quota '{name}' is {value:g}, the plan needs {n}: "
+                f"`{request_command(cfg.region, code, n)}`"
             )
     if "scaling-role" in checks:
         problems += scaling_role_check(client, notes)
@@ -270,7 +304,8 @@ def execution_role_check(
     wanted = ",".join(keep + [arn for arn in ours if arn not in keep])
     fix = (
         f"create them once with `make deploy-execution-policy ENV={cfg.env}` (your own "
-        f"credentials), then `npx cdk bootstrap aws://{account}/{cfg.region} "
+        f"credentials), then `make bootstrap ENV={cfg.env}`, which runs "
+        f"`npx cdk bootstrap aws://{account}/{cfg.region} "
         f"--cloudformation-execution-policies {wanted}`"
     )
     if admin in attached:
@@ -353,6 +388,9 @@ def main(argv: list[str] | None = None, *, session: Any = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.preflight", description=__doc__)
     parser.add_argument("--env", required=True)
     parser.add_argument("--for", dest="target", choices=sorted(CHECKS), default="all")
+    parser.add_argument(
+        "--quotas", action="store_true", help="print the quotas the plan needs (offline), no check"
+    )
     args = parser.parse_args(argv)
     checks = CHECKS[args.target]
     try:
@@ -360,6 +398,9 @@ def main(argv: list[str] | None = None, *, session: Any = None) -> int:
     except ConfigError as exc:
         print(f"preflight: {exc}", file=sys.stderr)
         return 2
+    if args.quotas:
+        print(quota_report(cfg))
+        return 0
     session = session or boto3.Session(region_name=cfg.region)
 
     def client(name: str) -> Any:
@@ -373,6 +414,7 @@ def main(argv: list[str] | None = None, *, session: Any = None) -> int:
         client=client,
         bootstrap=args.target not in BEFORE_BOOTSTRAP,
         identity_out=caller,
+        env=args.env,
     )
     notes: list[str] = []
     if not problems and "execution-role" in checks:

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
+#: Each field pattern's meaning in words (:func:`worded`): a value that does not match is
+#: reported with these words and the value, never with the regular expression.
+PATTERN_WORDS: dict[str, str] = {}
+
+
+def worded(pattern: str, words: str) -> str:
+    """``pattern``, registered with what a matching value looks like (``words`` completes "is
+    not ..."): the loader's message for a mismatch (loader.error_lines)."""
+    PATTERN_WORDS[pattern] = words
+    return pattern
+
+
 #: A resource-style name (schedules, releases, step policies): becomes part of AWS names.
-NAME_PATTERN = r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$"
+NAME_PATTERN = worded(
+    r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$",
+    "a name of up to 63 letters, digits and dashes starting with a letter, e.g. night-floor",
+)
+
+#: An environment's name (``config/<env>.yaml``, part of every stack and resource name).
+ENV_PATTERN = worded(
+    r"^[a-z][a-z0-9]{1,15}$",
+    "an environment name: 2-16 lowercase letters and digits starting with a letter, e.g. staging",
+)
 
 #: The endpoint's two production variants; every per-variant mapping is keyed by these.
 VariantName = Literal["primary", "canary"]
@@ -20,9 +42,57 @@ class ConfigError(ValueError):
 
 
 class Strict(BaseModel):
-    """Unknown keys are errors (a typo fails synth instead of passing silently); frozen."""
+    """Unknown keys are errors (a typo fails synth instead of passing silently); frozen.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    Each field's docstring (the string right below it) is its description: pydantic's
+    ``use_attribute_docstrings`` puts it in config/schema.json, where editors show it on hover,
+    so the code's documentation and the editor's are one text (tests/infra/test_config_schema.py
+    fails on a field without one)."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, str_strip_whitespace=True, use_attribute_docstrings=True
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_section_means_defaults(cls, data: Any) -> Any:
+        """A section written with nothing under it (``model_prep:``, YAML null) where the field
+        has a default and takes no null: the default, as if the key were left out."""
+        if not isinstance(data, dict):
+            return data
+        empty = [k for k, v in data.items() if v is None and k in empty_means_default(cls)]
+        return {k: v for k, v in data.items() if k not in empty} if empty else data
+
+
+def empty_means_default(model: type[BaseModel]) -> list[str]:
+    """``model``'s sections (a nested model, a list or a mapping) that have a default and take
+    no null: written empty, each means its default (config/schema.json accepts null there)."""
+    return [
+        name
+        for name, field in model.model_fields.items()
+        if not field.is_required()
+        and not _takes_none(field.annotation)
+        and _is_section(field.annotation)
+    ]
+
+
+def _is_section(annotation: Any) -> bool:
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (list, dict):
+        return True
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _takes_none(annotation: Any) -> bool:
+    """Whether a field's annotation accepts None (``X | None``, ``Optional[X]``)."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if annotation is None or annotation is type(None):
+        return True
+    if get_origin(annotation) in (Union, types.UnionType):
+        return any(_takes_none(a) for a in get_args(annotation))
+    return False
 
 
 #: Validation-context key of the loader's second pass: rules within one section are skipped, so

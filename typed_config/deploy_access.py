@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from typed_config.base import Strict
+from typed_config.base import Strict, worded
 
 #: A GitHub owner (user or organization): letters, digits and single inner hyphens, at most 39
 #: characters; a repository name: letters, digits, ``.``, ``_``, ``-``, at most 100, never
@@ -32,7 +32,15 @@ _SCHEMA_REPOSITORY = r"^[A-Za-z0-9]+(-[A-Za-z0-9]+)*/[A-Za-z0-9._-]{1,100}$"
 #: A GitHub environment name as it appears in the subject claim. GitHub allows more (spaces,
 #: up to 255 characters); this keeps names that no IAM or shell quoting can misread: no ``*``
 #: or ``?`` (wildcards under StringLike), no ``:`` (the claim's separator).
-GitHubEnvironment = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")]
+GitHubEnvironment = Annotated[
+    str,
+    Field(
+        pattern=worded(
+            r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+            "a GitHub environment name: up to 100 letters, digits, dots, _ and -, e.g. prod",
+        )
+    ),
+]
 
 
 class ImmutableIds(Strict):
@@ -44,33 +52,35 @@ class ImmutableIds(Strict):
     The ids never change and are never reused, so a renamed or recreated name cannot match."""
 
     owner_id: Annotated[int, Field(ge=1)]
+    """The numeric id of the repository's owner (GitHub's API: ``owner.id``)."""
     repository_id: Annotated[int, Field(ge=1)]
+    """The repository's numeric id (GitHub's API: ``id``)."""
 
 
 class DeployAccessConfig(Strict):
     """The GitHub Actions deploy role of this environment (DeployAccessStack)."""
 
-    #: The repository whose workflows deploy: OWNER/NAME, spelled as GitHub shows it (the
-    #: subject claim carries it, and the trust policy compares it exactly). The pattern is for
-    #: editors (config/schema.json); the validator below is the rule, with its message.
     repository: Annotated[str, Field(json_schema_extra={"pattern": _SCHEMA_REPOSITORY})]
-    #: ``create``: this environment's stack creates the account's GitHub OIDC provider;
-    #: ``existing``: it imports the one already there. IAM holds one provider per URL per
-    #: account, so where dev and prod share an account exactly one of them says ``create``
-    #: (deploy that one first), and every other says ``existing``.
+    """The repository whose workflows deploy: OWNER/NAME, spelled as GitHub shows it (the subject
+    claim carries it, and the trust policy compares it exactly). The pattern is for editors
+    (config/schema.json); the validator below is the rule, with its message."""
     oidc_provider: Literal["create", "existing"]
-    #: The GitHub environments whose jobs may assume the role, each an exact subject
-    #: (default: the config's env name). Prod typically lists the canary deploy's environment
-    #: and the promotion's, e.g. [prod, prod-promote], each with its own required reviewers.
+    """``create``: this environment's stack creates the account's GitHub OIDC provider;
+    ``existing``: it imports the one already there. IAM holds one provider per URL per account, so
+    where dev and prod share an account exactly one of them says ``create`` (deploy that one first),
+    and every other says ``existing``."""
     github_environments: (
         Annotated[list[GitHubEnvironment], Field(min_length=1, max_length=10)] | None
     ) = None
-    #: Set when the repository emits immutable subject claims (see ImmutableIds).
+    """The GitHub environments whose jobs may assume the role, each an exact subject (default: the
+    config's env name). Prod typically lists the canary deploy's environment and the promotion's,
+    e.g. [prod, prod-promote], each with its own required reviewers."""
     immutable_ids: ImmutableIds | None = None
-    #: A floor for the role's MaxSessionDuration (IAM allows 1 to 12 hours). The role gets at
-    #: least the longest session its release jobs ask for (sizing/release_jobs.py: each job's
-    #: bound from its steps' own limits), so this is only for a longer hand-run session.
+    """Set when the repository emits immutable subject claims (see ImmutableIds)."""
     max_session_hours: Annotated[int, Field(ge=1, le=12)] = 1
+    """A floor for the role's MaxSessionDuration (IAM allows 1 to 12 hours). The role gets at least
+    the longest session its release jobs ask for (sizing/release_jobs.py: each job's bound from its
+    steps' own limits), so this is only for a longer hand-run session."""
 
     @field_validator("repository")
     @classmethod

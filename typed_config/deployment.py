@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from typed_config.base import Strict, VariantName, section_rule
 from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message
+from typed_config.model import IMAGE_TAG
 
 #: Bytes of request body per token of an English system prompt: Llama 3's tokenizer encodes
 #: English at about 4 characters per token (Meta, "The Llama 3 Herd of Models", 2024, Model
@@ -72,11 +73,13 @@ class RoutingConfig(Strict):
     """
 
     strategy: Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"]
-    #: PREFIX_AWARE only: bytes from the start of the request body that pick the instance.
+    """SageMaker's routing strategy: ``LEAST_OUTSTANDING_REQUESTS``, ``RANDOM`` or ``PREFIX_AWARE``
+    (the same prompt prefix to the same instance)."""
     prefix_length_bytes: Annotated[int, Field(ge=1024, le=65536)] | None = None
-    #: PREFIX_AWARE only: in-flight requests on the prefix-selected instance before a request
-    #: goes to an instance with more capacity.
+    """PREFIX_AWARE only: bytes from the start of the request body that pick the instance."""
     concurrency_threshold: Annotated[int, Field(ge=1, le=1024)] | None = None
+    """PREFIX_AWARE only: in-flight requests on the prefix-selected instance before a request goes
+    to an instance with more capacity."""
 
     @section_rule
     def _prefix_fields_with_prefix_aware(self) -> RoutingConfig:
@@ -128,10 +131,15 @@ class PoolEngine(Strict):
     with them (sizing.capacity.estimate on the pool's GPU)."""
 
     gpu_memory_utilization: Annotated[float, Field(gt=0.1, le=0.98)] | None = None
+    """This pool's engine.gpu_memory_utilization (0.1-0.98); omitted: the variant's."""
     max_num_seqs: Annotated[int, Field(ge=1, le=1024)] | None = None
+    """This pool's engine.max_num_seqs; omitted: the variant's."""
     max_num_batched_tokens: Annotated[int, Field(ge=256)] | None = None
+    """This pool's engine.max_num_batched_tokens; omitted: the variant's."""
     enforce_eager: bool | None = None
+    """This pool's engine.enforce_eager; omitted: the variant's."""
     admission_max_inflight: Annotated[int, Field(ge=1)] | None = None
+    """This pool's engine.admission_max_inflight; omitted: the variant's."""
 
     def overrides(self) -> dict[str, object]:
         """The fields this pool sets, as ``{field: value}`` (empty: the variant's engine)."""
@@ -152,9 +160,12 @@ class InstancePool(Strict):
     """
 
     instance_type: str
+    """The pool's SageMaker instance type (ml.<family>.<size>), one of the instance catalog's."""
     priority: Annotated[int, Field(ge=1, le=5)]
-    #: Engine settings for this pool's GPU; omitted fields are the variant's ``engine``.
+    """1 (tried first) to 5: SageMaker provisions from the lowest number and falls back in order on
+    insufficient capacity."""
     engine: PoolEngine = PoolEngine()
+    """Engine settings for this pool's GPU; omitted fields are the variant's ``engine``."""
 
     _known_instance = field_validator("instance_type")(_catalog_type)
 
@@ -192,15 +203,21 @@ class VariantConfig(Strict):
     model_config = ConfigDict(**Strict.model_config, json_schema_extra=_type_or_pools)
 
     instance_type: str
+    """The variant's SageMaker instance type (e.g. ml.g6e.xlarge), one of the instance catalog's;
+    with instance_pools, the first pool's (may be omitted)."""
     initial_instance_count: Annotated[int, Field(ge=1, le=100)]
+    """Instances the variant starts with (1-100); a deploy keeps the live count unless
+    deployment.reset_on_update says otherwise."""
     initial_weight: Annotated[float, Field(ge=0, le=100)]
-    #: Image tag override for this variant (the canary often runs a newer tag).
-    image_tag: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")] | None = None
+    """The variant's share of traffic relative to the other's (0-100); 0: it serves no users until
+    the canary controller gives it a share."""
+    image_tag: Annotated[str, Field(pattern=IMAGE_TAG)] | None = None
+    """Image tag override for this variant (the canary often runs a newer tag)."""
     volume_size_gb: Annotated[int, Field(ge=1, le=512)] | None = None
-    #: How SageMaker spreads this variant's requests over its instances (absent: random).
+    """The ML storage volume per instance in GB (1-512); omitted: SageMaker's default for the type
+    (types with NVMe take none)."""
     routing: RoutingConfig | None = None
-    #: Instance types by priority that SageMaker falls back through on insufficient capacity
-    #: (ProductionVariant.InstancePools); absent: ``instance_type`` alone.
+    """How SageMaker spreads this variant's requests over its instances (absent: random)."""
     instance_pools: (
         Annotated[
             list[InstancePool],
@@ -208,13 +225,15 @@ class VariantConfig(Strict):
         ]
         | None
     ) = None
-    #: VariantInstanceProvisionTimeoutInSeconds: "The timeout value, in seconds, for
-    #: provisioning instances for the production variant. When SageMaker encounters an
-    #: insufficient capacity error while provisioning instances, it retries with the next
-    #: instance pool (if configured) or waits until the timeout expires. This timeout applies
-    #: only to capacity provisioning and does not include the time for model download or
-    #: container startup. Valid values: 300 to 3600" (API reference, ProductionVariant).
+    """Instance types by priority that SageMaker falls back through on insufficient capacity
+    (ProductionVariant.InstancePools); absent: ``instance_type`` alone."""
     provision_timeout_seconds: Annotated[int, Field(ge=300, le=3600)] | None = None
+    """VariantInstanceProvisionTimeoutInSeconds: "The timeout value, in seconds, for provisioning
+    instances for the production variant. When SageMaker encounters an insufficient capacity error
+    while provisioning instances, it retries with the next instance pool (if configured) or waits
+    until the timeout expires. This timeout applies only to capacity provisioning and does not
+    include the time for model download or container startup. Valid values: 300 to 3600" (API
+    reference, ProductionVariant)."""
 
     _known_instance = field_validator("instance_type")(_catalog_type)
 
@@ -297,7 +316,9 @@ class VariantConfig(Strict):
 
 class Variants(Strict):
     primary: VariantConfig
+    """The variant that serves most traffic."""
     canary: VariantConfig
+    """The variant a new release goes to first (the canary controller moves its weight)."""
 
     def __getitem__(self, name: VariantName) -> VariantConfig:
         """``cfg.variants[name]``: the variant's config by its name."""
@@ -331,12 +352,16 @@ class TrafficShift(Strict):
     SageMaker accepts for which fleet is checked by :func:`guardrail_step_errors`."""
 
     type: Literal["canary", "linear", "all_at_once"] = "canary"
-    #: CAPACITY_PERCENT of the new fleet shifted per step (canary size or linear step);
-    #: 10 when neither this nor step_instances is given.
+    """``canary``: one step then the rest; ``linear``: equal steps; ``all_at_once``: the whole new
+    fleet at once."""
     step_percent: Annotated[int, Field(ge=1, le=99)] | None = None
-    #: INSTANCE_COUNT per step instead of step_percent (one whole instance is the smallest canary).
+    """CAPACITY_PERCENT of the new fleet shifted per step (canary size or linear step); 10 when
+    neither this nor step_instances is given."""
     step_instances: Annotated[int, Field(ge=1, le=100)] | None = None
+    """INSTANCE_COUNT per step instead of step_percent (one whole instance is the smallest
+    canary)."""
     wait_interval_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
+    """Seconds between traffic shift steps (the alarms are watched meanwhile)."""
 
     @section_rule
     def _one_size(self) -> TrafficShift:
@@ -377,21 +402,28 @@ class DeploymentPolicy(Strict):
     """Blue/green update policy and the auto-rollback alarms (SageMaker DeploymentConfig)."""
 
     traffic_shift: TrafficShift = TrafficShift()
+    """How traffic moves from the old (blue) fleet to the new (green) one."""
     termination_wait_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
+    """Seconds the old fleet is kept after all traffic moved, for a rollback without waiting on
+    instances."""
     max_execution_timeout_seconds: Annotated[int, Field(ge=600, le=14400)] = 3600
-    #: Rollback when 5XX errors per minute exceed this for 2 of 3 minutes.
+    """Seconds a blue/green deploy may take in all (600-14400): the traffic shift plus the
+    termination wait must fit."""
     rollback_5xx_errors_per_minute: Annotated[int, Field(ge=1)] = 5
-    #: Rollback when ModelLatency p99 exceeds this. Not the latency SLO (monitoring.slo_*): a
-    #: regression signal the healthy fleet must stay under, so synth refuses a value below the
-    #: speed model's p99 at the scaling target x 1.25 (sizing/speed_plan.py): 17.5 s on an
-    #: ml.g5.xlarge for the typical request under Poisson arrivals, so 22 s.
+    """Rollback when 5XX errors per minute exceed this for 2 of 3 minutes."""
     rollback_model_latency_p99_ms: Annotated[int, Field(ge=10)] = 22000
+    """Rollback when ModelLatency p99 exceeds this. Not the latency SLO (monitoring.slo_*): a
+    regression signal the healthy fleet must stay under, so synth refuses a value below the speed
+    model's p99 at the scaling target x 1.25 (sizing/speed_plan.py): 17.5 s on an ml.g5.xlarge for
+    the typical request under Poisson arrivals, so 22 s."""
     startup_health_check_timeout_seconds: Annotated[int, Field(ge=60, le=3600)] = 600
-    #: What a deploy resets to the EndpointConfig's initial values. Empty (the default): every
-    #: deploy keeps the live instance counts and weights (RetainAllVariantProperties). Reset on
-    #: purpose, e.g. DesiredWeight for the deploy that promotes a canary (``make deploy
-    #: RESET=DesiredWeight`` sets it for one deploy); see sizing.update_semantics.
+    """Seconds a new instance has to pass /ping (ContainerStartupHealthCheckTimeoutInSeconds): image
+    pull, model load, adapters and warmup."""
     reset_on_update: list[VariantProperty] = []
+    """What a deploy resets to the EndpointConfig's initial values. Empty (the default): every
+    deploy keeps the live instance counts and weights (RetainAllVariantProperties). Reset on
+    purpose, e.g. DesiredWeight for the deploy that promotes a canary (``make deploy
+    RESET=DesiredWeight`` sets it for one deploy); see sizing.update_semantics."""
 
     @field_validator("reset_on_update")
     @classmethod

@@ -47,7 +47,9 @@ class BestEffort(Strict):
     prints it with its reason."""
 
     scenario: ScenarioName
+    """The scenario (one of fleet.scenarios) the config accepts missing."""
     reason: Annotated[str, Field(min_length=12)]
+    """Why missing it is accepted (printed with the plan)."""
 
 
 class MeasuredHitRate(Strict):
@@ -55,22 +57,29 @@ class MeasuredHitRate(Strict):
     vllm:prefix_cache_queries_total), used instead of the routing simulation's."""
 
     rate: Annotated[float, Field(ge=0, lt=1)]
+    """The measured hit rate, 0 to below 1."""
     source: Annotated[str, Field(min_length=12)]
+    """Where and when it was measured (printed with the plan)."""
 
 
 class FleetConfig(Strict):
     scenarios: Annotated[list[ScenarioName], Field(min_length=1)] = list(DEFAULT_SCENARIOS)
+    """The traffic scenarios the capacity gate replays against the fleet."""
     slos: Annotated[list[GateSlo], Field(min_length=1)] = list(GATE_SLOS)
+    """The SLOs the gate holds in every minute of every scenario (limits from monitoring.slo_*;
+    ``rejected``: no 429)."""
     best_effort: list[BestEffort] = []
-    #: None: the routing simulation's figure for the configured routing (sizing/prefix_hit_rate.py).
+    """Scenarios the config accepts missing, each with its reason: reported, not failed."""
     prefix_cache_hit_rate: MeasuredHitRate | None = None
-    #: The share of the scenarios' traffic (the brief's prod traffic) this environment serves:
-    #: every scenario's request rates are multiplied by it (dev: the team's own tests).
+    """None: the routing simulation's figure for the configured routing
+    (sizing/prefix_hit_rate.py)."""
     traffic_share: Annotated[float, Field(gt=0, le=10)] = 1.0
-    #: Instance types the solver tries; empty: every catalog type whose GPU holds the model.
+    """The share of the scenarios' traffic (the brief's prod traffic) this environment serves: every
+    scenario's request rates are multiplied by it (dev: the team's own tests)."""
     candidates: list[str] = []
-    #: The budget the plan and the solver print the cost beside (USD per month), if any.
+    """Instance types the solver tries; empty: every catalog type whose GPU holds the model."""
     budget_usd_per_month: Annotated[float, Field(gt=0)] | None = None
+    """The budget the plan and the solver print the cost beside (USD per month), if any."""
 
     @section_rule
     def _each_once(self) -> FleetConfig:

@@ -29,11 +29,14 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from typed_config.base import (
+    ENV_PATTERN,
+    PATTERN_WORDS,
     SECTION_RULES_OFF,
     VARIANT_NAMES,
     ConfigError,
     Strict,
     VariantName,
+    worded,
 )
 from typed_config.bedrock import BedrockConfig, bedrock_errors
 from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message
@@ -77,6 +80,21 @@ from typed_config.scaling import ScalingConfig
 from typed_config.shadow import controller_owned_scaling_errors
 from typed_config.yaml_source import LineMap, read_yaml_with_lines
 
+_PROJECT = worded(
+    r"^[a-z][a-z0-9-]{1,30}$",
+    "a project name: 2-31 lowercase letters, digits and dashes starting with a letter, e.g. shop",
+)
+_REGION = worded(
+    r"^[a-z]{2}(-[a-z]+)+-\d$",
+    "an AWS region code: two letters, a place and a digit, e.g. us-east-1, eu-west-2 or "
+    "ap-northeast-1",
+)
+_ACCOUNT = worded(r"^\d{12}$", "a 12-digit AWS account id, e.g. 123456789012")
+_ENDPOINT_NAME = worded(
+    r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
+    "a SageMaker endpoint name: up to 63 letters, digits and dashes, starting and ending with a "
+    "letter or digit, e.g. shop-vllm-prod",
+)
 #: Validation-context key under which ``parse_config`` hands DeploymentConfig the architecture it
 #: read from ``model.architecture_file`` (pydantic: ``model_validate(data, context=...)``).
 ARCHITECTURE_CONTEXT = "architecture_from_file"
@@ -94,42 +112,75 @@ FitCheck = Callable[["DeploymentConfig"], list[str]]
 
 
 class DeploymentConfig(Strict):
-    project: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{1,30}$")]
-    env: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{1,15}$")]
-    region: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")]
-    account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
-    #: Fixed endpoint name: autoscaling resource ids, alarms and operators address it by name.
-    endpoint_name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]
+    project: Annotated[str, Field(pattern=_PROJECT)]
+    """The product's name: the first part of every stack and resource name
+    (``<project>-<env>-...``); 2-31 lowercase letters, digits and dashes, starting with a letter."""
+    env: Annotated[str, Field(pattern=ENV_PATTERN)]
+    """This environment's name: must match the file's (``config/<env>.yaml``); omitted, the loader
+    takes the file's. 2-16 lowercase letters and digits, starting with a letter."""
+    region: Annotated[str, Field(pattern=_REGION)]
+    """The AWS region the stacks deploy to, e.g. ``us-east-1``, ``eu-west-2``,
+    ``ap-northeast-1``."""
+    account: Annotated[str, Field(pattern=_ACCOUNT)] | None = None
+    """The 12-digit AWS account id the stacks may deploy to; omitted: the account of the credentials
+    at deploy time."""
+    endpoint_name: Annotated[str, Field(pattern=_ENDPOINT_NAME)]
+    """Fixed endpoint name: autoscaling resource ids, alarms and operators address it by name."""
     model: BaseModelConfig
+    """The base model: where it comes from, its revision, quantization and architecture (the
+    capacity model sizes the GPU from it)."""
     adapters: Annotated[list[AdapterConfig], Field(max_length=64)] = []
+    """The LoRA adapters baked into the image, at most 64; every one is loaded on every GPU at once
+    (engine.max_loras slots) and shares one rank."""
     default_adapter: str | None = None
+    """The adapter that answers a request naming none (no adapter header, no body ``model``), on the
+    endpoint and on the local server; one of ``adapters``. Omitted: the base model answers."""
     engine: EngineConfig = EngineConfig()
+    """The vLLM engine's settings (each maps to one ``vllm serve`` flag or serving variable);
+    omitted fields take the container's defaults."""
     image: ImageConfig = ImageConfig()
+    """The serving image: built from container/ by CDK, or an existing tag in
+    ``repository_name``."""
     model_prep: ModelPrepConfig = ModelPrepConfig()
+    """The model preparation job (``make prepare-model``: fetch, quantize, quality gate, manifest)
+    and its artifact bucket. Empty or omitted: the defaults."""
     variants: Variants
+    """The endpoint's two production variants, ``primary`` and ``canary``: instance type, counts,
+    weights."""
     deployment: DeploymentPolicy = DeploymentPolicy()
+    """How a deploy replaces the variants (SageMaker's blue/green DeploymentConfig) and the alarms
+    that roll it back."""
     scaling: ScalingConfig
+    """Autoscaling per variant (bounds, target tracking, step policies), recurring schedules and the
+    release calendar."""
     rollout: RolloutConfig = RolloutConfig()
+    """The canary rollout the canary controller drives (``make canary-start``): steps, bake time,
+    evidence, the optional shadow stage."""
     smoke_gate: SmokeGateConfig = SmokeGateConfig()
+    """The post-deploy smoke gate: a request to every adapter before a deploy counts as done; a
+    failure rolls the deploy back."""
     notifications: NotificationConfig = NotificationConfig()
+    """Who is told (SNS e-mail subscriptions) when an alarm fires or a rollout ends."""
     monitoring: MonitoringConfig = MonitoringConfig()
-    #: The scenarios and SLOs the capacity gate holds the fleet to (typed_config/fleet.py).
+    """Alarm thresholds and SLO targets; the SLOs also drive the scaling target and the capacity
+    gate."""
     fleet: FleetConfig = FleetConfig()
-    #: The GitHub Actions deploy role (DeployAccessStack); absent: no such stack.
+    """The scenarios and SLOs the capacity gate holds the fleet to (typed_config/fleet.py)."""
     deploy_access: DeployAccessConfig | None = None
-    #: Where this environment's releases come from (typed_config/promotion.py); absent: the
-    #: release workflow builds them for this environment.
+    """The GitHub Actions deploy role (DeployAccessStack); absent: no such stack."""
     promotion: PromotionConfig | None = None
-    #: Bedrock Custom Model Import as a second target (typed_config/bedrock.py); off by default.
+    """Where this environment's releases come from (typed_config/promotion.py); absent: the release
+    workflow builds them for this environment."""
     bedrock: BedrockConfig = BedrockConfig()
-    #: The architecture read from ``model.architecture_file``: handed over by the loader in the
-    #: validation context (``ARCHITECTURE_CONTEXT``), never a field, so no YAML file can set it
-    #: and the JSON schema (config/schema.json) does not offer it.
+    """Bedrock Custom Model Import as a second target (typed_config/bedrock.py); off by default."""
     _file_architecture: ModelArchitecture | None = PrivateAttr(default=None)
-    #: The fit checks handed in by the validation context (``FIT_CHECKS_CONTEXT``).
+    """The architecture read from ``model.architecture_file``: handed over by the loader in the
+    validation context (``ARCHITECTURE_CONTEXT``), never a field, so no YAML file can set it and the
+    JSON schema (config/schema.json) does not offer it."""
     _fit_checks: tuple[FitCheck, ...] = PrivateAttr(default=())
-    #: The file it was read from (``parse_config_data``): what a later rule's error names.
+    """The fit checks handed in by the validation context (``FIT_CHECKS_CONTEXT``)."""
     _source: ConfigSource | None = PrivateAttr(default=None)
+    """The file it was read from (``parse_config_data``): what a later rule's error names."""
 
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> DeploymentConfig:
@@ -521,12 +572,21 @@ def _did_you_mean(errors: list[ErrorDetails]) -> list[ErrorDetails]:
     return [e for e in out if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
 
 
+def _in_words(e: ErrorDetails) -> str:
+    """The error's message; a value that does not match its field's pattern is told what a valid
+    one looks like (``PATTERN_WORDS``), not shown the regular expression."""
+    words = PATTERN_WORDS.get(str((e.get("ctx") or {}).get("pattern")))
+    if e["type"] == "string_pattern_mismatch" and words:
+        return f"{e['input']!r} is not {words}"
+    return e["msg"]
+
+
 def error_lines(errors: list[ErrorDetails]) -> list[str]:
     """``loc: why`` per error; a validator that found several reports them one per line."""
     out: list[str] = []
     for e in _did_you_mean(errors):
         base = ".".join(str(p) for p in e["loc"])
-        for msg in e["msg"].removeprefix("Value error, ").split("\n"):
+        for msg in _in_words(e).removeprefix("Value error, ").split("\n"):
             loc = base
             blamed = _FIELD_PREFIX.match(msg)
             if blamed:
@@ -619,7 +679,35 @@ def read_config(path: Path, *, env: str, fit_checks: Sequence[FitCheck] = ()) ->
     )
 
 
-def config_path(repo_root: Path, env: str) -> Path:
-    if not re.fullmatch(r"[a-z][a-z0-9]{1,15}", env):
-        raise ConfigError(f"env {env!r}: use lowercase letters and digits (e.g. dev, prod)")
+#: How a new environment's config is made from an existing one (tools/new_env.py; Makefile).
+NEW_ENV_COMMAND = "make new-env ENV={env} FROM={source}"
+
+
+def env_config_path(repo_root: Path, env: str) -> Path:
+    """``config/<env>.yaml``, whether or not it exists (``env`` checked: letters and digits)."""
+    if not re.fullmatch(ENV_PATTERN, env):
+        raise ConfigError(
+            f"env {env!r}: 2-16 characters, a lowercase letter then lowercase letters and digits "
+            "(e.g. dev, prod, staging)"
+        )
     return repo_root / "config" / f"{env}.yaml"
+
+
+def existing_envs(repo_root: Path) -> list[str]:
+    """The environments ``config/`` has a file for."""
+    return sorted(p.stem for p in (repo_root / "config").glob("*.yaml"))
+
+
+def config_path(repo_root: Path, env: str) -> Path:
+    """``config/<env>.yaml``; an environment without one is an error naming the command that
+    makes it from an existing environment."""
+    path = env_config_path(repo_root, env)
+    if not path.is_file():
+        envs = existing_envs(repo_root)
+        source = "dev" if "dev" in envs else (envs[0] if envs else "dev")
+        raise ConfigError(
+            f"{path}: no environment {env!r} (config/ has {', '.join(envs) or 'none'}). Make "
+            f"one from an existing environment: {NEW_ENV_COMMAND.format(env=env, source=source)}"
+            " (docs/make-it-yours.md)"
+        )
+    return path

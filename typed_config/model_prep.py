@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from typed_config.base import Strict, section_rule
+from typed_config.base import Strict, section_rule, worded
 
 #: CreateTrainingJob StoppingCondition: MaxRuntimeInSeconds is at most 28 days (SageMaker API
 #: reference, StoppingCondition).
@@ -23,7 +23,29 @@ MAX_TRAINING_RUNTIME_SECONDS = 28 * 24 * 3600
 #: ``build/model-artifacts/<version>/`` in the clone (parents[1]: typed_config/ sits at its root),
 #: the image build's ``model-artifact`` context.
 ARTIFACTS_DIR = Path(__file__).resolve().parents[1] / "build" / "model-artifacts"
-_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+_BUCKET = worded(
+    r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$",
+    "an S3 bucket name: 3-63 lowercase letters, digits, dots and dashes, starting and ending with "
+    "a letter or digit, e.g. shop-models-123456789012 (a name, not an s3:// URI)",
+)
+
+_INSTANCE_TYPE = worded(
+    r"^ml\.[a-z0-9]+\.[a-z0-9]+$", "a SageMaker instance type, e.g. ml.g6e.xlarge or ml.g5.2xlarge"
+)
+_PREFIX = worded(
+    r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$",
+    "an S3 key prefix of up to 201 letters, digits, dots, _, - and /, without a leading /, e.g. "
+    "models or teams/shop/models",
+)
+_SECRET = worded(
+    r"^[A-Za-z0-9/_+=.@-]{1,512}$",
+    "a Secrets Manager secret name: letters, digits and /_+=.@-, e.g. shop/hf-token",
+)
+_JOB_IMAGE = worded(
+    r"^[0-9]{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9._/-]+:[A-Za-z0-9_.-]+$",
+    "an ECR image URI with its tag: <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag>, "
+    "e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/shop-vllm:model-prep-1",
+)
 
 
 class ModelPrepConfig(Strict):
@@ -38,30 +60,33 @@ class ModelPrepConfig(Strict):
     working space, x1.5.
     """
 
-    instance_type: Annotated[str, Field(pattern=r"^ml\.[a-z0-9]+\.[a-z0-9]+$")] = "ml.g6e.xlarge"
+    instance_type: Annotated[str, Field(pattern=_INSTANCE_TYPE)] = "ml.g6e.xlarge"
+    """The SageMaker training instance the preparation job runs on (``ml.<family>.<size>``, e.g.
+    ml.g6e.xlarge): its GPU must hold the bf16 model for the quality gate."""
     volume_size_gb: Annotated[int, Field(ge=30, le=16384)] = 40
+    """The job's EBS volume in GB: the bf16 base, the quantized result and working space."""
     max_runtime_seconds: Annotated[int, Field(ge=600, le=MAX_TRAINING_RUNTIME_SECONDS)] = 4500
-    #: Managed spot training: cheaper, may wait for capacity; max_wait_seconds bounds it.
+    """The job's time limit in seconds (SageMaker StoppingCondition MaxRuntimeInSeconds)."""
     use_spot: bool = False
+    """Managed spot training: cheaper, may wait for capacity; max_wait_seconds bounds it."""
     max_wait_seconds: Annotated[int, Field(ge=600, le=MAX_TRAINING_RUNTIME_SECONDS)] | None = None
-    #: The bucket the ModelReleaseStack creates (default ``<project>-<env>-models-<account>``).
+    """With use_spot: seconds to wait for spot capacity and run, together (MaxWaitTimeInSeconds, at
+    least max_runtime_seconds)."""
     artifact_bucket: Annotated[str, Field(pattern=_BUCKET)] | None = None
-    artifact_prefix: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,200}$")] = (
-        "models"
-    )
-    #: Secrets Manager secret (name) with the Hugging Face token for gated base models.
-    hf_token_secret: Annotated[str, Field(pattern=r"^[A-Za-z0-9/_+=.@-]{1,512}$")] | None = None
-    #: The job image (an ECR URI); default: built from container/Dockerfile.model-prep and
-    #: pushed to the serving repository as ``model-prep-<digest>``.
+    """The bucket the ModelReleaseStack creates (default ``<project>-<env>-models-<account>``)."""
+    artifact_prefix: Annotated[str, Field(pattern=_PREFIX)] = "models"
+    """Key prefix of the model releases in the artifact bucket (``<prefix>/<version>/``)."""
+    hf_token_secret: Annotated[str, Field(pattern=_SECRET)] | None = None
+    """Secrets Manager secret (name) with the Hugging Face token for gated base models."""
     job_image: (
         Annotated[
             str,
-            Field(
-                pattern=r"^[0-9]{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/[a-z0-9._/-]+:[A-Za-z0-9_.-]+$"
-            ),
+            Field(pattern=_JOB_IMAGE),
         ]
         | None
     ) = None
+    """The job image (an ECR URI); default: built from container/Dockerfile.model-prep and pushed to
+    the serving repository as ``model-prep-<digest>``."""
 
     @section_rule
     def _spot_wait(self) -> ModelPrepConfig:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from typed_config.base import Strict, section_rule
+from typed_config.base import Strict, section_rule, worded
 from typed_config.instance_start import ASSUMED_READY_SECONDS
 from typed_config.shadow import ShadowStage
 
@@ -23,41 +23,47 @@ ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS = 1
 #: RUNNING rollout rolls back, and a rollback (after its capacity wait) ends FAILED and says so.
 UPDATING_WAIT_INSTANCE_STARTS = 2
 
+_EMAIL = worded(r"^[^@\s]+@[^@\s]+\.[^@\s]+$", "an e-mail address, e.g. oncall@example.com")
+
 
 class RolloutConfig(Strict):
     """Progressive canary rollout driven by the canary controller Lambda."""
 
     steps_percent: Annotated[list[int], Field(min_length=1)] = [5, 25, 50, 75, 100]
+    """The canary's traffic share at each step, in percent, rising to 100."""
     bake_minutes: Annotated[int, Field(ge=1, le=10080)] = 60
+    """Minutes each step is held while the alarms are watched, before the next (1-10080)."""
     check_interval_minutes: Annotated[int, Field(ge=1, le=60)] = 5
+    """Minutes between the canary controller's checks (1-60)."""
     extra_alarm_names: list[str] = []
-    #: Evidence per step: the canary must have served at least this many invocations since its
-    #: weight last moved (AWS/SageMaker Invocations) before it may take the next step.
+    """Names of further CloudWatch alarms whose ALARM rolls the canary back (beside the product's
+    own)."""
     min_canary_invocations_per_step: Annotated[int, Field(ge=1)] = 100
-    #: ...and its 5XX rate may exceed the primary's over the same window by at most this many
-    #: percentage points, or it rolls back.
+    """Evidence per step: the canary must have served at least this many invocations since its
+    weight last moved (AWS/SageMaker Invocations) before it may take the next step."""
     max_error_rate_increase_percent: Annotated[float, Field(ge=0, le=100)] = 0.5
-    #: After a bake, how long to wait for that evidence before rolling back a silent canary; also
-    #: how long a shift may be held by watched alarms without data.
+    """The canary's 5XX rate may exceed the primary's over the same window (since its weight last
+    moved) by at most this many percentage points, or it rolls back."""
     evidence_timeout_minutes: Annotated[int, Field(ge=0, le=10080)] = 60
-    #: How long the canary may stay short of the instances a step needs (SageMaker cannot place
-    #: them: instance capacity, the account's quota) before the rollout rolls back and says so,
-    #: counted from the first request of that step's capacity. Not set:
-    #: CAPACITY_WAIT_INSTANCE_STARTS instance starts (the plan's ASSUMED_READY_SECONDS each) plus
-    #: the check that sees the last one: 29 minutes with check_interval_minutes 5
-    #: (:attr:`capacity_timeout_seconds`).
+    """After a bake, how long to wait for that evidence before rolling back a silent canary; also
+    how long a shift may be held by watched alarms without data."""
     capacity_timeout_minutes: Annotated[int, Field(ge=1, le=1440)] | None = None
-    #: Regression relative to the primary, not an absolute figure: the rollout rolls back when
-    #: the canary's ModelLatency p99 or its container's TTFT p95 exceeds this multiple of the
-    #: primary's in 3 of 5 minutes (stacks.constructs.relative_latency). Both variants see the
-    #: same traffic mix, so a slower canary is the release, not the load. None: not watched.
+    """How long the canary may stay short of the instances a step needs (SageMaker cannot place
+    them: instance capacity, the account's quota) before the rollout rolls back and says so, counted
+    from the first request of that step's capacity. Not set: CAPACITY_WAIT_INSTANCE_STARTS instance
+    starts (the plan's ASSUMED_READY_SECONDS each) plus the check that sees the last one: 29 minutes
+    with check_interval_minutes 5 (:attr:`capacity_timeout_seconds`)."""
     max_latency_ratio: Annotated[float, Field(gt=1, le=10)] | None = 1.5
-    #: ...counted only in minutes the canary served at least this many invocations (a p99 of a
-    #: handful of requests is noise).
+    """Regression relative to the primary, not an absolute figure: the rollout rolls back when the
+    canary's ModelLatency p99 or its container's TTFT p95 exceeds this multiple of the primary's in
+    3 of 5 minutes (stacks.constructs.relative_latency). Both variants see the same traffic mix, so
+    a slower canary is the release, not the load. None: not watched."""
     latency_ratio_min_invocations_per_minute: Annotated[int, Field(ge=1)] = 20
-    #: A shadow stage before the first canary step (typed_config.shadow); None: the release
-    #: starts with the canary, the first request the new build answers is a user's.
+    """max_latency_ratio counts only minutes in which the canary served at least this many
+    invocations (a p99 of a handful of requests is noise)."""
     shadow: ShadowStage | None = None
+    """A shadow stage before the first canary step (typed_config.shadow); None: the release starts
+    with the canary, the first request the new build answers is a user's."""
 
     @field_validator("steps_percent")
     @classmethod
@@ -121,12 +127,15 @@ class RolloutConfig(Strict):
 
 class SmokeGateConfig(Strict):
     enabled: bool = True
+    """False: no smoke gate after a deploy."""
     prompt: str = "Recommend one action manga in one sentence."
+    """The prompt each adapter is asked; an empty or failed answer fails the gate."""
     max_tokens: Annotated[int, Field(ge=1, le=512)] = 16
-    #: One deadline for the whole gate, and the CDK Provider's total timeout: at most 1 hour
-    #: (custom_resources ProviderProps.totalTimeout; CloudFormation waits 1 hour for a custom
-    #: resource by default), so 3000 s leaves room for the start and the last round.
+    """Answer length of the smoke request, in tokens (1-512)."""
     timeout_seconds: Annotated[int, Field(ge=10, le=3000)] = 300
+    """One deadline for the whole gate, and the CDK Provider's total timeout: at most 1 hour
+    (custom_resources ProviderProps.totalTimeout; CloudFormation waits 1 hour for a custom resource
+    by default), so 3000 s leaves room for the start and the last round."""
 
     @field_validator("timeout_seconds")
     @classmethod
@@ -141,7 +150,8 @@ class SmokeGateConfig(Strict):
 
 
 class NotificationConfig(Strict):
-    emails: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = []
+    emails: list[Annotated[str, Field(pattern=_EMAIL)]] = []
+    """E-mail addresses subscribed to the alarm topic (each confirms the subscription once)."""
 
 
 class MetricsPath(Strict):
@@ -153,38 +163,55 @@ class MetricsPath(Strict):
     observability would scrape the same ``/metrics`` a second time into OpenTelemetry metrics
     that only PromQL reads, so it is off unless asked for."""
 
-    #: ``EnableDetailedObservability``: SageMaker's collector scrapes the container's /metrics
-    #: (port 8080) into CloudWatch OTel metrics (PromQL only). AWS's default is true for endpoint
-    #: configs created after 2026-06-17; off here: one metrics path.
     detailed_observability: bool = False
-    #: ``EnableEnhancedMetrics``: per-instance (InstanceId) and per-GPU (AcceleratorId) classic
-    #: metrics in /aws/sagemaker/Endpoints and AWS/SageMaker: the dashboard's per-GPU graphs.
+    """``EnableDetailedObservability``: SageMaker's collector scrapes the container's /metrics (port
+    8080) into CloudWatch OTel metrics (PromQL only). AWS's default is true for endpoint configs
+    created after 2026-06-17; off here: one metrics path."""
     enhanced_metrics: bool = True
-    #: ``MetricPublishFrequencyInSeconds``: AWS accepts 10, 30, 60, 120, 180, 240, 300 (default
-    #: 60); with enhanced metrics it applies to invocation metrics too.
+    """``EnableEnhancedMetrics``: per-instance (InstanceId) and per-GPU (AcceleratorId) classic
+    metrics in /aws/sagemaker/Endpoints and AWS/SageMaker: the dashboard's per-GPU graphs."""
     publish_frequency_seconds: Literal[10, 30, 60, 120, 180, 240, 300] = 60
+    """``MetricPublishFrequencyInSeconds``: AWS accepts 10, 30, 60, 120, 180, 240, 300 (default 60);
+    with enhanced metrics it applies to invocation metrics too."""
 
 
 class MonitoringConfig(Strict):
     """Alarm thresholds and SLO targets; defaults are the alerting rules and SLOs the original
     team ran in production."""
 
-    #: SageMaker's own metrics for the endpoint (MetricsConfig).
     metrics_path: MetricsPath = MetricsPath()
+    """SageMaker's own metrics for the endpoint (MetricsConfig)."""
 
     ttft_p95_ms: Annotated[float, Field(gt=0)] = 500
+    """The high-TTFT alarm: time to first token p95 above this, in milliseconds; above what a
+    healthy fleet shows at its scaling target (synth checks it)."""
     queue_depth_critical: Annotated[float, Field(gt=0)] = 80
+    """The queue-buildup alarm: requests waiting in vLLM's queue per instance (QueueDepth,
+    averaged over the instances) above this."""
     kv_cache_usage_percent: Annotated[float, Field(gt=0, le=100)] = 95
+    """The KV-cache pressure alarm: cache usage above this, in percent."""
     prefix_cache_hit_rate_min_percent: Annotated[float, Field(ge=0, lt=100)] = 50
-    #: Adapter P95 baseline (ms) per adapter name; adapters not listed use the default.
+    """The prefix-cache alarm: hit rate below this, in percent (a prompt template change)."""
     adapter_latency_baseline_ms: dict[str, Annotated[float, Field(gt=0)]] = {}
+    """Adapter P95 baseline (ms) per adapter name; adapters not listed use the default."""
     default_adapter_latency_baseline_ms: Annotated[float, Field(gt=0)] = 1000
+    """Adapter latency p95 baseline in milliseconds for adapters not in
+    adapter_latency_baseline_ms."""
     adapter_latency_regression_factor: Annotated[float, Field(gt=1)] = 2
+    """An adapter's latency alarm fires above its baseline times this (> 1)."""
     slo_availability_percent: Annotated[float, Field(gt=90, lt=100)] = 99.9
+    """Availability SLO in percent of requests answered without a 5XX (90-100); its error-budget
+    burn alarms."""
     slo_ttft_p50_ms: Annotated[float, Field(gt=0)] = 200
+    """SLO: time to first token p50 in milliseconds; binds the scaling target and the capacity
+    gate."""
     slo_latency_p99_ms: Annotated[float, Field(gt=0)] = 2000
+    """SLO: end-to-end latency p99 in milliseconds; binds the scaling target and the capacity
+    gate."""
     slo_queue_wait_p95_ms: Annotated[float, Field(gt=0)] = 100
+    """SLO: queue wait p95 in milliseconds; held by the capacity gate."""
     slo_error_rate_percent: Annotated[float, Field(gt=0, lt=10)] = 0.1
+    """SLO: 5XX error rate in percent of requests (0-10)."""
 
     def adapter_threshold_ms(self, adapter: str) -> float:
         base = self.adapter_latency_baseline_ms.get(

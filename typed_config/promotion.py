@@ -20,12 +20,12 @@ from typing import Annotated
 
 from pydantic import Field
 
-from typed_config.base import Strict
+from typed_config.base import ENV_PATTERN, Strict
 
 
 class PromotionConfig(Strict):
     """Promote the source environment's release here instead of building one."""
 
-    #: The environment whose release is promoted (config/<from_env>.yaml): it built the image
-    #: and prepared the model release, and its deploy ran them first.
-    from_env: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{1,15}$")]
+    from_env: Annotated[str, Field(pattern=ENV_PATTERN)]
+    """The environment whose release is promoted (config/<from_env>.yaml): it built the image and
+    prepared the model release, and its deploy ran them first."""

@@ -52,23 +52,28 @@ class TargetTracking(Strict):
     """
 
     metric: Literal["concurrency", "invocations"] = "concurrency"
-    #: For ``concurrency``: target = this fraction x engine.max_num_seqs.
+    """``concurrency`` (requests in flight per instance) or ``invocations`` (InvocationsPerInstance
+    per minute)."""
     target_fraction_of_concurrency: Annotated[float, Field(gt=0, le=1)] = 0.85
-    #: For ``concurrency``: the latency SLOs (monitoring.slo_*) that may bound the target, beside
-    #: max_num_seqs and the KV cache (sizing.scaling_target). One the speed model says no
-    #: concurrency meets on the variant's instance cannot bind: synth warns, naming it; leaving
-    #: it out of this list acknowledges that (its alarm stays).
+    """For ``concurrency``: target = this fraction x engine.max_num_seqs."""
     slos: Annotated[list[Literal["ttft_p50", "latency_p99"]], Field(max_length=2)] = [
         "ttft_p50",
         "latency_p99",
     ]
-    #: For ``invocations``: InvocationsPerInstance per minute.
+    """For ``concurrency``: the latency SLOs (monitoring.slo_*) that may bound the target, beside
+    max_num_seqs and the KV cache (sizing.scaling_target). One the speed model says no concurrency
+    meets on the variant's instance cannot bind: synth warns, naming it; leaving it out of this list
+    acknowledges that (its alarm stays)."""
     invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
+    """For ``invocations``: InvocationsPerInstance per minute."""
     scale_out_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60
+    """Seconds after a scale-out before the next one (0-3600)."""
     scale_in_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
-    #: False synthesizes ``DisableScaleIn``: the policy only scales out and a step policy with
-    #: ``direction: in`` owns scale-in (one scale-in authority per target, VariantScaling).
+    """Seconds after a scale-in before the next one (0-3600); at least the scale-out cooldown: scale
+    in slowly."""
     scale_in: bool = True
+    """False synthesizes ``DisableScaleIn``: the policy only scales out and a step policy with
+    ``direction: in`` owns scale-in (one scale-in authority per target, VariantScaling)."""
 
     @field_validator("slos")
     @classmethod
@@ -91,15 +96,22 @@ class StepAdjustment(Strict):
     """Bounds are offsets from the alarm threshold, like Application Auto Scaling's."""
 
     lower: float | None = None
+    """The interval's lower bound as an offset from the threshold (null: no bound)."""
     upper: float | None = None
+    """The interval's upper bound as an offset from the threshold (null: no bound)."""
     change: int
+    """Instances added (positive) or removed (negative) while the metric is in this interval."""
 
 
 class StepCondition(Strict):
     metric: str
+    """The second alarm's metric (a contract or SageMaker metric)."""
     statistic: Literal["Average", "Maximum", "Minimum", "Sum"] = "Average"
+    """The second alarm's statistic."""
     comparison: Literal[">=", ">", "<=", "<"]
+    """How the statistic is compared with ``threshold``."""
     threshold: float
+    """The second alarm's threshold, in the metric's own unit."""
 
     @field_validator("metric")
     @classmethod
@@ -111,20 +123,35 @@ class StepPolicy(Strict):
     """A step-scaling policy driven by one alarm on a contract or SageMaker metric."""
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    """The policy's name, unique within the variant (letters, digits, dashes; part of AWS names)."""
     direction: Literal["out", "in"]
+    """``out``: adds instances (comparison > or >=, positive changes); ``in``: removes them (< or
+    <=, negative changes)."""
     metric: str
+    """The metric the alarm watches: a per-variant metric of the container's metrics contract or one
+    SageMaker publishes for a real-time endpoint."""
     statistic: Literal["Average", "Maximum", "Minimum", "Sum", "p50", "p90", "p95", "p99"] = (
         "Average"
     )
+    """The alarm's statistic over each period."""
     comparison: Literal[">=", ">", "<=", "<"]
+    """How the statistic is compared with ``threshold``."""
     threshold: float
+    """The alarm's threshold, in the metric's own unit."""
     period_seconds: Literal[10, 30, 60, 120, 300, 600] = 60
+    """The alarm's period in seconds."""
     evaluation_periods: Annotated[int, Field(ge=1, le=60)] = 1
+    """Periods the alarm evaluates (1-60)."""
     datapoints_to_alarm: Annotated[int, Field(ge=1, le=60)] | None = None
+    """Breaching periods among evaluation_periods that fire the alarm; omitted: all of them."""
     cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60
-    #: Extra condition that must also hold (AND), e.g. scale in only while GPU utilisation is low.
+    """Seconds after a step before the policy acts again (0-3600)."""
     also_require: StepCondition | None = None
+    """Extra condition that must also hold (AND), e.g. scale in only while GPU utilisation is
+    low."""
     steps: Annotated[list[StepAdjustment], Field(min_length=1)]
+    """The step adjustments: contiguous intervals of the metric's distance from the threshold, each
+    with its change in instances."""
 
     @field_validator("metric")
     @classmethod
@@ -164,9 +191,13 @@ def _check_intervals(steps: list[StepAdjustment]) -> None:
 
 class VariantScaling(Strict):
     min_capacity: Capacity
+    """The fewest instances autoscaling may leave (the floor the endpoint never goes under)."""
     max_capacity: Capacity
+    """The most instances autoscaling may run (the quota must hold it)."""
     target_tracking: TargetTracking | None = TargetTracking()
+    """The target-tracking policy; null: none (step policies only)."""
     step_policies: list[StepPolicy] = []
+    """Step-scaling policies, each driven by one alarm on a metric."""
 
     @section_rule
     def _bounds(self) -> VariantScaling:
@@ -201,8 +232,11 @@ class VariantScaling(Strict):
 
 class ScalingConfig(Strict):
     variants: dict[VariantName, VariantScaling]
+    """Scaling per variant, one entry each for ``primary`` and ``canary``."""
     schedules: list[ScheduledAction] = []
+    """Recurring bound changes in local time (a night floor, a day ceiling)."""
     release_calendar: list[ReleaseEvent] = []
+    """Known releases: bounds raised ahead of each and restored after."""
 
     def queue_step_variants(self) -> set[str]:
         """Variants with a step scale-out policy on the queue depth (QueueDepth)."""

@@ -22,9 +22,13 @@ class ContentCheck(Strict):
     pass rate. ``adapters`` empty: every adapter."""
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    """The check's name (letters, digits, dashes)."""
     pattern: Annotated[str, Field(min_length=1)]
+    """A Python regular expression searched anywhere in the answer."""
     expect: Literal["match", "no_match"] = "no_match"
+    """``match``: every answer must contain the pattern; ``no_match``: none may."""
     adapters: list[str] = []
+    """Adapters the check applies to; empty: every adapter."""
 
     @field_validator("pattern")
     @classmethod
@@ -48,23 +52,30 @@ class ShadowComparison(Strict):
     max_error_rate_increase_percent: Annotated[float, Field(ge=0, le=100)] = (
         DEFAULT_THRESHOLDS.max_error_rate_increase_percent
     )
+    """The shadow's error rate may exceed the primary's by at most this many percentage points."""
     max_latency_p95_ratio: Annotated[float, Field(gt=1, le=10)] = (
         DEFAULT_THRESHOLDS.max_latency_p95_ratio
     )
+    """The shadow's latency p95 may be at most this multiple of the primary's."""
     max_ttft_p95_ratio: Annotated[float, Field(gt=1, le=10)] = DEFAULT_THRESHOLDS.max_ttft_p95_ratio
-    #: Kolmogorov-Smirnov distance between the answers' length distributions above which, when
-    #: also significant at ``length_ks_alpha``, the lengths count as shifted.
+    """The shadow's time to first token p95 may be at most this multiple of the primary's."""
     max_length_ks_statistic: Annotated[float, Field(gt=0, lt=1)] = (
         DEFAULT_THRESHOLDS.max_length_ks_statistic
     )
+    """Kolmogorov-Smirnov distance between the answers' length distributions above which, when also
+    significant at ``length_ks_alpha``, the lengths count as shifted."""
     length_ks_alpha: Annotated[float, Field(gt=0, lt=0.5)] = DEFAULT_THRESHOLDS.length_ks_alpha
+    """Significance level of the answer-length comparison (Kolmogorov-Smirnov test)."""
     max_truncated_share_increase_percent: Annotated[float, Field(ge=0, le=100)] = (
         DEFAULT_THRESHOLDS.max_truncated_share_increase_percent
     )
+    """The share of answers cut at max_tokens may rise by at most this many percentage points."""
     max_content_pass_rate_drop_percent: Annotated[float, Field(ge=0, le=100)] = (
         DEFAULT_THRESHOLDS.max_content_pass_rate_drop_percent
     )
+    """The content checks' pass rate may drop by at most this many percentage points."""
     content_checks: list[ContentCheck] = []
+    """Patterns every answer must or must not contain (the guardrail pass rate)."""
 
 
 class ShadowStage(Strict):
@@ -76,18 +87,25 @@ class ShadowStage(Strict):
     fails (no evidence is never a pass)."""
 
     sample_percent: Annotated[int, Field(ge=1, le=100)] = 10
+    """Percent of live requests copied to the shadow (1-100); users always get the primary's
+    answer."""
     min_requests_per_adapter: Annotated[int, Field(ge=1)] = (
         DEFAULT_THRESHOLDS.min_requests_per_adapter
     )
+    """Answers each adapter needs on both sides before a verdict."""
     min_minutes: Annotated[int, Field(ge=1, le=20160)] = 60
+    """The stage lasts at least this many minutes."""
     max_minutes: Annotated[int, Field(ge=1, le=20160)] = 1440
-    #: How often the comparison runs inside the stage.
+    """No verdict by this many minutes: the release fails (no evidence is never a pass)."""
     compare_interval_minutes: Annotated[int, Field(ge=5, le=1440)] = 30
-    #: Data capture of both variants while the stage runs (S3, the product's KMS key): the share
-    #: of requests captured, and how long the captured objects are kept.
+    """How often the comparison runs inside the stage."""
     capture_percent: Annotated[int, Field(ge=1, le=100)] = 100
+    """Data capture of both variants while the stage runs (S3, the product's KMS key): the share of
+    requests captured, and how long the captured objects are kept."""
     capture_retention_days: Annotated[int, Field(ge=1, le=365)] = 30
+    """Days the captured requests and answers are kept in S3 (1-365)."""
     comparison: ShadowComparison = ShadowComparison()
+    """How far the shadow's answers may differ from the primary's."""
 
     @section_rule
     def _window(self) -> ShadowStage:

@@ -96,13 +96,22 @@ class ScheduledAction(Strict):
     """A recurring capacity change in local time: ``cron`` has 5 fields (m h dom mon dow)."""
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    """The schedule's name, unique among schedules and releases (part of the scheduled action's
+    name)."""
     variant: VariantName = "primary"
+    """The variant whose bounds the schedule sets."""
     cron: str
+    """When it fires, 5 cron fields in ``timezone``: minute hour day-of-month month day-of-week,
+    e.g. ``0 20 * * MON-FRI``."""
     timezone: TimeZoneName
+    """An IANA time zone the cron is read in, e.g. ``America/New_York``, ``Asia/Tokyo`` (daylight
+    saving followed)."""
     min_capacity: Capacity
+    """The variant's minimum instances from this time on."""
     max_capacity: Capacity
-    #: Instances kept provisioned above min_capacity from this action until the next one.
+    """The variant's maximum instances from this time on."""
     standby_instances: Annotated[int, Field(ge=0, le=50)] = 0
+    """Instances kept provisioned above min_capacity from this action until the next one."""
 
     @field_validator("cron")
     @classmethod
@@ -157,13 +166,22 @@ class ReleaseEvent(Strict):
     after."""
 
     name: Annotated[str, Field(pattern=NAME_PATTERN)]
+    """The release's name, unique among schedules and releases."""
     variant: VariantName = "primary"
+    """The variant pre-scaled for the release."""
     at: datetime
+    """When the release happens, an ISO 8601 local time (e.g. ``2026-12-01T19:00``) in
+    ``timezone``."""
     timezone: TimeZoneName
+    """An IANA time zone ``at`` is read in, e.g. ``Asia/Tokyo``."""
     prescale_hours: Annotated[float, Field(gt=0, le=48)] = 2
+    """Hours before ``at`` the bounds are raised (0-48)."""
     restore_after_hours: Annotated[float, Field(gt=0, le=48)] = 4
+    """Hours after ``at`` the recurring bounds are restored (0-48)."""
     min_capacity: Capacity
+    """The variant's minimum instances during the release window."""
     max_capacity: Capacity
+    """The variant's maximum instances during the release window."""
 
     @field_validator("at")
     @classmethod
@@ -193,13 +211,13 @@ class BoundsChange:
     """One scheduled action on ``variant``'s scalable target: each time ``when`` fires, the
     target's bounds become (``min_capacity``, ``max_capacity``)."""
 
-    #: The schedule's or the release's name.
     name: str
-    #: ``recurring`` (a schedule), or the release's ``prescale`` / ``restore``.
+    """The schedule's or the release's name."""
     kind: Literal["recurring", "prescale", "restore"]
+    """``recurring`` (a schedule), or the release's ``prescale`` / ``restore``."""
     variant: VariantName
-    #: A 5-field local cron (recurring), or one aware local moment (one-off).
     when: str | datetime
+    """A 5-field local cron (recurring), or one aware local moment (one-off)."""
     timezone: str
     min_capacity: int
     max_capacity: int

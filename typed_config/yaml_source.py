@@ -96,7 +96,12 @@ def read_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
-    data, node = _parse(text, path)
+    return parse_yaml_with_lines(text, source=path)
+
+
+def parse_yaml_with_lines(text: str, *, source: Path) -> tuple[Any, LineMap]:
+    """:func:`read_yaml_with_lines` of text not (yet) in a file: ``source`` names it."""
+    data, node = _parse(text, source)
     return data, key_lines(node)
 
 

@@ -129,8 +129,10 @@ class Settings(BaseSettings):
     """Port of vLLM's own HTTP server (/ping, /invocations, /v1/*)."""
     sagemaker_bind_to_port: Annotated[str, AfterValidator(_port_or_empty)] = ""
     """Set by SageMaker for images labelled accept-bind-to-port=true; overrides VLLM_PORT."""
-    vllm_host: str = "0.0.0.0"
-    """Interface vLLM listens on."""
+    vllm_host: str = "127.0.0.1"
+    """Interface vLLM listens on. Outside the image (make serve-local, make demo, the tests):
+    this machine only. The image sets 0.0.0.0 (container/Dockerfile): SageMaker sends /ping and
+    /invocations to port 8080 of the container from outside it."""
     # --- engine (each maps to one `vllm serve` flag) ---
     vllm_gpu_memory_utilization: Fraction = 0.92
     """--gpu-memory-utilization: share of GPU memory for weights + KV cache. A stability boundary

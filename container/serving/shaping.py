@@ -14,6 +14,12 @@ budget, engine-death answers.
   header for /invocations and to the body for /v1/*.
 - Budget: chat requests go through :func:`budget.apply_budget`; over-long conversations lose their
   oldest turns with a marker and ``max_tokens`` is capped so prompt + answer fit max_model_len.
+  The client is told what was dropped: the response carries ``X-Amzn-SageMaker-Custom-Attributes:
+  context-dropped-turns=N,context-dropped-documents=M`` (:data:`DROPPED_HEADER`), the header
+  SageMaker forwards verbatim as InvokeEndpoint's ``CustomAttributes`` ("If the customer wants the
+  custom attribute returned, the model must set the custom attribute to be included on the way
+  back", SageMaker Runtime API reference, InvokeEndpoint response); a request nothing was dropped
+  from carries none.
   Bodies over SHAPING_OFFLOAD_BYTES are parsed, counted and re-serialized in a worker thread so
   the event loop keeps answering /ping (SageMaker's ping timeout is 2 s).
 - Engine death (vLLM V1: a CUDA OOM kills the EngineCore process, the API server then answers
@@ -52,6 +58,9 @@ from .request_schema import check_fields
 log = logging.getLogger("serving.shaping")
 
 ADAPTER_HEADER = b"x-amzn-sagemaker-adapter-identifier"
+#: The response header SageMaker returns to the client as InvokeEndpoint's CustomAttributes
+#: (at most 1024 visible ASCII characters): what the context budget dropped, when it dropped any.
+DROPPED_HEADER = b"x-amzn-sagemaker-custom-attributes"
 #: Text of vLLM's answer when its engine died under a request (EngineDeadError).
 ENGINE_DEAD_MARKERS = ("enginecore encountered an issue", "enginedeaderror", "engine is dead")
 #: Bodies at least this large are shaped in a worker thread (small ones inline: a thread hop
@@ -60,7 +69,14 @@ SHAPING_OFFLOAD_BYTES = 64 * 1024
 #: Two threads: large bodies queue here instead of each taking a thread (and the GIL).
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="shaping")
 
-__all__ = ["Hooks", "RequestError", "ShapingConfig", "ShapingMiddleware", "shape_body"]
+__all__ = [
+    "Dropped",
+    "Hooks",
+    "RequestError",
+    "ShapingConfig",
+    "ShapingMiddleware",
+    "shape_body",
+]
 
 
 @dataclass
@@ -74,6 +90,23 @@ class Hooks:
     engine_dead: Callable[[Scope], bool] = lambda scope: False
     #: True after SIGTERM: new requests are refused while in-flight ones drain.
     draining: Callable[[], bool] = lambda: False
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """What the context budget dropped from one request: its oldest conversation turns, and
+    retrieved documents past the retrieval budget. False when nothing was dropped."""
+
+    turns: int = 0
+    documents: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.turns or self.documents)
+
+    def header(self) -> tuple[bytes, bytes]:
+        """The response header that tells the client (:data:`DROPPED_HEADER`)."""
+        value = f"context-dropped-turns={self.turns},context-dropped-documents={self.documents}"
+        return DROPPED_HEADER, value.encode()
 
 
 @dataclass(frozen=True)
@@ -104,8 +137,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
 def shape_body(
     body: dict[str, Any], header_adapter: str | None, config: ShapingConfig,
     counter: TokenCounter | None,
-) -> tuple[dict[str, Any], str, bool]:  # fmt: skip
-    """Validate and rewrite one request body. Returns (body, adapter, trimmed)."""
+) -> tuple[dict[str, Any], str, Dropped]:  # fmt: skip
+    """Validate and rewrite one request body. Returns (body, adapter, what the budget dropped)."""
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise RequestError("'model' must be a string naming an adapter")
@@ -119,14 +152,14 @@ def shape_body(
             raise RequestError("request needs 'messages' (chat) or 'prompt' (completion)")
         check_max_tokens(body)
         check_fields(body)
-        return body, adapter, False
+        return body, adapter, Dropped()
     messages = check_messages(messages, config.max_messages)
     tools = check_tools(body)
     retrieval = check_retrieval(body.pop("retrieval", None))
     key, requested = check_max_tokens(body)
     check_fields(body)
     if counter is None:
-        return body, adapter, False
+        return body, adapter, Dropped()
     try:
         result = apply_budget(
             messages,
@@ -140,7 +173,7 @@ def shape_body(
         raise RequestError(str(exc)) from exc
     body["messages"] = result.messages
     body[key] = result.max_tokens
-    return body, adapter, result.trimmed
+    return body, adapter, Dropped(result.trimmed_turns, result.dropped_documents)
 
 
 @dataclass(slots=True)
@@ -149,7 +182,7 @@ class Prepared:
 
     payload: bytes = b""
     adapter: str = ""
-    trimmed: bool = False
+    dropped: Dropped = Dropped()
     error: tuple[int, str, str] | None = None  # (status, message, type)
 
 
@@ -167,8 +200,8 @@ def prepare(
             return Prepared(error=(400, f"body is not valid JSON: {exc}", "BadRequest"))
         if not isinstance(parsed, dict):
             return Prepared(error=(400, "body must be a JSON object", "BadRequest"))
-        body, adapter, trimmed = shape_body(parsed, header_adapter, config, counter)
-        return Prepared(json.dumps(body).encode(), adapter, trimmed)
+        body, adapter, dropped = shape_body(parsed, header_adapter, config, counter)
+        return Prepared(json.dumps(body).encode(), adapter, dropped)
     except LimitExceeded as exc:
         return Prepared(error=(413, str(exc), "PayloadTooLarge"))
     except RequestError as exc:
@@ -254,8 +287,9 @@ class ShapingMiddleware:
         if done.error is not None:
             await send_error(send, *done.error)
             return
-        if done.trimmed:
+        if done.dropped:
             self.hooks.on_trim()
+            send = _with_header(send, done.dropped.header())
         if scope["path"] == "/invocations":
             headers = [(k, v) for k, v in scope["headers"] if k.lower() != ADAPTER_HEADER]
             scope = {**scope, "headers": [*headers, (ADAPTER_HEADER, done.adapter.encode())]}
@@ -309,6 +343,18 @@ class ShapingMiddleware:
                 )
                 return
             await _send_all(send, held)
+
+
+def _with_header(send: Send, header: tuple[bytes, bytes]) -> Send:
+    """``send`` with ``header`` added to the response's start (replacing one of the same name)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            kept = [(k, v) for k, v in message.get("headers", ()) if k.lower() != header[0]]
+            message = {**message, "headers": [*kept, header]}
+        await send(message)
+
+    return sending
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:

@@ -267,3 +267,60 @@ def test_a_bad_field_value_is_a_400_naming_the_field_on_every_route() -> None:
             assert "prompt_embeds" not in message
     ok = asyncio.run(call(mw, "/invocations", json.dumps({**chat, "temperature": 0.5}).encode()))
     assert ok[0]["status"] == 200
+
+
+def test_the_client_is_told_how_many_turns_and_documents_the_budget_dropped() -> None:
+    """The marker tells the model; the response's custom attributes header (InvokeEndpoint's
+    CustomAttributes) tells the client, on every engine route, and only when something was
+    dropped."""
+    from container.serving.budget import TokenCounter
+    from container.serving.shaping import DROPPED_HEADER
+
+    counter = TokenCounter(lambda m, t=None: json.dumps(m), len, 4, 4)
+    mw = ShapingMiddleware(_ok, config=CONFIG, counter=lambda: counter)
+    budget = CONFIG.budget
+    turn = "x" * (budget.max_model_len // 4)
+    long = [{"role": "user" if i % 2 == 0 else "assistant", "content": turn} for i in range(9)]
+    docs = ["d" * budget.retrieval_tokens, "e" * 10]  # the second is past the retrieval budget
+    for path in ("/invocations", "/v1/chat/completions"):
+        body = json.dumps({"messages": long, "retrieval": docs}).encode()
+        start = asyncio.run(call(mw, path, body))[0]
+        assert start["status"] == 200
+        attributes = dict(start["headers"])[DROPPED_HEADER].decode()
+        turns = int(attributes.split("context-dropped-turns=")[1].split(",")[0])
+        assert turns >= 6 and turns % 2 == 0  # whole exchanges, the oldest first
+        assert attributes.endswith(",context-dropped-documents=1")
+        short = json.dumps({"messages": long[:1]}).encode()
+        start = asyncio.run(call(mw, path, short))[0]
+        assert DROPPED_HEADER not in dict(start["headers"])
+
+
+def test_a_request_naming_no_adapter_goes_to_the_default_adapter_on_every_route() -> None:
+    """DEFAULT_ADAPTER (the endpoint's default_adapter; make serve-local passes the same) answers
+    a request that names none: in the body for /v1/*, in the adapter header for /invocations
+    (vLLM's /invocations takes the model from that header)."""
+    import dataclasses
+
+    from container.serving.shaping import ADAPTER_HEADER
+
+    seen: list[tuple[dict, dict]] = []
+
+    async def engine(scope, receive, send):  # type: ignore[no-untyped-def]
+        seen.append((json.loads((await receive())["body"]), dict(scope["headers"])))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    config = shaping_config()
+    defaulted = ShapingMiddleware(
+        engine, config=dataclasses.replace(config, default_adapter="b"), counter=lambda: None
+    )
+    chat = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+    for path in ("/invocations", "/v1/chat/completions"):
+        assert asyncio.run(call(defaulted, path, chat))[0]["status"] == 200
+    (inv_body, inv_headers), (v1_body, _) = seen
+    assert inv_body["model"] == "b" and inv_headers[ADAPTER_HEADER] == b"b"
+    assert v1_body["model"] == "b"
+    seen.clear()
+    plain = ShapingMiddleware(engine, config=config, counter=lambda: None)
+    asyncio.run(call(plain, "/invocations", chat))
+    assert seen[0][0]["model"] == "base"  # no default adapter: the base model

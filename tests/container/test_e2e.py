@@ -138,6 +138,10 @@ def test_overlong_conversation_is_trimmed_and_answered(server: Server) -> None:
     assert usage["prompt_tokens"] + usage["completion_tokens"] <= MAX_MODEL_LEN
     assert usage["prompt_tokens"] <= MAX_MODEL_LEN - 64  # the generation reserve stays free
     assert metric(server, "serving_budget_trims_total") == before + 1
+    # the client is told (InvokeEndpoint's CustomAttributes on SageMaker)
+    told = r.headers["X-Amzn-SageMaker-Custom-Attributes"]
+    dropped = int(told.removeprefix("context-dropped-turns=").split(",")[0])
+    assert 0 < dropped <= len(turns) and told.endswith(",context-dropped-documents=0")
 
 
 def hold_slot(server: Server, body: bytes, adapter: str) -> socket.socket:

@@ -157,3 +157,18 @@ def test_bad_values_fail_with_the_variable_named(env: dict[str, str], message: s
 def test_as_env_round_trips() -> None:
     s = settings.load({"VLLM_ENFORCE_EAGER": "1", "ADMISSION_MAX_INFLIGHT": "7"})
     assert settings.load(settings.as_env(s)) == s
+
+
+def test_outside_the_image_vllm_listens_on_this_machine_only_and_the_image_on_all_interfaces() -> (
+    None
+):
+    """make serve-local, make demo and the tests run the entrypoint on the host: 127.0.0.1, not
+    every interface of a laptop or a shared machine. The image sets 0.0.0.0 with port 8080, which
+    SageMaker reaches from outside the container."""
+    from tools import REPO_ROOT
+
+    assert flag(settings.vllm_args(settings.load({})), "--host") == "127.0.0.1"
+    dockerfile = (REPO_ROOT / "container" / "Dockerfile").read_text()
+    runtime = dockerfile[dockerfile.rindex("\nFROM ") :]  # the last stage: what SageMaker runs
+    assert "    VLLM_HOST=0.0.0.0 \\\n" in runtime and "    VLLM_PORT=8080 \\\n" in runtime
+    assert "\nEXPOSE 8080\n" in runtime

@@ -30,14 +30,16 @@ INVALID = [
     ),
     invalid("adapters.0.rank", 12, "not one vLLM accepts"),
     invalid("adapters.1.rank", 32, "share one rank"),
-    invalid("adapters.0.source", "ftp://x/y", "should match pattern"),
+    invalid(
+        "adapters.0.source", "ftp://x/y", "'ftp://x/y' is not a model source: hf://<org>/<name>"
+    ),
     invalid(
         "adapters.0.name",
         "manga_domain_v3",
         "carries a version; clients address an adapter by a stable name: name: manga_domain, "
         "version: v3",
     ),
-    invalid("adapters.0.version", "v3/../x", "should match pattern"),
+    invalid("adapters.0.version", "v3/../x", "is not a version of up to 32 letters, digits"),
     invalid("default_adapter", "nope", "'nope' is not one of the adapters"),
     invalid("variants.primary.instance_type", "ml.g5.mega", "unknown instance type"),
     invalid("variants.canary.initial_weight", 96, "96.0 must be below"),
@@ -60,12 +62,16 @@ INVALID = [
         "rollout.steps_percent", [10, 50, 90], "ends at 90: a rollout completes with the canary"
     ),
     invalid("image.mode", "tag", "needs tag", where="image.tag"),
-    invalid("endpoint_name", "bad_name!", "should match pattern"),
-    invalid("region", "tokyo", "should match pattern"),
+    invalid("endpoint_name", "bad_name!", "is not a SageMaker endpoint name: up to 63 letters"),
+    invalid(
+        "region",
+        "tokyo",
+        "'tokyo' is not an AWS region code: two letters, a place and a digit, e.g. us-east-1",
+    ),
     invalid(
         "notifications.emails",
         ["not-an-email"],
-        "should match pattern",
+        "'not-an-email' is not an e-mail address, e.g. oncall@example.com",
         where="notifications.emails.0",
     ),
     invalid("scaling.variants.primary.step_policies.0.steps.1.lower", 20, "overlap"),

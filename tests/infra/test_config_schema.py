@@ -14,6 +14,8 @@ import yaml
 from sizing.fit import load_config, parse_config
 from tools import schema as schema_tool
 from typed_config import ConfigError, DeploymentConfig
+from typed_config.base import PATTERN_WORDS
+from typed_config.model import ContextBudget, EngineConfig
 from typed_config.model_catalog import KNOWN_MODELS
 
 from .conftest import REPO_ROOT, parse, raw_config
@@ -149,3 +151,114 @@ def test_a_dumped_config_revalidates_with_its_file_architecture(
     again = DeploymentConfig.model_validate(cfg.model_dump(exclude_unset=True))
     assert again.architecture == cfg.architecture
     assert again.model.architecture_file is None
+
+
+def _properties(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every property of every object in the schema, with a readable path."""
+    if isinstance(node, list):
+        return [p for item in node for p in _properties(item, path)]
+    if not isinstance(node, dict):
+        return []
+    found = [(f"{path}.{k}", v) for k, v in (node.get("properties") or {}).items()]
+    return found + [p for k, v in node.items() for p in _properties(v, f"{path}/{k}")]
+
+
+def test_every_field_has_a_description_for_the_editor(committed: dict[str, Any]) -> None:
+    properties = _properties(committed)
+    assert len(properties) > 200
+    bare = [path for path, schema in properties if not schema.get("description", "").strip()]
+    assert not bare, (
+        "give each of these fields a docstring (the string right below the field in "
+        f"typed_config/; pydantic's use_attribute_docstrings makes it the description): {bare}"
+    )
+
+
+def test_a_description_is_the_fields_docstring_with_its_default(committed: dict[str, Any]) -> None:
+    """One source: the schema says what the code's docstring says, and shows the default."""
+    region = committed["properties"]["region"]
+    assert region["description"] == DeploymentConfig.model_fields["region"].description
+    assert "us-east-1" in region["description"]
+    engine = committed["$defs"]["EngineConfig"]["properties"]
+    assert engine["max_model_len"]["default"] == EngineConfig().max_model_len
+    assert "tokens" in engine["max_model_len"]["description"]
+    timeout = committed["$defs"]["DeploymentPolicy"]["properties"]
+    assert "Seconds" in timeout["termination_wait_seconds"]["description"]
+
+
+def _patterns(node: Any) -> set[str]:
+    if isinstance(node, list):
+        return {p for item in node for p in _patterns(item)}
+    if not isinstance(node, dict):
+        return set()
+    own = {node["pattern"]} if isinstance(node.get("pattern"), str) else set()
+    return own | {p for v in node.values() for p in _patterns(v)}
+
+
+def test_every_pattern_a_value_can_miss_is_explained_in_words(committed: dict[str, Any]) -> None:
+    """A value that misses a field's pattern is told what a valid value looks like; the one
+    pattern left out (deploy_access.repository) is checked by a validator with its own words."""
+    from typed_config.deploy_access import _SCHEMA_REPOSITORY
+
+    unworded = _patterns(committed) - PATTERN_WORDS.keys() - {_SCHEMA_REPOSITORY}
+    assert not unworded, f"register these with typed_config.base.worded(): {unworded}"
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "words"),
+    [
+        ("region", "us-east", "is not an AWS region code: two letters, a place and a digit, e.g. "
+         "us-east-1"),
+        ("model.source", "s3:/my-bucket/llama", "an S3 URI s3://<bucket>/<prefix>"),
+        ("adapters.0.source", "s3://My_Bucket/lora", "e.g. s3://my-models/lora/support"),
+        ("model_prep.artifact_bucket", "s3://models", "(a name, not an s3:// URI)"),
+        ("model.artifact", "m-123", "a model release version (m- and 16 hex digits"),
+    ],
+)  # fmt: skip
+def test_a_value_that_misses_its_pattern_is_told_what_a_valid_one_looks_like(
+    mutate: Any, dotted: str, value: str, words: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(mutate(dotted, value))
+    message = str(err.value)
+    assert f"{value!r} is not " in message and words in message
+    assert "should match pattern" not in message and "^" not in message
+
+
+@pytest.mark.parametrize("section", ["model_prep", "engine", "monitoring", "rollout"])
+def test_an_empty_section_means_its_defaults(tmp_path: Path, section: str) -> None:
+    """``model_prep:`` with nothing under it (YAML null) is the section left out, not "Input
+    should be a valid dictionary"."""
+    text = (REPO_ROOT / "config" / "dev.yaml").read_text()
+    raw = yaml.safe_load(text)
+    source = raw["model"]["source"]
+    raw["model"]["source"] = "local://models/base"  # not gated: model_prep's defaults hold
+    (tmp_path / "models/base").mkdir(parents=True)  # its architecture, from its own config.json
+    (tmp_path / "models/base/config.json").write_text(json.dumps(KNOWN_MODELS[source].config))
+    raw.pop(section, None)
+    expected = parse_config(raw, env="dev", source=tmp_path / "dev.yaml", base_dir=tmp_path)
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump({**raw, section: None}))
+    assert f"\n{section}: null\n" in path.read_text()
+    cfg = load_config(path, env="dev")
+    assert getattr(cfg, section) == getattr(expected, section)
+
+
+def test_a_nested_empty_section_means_its_defaults_and_a_null_that_means_none_stays(
+    mutate: Any,
+) -> None:
+    assert parse(mutate("engine.context_budget", None)).engine.context_budget == ContextBudget()
+    cfg = parse(mutate("scaling.variants.canary.target_tracking", None))
+    assert cfg.scaling.variants["canary"].target_tracking is None  # null: no policy, as before
+
+
+def test_the_editor_accepts_an_empty_section_as_the_loader_does(
+    mutate: Any, validator: jsonschema.Draft202012Validator
+) -> None:
+    raw = mutate("model_prep", None)
+    raw["engine"]["context_budget"] = None
+    raw["adapters"][0]["rank"] = None  # a field, not a section: null stays an error in both
+    messages = [".".join(map(str, e.path)) for e in validator.iter_errors(raw)]
+    assert messages == ["adapters.0.rank"]
+    with pytest.raises(ConfigError, match=r"(?m)^  adapters\[manga_domain\]\.rank: ") as err:
+        parse(raw)
+    assert "model_prep" not in str(err.value) and "context_budget" not in str(err.value)

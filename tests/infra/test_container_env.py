@@ -63,3 +63,44 @@ def test_bad_input_exits_1_naming_what_is_wrong(
     code, out, err = run(capsys, *argv)
     assert code == 1 and out == ""
     assert named in err
+
+
+def test_get_prints_the_one_variable_the_endpoints_container_gets(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cfg = load_config(config_path(REPO, "dev"), env="dev")
+    assert cfg.default_adapter
+    (tmp_path / "lora" / cfg.default_adapter).mkdir(parents=True)
+    code, out, _ = run(capsys, "--env", "dev", "--get", "DEFAULT_ADAPTER",
+                       "--among", str(tmp_path / "lora"))  # fmt: skip
+    assert (code, out) == (0, f"{cfg.default_adapter}\n")
+    code, out, err = run(capsys, "--env", "dev", "--get", "DEFAULT_ADAPTER",
+                         "--among", str(tmp_path / "other"))  # fmt: skip
+    assert (code, out) == (0, "\n")
+    assert f"DEFAULT_ADAPTER '{cfg.default_adapter}' is not among the served model's" in err
+
+
+def test_the_local_servers_answer_a_request_naming_no_adapter_with_the_endpoints_default(
+    tmp_path: Path,
+) -> None:
+    """make serve-local, make demo-serve and make run-image give the server the DEFAULT_ADAPTER
+    the endpoint's container gets (the one that answers a request naming none on SageMaker), so
+    the local and the deployed answer agree; the shaping hook resolves it (ShapingConfig)."""
+    import re
+    import subprocess
+
+    cfg = load_config(config_path(REPO, "dev"), env="dev")
+    assert cfg.default_adapter
+    (tmp_path / "lora" / cfg.default_adapter).mkdir(parents=True)
+    (tmp_path / "manifest.json").write_text("{}")
+    dry = subprocess.run(
+        ["make", "-n", "--no-print-directory", "-o", ".venv/.stamp", "-o",
+         "build/node-shims/.stamp", "-o", f"{tmp_path}/manifest.json", f"TINY_MODEL={tmp_path}",
+         "ENV=dev", "serve-local", "demo-serve", "build/image/run-dev.env"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    lookups = re.findall(r'DEFAULT_ADAPTER="\$\((.*?)\)"', dry)
+    assert len(lookups) == 3 and len(set(lookups)) == 1, dry
+    value = subprocess.run(lookups[0], shell=True, cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout.strip()  # fmt: skip
+    assert value == cfg.default_adapter

@@ -557,7 +557,9 @@ def test_a_repository_that_is_not_owner_slash_name_is_refused_naming_the_field(v
 
 def test_environments_are_exact_names_listed_once() -> None:
     raw = with_access("prod", github_environments=["prod", "prod:*"])
-    assert_names_yaml_path(raw, "deploy_access.github_environments.1", "should match pattern")
+    assert_names_yaml_path(
+        raw, "deploy_access.github_environments.1", "is not a GitHub environment name"
+    )
     raw = with_access("prod", github_environments=["prod", "Prod"])
     assert_names_yaml_path(raw, "deploy_access.github_environments", "lists an environment twice")
     raw = with_access("prod", oidc_provider="maybe")

@@ -21,6 +21,7 @@ EXPECTED = {
     ("docs/routing.md", 'plan prod from="routing:" to="routing:"'),
     ("docs/simulator.md", 'simulator capacity --env prod from="primary:" to="admission limit"'),
     ("docs/simulator.md", "simulator validate --env prod"),
+    ("README.md", "quotas prod"),
 }
 
 

@@ -44,3 +44,48 @@ def test_documented_rule_lines_still_resolve_their_prerequisites() -> None:
         capture_output=True, text=True,
     )  # fmt: skip
     assert "No rule to make target" not in done.stderr, done.stderr
+
+
+def _help_groups() -> dict[str, set[str]]:
+    out = subprocess.run(
+        ["make", "--no-print-directory", "help"], cwd=REPO, capture_output=True, text=True,
+        check=True,
+    ).stdout  # fmt: skip
+    groups: dict[str, set[str]] = {}
+    current = ""
+    for line in out.splitlines():
+        if re.match(r"^\S.*:$", line):
+            current = line[:-1]
+            groups[current] = set()
+        elif m := re.match(r"^  make (\S+)", line):
+            groups[current].add(m.group(1))
+    return groups
+
+
+def test_ci_only_targets_are_in_the_ci_group_not_deploy() -> None:
+    """The targets only a workflow runs (their job outputs, runner checks) sit apart from the
+    commands a person deploys with."""
+    groups = _help_groups()
+    ci = {"runner-disk", "ci-approvals", "ci-config", "release-record", "promote-image",
+          "promote-model"}  # fmt: skip
+    assert ci <= groups["ci"]
+    assert not ci & groups["deploy"]
+    assert {"deploy", "synth", "deploy-execution-policy"} <= groups["deploy"]
+
+
+def test_distclean_removes_every_venv_node_modules_and_build_and_clean_keeps_them() -> None:
+    """make clean removes caches only; make distclean also the venvs (several GiB), whichever
+    mk/*.mk defines them, node_modules and build/."""
+
+    def removed(target: str) -> set[str]:
+        dry = subprocess.run(
+            ["make", "-n", "--no-print-directory", target], cwd=REPO, capture_output=True,
+            text=True, check=True,
+        ).stdout  # fmt: skip
+        (rm,) = [line for line in dry.splitlines() if line.startswith("rm -rf ")]
+        return set(rm.split()[2:])
+
+    venvs = {".venv", ".venv-serving", ".venv-quant", ".venv-checkov"}
+    assert "cdk.out" in removed("clean")
+    assert not (venvs | {"node_modules", "build"}) & removed("clean")
+    assert venvs | {"node_modules", "build", "cdk.out"} <= removed("distclean")

@@ -442,3 +442,25 @@ def test_before_the_release_stack_exists_the_role_check_is_a_note(monkeypatch, c
         "preflight note: model_prep.hf_token_secret: the secret mangaassist/hf-token exists" in out
     )
     aws.assert_done()
+
+
+def test_make_quotas_prints_each_quota_the_plan_needs_and_the_commands_that_raise_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Offline (no session is made): each quota with the plan's own figure, its code looked up
+    by its exact name, and the request for that figure."""
+    from sizing.fit import load_config
+    from typed_config import config_path
+
+    assert preflight.main(["--env", "dev", "--quotas"], session=NoCredentials()) == 0
+    out = capsys.readouterr().out
+    cfg = load_config(config_path(preflight.REPO_ROOT, "dev"), env="dev")
+    needed = preflight.quotas_needed(cfg)
+    assert any(name.endswith("for endpoint usage") for name in needed)
+    for name, n in needed.items():
+        assert f"\n  {name}: {n}\n" in out
+        assert f"--query \"Quotas[?QuotaName=='{name}'].QuotaCode\" --output text)" in out
+        assert (
+            f"aws service-quotas request-service-quota-increase --region {cfg.region} "
+            f"--service-code sagemaker --quota-code $code --desired-value {n}\n"
+        ) in out + "\n"

@@ -59,7 +59,7 @@ def test_bad_release_inputs_name_the_field(prod_cfg, given, named) -> None:
     assert message.startswith(f"deploy options {given} break the config:\n")
     assert "config/prod.yaml: 1 invalid value(s)" in message
     assert re.search(
-        rf"^  {re.escape(named)}( \(line \d+\))?: String should match pattern .* \(with the "
+        rf"^  {re.escape(named)}( \(line \d+\))?: '.*' is not an? .* \(with the "
         r"deploy options\)$",
         message,
         re.M,

@@ -19,7 +19,11 @@ def test_adapter_name_that_could_be_a_path_fails_naming_its_yaml_path(mutate, na
     with pytest.raises(ConfigError) as err:
         parse(mutate("adapters.0.name", name))
     where = re.escape(f"adapters[{name}].name")
-    assert re.search(rf"^  {where}( \(line \d+\))?: .*should match pattern", str(err.value), re.M)
+    assert re.search(
+        rf"^  {where}( \(line \d+\))?: .* is not an adapter name: up to 63 letters",
+        str(err.value),
+        re.M,
+    )
 
 
 def test_config_adapter_names_are_within_the_image_rule() -> None:
