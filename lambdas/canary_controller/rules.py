@@ -518,8 +518,8 @@ class Decision:
     #: Fields the decision writes into the record besides its transition (the shadow stage's
     #: window, its comparison's verdict and figures).
     record: RolloutState | None = None
-    #: A shadow-stage ``bake`` or ``hold``: the shadow variant's DesiredInstanceCount to set as
-    #: well (``shadow_fleet``: it follows the primary's load per instance).
+    #: ``enter-shadow``: the shadow variant's InitialInstanceCount in the config the move
+    #: creates (``shadow_fleet``: the primary's load per instance when the stage starts).
     shadow_instances: int | None = None
 
 

@@ -21,7 +21,13 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
 
 - ``enter-shadow``: UpdateEndpoint to the shadow config, written first as the record's intent (a
   tick that dies after SageMaker took the call is recognised by the next one: the live config is
-  the intent's). Not before the endpoint is InService on the canary config.
+  the intent's). Not before the endpoint is InService on the canary config. The config moved to
+  is the stack's shadow config with the shadow variant sized for the primary's instances in
+  service at that moment (``shadow_fleet``; :func:`sized_config_name`, created by the
+  controller: ``aws.create_sized_config``), recorded as the record's ``shadow_config_name``; the
+  stack's own, at its peak size, when that size is not known. The move is a plain update, never
+  blue/green (``aws.update_endpoint``); SageMaker refusing it for good (a ValidationException
+  other than "in progress") ends the stage at once, naming AWS's message (``decisions``).
 - waiting for the update (``wait``): at most ``stage_update_timeout_seconds`` from the request
   (the blue/green update's own limit: max execution timeout plus termination wait); past it the
   rollout ends FAILED. An endpoint found InService on the canary config after the request (a
@@ -36,9 +42,9 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
     config, the reason naming what was missing;
   - ``pass`` before ``min_seconds``: ``hold``; after: ``leave-shadow`` to the canary config, then
     ``canary-stage`` once it is InService there, and the canary steps run as without a shadow.
-- The shadow variant's count, on every ``bake`` or ``hold`` on the shadow config InService: kept
-  at the primary's load per instance (``shadow_fleet``: why, when, and what a refusal does),
-  recorded as ``shadow_fleet`` and in each comparison's evidence.
+- The shadow variant's count: set once, by the config the stage enters (above), recorded as
+  ``shadow_fleet`` and in each comparison's evidence; never changed during the stage (no
+  documented call changes a shadow variant's count: ``aws.create_sized_config``).
 - A rollback in the shadow stage (the operator's, or any failure) is the way back to the canary
   config with nothing served: the canary variant comes back at its configured initial weight,
   which a config with a shadow stage holds at 0 (typed_config: ``rollout.shadow``).
@@ -46,9 +52,10 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final, cast
 
 from . import names
@@ -162,6 +169,27 @@ class ShadowEvidence:
         return out
 
 
+def sized_config_name(base: str, count: int) -> str:
+    """The endpoint config of the stack's shadow config ``base`` with the shadow at ``count``
+    instances: within SageMaker's EndpointConfigName (at most 63 characters of
+    ``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}``, API reference, CreateEndpointConfig), and a different
+    name for every ``base`` (a digest of it: CloudFormation's generated names differ at their
+    end, which a cut would drop)."""
+    return f"{_sized_prefix(base)}{count}"
+
+
+def _sized_prefix(base: str) -> str:
+    return f"{base[:44].rstrip('-')}-{hashlib.sha256(base.encode()).hexdigest()[:8]}-s"
+
+
+def is_shadow_config(config: str | None, base: str) -> bool:
+    """``config`` is the stack's shadow config ``base`` or one sized from it."""
+    if config is None or config == base:
+        return config is not None
+    count = config.removeprefix(_sized_prefix(base))
+    return count != config and count.isdigit()
+
+
 def in_shadow(state: RolloutState) -> bool:
     return state.get("stage") == SHADOW
 
@@ -180,11 +208,12 @@ def decide(
     check_seconds: int,
     fleet: ShadowFleet | None = None,
 ) -> Decision:
-    """The next step of a rollout in its shadow stage (module docstring). ``fleet``: the shadow's
-    count follows the primary's load per instance (``shadow_fleet``), None: it is left as it is
-    (the endpoint not InService on the shadow config, or its peak size unknown)."""
+    """The next step of a rollout in its shadow stage (module docstring). ``fleet``: what the
+    shadow's count at entry follows (``shadow_fleet``); None: the stack's shadow config, at its
+    peak size, is entered."""
     status, config = obs.endpoint_status, obs.endpoint_config_name
-    canary_config, shadow_config = state.get("canary_config_name"), rules.config_name
+    canary_config = state.get("canary_config_name")
+    shadow_config = state.get("shadow_config_name") or rules.config_name
     if status in TERMINAL_ENDPOINT_STATES:
         return Decision("abort", f"endpoint is {status}; rollout abandoned in the shadow stage")
     leaving = state["status"] == names.ROLLING_BACK or bool(state.get("shadow_leaving"))
@@ -207,13 +236,7 @@ def decide(
                 return Decision(
                     "wait", f"endpoint is {status}; the shadow stage waits", check_seconds
                 )
-            return Decision(
-                "enter-shadow",
-                f"shadow stage: endpoint to {shadow_config} (the new build as the shadow variant, "
-                f"{rules.sample_percent} % of requests copied to it, its answers never returned)",
-                check_seconds,
-                endpoint_config=shadow_config,
-            )
+            return _enter(rules, obs, check_seconds, fleet)
         waited = now - requested
         if config == canary_config and status == "InService":
             return _end_failed(
@@ -229,33 +252,31 @@ def decide(
         return Decision(
             "wait", f"endpoint is {status} on {config}: moving to the shadow config", check_seconds
         )
-    return _with_fleet(
-        _in_stage(state, rules, now, compare, check_seconds, entered), state, obs, fleet
-    )
+    return _in_stage(state, rules, now, compare, check_seconds, entered)
 
 
-def _with_fleet(
-    d: Decision, state: RolloutState, obs: Observation, fleet: ShadowFleet | None
+def _enter(
+    rules: ShadowRules, obs: Observation, check_seconds: int, fleet: ShadowFleet | None
 ) -> Decision:
-    """A ``bake`` or ``hold`` on the shadow config, InService: the shadow's count as it should be
-    (recorded as ``shadow_fleet``, with why) and, where it differs from the shadow's desired count
-    and no refusal for good was recorded (``shadow_fleet_refused``), asked for
-    (``shadow_instances``)."""
-    if d.kind not in ("bake", "hold") or fleet is None or obs.shadow_instances is None:
-        return d
-    if state.get("shadow_fleet_refused"):
-        return d
-    primary = obs.primary_serving
-    want, have = fleet.count(primary), obs.shadow_instances
-    why = fleet.why(primary)
-    record: RolloutState = {**(d.record or {}), "shadow_fleet": why}
-    if want == have:
-        return replace(d, record=record)
-    return replace(
-        d,
-        reason=f"{d.reason}; shadow variant {have} -> {want} instances",
-        record={**record, "shadow_fleet": f"{have} -> {why}"},
-        shadow_instances=want,
+    """``enter-shadow``: to a config whose shadow is sized for the primary's instances in service
+    now (``shadow_instances``: the controller creates it), or to the stack's at its peak size
+    when ``fleet`` is None."""
+    what = (
+        f"the new build as the shadow variant, {rules.sample_percent} % of requests copied to it, "
+        "its answers never returned"
+    )
+    if fleet is None:
+        config, count, why = rules.config_name, None, "the stack's shadow config's (peak size)"
+    else:
+        count = fleet.count(obs.primary_serving)
+        config, why = sized_config_name(rules.config_name, count), fleet.why(obs.primary_serving)
+    return Decision(
+        "enter-shadow",
+        f"shadow stage: endpoint to {config} ({what}; shadow fleet {why})",
+        check_seconds,
+        endpoint_config=config,
+        shadow_instances=count,
+        record={"shadow_config_name": config, "shadow_fleet": why},
     )
 
 
@@ -269,7 +290,8 @@ def _in_stage(
 ) -> Decision:
     """On the shadow config, InService: the window opens, then the comparisons (module
     docstring)."""
-    shadow_config, canary_config = rules.config_name, state.get("canary_config_name")
+    shadow_config = state.get("shadow_config_name") or rules.config_name
+    canary_config = state.get("canary_config_name")
     if entered is None:
         return Decision(
             "bake",
@@ -288,7 +310,7 @@ def _in_stage(
     ran = compare(entered, now)
     elapsed = now - entered
     outcome, summary = ran.judged(rules.thresholds.max_latency_p95_ratio)
-    fleet_line = state.get("shadow_fleet_refused") or state.get("shadow_fleet")
+    fleet_line = state.get("shadow_fleet")
     record: RolloutState = {
         "shadow_next_compare_at": now + rules.compare_seconds,
         "shadow_compared_at": now,

@@ -67,6 +67,14 @@ def into_shadow(world: World) -> dict[str, Any]:
     return result
 
 
+def operator_rollback(world: World) -> dict[str, Any]:
+    """``make canary-rollback`` by an operator, without a rollout id."""
+    return world.run(
+        {"action": "rollback", "endpoint_name": ENDPOINT, "requested_by": "bob",
+         "reason": "wrong build"}
+    )  # fmt: skip
+
+
 def until(world: World, result: dict[str, Any], decision: str, limit: int = 200) -> dict[str, Any]:
     for _ in range(limit):
         if result["last_decision"] == decision or result["done"]:
@@ -199,12 +207,8 @@ def test_a_tick_that_dies_after_update_endpoint_is_recognised_by_its_intent(
 def test_an_operator_rollback_in_the_shadow_stage_goes_back_to_the_canary_config(
     shadow: World,
 ) -> None:
-    result = into_shadow(shadow)
-    result = shadow.run(
-        {"action": "rollback", "endpoint_name": ENDPOINT, "requested_by": "bob",
-         "reason": "wrong build"}
-    )  # fmt: skip
-    result = until(shadow, result, "shadow-end")
+    into_shadow(shadow)
+    result = until(shadow, operator_rollback(shadow), "shadow-end")
     assert result["status"] == "ROLLED_BACK", result
     described = shadow.controller.sm.describe_endpoint(EndpointName=ENDPOINT)
     assert described["EndpointConfigName"] == sw.CANARY_CONFIG
