@@ -172,7 +172,6 @@ SUMMARY_KEYS = (
     "shadow_outcome",
     "shadow_evidence",
     "shadow_fleet",
-    "shadow_fleet_refused",
     "history",
 )
 
