@@ -215,7 +215,7 @@ def create_sized_config(sm: Any, base: str, name: str, variant: str, count: int)
     An endpoint config is immutable and its variants' counts are initial values, so the shadow is
     sized once, when the stage starts, in the config the move goes to (``shadow_fleet``).
 
-    ``name`` is derived from ``base`` and ``count`` (``shadow_stage.sized_config_name``): a config
+    ``name`` is derived from ``base`` and ``count`` (``names.sized_shadow_config``): a config
     of that name already there is the same copy (a tick that stopped after creating it) and is
     used as it is. DescribeEndpointConfig of a config that does not exist answers
     ValidationException ("Could not find endpoint configuration")."""

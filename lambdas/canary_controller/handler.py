@@ -148,7 +148,8 @@ class Controller(DecisionApplier):
         owns."""
         assert self.s.shadow is not None
         ep, canary = self.s.endpoint_name, self.s.canary_variant
-        if shadow_stage.is_shadow_config(obs.endpoint_config_name, self.s.shadow.config_name):
+        live, base = obs.endpoint_config_name, self.s.shadow.config_name
+        if shadow_stage.is_shadow_config(live, self.s.endpoint_name, base):
             raise RolloutConflict(
                 f"endpoint {ep} already runs a shadow config ({obs.endpoint_config_name}: a "
                 "rollout that ended mid-stage): make deploy puts the canary config back; start "

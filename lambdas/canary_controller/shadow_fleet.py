@@ -21,7 +21,7 @@ up (``floor(x + 0.5)``), not Python's half-to-even.
 
 How. Once, when the stage starts: the config the stage enters is a copy of the stack's shadow
 config with the shadow's InitialInstanceCount at this count for the primary's instances in
-service at that moment (``aws.create_sized_config``, ``shadow_stage.sized_config_name``); the
+service at that moment (``aws.create_sized_config``, ``names.sized_shadow_config``); the
 peak size is the stack's shadow config's count (DescribeEndpointConfig). Not afterwards:
 UpdateEndpointWeightsAndCapacities documents ``DesiredWeightAndCapacity`` as "weight and capacity
 values for a production variant"

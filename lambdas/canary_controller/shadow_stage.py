@@ -23,7 +23,7 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
   tick that dies after SageMaker took the call is recognised by the next one: the live config is
   the intent's). Not before the endpoint is InService on the canary config. The config moved to
   is the stack's shadow config with the shadow variant sized for the primary's instances in
-  service at that moment (``shadow_fleet``; :func:`sized_config_name`, created by the
+  service at that moment (``shadow_fleet``; ``names.sized_shadow_config``, created by the
   controller: ``aws.create_sized_config``), recorded as the record's ``shadow_config_name``; the
   stack's own, at its peak size, when that size is not known. The move is a plain update, never
   blue/green (``aws.update_endpoint``); SageMaker refusing it for good (a ValidationException
@@ -52,7 +52,6 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -169,24 +168,12 @@ class ShadowEvidence:
         return out
 
 
-def sized_config_name(base: str, count: int) -> str:
-    """The endpoint config of the stack's shadow config ``base`` with the shadow at ``count``
-    instances: within SageMaker's EndpointConfigName (at most 63 characters of
-    ``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}``, API reference, CreateEndpointConfig), and a different
-    name for every ``base`` (a digest of it: CloudFormation's generated names differ at their
-    end, which a cut would drop)."""
-    return f"{_sized_prefix(base)}{count}"
-
-
-def _sized_prefix(base: str) -> str:
-    return f"{base[:44].rstrip('-')}-{hashlib.sha256(base.encode()).hexdigest()[:8]}-s"
-
-
-def is_shadow_config(config: str | None, base: str) -> bool:
-    """``config`` is the stack's shadow config ``base`` or one sized from it."""
+def is_shadow_config(config: str | None, endpoint: str, base: str) -> bool:
+    """``config`` is the stack's shadow config ``base`` or one sized from it for ``endpoint``."""
     if config is None or config == base:
         return config is not None
-    count = config.removeprefix(_sized_prefix(base))
+    prefix = names.sized_shadow_config(endpoint, base, 0)[:-1]
+    count = config.removeprefix(prefix)
     return count != config and count.isdigit()
 
 
@@ -236,7 +223,7 @@ def decide(
                 return Decision(
                     "wait", f"endpoint is {status}; the shadow stage waits", check_seconds
                 )
-            return _enter(rules, obs, check_seconds, fleet)
+            return _enter(state["endpoint_name"], rules, obs, check_seconds, fleet)
         waited = now - requested
         if config == canary_config and status == "InService":
             return _end_failed(
@@ -256,8 +243,9 @@ def decide(
 
 
 def _enter(
-    rules: ShadowRules, obs: Observation, check_seconds: int, fleet: ShadowFleet | None
-) -> Decision:
+    endpoint: str, rules: ShadowRules, obs: Observation, check_seconds: int,
+    fleet: ShadowFleet | None,
+) -> Decision:  # fmt: skip
     """``enter-shadow``: to a config whose shadow is sized for the primary's instances in service
     now (``shadow_instances``: the controller creates it), or to the stack's at its peak size
     when ``fleet`` is None."""
@@ -269,7 +257,8 @@ def _enter(
         config, count, why = rules.config_name, None, "the stack's shadow config's (peak size)"
     else:
         count = fleet.count(obs.primary_serving)
-        config, why = sized_config_name(rules.config_name, count), fleet.why(obs.primary_serving)
+        config = names.sized_shadow_config(endpoint, rules.config_name, count)
+        why = fleet.why(obs.primary_serving)
     return Decision(
         "enter-shadow",
         f"shadow stage: endpoint to {config} ({what}; shadow fleet {why})",

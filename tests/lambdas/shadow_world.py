@@ -137,7 +137,7 @@ def variant_names(config: str) -> set[str]:
     """The variant names of the moto endpoint config ``config``, its shadow's too (moto keeps no
     ShadowProductionVariants: the shadow configs are the stack's and those sized from it)."""
     names = {v["VariantName"] for v in _backend().endpoint_configs[config].production_variants}
-    return names | ({"shadow"} if is_shadow_config(config, SHADOW_CONFIG) else set())
+    return names | ({"shadow"} if is_shadow_config(config, ENDPOINT, SHADOW_CONFIG) else set())
 
 
 def serve_update_endpoint(client: Any, calls: list[str] | None = None) -> list[str]:

@@ -18,8 +18,9 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from lambdas.canary_controller import aws
+from lambdas.canary_controller.names import sized_shadow_config, sized_shadow_config_prefix
 from lambdas.canary_controller.shadow_fleet import tracking_count
-from lambdas.canary_controller.shadow_stage import is_shadow_config, sized_config_name
+from lambdas.canary_controller.shadow_stage import is_shadow_config
 from tests.lambdas import shadow_world as sw
 from tests.lambdas.canary_lifecycle import record_sent
 from tests.lambdas.conftest import ENDPOINT, World, validation_error
@@ -60,7 +61,7 @@ def test_the_stage_enters_a_config_sized_for_the_primary_and_never_resizes_the_s
     result = world.start()
     result = tick(world, result)
     assert result["last_decision"] == "enter-shadow", result
-    sized = sized_config_name(sw.SHADOW_CONFIG, 2)  # 50 % of the primary's 4
+    sized = sized_shadow_config(ENDPOINT, sw.SHADOW_CONFIG, 2)  # 50 % of the primary's 4
     record: Any = world.controller.load()
     assert record["shadow_config_name"] == sized, record
     assert "2 instances for 50 % of the primary's 4 in service" in record["shadow_fleet"]
@@ -90,8 +91,8 @@ def test_a_sized_config_already_there_is_used_as_it_is(
 ) -> None:
     world, shadow = fleet
     sm = world.controller.sm
-    aws.create_sized_config(sm, sw.SHADOW_CONFIG, sized_config_name(sw.SHADOW_CONFIG, 2),
-                            "shadow", 2)  # fmt: skip
+    sized = sized_shadow_config(ENDPOINT, sw.SHADOW_CONFIG, 2)
+    aws.create_sized_config(sm, sw.SHADOW_CONFIG, sized, "shadow", 2)
     into = tick(world, world.start())
     assert into["last_decision"] == "enter-shadow", into
     assert len(shadow.created) == 1  # not created twice
@@ -200,7 +201,7 @@ def test_the_calls_are_valid_by_sagemakers_model() -> None:
     capture = {"EnableCapture": True, "InitialSamplingPercentage": 100,
                "DestinationS3Uri": "s3://b/datacapture", "KmsKeyId": "k",
                "CaptureOptions": [{"CaptureMode": "Input"}, {"CaptureMode": "Output"}]}  # fmt: skip
-    sized = sized_config_name("cfg-shadow", 3)
+    sized = sized_shadow_config("ep", "cfg-shadow", 3)
     stub.add_client_error(
         "describe_endpoint_config", "ValidationException",
         f'Could not find endpoint configuration "{sized}".', 400, {"EndpointConfigName": sized},
@@ -259,15 +260,19 @@ def test_a_config_copy_carries_every_member_create_takes_that_describe_answers()
 def test_sized_config_names_are_valid_endpoint_config_names_and_distinct_per_stack_config() -> None:
     model = boto3.client("sagemaker", region_name="us-east-1").meta.service_model
     shape = model.operation_model("CreateEndpointConfig").input_shape.members["EndpointConfigName"]
-    base = "ShadowStageEndpointConfig" + "x" * 30 + "-" + "A1b2C3d4E5f6"  # 63 characters
+    endpoint = "e" * 63  # the longest endpoint name
+    base = "ShadowStageEndpointConfig" + "x" * 25 + "-" + "A1b2C3d4E5f6"
     other = base[:-1] + "7"
-    for name in (sized_config_name(base, 120), sized_config_name(other, 1)):
+    for name in (sized_shadow_config(endpoint, base, 9999), sized_shadow_config("ep", other, 1)):
         assert len(name) <= shape.metadata["max"] == 63
         assert re.fullmatch(shape.metadata["pattern"].strip("^$"), name), name
-    assert sized_config_name(base, 2) != sized_config_name(other, 2)
-    assert is_shadow_config(sized_config_name(base, 7), base) and is_shadow_config(base, base)
-    assert not is_shadow_config(sized_config_name(other, 7), base)
-    assert not is_shadow_config("cfg-1", base) and not is_shadow_config(None, base)
+    assert sized_shadow_config(endpoint, base, 2).startswith(sized_shadow_config_prefix(endpoint))
+    assert sized_shadow_config(endpoint, base, 2) != sized_shadow_config(endpoint, other, 2)
+    assert is_shadow_config(sized_shadow_config(endpoint, base, 7), endpoint, base)
+    assert is_shadow_config(base, endpoint, base)
+    assert not is_shadow_config(sized_shadow_config(endpoint, other, 7), endpoint, base)
+    assert not is_shadow_config("cfg-1", endpoint, base)
+    assert not is_shadow_config(None, endpoint, base)
 
 
 def test_which_validation_exceptions_are_refusals_for_good() -> None:
