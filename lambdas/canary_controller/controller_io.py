@@ -33,7 +33,7 @@ from . import rules as r
 from .names import RolloutStatus
 from .settings import Settings, StartFailed
 from .shadow_compare import LikeLoads, compare, minute_loads
-from .shadow_stage import ShadowEvidence
+from .shadow_stage import Ground, ShadowEvidence
 from .state import RecordedDecision, RolloutState
 
 #: Pauses before each further attempt of a record write that DynamoDB throttled, failed (5xx) or
@@ -177,6 +177,49 @@ class ControllerIO:
         except aws.AWS_ERRORS as exc:
             print(f"GetMetricData failed: {aws.describe_error(exc)}")
             return r.Evidence(0.0, 0.0, 0.0, 0.0, error=aws.describe_error(exc))
+
+    def shadow_ground(self, start: int, end: int) -> Ground:
+        """What the shadow stage stands on over ``[start, end]`` (``shadow_stage``): data
+        capture's status (DescribeEndpoint ``DataCaptureConfig.CaptureStatus``: "Started" or
+        "Stopped", API reference, DataCaptureConfigSummary), capture objects of both variants
+        (``capture.objects_written``), and both variants' Invocations and Invocation5XXErrors
+        (CloudWatch, ``aws.invocation_sums``: the error rate per variant, which capture alone
+        does not give: an error answer may not be captured). A read that fails is missing too,
+        named with its error."""
+        shadow = self.s.shadow
+        assert shadow is not None
+        ep, variants = self.s.endpoint_name, (self.s.primary_variant, shadow.shadow_variant)
+        missing: list[str] = []
+        seen: list[str] = []
+        try:
+            summary = self.sm.describe_endpoint(EndpointName=ep).get("DataCaptureConfig") or {}
+            status = summary.get("CaptureStatus", "not configured")
+            seen.append(f"data capture {status}")
+            if status != "Started" or not summary.get("EnableCapture"):
+                missing.append(f"data capture is {status}, not Started")
+        except aws.AWS_ERRORS as exc:
+            missing.append(f"data capture's status unread ({aws.describe_error(exc)})")
+        for variant in variants:
+            try:
+                n = capture.objects_written(self.s3, shadow.capture_uri, ep, variant, start, end)
+            except aws.AWS_ERRORS as exc:
+                missing.append(f"{variant} capture unread ({aws.describe_error(exc)})")
+                continue
+            seen.append(f"{variant} {n} capture objects")
+            if n == 0:
+                missing.append(f"no capture object of {variant} yet")
+        try:
+            sums = aws.invocation_sums(self.cw, ep, variants, start, end)
+        except aws.AWS_ERRORS as exc:
+            missing.append(f"CloudWatch invocations unread ({aws.describe_error(exc)})")
+            return Ground(tuple(missing), ", ".join(seen))
+        for variant in variants:
+            calls, errors = sums[(variant, "Invocations")], sums[(variant, "Invocation5XXErrors")]
+            if calls > 0:
+                seen.append(f"{variant} {calls:g} invocations, 5XX {100 * errors / calls:.3g} %")
+            else:
+                missing.append(f"no CloudWatch Invocations of {variant} yet")
+        return Ground(tuple(missing), ", ".join(seen))
 
     def shadow_evidence(self, start: int, end: int) -> ShadowEvidence:
         """Both variants' captured answers over ``[start, end]`` compared per adapter

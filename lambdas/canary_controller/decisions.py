@@ -101,7 +101,7 @@ class DecisionApplier(ControllerIO):
             entering = state.get("shadow_requested_at") is None
             return shadow_stage.decide(
                 state, obs, self.s.shadow, now, self.shadow_evidence, self.s.rules.check_seconds,
-                self._shadow_fleet() if entering else None,
+                self._shadow_fleet() if entering else None, self.shadow_ground,
             )  # fmt: skip
         return r.decide(state, obs, self.s.rules, now, self.evidence)
 

@@ -32,7 +32,12 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
   (the blue/green update's own limit: max execution timeout plus termination wait); past it the
   rollout ends FAILED. An endpoint found InService on the canary config after the request (a
   blue/green auto-rollback) ends it too.
-- on the shadow config, InService: the stage's window opens (``shadow_entered_at``); every
+- on the shadow config, InService: the stage's window opens (``shadow_entered_at``); then the
+  stage checks its ground (:class:`Ground`, read by the controller each tick until it is all
+  there, recorded once as ``shadow_ground``): data capture Started, capture objects written for
+  both variants, and CloudWatch's Invocations (with Invocation5XXErrors, the error rate per
+  variant) for both. What is still missing :data:`GROUND_SECONDS` after the window opened ends
+  the release FAILED at once, naming it (never a hold to ``max_minutes``). Then every
   ``compare_seconds`` the comparison runs (``bake`` in between), its verdict and figures written
   into the record (``shadow_outcome``, ``shadow_evidence``):
   - ``fail``: the release ends; the endpoint goes back to the canary config (``rollback``: the
@@ -118,6 +123,22 @@ class ShadowRules:
         )
 
 
+#: How long after the shadow config goes live the stage's ground must all be there: data capture
+#: writes an object per variant "periodically" (an assumption of minutes: docs/limits.md) and
+#: CloudWatch publishes the invocation metrics each minute (developer guide, "Metrics for
+#: monitoring Amazon SageMaker AI").
+GROUND_SECONDS: Final = 900
+
+
+@dataclass(frozen=True)
+class Ground:
+    """What the shadow stage stands on (module docstring), as the controller read it: what is
+    missing (empty: all there) and what was seen, for the record."""
+
+    missing: tuple[str, ...]
+    seen: str
+
+
 @dataclass(frozen=True)
 class ShadowEvidence:
     """One comparison: the verdict, or why the data could not be read."""
@@ -193,9 +214,11 @@ def decide(
     now: int,
     compare: Callable[[int, int], ShadowEvidence],
     check_seconds: int,
-    fleet: ShadowFleet | None = None,
+    fleet: ShadowFleet | None,
+    ground: Callable[[int, int], Ground],
 ) -> Decision:
-    """The next step of a rollout in its shadow stage (module docstring). ``fleet``: what the
+    """The next step of a rollout in its shadow stage (module docstring). ``ground(start,
+    end)``: what the stage stands on since the window opened. ``fleet``: what the
     shadow's count at entry follows (``shadow_fleet``); None: the stack's shadow config, at its
     peak size, is entered."""
     status, config = obs.endpoint_status, obs.endpoint_config_name
@@ -239,7 +262,31 @@ def decide(
         return Decision(
             "wait", f"endpoint is {status} on {config}: moving to the shadow config", check_seconds
         )
+    if entered is not None and not state.get("shadow_ground"):
+        return _check_ground(ground(entered, now), now - entered, check_seconds)
     return _in_stage(state, rules, now, compare, check_seconds, entered)
+
+
+def _check_ground(found: Ground, waited: int, check_seconds: int) -> Decision:
+    """The stage's ground (module docstring): recorded once all there; the release ended FAILED
+    if any of it is still missing :data:`GROUND_SECONDS` after the window opened."""
+    if not found.missing:
+        return Decision(
+            "bake", f"shadow stage ground checked: {found.seen}", 1,
+            record={"shadow_ground": found.seen},
+        )  # fmt: skip
+    missing = "; ".join(found.missing)
+    if waited >= GROUND_SECONDS:
+        return _end_failed(
+            f"the shadow stage's ground is not there {waited}s after the shadow config went "
+            f"live: {missing} (seen: {found.seen})"
+        )
+    left = GROUND_SECONDS - waited
+    return Decision(
+        "bake",
+        f"shadow stage checks its ground: {missing}; the stage ends in {left}s without it",
+        min(check_seconds, left),
+    )
 
 
 def _enter(

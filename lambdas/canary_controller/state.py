@@ -138,3 +138,6 @@ class RolloutState(TypedDict, total=False):
     #: The shadow variant's count and why (shadow_fleet.py: the primary's load per instance when
     #: the stage starts, set in the config the stage enters).
     shadow_fleet: str
+    #: What the shadow stage stood on when it was checked (shadow_stage.Ground): capture, both
+    #: variants' capture objects and CloudWatch invocations and error rates.
+    shadow_ground: str

@@ -172,6 +172,7 @@ SUMMARY_KEYS = (
     "shadow_outcome",
     "shadow_evidence",
     "shadow_fleet",
+    "shadow_ground",
     "history",
 )
 

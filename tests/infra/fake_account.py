@@ -35,7 +35,8 @@ What the fakes do, and where each rule comes from:
   With ``rollout.shadow`` the rollout starts with the shadow stage, played tick by tick with the
   controller's own rules (``shadow_stage.decide``) and comparison (``shadow_compare.compare`` on
   :attr:`Controller.shadow_answers`, with CloudWatch's minutes at like loads:
-  :func:`like_load_minutes`): the endpoint moves to the shadow config (the canary variant off the
+  :func:`like_load_minutes`; its ground check finds :attr:`Controller.shadow_ground`): the
+  endpoint moves to the shadow config (the canary variant off the
   endpoint, the shadow on) and back through this account's SageMaker (the controller's own
   ``aws.create_sized_config`` and ``aws.update_endpoint``): CreateEndpointConfig, and
   UpdateEndpoint, which refuses a blue/green move that renames variants as SageMaker does
@@ -145,6 +146,10 @@ class Controller:
         #: comparison sees (primary, shadow), and every canary weight the controller set.
         self.shadow = shadow_rules(cfg)
         self.shadow_answers: tuple[list[Answer], list[Answer]] = alike_answers(cfg)
+        #: What the stage's ground check finds (the account keeps no capture or CloudWatch).
+        self.shadow_ground = shadow_stage.Ground(
+            (), "data capture Started, both variants' capture objects and invocations"
+        )
         self.canary_weights: list[float] = []
         #: Every decision recorded, in order (the record's history keeps the last 50).
         self.decided: list[str] = []
@@ -217,7 +222,10 @@ class Controller:
             return shadow_stage.ShadowEvidence(verdict, minutes=minutes, loads=loads)
 
         check = self.rules.check_seconds
-        d = shadow_stage.decide(st, obs, self.shadow, int(at), comparison, check, self._fleet(st))
+        d = shadow_stage.decide(
+            st, obs, self.shadow, int(at), comparison, check, self._fleet(st),
+            lambda start, end: self.shadow_ground,
+        )  # fmt: skip
         spec, ep, canary = (
             self.shadow.canary_scaling,
             self.cfg.endpoint_name,

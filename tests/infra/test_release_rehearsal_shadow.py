@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from lambdas.canary_controller import aws, canary_scaling
+from lambdas.canary_controller import aws, canary_scaling, shadow_stage
 from lambdas.canary_controller.shadow_fleet import tracking_count
 from sizing.rollout_plan import rollout_capacity_plan
 from typed_config.shadow import CONTROLLER_OWNED_VARIANT
@@ -181,3 +181,23 @@ def test_a_failing_comparison_stops_the_release_in_the_shadow_stage(
     assert state["weights"] == {"primary": 100.0, "canary": 0.0}
     assert account.targets["canary"] == (3, 54)  # its autoscaling back as configured
     assert "mangaassist-vllm-prod-canary-target-tracking" in account.policies["canary"]
+
+
+def test_a_stage_whose_ground_is_missing_ends_failed_within_minutes_not_at_max_minutes(
+    account: Account,
+    steps_of_release: list[Any],
+    capsys: Any,
+) -> None:
+    """Issue 41, item 4: capture not written for the shadow ends the release at once with the
+    reason, never a hold to max_minutes."""
+    missing = "no capture object of shadow yet"
+    account.controller.shadow_ground = shadow_stage.Ground((missing,), "data capture Started")
+    started = account.now
+    steps = release(account, steps_of_release, capsys)
+    assert [(s.target, s.rc) for s in steps][-1] == ("canary-wait", 1)
+    assert missing in steps[-1].err
+    assert account.now - started < 3600  # max_minutes is 240 here
+    account.sleep(3600)
+    status, _ = account.controller.handle({"action": "status"})
+    assert status["status"] == "FAILED" and status["last_decision"] == "shadow-end", status
+    assert "compare" not in " ".join(decisions(account))

@@ -78,8 +78,69 @@ def shadow_world(world: World) -> World:
     ctl.s = replace(ctl.s, shadow=SHADOW)
     ctl.s3 = boto3.client("s3", region_name=REGION)
     serve_update_endpoint(ctl.sm)
+    world.shadow_ground = Ground(world)
     serve_shadow_minutes(world)
     return world
+
+
+class Ground:
+    """What the shadow stage stands on (shadow_stage.Ground), as SageMaker and CloudWatch show it,
+    which moto does not: DescribeEndpoint's ``DataCaptureConfig`` while the endpoint runs a shadow
+    config (``capture_status``; None leaves it out), and GetMetricData's Invocations and
+    Invocation5XXErrors of both variants (``invocations``: per variant, (calls, errors) a
+    minute; None leaves the variant's series empty), each request validated against
+    CloudWatch's model. The capture objects are the world's S3 (:func:`ground_capture`)."""
+
+    def __init__(self, world: World) -> None:
+        self.capture_status: str | None = "Started"
+        self.invocations: dict[str, tuple[float, float] | None] = {
+            "primary": (400.0, 0.0), "shadow": (40.0, 0.0),
+        }  # fmt: skip
+        sm, cw = world.controller.sm, world.controller.cw
+        describe, metric_data = sm.describe_endpoint, cw.get_metric_data
+        model = cw.meta.service_model.operation_model("GetMetricData")
+
+        def describe_endpoint(**params: Any) -> Any:
+            out = describe(**params)
+            live = out.get("EndpointConfigName")
+            if self.capture_status is not None and is_shadow_config(live, ENDPOINT, SHADOW_CONFIG):
+                out["DataCaptureConfig"] = {
+                    "EnableCapture": True, "CaptureStatus": self.capture_status,
+                    "CurrentSamplingPercentage": 100, "DestinationS3Uri": CAPTURE_URI,
+                }  # fmt: skip
+            return out
+
+        def get_metric_data(**params: Any) -> Any:
+            queries = params["MetricDataQueries"]
+            dims = [{d["Name"]: d["Value"] for d in q["MetricStat"]["Metric"]["Dimensions"]}
+                    for q in queries]  # fmt: skip
+            metrics = {q["MetricStat"]["Metric"]["MetricName"] for q in queries}
+            shadow = any(d.get("VariantName") == "shadow" for d in dims)
+            if not shadow or not metrics <= {"Invocations", "Invocation5XXErrors"}:
+                return metric_data(**params)
+            validate_parameters(params, model.input_shape)
+            results = []
+            for q, d in zip(queries, dims, strict=True):
+                figures = self.invocations.get(d["VariantName"])
+                i = 0 if q["MetricStat"]["Metric"]["MetricName"] == "Invocations" else 1
+                minutes = int((params["EndTime"] - params["StartTime"]).total_seconds() // 60)
+                value = None if figures is None else figures[i] * max(1, minutes)
+                results.append({
+                    "Id": q["Id"], "StatusCode": "Complete",
+                    "Timestamps": [] if value is None else [params["StartTime"]],
+                    "Values": [] if value is None else [value],
+                })  # fmt: skip
+            return {"MetricDataResults": results}
+
+        sm.describe_endpoint = describe_endpoint
+        cw.get_metric_data = get_metric_data
+
+
+def ground_capture(world: World, variants: tuple[str, ...] = ("primary", "shadow")) -> None:
+    """A capture object of each of ``variants`` in the clock's hour, holding no answer (what the
+    stage's ground check counts, without adding to the comparison's answers)."""
+    for variant in variants:
+        put_capture(world, variant, [], key="ground.jsonl", body="\n")
 
 
 def serve_shadow_minutes(

@@ -177,6 +177,7 @@ def test_status_and_wait_know_the_shadow_stage(
     world.clock.now += sw.COMPARE
     result = world.tick("r1", result["seq"])  # the window opens
     sw.capture_both(world)
+    result = world.tick("r1", result["seq"])  # its ground checked
     world.clock.now += sw.COMPARE
     world.tick("r1", result["seq"])  # the first comparison: a pass, held until min_minutes
     assert run("status") == 0

@@ -183,7 +183,8 @@ def into_shadow_sized(world: World) -> dict[str, Any]:
     assert result["last_decision"] == "enter-shadow", result
     result = tick(world, result)
     assert result["last_decision"] == "bake", result
-    return result
+    sw.ground_capture(world)
+    return tick(world, result)
 
 
 def test_the_calls_are_valid_by_sagemakers_model() -> None:

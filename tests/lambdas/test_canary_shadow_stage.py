@@ -17,6 +17,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from lambdas.canary_controller.shadow_stage import GROUND_SECONDS
 from tests.lambdas import shadow_world as sw
 from tests.lambdas.canary_lifecycle import record_sent
 from tests.lambdas.conftest import ENDPOINT, REGION, World, advance, instances, weights
@@ -64,6 +65,9 @@ def into_shadow(world: World) -> dict[str, Any]:
     )
     result = tick(world, result)  # InService on the shadow config: the window opens
     assert result["last_decision"] == "bake", result
+    sw.ground_capture(world)
+    result = tick(world, result)  # its ground: capture Started and written, CloudWatch for both
+    assert "shadow stage ground checked" in result["last_reason"], result
     return result
 
 
@@ -451,3 +455,69 @@ def test_no_answer_from_aws_is_a_hold_then_fails_past_max_minutes(
     assert result["status"] == "FAILED", result
     assert "without a verdict" in result["rollback_reason"]
     assert weights()["canary"] == 0.0
+
+
+def opened(world: World) -> dict[str, Any]:
+    """Into the stage, its window open, its ground not checked yet."""
+    result = tick(world, world.start())
+    assert result["last_decision"] == "enter-shadow", result
+    result = tick(world, result)
+    assert result["last_decision"] == "bake", result
+    return result
+
+
+def ended_on_ground(world: World, result: dict[str, Any]) -> dict[str, Any]:
+    """Ticks until the release ends; it must end within the ground's minutes, not max_minutes."""
+    entered = world.clock.now
+    result = until(world, result, "shadow-end")
+    assert result["status"] == "FAILED", result
+    assert world.clock.now - entered <= GROUND_SECONDS + sw.STAGE_UPDATE_TIMEOUT, result
+    live = world.controller.sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"]
+    assert live == sw.CANARY_CONFIG
+    return result
+
+
+@pytest.mark.parametrize(
+    ("fault", "named"),
+    [
+        ("capture stopped", "data capture is Stopped, not Started"),
+        ("no shadow capture", "no capture object of shadow yet"),
+        ("no shadow metrics", "no CloudWatch Invocations of shadow yet"),
+    ],
+)
+def test_a_stage_without_its_ground_ends_failed_at_once_naming_what_is_missing(
+    shadow: World, fault: str, named: str
+) -> None:
+    ground = shadow.shadow_ground
+    if fault == "capture stopped":
+        ground.capture_status = "Stopped"
+    if fault == "no shadow metrics":
+        ground.invocations["shadow"] = None
+    result = opened(shadow)
+    sw.ground_capture(
+        shadow, ("primary",) if fault == "no shadow capture" else ("primary", "shadow")
+    )
+    result = tick(shadow, result)
+    assert result["last_decision"] == "bake" and named in result["last_reason"], result
+    result = ended_on_ground(shadow, result)
+    assert "the shadow stage's ground is not there" in result["last_reason"], result
+    assert named in result["last_reason"], result
+    assert "shadow_outcome" not in (shadow.controller.load() or {})  # no comparison ever ran
+
+
+def test_a_ground_that_comes_within_its_minutes_is_recorded_with_both_error_rates(
+    shadow: World,
+) -> None:
+    ground = shadow.shadow_ground
+    ground.invocations["shadow"] = None  # CloudWatch has no shadow datapoint yet
+    result = opened(shadow)
+    result = tick(shadow, result)
+    assert "no CloudWatch Invocations of shadow yet" in result["last_reason"], result
+    assert "no capture object of primary yet" in result["last_reason"], result
+    ground.invocations["shadow"] = (40.0, 2.0)
+    sw.ground_capture(shadow)
+    result = tick(shadow, result)
+    record: Any = shadow.controller.load()
+    assert record["shadow_ground"].startswith("data capture Started, primary 1 capture objects")
+    assert "shadow" in record["shadow_ground"] and "5XX 5 %" in record["shadow_ground"], record
+    assert result["status"] == "RUNNING", result
