@@ -263,18 +263,19 @@ class DecisionApplier(ControllerIO):
         that is not "in progress"): asking again would only be refused again, so the stage ends
         now, naming AWS's message. Into the stage, nothing moved: the release ends FAILED by way
         of the rollback (the endpoint is still on the canary config: ``shadow-end``). Out of it,
-        the endpoint stays where it is: FAILED, the lock released, the operator told that
-        ``make deploy`` puts the canary config back."""
+        the endpoint stays where it is: FAILED, the lock released, the operator told how to move
+        it back (``shadow_stage.move_back``)."""
         said = aws.describe_error(exc)
         why = f"SageMaker refused the move to {d.endpoint_config}: {said}"
         print(why)
         if d.kind == "enter-shadow" and state["status"] == r.RUNNING:
             return self._begin_rollback(state, why, {"shadow_end": r.FAILED})
         live = obs.endpoint_config_name if obs is not None else "its config"
+        back = shadow_stage.move_back(self.s.endpoint_name, state.get("canary_config_name"))
         end = r.Decision(
             "abort",
-            f"{why}; the endpoint stays on {live}: recorded FAILED, lock released; make deploy "
-            "puts the canary config back",
+            f"{why}; the endpoint stays on {live}: recorded FAILED, lock released; once the "
+            f"cause is fixed, move it back with {back}",
             subject=f"shadow stage: SageMaker refused the move back: {said}",
         )
         return self._give_up(state, end, now, obs)

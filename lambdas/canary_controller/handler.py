@@ -152,7 +152,8 @@ class Controller(DecisionApplier):
         if shadow_stage.is_shadow_config(live, self.s.endpoint_name, base):
             raise RolloutConflict(
                 f"endpoint {ep} already runs a shadow config ({obs.endpoint_config_name}: a "
-                "rollout that ended mid-stage): make deploy puts the canary config back; start "
+                "rollout that ended mid-stage): move it back to the canary config with "
+                f"{shadow_stage.move_back(ep, None)}; start "
                 "refused"
             )
         if obs.canary_weight > 0:

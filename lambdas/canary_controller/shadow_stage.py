@@ -189,6 +189,18 @@ class ShadowEvidence:
         return out
 
 
+def move_back(endpoint: str, canary_config: str | None) -> str:
+    """What puts an endpoint left on a shadow config back on the canary config: a plain
+    UpdateEndpoint, as the stage's own move (``aws.update_endpoint``). Not ``make deploy``: a
+    deploy whose template changes nothing changes nothing, and one that does updates blue/green,
+    which SageMaker refuses between configs whose variant names differ (deployment guardrails,
+    "Exclusions")."""
+    return (
+        f"aws sagemaker update-endpoint --endpoint-name {endpoint} --endpoint-config-name "
+        f"{canary_config or '<the canary config>'} --retain-all-variant-properties"
+    )
+
+
 def is_shadow_config(config: str | None, endpoint: str, base: str) -> bool:
     """``config`` is the stack's shadow config ``base`` or one sized from it for ``endpoint``."""
     if config is None or config == base:

@@ -156,7 +156,12 @@ def test_a_move_back_sagemaker_refuses_for_good_ends_the_release_failed_and_says
     result = until(world, operator_rollback(world), "abort")
     assert result["done"] and result["status"] == "FAILED", result
     assert f"ValidationException: {said}" in result["last_reason"], result
-    assert "make deploy puts the canary config back" in result["last_reason"], result
+    back = f"--endpoint-config-name {sw.CANARY_CONFIG} --retain-all-variant-properties"
+    assert back in result["last_reason"], result
+    live = sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"]
+    assert live == sized_shadow_config(ENDPOINT, sw.SHADOW_CONFIG, 2)
+    with pytest.raises(Exception, match=f"already runs a shadow config \\({live}"):
+        world.start("r2")  # the next rollout is refused until the endpoint is moved back
     assert "] shadow stage: SageMaker refused the move back: Valid" in sent[-1]["subject"]
 
 
