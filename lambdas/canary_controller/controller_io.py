@@ -33,7 +33,7 @@ from . import rules as r
 from .names import RolloutStatus
 from .settings import Settings, StartFailed
 from .shadow_compare import LikeLoads, compare, minute_loads
-from .shadow_stage import Ground, ShadowEvidence
+from .shadow_stage import CloudWatchErrors, Ground, ShadowEvidence
 from .state import RecordedDecision, RolloutState
 
 #: Pauses before each further attempt of a record write that DynamoDB throttled, failed (5xx) or
@@ -245,6 +245,21 @@ class ControllerIO:
         except aws.AWS_ERRORS as exc:
             print(f"shadow comparison could not read CloudWatch: {aws.describe_error(exc)}")
             return ShadowEvidence(None, error=f"ModelLatency: {aws.describe_error(exc)}")
+        variants = (self.s.primary_variant, shadow.shadow_variant)
+        try:
+            sums = aws.invocation_sums(self.cw, self.s.endpoint_name, variants, start, end)
+        except aws.AWS_ERRORS as exc:
+            print(f"shadow comparison could not read CloudWatch: {aws.describe_error(exc)}")
+            return ShadowEvidence(None, error=f"Invocation5XXErrors: {aws.describe_error(exc)}")
+        primary_v, shadow_v = variants
+        errors = CloudWatchErrors(
+            primary_calls=sums[(primary_v, "Invocations")],
+            primary_errors=sums[(primary_v, "Invocation5XXErrors")],
+            shadow_calls=sums[(shadow_v, "Invocations")],
+            shadow_errors=sums[(shadow_v, "Invocation5XXErrors")],
+            max_increase_percent=shadow.thresholds.max_error_rate_increase_percent,
+            min_calls=shadow.thresholds.min_requests_per_adapter,
+        )
         # the shadow variant is the canary's model on the canary's instance type
         loads = LikeLoads.of(minute_loads(minutes), self.s.rules.plan.canary_per_primary)
         primary, _ = read[self.s.primary_variant]
@@ -255,6 +270,7 @@ class ControllerIO:
             read=f"read: {said}",
             minutes=minutes,
             loads=loads,
+            errors=errors,
         )
 
     def set_canary_weight(self, percent: int) -> None:

@@ -38,7 +38,9 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
   both variants, and CloudWatch's Invocations (with Invocation5XXErrors, the error rate per
   variant) for both. What is still missing :data:`GROUND_SECONDS` after the window opened ends
   the release FAILED at once, naming it (never a hold to ``max_minutes``). Then every
-  ``compare_seconds`` the comparison runs (``bake`` in between), its verdict and figures written
+  ``compare_seconds`` the comparison runs (the captured answers per adapter, CloudWatch's
+  ModelLatency at like loads, and CloudWatch's 5XX error rate per variant:
+  :class:`CloudWatchErrors`) (``bake`` in between), its verdict and figures written
   into the record (``shadow_outcome``, ``shadow_evidence``):
   - ``fail``: the release ends; the endpoint goes back to the canary config (``rollback``: the
     record ROLLING_BACK, then ``leave-shadow``), then ROLLED_BACK with the comparison's reason;
@@ -140,6 +142,34 @@ class Ground:
 
 
 @dataclass(frozen=True)
+class CloudWatchErrors:
+    """Both variants' Invocations and Invocation5XXErrors over the window (AWS/SageMaker, per
+    EndpointName and VariantName: ``aws.invocation_sums``): the error rate of every request,
+    where the capture holds only the sampled ones it wrote (an error answer may not be captured
+    at all). The shadow fails when its rate exceeds the primary's by more than
+    ``max_increase_percent`` points, judged once it has ``min_calls`` invocations (the
+    comparison's per-adapter minimum)."""
+
+    primary_calls: float
+    primary_errors: float
+    shadow_calls: float
+    shadow_errors: float
+    max_increase_percent: float
+    min_calls: int
+
+    def judged(self) -> tuple[bool, str]:
+        """``(failed, figures)``."""
+        p = 100 * self.primary_errors / self.primary_calls if self.primary_calls else 0.0
+        s = 100 * self.shadow_errors / self.shadow_calls if self.shadow_calls else 0.0
+        figures = (
+            f"CloudWatch 5XX: shadow {s:.3g} % of {self.shadow_calls:g}, primary {p:.3g} % of "
+            f"{self.primary_calls:g} (at most +{self.max_increase_percent:g} points)"
+        )
+        failed = self.shadow_calls >= self.min_calls and s - p > self.max_increase_percent
+        return failed, figures
+
+
+@dataclass(frozen=True)
 class ShadowEvidence:
     """One comparison: the verdict, or why the data could not be read."""
 
@@ -154,6 +184,8 @@ class ShadowEvidence:
     #: Which minutes give latency evidence, and for which verdict (the verdict's per-answer
     #: latency rules were judged on the same).
     loads: LikeLoads = field(default_factory=LikeLoads)
+    #: Both variants' error rates from CloudWatch (None where not read: the simulator).
+    errors: CloudWatchErrors | None = None
 
     def judged(self, max_ratio: float) -> tuple[str, str]:
         """``(outcome, summary)``: the per-adapter verdict, failed also when the shadow's
@@ -164,6 +196,11 @@ class ShadowEvidence:
         if self.verdict is None:
             return "unreadable", f"the comparison could not read its data ({self.error})"
         outcome, summary = self.verdict.outcome, self.verdict.summary()
+        if self.errors is not None:
+            failed, figures = self.errors.judged()
+            if failed:
+                prefix = summary if outcome == "fail" else "shadow comparison fail"
+                return "fail", f"{prefix}; {figures}"
         latency, why = cloudwatch_latency(self.minutes, self.loads, max_ratio)
         if latency == "fail":
             prefix = summary if outcome == "fail" else "shadow comparison fail"
@@ -179,6 +216,8 @@ class ShadowEvidence:
             return [f"no comparison: {self.error}"]
         out = [self.read] if self.read else []
         out.append(f"{len(self.minutes)} minutes of CloudWatch read; {self.loads.summary()}")
+        if self.errors is not None:
+            out.append(self.errors.judged()[1])
         out.append(
             like_load_detail(CLOUDWATCH_LATENCY, *cloudwatch_classes(self.minutes, self.loads))
         )

@@ -521,3 +521,17 @@ def test_a_ground_that_comes_within_its_minutes_is_recorded_with_both_error_rate
     assert record["shadow_ground"].startswith("data capture Started, primary 1 capture objects")
     assert "shadow" in record["shadow_ground"] and "5XX 5 %" in record["shadow_ground"], record
     assert result["status"] == "RUNNING", result
+
+
+def test_a_shadow_whose_errors_only_cloudwatch_sees_fails_the_comparison(shadow: World) -> None:
+    """Issue 41, item 4: the error rate per variant comes from CloudWatch too: answers alike in
+    the capture, but 5 % of the shadow's requests answered 5XX (none captured) fail it."""
+    result = into_shadow(shadow)
+    shadow.shadow_ground.invocations["shadow"] = (40.0, 2.0)
+    sw.capture_both(shadow)
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "ROLLED_BACK", result
+    record: Any = shadow.controller.load()
+    assert record["shadow_outcome"] == "fail", record
+    assert "CloudWatch 5XX: shadow 5 % of" in record["rollback_reason"], record
+    assert any(line.startswith("CloudWatch 5XX") for line in record["shadow_evidence"]), record
