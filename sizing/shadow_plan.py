@@ -107,7 +107,7 @@ def render_shadow(s: dict[str, Any] | None) -> list[str]:
     quota = ", ".join(f"{n} x {t}" for t, n in s["instance_quota_needed"].items())
     return [
         f"  shadow  {s['instances']} x {s['instance_type']} for {s['sized_for']} "
-        f"(sample {s['sample_percent']} %; the count tracks the primary's load per instance, "
+        f"(sample {s['sample_percent']} %; sized at the start to the primary's load per instance, "
         f"1..{s['instances']}), ${s['hourly_usd_at_least']:,.2f}..${s['hourly_usd']:,.2f}/h, "
         f"at most ${s['cost_at_min_usd']:,.2f} at min_minutes ({s['min_minutes']}), "
         f"${s['cost_at_max_usd']:,.2f} at max_minutes ({s['max_minutes']})",
