@@ -416,15 +416,12 @@ def observe(
     *,
     primary: str,
     canary: str,
-    shadow: str | None = None,
 ) -> r.Observation:
-    """One tick's view: endpoint status and config, the variants' weights and counts (the shadow
-    variant's counts too, when ``shadow`` names it and the endpoint has it), the alarms (none
-    read when ``alarms`` is empty: a rollback does not consult them)."""
+    """One tick's view: endpoint status and config, the variants' weights and counts, the alarms
+    (none read when ``alarms`` is empty: a rollback does not consult them)."""
     status, config, variants = describe(sm, endpoint)
     states = alarm_states(cw, alarms) if alarms else {}
     c, p = variants.get(canary, {}), variants.get(primary, {})
-    s = variants.get(shadow) if shadow else None
     return r.Observation(
         endpoint_status=status,
         firing=tuple(
@@ -442,13 +439,7 @@ def observe(
         primary_weight=float(p.get("CurrentWeight") or 0.0),
         endpoint_config_name=config,
         primary_in_service=int(p.get("CurrentInstanceCount") or 0),
-        shadow_current=_count(s, "CurrentInstanceCount"),
-        shadow_desired=_count(s, "DesiredInstanceCount"),
     )
-
-
-def _count(variant: dict[str, Any] | None, key: str) -> int | None:
-    return None if variant is None or variant.get(key) is None else int(variant[key])
 
 
 def evidence(

@@ -163,7 +163,6 @@ class ControllerIO:
         return aws.observe(
             self.sm, self.cw, self.s.endpoint_name, self.s.alarm_names if alarms else (),
             primary=self.s.primary_variant, canary=self.s.canary_variant,
-            shadow=self.s.shadow.shadow_variant if self.s.shadow else None,
         )  # fmt: skip
 
     def evidence(self, start: int, end: int) -> r.Evidence:
@@ -181,7 +180,8 @@ class ControllerIO:
     def shadow_ground(self, start: int, end: int) -> Ground:
         """What the shadow stage stands on over ``[start, end]`` (``shadow_stage``): data
         capture's status (DescribeEndpoint ``DataCaptureConfig.CaptureStatus``: "Started" or
-        "Stopped", API reference, DataCaptureConfigSummary), capture objects of both variants
+        "Stopped", API reference, DataCaptureConfigSummary), the shadow variant's instances in
+        service (DescribeEndpoint ``ShadowProductionVariants``), capture objects of both variants
         (``capture.objects_written``), and both variants' Invocations and Invocation5XXErrors
         (CloudWatch, ``aws.invocation_sums``: the error rate per variant, which capture alone
         does not give: an error answer may not be captured). A read that fails is missing too,
@@ -192,13 +192,22 @@ class ControllerIO:
         missing: list[str] = []
         seen: list[str] = []
         try:
-            summary = self.sm.describe_endpoint(EndpointName=ep).get("DataCaptureConfig") or {}
+            described = self.sm.describe_endpoint(EndpointName=ep)
+        except aws.AWS_ERRORS as exc:
+            described = {}
+            missing.append(f"the endpoint unread ({aws.describe_error(exc)})")
+        if described:
+            summary = described.get("DataCaptureConfig") or {}
             status = summary.get("CaptureStatus", "not configured")
             seen.append(f"data capture {status}")
             if status != "Started" or not summary.get("EnableCapture"):
                 missing.append(f"data capture is {status}, not Started")
-        except aws.AWS_ERRORS as exc:
-            missing.append(f"data capture's status unread ({aws.describe_error(exc)})")
+            live = [v for v in described.get("ShadowProductionVariants") or []
+                    if v["VariantName"] == shadow.shadow_variant]  # fmt: skip
+            serving = int(live[0].get("CurrentInstanceCount") or 0) if live else 0
+            seen.append(f"{shadow.shadow_variant} {serving} instances in service")
+            if not serving:
+                missing.append(f"no {shadow.shadow_variant} instance in service")
         for variant in variants:
             try:
                 n = capture.objects_written(self.s3, shadow.capture_uri, ep, variant, start, end)

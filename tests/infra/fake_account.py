@@ -200,7 +200,6 @@ class Controller:
         if self.account.now < at:
             return None
         live = self.account.endpoint
-        shadow_count = live["shadow"]["count"] if "shadow" in live else None
         obs = r.Observation(
             endpoint_status=live["status"],
             endpoint_config_name=live["config"],
@@ -208,8 +207,6 @@ class Controller:
             primary_weight=live["variants"]["primary"]["weight"],
             primary_instances=live["variants"]["primary"]["count"],
             primary_in_service=live["variants"]["primary"]["count"],
-            shadow_current=shadow_count,
-            shadow_desired=shadow_count,
         )
         answers = self.shadow_answers
 

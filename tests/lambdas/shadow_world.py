@@ -86,13 +86,16 @@ def shadow_world(world: World) -> World:
 class Ground:
     """What the shadow stage stands on (shadow_stage.Ground), as SageMaker and CloudWatch show it,
     which moto does not: DescribeEndpoint's ``DataCaptureConfig`` while the endpoint runs a shadow
-    config (``capture_status``; None leaves it out), and GetMetricData's Invocations and
+    config (``capture_status``; None leaves it out) and its ``ShadowProductionVariants``
+    (``shadow_instances`` in service), and GetMetricData's Invocations and
     Invocation5XXErrors of both variants (``invocations``: per variant, (calls, errors) a
     minute; None leaves the variant's series empty), each request validated against
     CloudWatch's model. The capture objects are the world's S3 (:func:`ground_capture`)."""
 
     def __init__(self, world: World) -> None:
         self.capture_status: str | None = "Started"
+        #: The shadow's instances in service where no other fake shows them (ShadowVariant does).
+        self.shadow_instances = 1
         self.invocations: dict[str, tuple[float, float] | None] = {
             "primary": (400.0, 0.0), "shadow": (40.0, 0.0),
         }  # fmt: skip
@@ -103,7 +106,14 @@ class Ground:
         def describe_endpoint(**params: Any) -> Any:
             out = describe(**params)
             live = out.get("EndpointConfigName")
-            if self.capture_status is not None and is_shadow_config(live, ENDPOINT, SHADOW_CONFIG):
+            if not is_shadow_config(live, ENDPOINT, SHADOW_CONFIG):
+                return out
+            count = {"CurrentInstanceCount": self.shadow_instances,
+                     "DesiredInstanceCount": self.shadow_instances}  # fmt: skip
+            out.setdefault("ShadowProductionVariants", [
+                {"VariantName": "shadow", "CurrentWeight": 0.1, "DesiredWeight": 0.1, **count}
+            ])  # fmt: skip
+            if self.capture_status is not None:
                 out["DataCaptureConfig"] = {
                     "EnableCapture": True, "CaptureStatus": self.capture_status,
                     "CurrentSamplingPercentage": 100, "DestinationS3Uri": CAPTURE_URI,

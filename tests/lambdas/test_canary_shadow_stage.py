@@ -483,6 +483,7 @@ def ended_on_ground(world: World, result: dict[str, Any]) -> dict[str, Any]:
         ("capture stopped", "data capture is Stopped, not Started"),
         ("no shadow capture", "no capture object of shadow yet"),
         ("no shadow metrics", "no CloudWatch Invocations of shadow yet"),
+        ("no shadow instance", "no shadow instance in service"),
     ],
 )
 def test_a_stage_without_its_ground_ends_failed_at_once_naming_what_is_missing(
@@ -493,6 +494,8 @@ def test_a_stage_without_its_ground_ends_failed_at_once_naming_what_is_missing(
         ground.capture_status = "Stopped"
     if fault == "no shadow metrics":
         ground.invocations["shadow"] = None
+    if fault == "no shadow instance":
+        ground.shadow_instances = 0
     result = opened(shadow)
     sw.ground_capture(
         shadow, ("primary",) if fault == "no shadow capture" else ("primary", "shadow")
@@ -518,7 +521,9 @@ def test_a_ground_that_comes_within_its_minutes_is_recorded_with_both_error_rate
     sw.ground_capture(shadow)
     result = tick(shadow, result)
     record: Any = shadow.controller.load()
-    assert record["shadow_ground"].startswith("data capture Started, primary 1 capture objects")
+    assert record["shadow_ground"].startswith(
+        "data capture Started, shadow 1 instances in service, primary 1 capture objects"
+    ), record
     assert "shadow" in record["shadow_ground"] and "5XX 5 %" in record["shadow_ground"], record
     assert result["status"] == "RUNNING", result
 
