@@ -484,6 +484,7 @@ def ended_on_ground(world: World, result: dict[str, Any]) -> dict[str, Any]:
         ("no shadow capture", "no capture object of shadow yet"),
         ("no shadow metrics", "no CloudWatch Invocations of shadow yet"),
         ("no shadow instance", "no shadow instance in service"),
+        ("capture unreadable", "primary capture unread (AccessDenied: Access Denied)"),
     ],
 )
 def test_a_stage_without_its_ground_ends_failed_at_once_naming_what_is_missing(
@@ -496,6 +497,15 @@ def test_a_stage_without_its_ground_ends_failed_at_once_naming_what_is_missing(
         ground.invocations["shadow"] = None
     if fault == "no shadow instance":
         ground.shadow_instances = 0
+    if fault == "capture unreadable":  # the S3 call itself refused
+
+        def paginator(name: str) -> Any:
+            raise ClientError(
+                {"Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+                 "ResponseMetadata": {"HTTPStatusCode": 403}}, name,
+            )  # fmt: skip
+
+        shadow.controller.s3.get_paginator = paginator
     result = opened(shadow)
     sw.ground_capture(
         shadow, ("primary",) if fault == "no shadow capture" else ("primary", "shadow")
