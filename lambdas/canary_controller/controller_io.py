@@ -179,8 +179,10 @@ class ControllerIO:
 
     def shadow_ground(self, start: int, end: int) -> Ground:
         """What the shadow stage stands on over ``[start, end]`` (``shadow_stage``): data
-        capture's status (DescribeEndpoint ``DataCaptureConfig.CaptureStatus``: "Started" or
-        "Stopped", API reference, DataCaptureConfigSummary), the shadow variant's instances in
+        capture's status (DescribeEndpoint ``DataCaptureConfig``: ``CaptureStatus`` Started or
+        Stopped, "whether data capture is currently functional", API reference,
+        https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DataCaptureConfigSummary.html),
+        the shadow variant's instances in
         service (DescribeEndpoint ``ShadowProductionVariants``), capture objects of both variants
         (``capture.objects_written``), and both variants' Invocations and Invocation5XXErrors
         (CloudWatch, ``aws.invocation_sums``: the error rate per variant, which capture alone
