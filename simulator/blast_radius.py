@@ -24,7 +24,7 @@ it delays the canary but serves no user from the bad build.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from simulator.alarm_eval import AlarmEval
@@ -140,9 +140,6 @@ class Outcome:
     #: The furthest canary step the build reached (0: none).
     furthest_step: int
     status: str
-    #: With a tracking shadow fleet: the minutes the primary's scaling waited on a shadow resize
-    #: and its highest load per instance then (x its scaling target); None without one.
-    primary_held: tuple[int, float] | None = None
 
     @property
     def served_percent(self) -> float:
@@ -165,10 +162,6 @@ class Outcome:
             "status": self.status,
             "meets_goal": self.meets_goal,
             "reason": self.reason,
-            "primary_held_minutes": None if self.primary_held is None else self.primary_held[0],
-            "primary_held_peak_load": (
-                None if self.primary_held is None else round(self.primary_held[1], 3)
-            ),
         }
 
 
@@ -235,19 +228,10 @@ def replay(
             cfg, stage, build, shares, tr, curve,
             start_minute=start_minute, shadow_load=shadow_load, a=a,
         )  # fmt: skip
-        held = (
-            (s.primary_held_minutes, s.primary_held_peak_load)
-            if shadow_load == "tracking"
-            else None
-        )
         if s.outcome != "pass":
             day = float(sum(tr.rpm))
-            return Outcome(
-                build, "shadow", s.minutes, 0.0, day, s.reason, 0, "FAILED (shadow)", held
-            )
+            return Outcome(build, "shadow", s.minutes, 0.0, day, s.reason, 0, "FAILED (shadow)")
         canary_start = s.end_minute
-        return replace(_canary(cfg, a, build, shares, tr, start_minute, canary_start),
-                       primary_held=held)  # fmt: skip
     return _canary(cfg, a, build, shares, tr, start_minute, canary_start)
 
 

@@ -43,11 +43,4 @@ def table(title: str, outcomes: Sequence[Outcome]) -> str:
         f"goal: under {GOAL_PERCENT} % of the day's requests and no bad build past the first "
         "canary step; 'served' counts requests routed to the bad build (shadow copies: 0)"
     )
-    if healthy is not None and healthy.primary_held is not None:
-        held, peak = healthy.primary_held
-        lines.append(
-            f"shadow resizes (healthy build): the primary's scaling waited {held} min while the "
-            f"shadow's new instances started (the endpoint Updating); its load per instance "
-            f"peaked at {peak:.2f} x its scaling target then (1.00: at the target)"
-        )
     return "\n".join(lines)

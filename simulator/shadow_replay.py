@@ -15,15 +15,11 @@ adapter_shares`), for the primary and the build under test from the same models:
   (target tracking holds it there). The shadow variant (``shadow_load``):
 
   - ``tracking`` (the default, what the controller does: lambdas/canary_controller/
-    shadow_fleet.py): whole instances, the count the controller asks for at each of its ticks
-    (``check_interval_minutes``), round(sample x the primary's count x ``canary_per_primary``)
-    within 1 and the peak size, from the peak size at the stage's start. The primary's count is
-    the whole number of instances target tracking holds at the minute's load (within its
-    bounds), so both run near, not at, the target. A count the shadow gains serves
-    ``Assumptions.new_tag_seconds`` later (the figure the rollout replay gives canary instances
-    of a new tag, typed_config.instance_start.ASSUMED_READY_SECONDS); meanwhile the endpoint is
-    Updating: the controller asks for nothing more, its comparison waits, and the primary's
-    count cannot change (SageMaker applies one change at a time). A count it sheds goes at once;
+    shadow_fleet.py): whole instances, round(sample x the primary's count x
+    ``canary_per_primary``) within 1 and the peak size, set once when the stage starts (the
+    config the stage enters is sized so; no documented call resizes a shadow variant) and kept
+    to the stage's end. The primary's count is the whole number of instances target tracking
+    holds at the minute's load (within its bounds), so both run near, not at, the target;
   - ``peak-sized``: a fixed fleet sized for its sampled share at the day's peak at the same
     target (issue 33 item 3), so off-peak it runs below the target and answers faster than the
     primary;
@@ -33,7 +29,7 @@ adapter_shares`), for the primary and the build under test from the same models:
   The comparison judges latency at like loads only (shadow_compare, "Latency at like loads"): a
   peak-sized shadow's off-peak minutes are fail evidence only, and pass evidence needs minutes at
   the primary's load, which it reaches only at the peak; a tracking shadow's load straddles the
-  primary's (rounding to nearest), so both kinds arrive;
+  primary's as the primary scales from its count at the start, so both kinds arrive;
 - length: log-normal around the engine's typical answer (``engine.typical_output_tokens``) with
   :data:`LENGTH_SIGMA` (an assumption: no measured answer-length distribution is on file), cut at
   the answer reserve (``engine.context_budget.generation_reserve_tokens``, the max_tokens a request
@@ -94,13 +90,8 @@ class ShadowResult:
     #: (minute, outcome) of every comparison run.
     comparisons: list[tuple[int, str]] = field(default_factory=list)
     shadow_answers: int = 0
-    #: (minute, count) each time the shadow's serving count changed (``tracking`` only).
+    #: (minute, count): the shadow's count, set when the stage starts (``tracking`` only).
     shadow_counts: list[tuple[int, int]] = field(default_factory=list)
-    #: ``tracking`` only: the minutes the primary's scaling waited on a shadow resize (the
-    #: endpoint Updating), and its highest load per instance then, in units of its scaling
-    #: target (1.0: at the target; its engine's bound is 1 / target_fraction_of_concurrency).
-    primary_held_minutes: int = 0
-    primary_held_peak_load: float = 0.0
 
     @property
     def minutes(self) -> int:
@@ -110,9 +101,7 @@ class ShadowResult:
 class TrackingFleet:
     """Both fleets' whole instance counts minute by minute for ``tracking`` (module docstring)."""
 
-    def __init__(
-        self, cfg: DeploymentConfig, stage: ShadowStage, curve: LatencyCurve, a: Assumptions
-    ) -> None:
+    def __init__(self, cfg: DeploymentConfig, stage: ShadowStage, curve: LatencyCurve) -> None:
         target = concurrency_target(cfg, "primary")
         #: Requests a minute one primary instance takes at its target (Little's law with the
         #: speed model's median time at the target).
@@ -122,39 +111,18 @@ class TrackingFleet:
         self.sample = stage.sample_percent
         self.per_primary = rollout_capacity_plan(cfg).canary_per_primary
         self.peak = shadow_instances(cfg)
-        self.tick = cfg.rollout.check_interval_minutes
-        self.ready = math.ceil(a.new_tag_seconds / 60)
         self.primary, self.shadow = self.low, self.peak
-        #: A count the shadow gains: (the minute it serves, the count); the endpoint Updating.
-        self.pending: tuple[int, int] | None = None
-        #: Minutes the primary's count was held by a shadow resize, and its peak load then.
-        self.held_minutes = 0
-        self.held_peak = 0.0
-
-    @property
-    def updating(self) -> bool:
-        return self.pending is not None
 
     def minute(self, elapsed: int, rpm: float) -> tuple[float, float]:
         """The minute ``elapsed`` of the stage at ``rpm``: both loads per instance, in units of
         a primary instance at its target (the shadow's converted by ``canary_per_primary``)."""
-        if self.pending is not None and elapsed >= self.pending[0]:
-            self.shadow, self.pending = self.pending[1], None
-        if self.pending is None:  # the primary's autoscaling waits while the endpoint updates
-            wanted = math.ceil(round(rpm / self.per_instance_rpm, 9))
-            self.primary = min(self.high, max(self.low, wanted))
-        if elapsed % self.tick == 0 and self.pending is None:  # the controller's tick
-            want = tracking_count(self.sample, self.primary, self.per_primary, self.peak)
-            if want < self.shadow:
-                self.shadow = want
-            elif want > self.shadow:
-                self.pending = (elapsed + self.ready, want)
+        wanted = math.ceil(round(rpm / self.per_instance_rpm, 9))
+        self.primary = min(self.high, max(self.low, wanted))
+        if elapsed == 0:  # the stage starts on a config sized for the primary's count then
+            self.shadow = tracking_count(self.sample, self.primary, self.per_primary, self.peak)
         capacity = self.per_instance_rpm
         primary = rpm / (self.primary * capacity)
         shadow = self.sample / 100 * rpm / (self.shadow / self.per_primary * capacity)
-        if self.pending is not None:
-            self.held_minutes += 1
-            self.held_peak = max(self.held_peak, primary)
         return primary, shadow
 
 
@@ -246,7 +214,7 @@ def replay_shadow(
     result = ShadowResult("fail", start_minute, start_minute, "")
     interval = stage.compare_interval_minutes
     last = min(trace.minutes, start_minute + stage.max_minutes)
-    fleet = TrackingFleet(cfg, stage, curve, a or Assumptions())
+    fleet = TrackingFleet(cfg, stage, curve)
     due = interval
     for minute in range(start_minute, last):
         rpm = float(trace.rpm[minute])
@@ -269,7 +237,7 @@ def replay_shadow(
         if (at := _minute_latency(now_p, now_s, (primary_load, share / per_primary))) is not None:
             minutes[minute] = at
         elapsed = minute + 1 - start_minute
-        if elapsed < due or (shadow_load == "tracking" and fleet.updating):
+        if elapsed < due:
             continue
         due = elapsed + interval
         loads = LikeLoads.of(minute_loads(minutes), per_primary)
@@ -280,14 +248,9 @@ def replay_shadow(
         if outcome == "fail" or (outcome == "pass" and elapsed >= stage.min_minutes):
             result.outcome, result.end_minute = outcome, minute + 1
             result.reason, result.shadow_answers = summary, len(shadow)
-            result.primary_held_minutes, result.primary_held_peak_load = (
-                fleet.held_minutes,
-                fleet.held_peak,
-            )
             return result
         result.reason = summary
     result.end_minute, result.shadow_answers = last, len(shadow)
-    result.primary_held_minutes, result.primary_held_peak_load = fleet.held_minutes, fleet.held_peak
     result.reason = (
         f"no pass within max_minutes ({stage.max_minutes}) or the trace's end: "
         f"no evidence is never a pass (last: {result.reason})"

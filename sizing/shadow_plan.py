@@ -11,17 +11,17 @@ so it is sized for it; a shadow variant short of capacity would answer slowly or
 fail the comparison on latency or errors: the safe direction (a good build held back, never a bad
 one let through), but a wasted stage.
 
-How the shadow variant scales: the canary controller keeps its count at the primary's load per
-instance during the stage (lambdas/canary_controller/shadow_fleet.py: round(sample_percent x the
-primary's instances in service x the conversion below), from 1 to this count), with
-UpdateEndpointWeightsAndCapacities; so the count tracks the primary's load and this count, the
-peak size, is its upper bound. No Application Auto Scaling: the stack registers no scalable
-target for it (only the primary and the canary are in ``scaling.variants``), and whether
-Application Auto Scaling takes a shadow variant as a target is not said on the pages read
-(SageMaker developer guide, "Testing models with shadow variants", "Create a shadow test").
-Whether SageMaker takes a count change on a shadow variant is not verified against AWS either;
-where it refuses, the shadow stays at this count for the stage. So the plan prices the stage at
-this count, the most it can cost, and the quota preflight counts it.
+How the shadow variant is sized: the canary controller sizes it when the stage starts, at the
+primary's load per instance then (lambdas/canary_controller/shadow_fleet.py: round(sample_percent
+x the primary's instances in service x the conversion below), from 1 to this count), in a copy of
+the stack's shadow config that the stage's move goes to; so the count follows the primary's load
+at the start and this count, the peak size, is its upper bound. It is not changed during the
+stage: no documented call changes a shadow variant's count (docs/limits.md). No Application Auto
+Scaling: the stack registers no scalable target for it (only the primary and the canary are in
+``scaling.variants``), and whether Application Auto Scaling takes a shadow variant as a target is
+not said on the pages read (SageMaker developer guide, "Testing models with shadow variants",
+"Create a shadow test"). So the plan prices the stage at this count, the most it can cost, and
+the quota preflight counts it.
 
 Around the stage, two UpdateEndpoint calls (to the shadow config and back) each run a blue/green
 update: SageMaker provisions a new fleet for every variant of the new config, moves traffic, then
@@ -107,7 +107,7 @@ def render_shadow(s: dict[str, Any] | None) -> list[str]:
     quota = ", ".join(f"{n} x {t}" for t, n in s["instance_quota_needed"].items())
     return [
         f"  shadow  {s['instances']} x {s['instance_type']} for {s['sized_for']} "
-        f"(sample {s['sample_percent']} %; the count tracks the primary's load per instance, "
+        f"(sample {s['sample_percent']} %; sized at the start to the primary's load per instance, "
         f"1..{s['instances']}), ${s['hourly_usd_at_least']:,.2f}..${s['hourly_usd']:,.2f}/h, "
         f"at most ${s['cost_at_min_usd']:,.2f} at min_minutes ({s['min_minutes']}), "
         f"${s['cost_at_max_usd']:,.2f} at max_minutes ({s['max_minutes']})",

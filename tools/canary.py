@@ -274,7 +274,7 @@ def render(state: dict[str, Any], weights: dict[str, float] | None = None) -> st
     if state.get("shadow_outcome"):
         lines.append(f"shadow       last comparison: {state['shadow_outcome']}")
         lines += [f"               {line}" for line in state.get("shadow_evidence") or []]
-    fleet = state.get("shadow_fleet_refused") or state.get("shadow_fleet")
+    fleet = state.get("shadow_fleet")
     if fleet:  # the shadow's count and why (lambdas/canary_controller/shadow_fleet.py)
         lines.append(f"shadow fleet {fleet}")
     if weights is not None:

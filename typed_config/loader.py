@@ -392,7 +392,11 @@ def guardrail_step_errors(cfg: DeploymentConfig) -> list[str]:
     whole instances, so a step must also turn on at least one whole instance: 10% of a
     1-instance canary variant is 0.1 instance, a size no fleet of that variant can satisfy.
     The rule applies to every variant (the update replaces every variant's fleet) at every
-    fleet size a deploy can meet (DeploymentConfig.deploy_fleet_sizes).
+    fleet size a deploy can meet (DeploymentConfig.deploy_fleet_sizes). Those are the only
+    configs it is applied to: the shadow stage's configs (the shadow variant among them) are
+    moved to by the canary controller without a deployment configuration, since a blue/green
+    update cannot rename variants (lambdas/canary_controller/aws.py, ``update_endpoint``), so no
+    CanarySize is ever applied to them.
     """
     shift = cfg.deployment.traffic_shift
     if shift.type == "all_at_once":

@@ -162,20 +162,76 @@ def set_weights(sm: Any, endpoint: str, weights: dict[str, float]) -> None:
 
 
 def update_endpoint(sm: Any, endpoint: str, config_name: str) -> None:
-    """Move the endpoint to ``config_name`` (the shadow stage's way in and out).
+    """Move the endpoint to ``config_name`` (the shadow stage's way in and out), as a plain update.
+
+    Every stage move changes the variant names ({primary, canary} <-> {primary + shadow}), and
+    "When doing a blue/green or rolling deployment, your new endpoint configuration must have the
+    same variant name as the old endpoint configuration" (SageMaker developer guide, deployment
+    guardrails, "Exclusions",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-exclusions.html). So
+    the move carries no ``DeploymentConfig`` and does not set ``RetainDeploymentConfig`` (which
+    "specifies whether to reuse the last deployment configuration. The default value is false":
+    the stack's blue/green CANARY policy is not re-applied to it); without an update policy
+    "SageMaker uses a blue/green deployment strategy with all at once traffic shifting by
+    default" (API reference, DeploymentConfig,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DeploymentConfig.html). No
+    guardrail rule (CanarySize, auto-rollback alarms) applies to a config the controller moves
+    to; the stack's own deploys (CloudFormation, same variant names) keep theirs
+    (``typed_config.loader.guardrail_step_errors``).
 
     ``RetainAllVariantProperties``: a variant of the same name keeps its live instance count and
-    weight (the primary: what autoscaling gave it), a new one takes the config's initial values;
-    ``RetainDeploymentConfig``: the blue/green policy and auto-rollback alarms the stack set are
-    used again (SageMaker API reference, UpdateEndpoint,
+    weight (the primary: what autoscaling gave it), a new one takes the config's initial values
+    (the shadow: the count :func:`create_sized_config` gave it) (API reference, UpdateEndpoint,
     https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateEndpoint.html). A
-    ValidationException (the endpoint Updating) is a refusal retried on the next tick."""
+    ValidationException while the endpoint is Updating is retried on the next tick; any other
+    (:func:`refused_for_good`) ends the stage at once (``decisions``)."""
     sm.update_endpoint(
         EndpointName=endpoint,
         EndpointConfigName=config_name,
         RetainAllVariantProperties=True,
-        RetainDeploymentConfig=True,
     )
+
+
+#: What a copy of an endpoint config carries over: every member CreateEndpointConfig takes that
+#: DescribeEndpointConfig answers, of the same shape in both (botocore's SageMaker model; a test
+#: checks it). Not the tags: DescribeEndpointConfig does not answer them.
+CONFIG_COPIED = (
+    "AsyncInferenceConfig", "CrossRegionTrafficConfig", "DataCaptureConfig",
+    "EnableNetworkIsolation", "ExecutionRoleArn", "ExplainerConfig", "KmsKeyId", "MetricsConfig",
+    "ProductionVariants", "ShadowProductionVariants", "TracingConfig", "VpcConfig",
+)  # fmt: skip
+
+
+def create_sized_config(sm: Any, base: str, name: str, variant: str, count: int) -> None:
+    """Endpoint config ``name``: the config ``base`` (the stack's shadow config) as
+    DescribeEndpointConfig answers it, its shadow ``variant``'s InitialInstanceCount ``count``.
+
+    Why a config and not a count change: UpdateEndpointWeightsAndCapacities'
+    DesiredWeightAndCapacity "specifies weight and capacity values for a production variant"
+    (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DesiredWeightAndCapacity.html)
+    and nothing documents it for a shadow variant; a shadow test's shadow variant, once the test
+    has started, takes changes to "the traffic sampling percentage" only ("Edit a shadow test",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/shadow-tests-view-monitor-edit-individual.html).
+    An endpoint config is immutable and its variants' counts are initial values, so the shadow is
+    sized once, when the stage starts, in the config the move goes to (``shadow_fleet``).
+
+    ``name`` is derived from ``base`` and ``count`` (``names.sized_shadow_config``): a config
+    of that name already there is the same copy (a tick that stopped after creating it) and is
+    used as it is. DescribeEndpointConfig of a config that does not exist answers
+    ValidationException ("Could not find endpoint configuration")."""
+    try:
+        sm.describe_endpoint_config(EndpointConfigName=name)
+        return
+    except ClientError as exc:
+        if error_code(exc) != "ValidationException":
+            raise
+    described = sm.describe_endpoint_config(EndpointConfigName=base)
+    copy = {k: described[k] for k in CONFIG_COPIED if k in described}
+    copy["ShadowProductionVariants"] = [
+        {**v, "InitialInstanceCount": count} if v["VariantName"] == variant else v
+        for v in described.get("ShadowProductionVariants") or []
+    ]
+    sm.create_endpoint_config(EndpointConfigName=name, **copy)
 
 
 def initial_weight(sm: Any, config_name: str | None, variant: str) -> float:
@@ -192,9 +248,9 @@ def initial_weight(sm: Any, config_name: str | None, variant: str) -> float:
 
 
 def set_instances(sm: Any, endpoint: str, variant: str, count: int) -> None:
-    """``variant``'s DesiredInstanceCount only, never a weight (module docstring); the shadow
-    variant's too (``shadow_fleet``: whether SageMaker takes it for a shadow variant is not
-    verified against AWS)."""
+    """``variant``'s DesiredInstanceCount only, never a weight (module docstring): production
+    variants only (the canary, the primary); the shadow is sized in its config
+    (:func:`create_sized_config`)."""
     sm.update_endpoint_weights_and_capacities(
         EndpointName=endpoint,
         DesiredWeightsAndCapacities=[{"VariantName": variant, "DesiredInstanceCount": count}],
@@ -219,8 +275,9 @@ IN_PROGRESS = "in-progress"
 
 def refused_for_good(exc: Exception) -> bool:
     """A ValidationException that is not "the endpoint is Updating" (:data:`IN_PROGRESS`): the
-    request itself is refused (for the shadow variant's count: SageMaker not taking a count change
-    on a shadow variant, which is not verified either way), so asking again will not help."""
+    request itself is refused (a stage move SageMaker will not take, a config it will not
+    create), so asking again will not help: the stage ends at once naming AWS's message
+    (``decisions``) instead of being asked again until ``rules.MAX_REFUSALS``."""
     return error_code(exc) == "ValidationException" and IN_PROGRESS not in describe_error(exc)
 
 
@@ -359,15 +416,12 @@ def observe(
     *,
     primary: str,
     canary: str,
-    shadow: str | None = None,
 ) -> r.Observation:
-    """One tick's view: endpoint status and config, the variants' weights and counts (the shadow
-    variant's counts too, when ``shadow`` names it and the endpoint has it), the alarms (none
-    read when ``alarms`` is empty: a rollback does not consult them)."""
+    """One tick's view: endpoint status and config, the variants' weights and counts, the alarms
+    (none read when ``alarms`` is empty: a rollback does not consult them)."""
     status, config, variants = describe(sm, endpoint)
     states = alarm_states(cw, alarms) if alarms else {}
     c, p = variants.get(canary, {}), variants.get(primary, {})
-    s = variants.get(shadow) if shadow else None
     return r.Observation(
         endpoint_status=status,
         firing=tuple(
@@ -385,13 +439,7 @@ def observe(
         primary_weight=float(p.get("CurrentWeight") or 0.0),
         endpoint_config_name=config,
         primary_in_service=int(p.get("CurrentInstanceCount") or 0),
-        shadow_current=_count(s, "CurrentInstanceCount"),
-        shadow_desired=_count(s, "DesiredInstanceCount"),
     )
-
-
-def _count(variant: dict[str, Any] | None, key: str) -> int | None:
-    return None if variant is None or variant.get(key) is None else int(variant[key])
 
 
 def evidence(

@@ -224,11 +224,8 @@ def read_variant(
     how many objects were read. S3 errors raise (the caller holds the stage); so does a line
     :func:`parse_line` cannot read."""
     bucket, prefix = variant_prefix(destination, endpoint, variant)
-    keys: list[str] = []
-    for hour in hour_prefixes(prefix, start, end):
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=hour):
-            keys.extend(obj["Key"] for obj in page.get("Contents", []))
-    keys = sorted(keys)[-MAX_OBJECTS_PER_VARIANT:]
+    keys = sorted(o["Key"] for o in _listed(s3, bucket, prefix, start, end))
+    keys = keys[-MAX_OBJECTS_PER_VARIANT:]
     answers: list[Answer] = []
     read = 0
     for key in reversed(keys):  # newest first, until the answers' bound
@@ -238,6 +235,22 @@ def read_variant(
         answers.extend(parse_object(body, key))
         read += 1
     return answers[:MAX_ANSWERS_PER_VARIANT], read
+
+
+def objects_written(
+    s3: Any, destination: str, endpoint: str, variant: str, start: int, end: int
+) -> int:
+    """How many capture objects of ``variant`` the hour partitions of ``[start, end]`` hold,
+    without reading them (the shadow stage's ground check: an object written earlier in
+    ``start``'s hour counts too). S3 errors raise."""
+    bucket, prefix = variant_prefix(destination, endpoint, variant)
+    return sum(1 for _ in _listed(s3, bucket, prefix, start, end))
+
+
+def _listed(s3: Any, bucket: str, prefix: str, start: int, end: int) -> Iterator[dict[str, Any]]:
+    for hour in hour_prefixes(prefix, start, end):
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=hour):
+            yield from page.get("Contents", [])
 
 
 def capture_line(

@@ -33,7 +33,7 @@ from . import rules as r
 from .names import RolloutStatus
 from .settings import Settings, StartFailed
 from .shadow_compare import LikeLoads, compare, minute_loads
-from .shadow_stage import ShadowEvidence
+from .shadow_stage import CloudWatchErrors, Ground, ShadowEvidence
 from .state import RecordedDecision, RolloutState
 
 #: Pauses before each further attempt of a record write that DynamoDB throttled, failed (5xx) or
@@ -163,7 +163,6 @@ class ControllerIO:
         return aws.observe(
             self.sm, self.cw, self.s.endpoint_name, self.s.alarm_names if alarms else (),
             primary=self.s.primary_variant, canary=self.s.canary_variant,
-            shadow=self.s.shadow.shadow_variant if self.s.shadow else None,
         )  # fmt: skip
 
     def evidence(self, start: int, end: int) -> r.Evidence:
@@ -177,6 +176,61 @@ class ControllerIO:
         except aws.AWS_ERRORS as exc:
             print(f"GetMetricData failed: {aws.describe_error(exc)}")
             return r.Evidence(0.0, 0.0, 0.0, 0.0, error=aws.describe_error(exc))
+
+    def shadow_ground(self, start: int, end: int) -> Ground:
+        """What the shadow stage stands on over ``[start, end]`` (``shadow_stage``): data
+        capture's status (DescribeEndpoint ``DataCaptureConfig``: ``CaptureStatus`` Started or
+        Stopped, "whether data capture is currently functional", API reference,
+        https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DataCaptureConfigSummary.html),
+        the shadow variant's instances in
+        service (DescribeEndpoint ``ShadowProductionVariants``), capture objects of both variants
+        (``capture.objects_written``), and both variants' Invocations and Invocation5XXErrors
+        (CloudWatch, ``aws.invocation_sums``: the error rate per variant, which capture alone
+        does not give: an error answer may not be captured). A read that fails is missing too,
+        named with its error."""
+        shadow = self.s.shadow
+        assert shadow is not None
+        ep, variants = self.s.endpoint_name, (self.s.primary_variant, shadow.shadow_variant)
+        missing: list[str] = []
+        seen: list[str] = []
+        try:
+            described = self.sm.describe_endpoint(EndpointName=ep)
+        except aws.AWS_ERRORS as exc:
+            described = {}
+            missing.append(f"the endpoint unread ({aws.describe_error(exc)})")
+        if described:
+            summary = described.get("DataCaptureConfig") or {}
+            status = summary.get("CaptureStatus", "not configured")
+            seen.append(f"data capture {status}")
+            if status != "Started" or not summary.get("EnableCapture"):
+                missing.append(f"data capture is {status}, not Started")
+            live = [v for v in described.get("ShadowProductionVariants") or []
+                    if v["VariantName"] == shadow.shadow_variant]  # fmt: skip
+            serving = int(live[0].get("CurrentInstanceCount") or 0) if live else 0
+            seen.append(f"{shadow.shadow_variant} {serving} instances in service")
+            if not serving:
+                missing.append(f"no {shadow.shadow_variant} instance in service")
+        for variant in variants:
+            try:
+                n = capture.objects_written(self.s3, shadow.capture_uri, ep, variant, start, end)
+            except aws.AWS_ERRORS as exc:
+                missing.append(f"{variant} capture unread ({aws.describe_error(exc)})")
+                continue
+            seen.append(f"{variant} {n} capture objects")
+            if n == 0:
+                missing.append(f"no capture object of {variant} yet")
+        try:
+            sums = aws.invocation_sums(self.cw, ep, variants, start, end)
+        except aws.AWS_ERRORS as exc:
+            missing.append(f"CloudWatch invocations unread ({aws.describe_error(exc)})")
+            return Ground(tuple(missing), ", ".join(seen))
+        for variant in variants:
+            calls, errors = sums[(variant, "Invocations")], sums[(variant, "Invocation5XXErrors")]
+            if calls > 0:
+                seen.append(f"{variant} {calls:g} invocations, 5XX {100 * errors / calls:.3g} %")
+            else:
+                missing.append(f"no CloudWatch Invocations of {variant} yet")
+        return Ground(tuple(missing), ", ".join(seen))
 
     def shadow_evidence(self, start: int, end: int) -> ShadowEvidence:
         """Both variants' captured answers over ``[start, end]`` compared per adapter
@@ -202,6 +256,21 @@ class ControllerIO:
         except aws.AWS_ERRORS as exc:
             print(f"shadow comparison could not read CloudWatch: {aws.describe_error(exc)}")
             return ShadowEvidence(None, error=f"ModelLatency: {aws.describe_error(exc)}")
+        variants = (self.s.primary_variant, shadow.shadow_variant)
+        try:
+            sums = aws.invocation_sums(self.cw, self.s.endpoint_name, variants, start, end)
+        except aws.AWS_ERRORS as exc:
+            print(f"shadow comparison could not read CloudWatch: {aws.describe_error(exc)}")
+            return ShadowEvidence(None, error=f"Invocation5XXErrors: {aws.describe_error(exc)}")
+        primary_v, shadow_v = variants
+        errors = CloudWatchErrors(
+            primary_calls=sums[(primary_v, "Invocations")],
+            primary_errors=sums[(primary_v, "Invocation5XXErrors")],
+            shadow_calls=sums[(shadow_v, "Invocations")],
+            shadow_errors=sums[(shadow_v, "Invocation5XXErrors")],
+            max_increase_percent=shadow.thresholds.max_error_rate_increase_percent,
+            min_calls=shadow.thresholds.min_requests_per_adapter,
+        )
         # the shadow variant is the canary's model on the canary's instance type
         loads = LikeLoads.of(minute_loads(minutes), self.s.rules.plan.canary_per_primary)
         primary, _ = read[self.s.primary_variant]
@@ -212,6 +281,7 @@ class ControllerIO:
             read=f"read: {said}",
             minutes=minutes,
             loads=loads,
+            errors=errors,
         )
 
     def set_canary_weight(self, percent: int) -> None:

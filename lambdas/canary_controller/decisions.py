@@ -98,9 +98,10 @@ class DecisionApplier(ControllerIO):
                     "(a deploy removed rollout.shadow mid-stage): make canary-status, then "
                     "make canary-rollback after restoring it",
                 )
+            entering = state.get("shadow_requested_at") is None
             return shadow_stage.decide(
                 state, obs, self.s.shadow, now, self.shadow_evidence, self.s.rules.check_seconds,
-                self._shadow_fleet(obs),
+                self._shadow_fleet() if entering else None, self.shadow_ground,
             )  # fmt: skip
         return r.decide(state, obs, self.s.rules, now, self.evidence)
 
@@ -194,17 +195,17 @@ class DecisionApplier(ControllerIO):
                 assert d.endpoint_config is not None
                 if d.kind == "enter-shadow":
                     new["last_reason"] += self._release_canary_scaling()
+                    self._size_shadow(d)
                 aws.update_endpoint(self.sm, ep, d.endpoint_config)
                 new.update(r.transition(state, d, now))
             elif d.kind == "canary-stage":
                 new["last_reason"] += self._own_canary_scaling()
                 new.update(r.transition(state, d, now))
-            else:  # bake, wait, hold: no AWS call, but for the shadow's count
+            else:  # bake, wait, hold: no AWS call
                 new.update(r.transition(state, d, now))
-                if d.shadow_instances is not None:
-                    have = obs.shadow_instances if obs is not None else None
-                    new.update(self._resize_shadow(new, d.shadow_instances, have))
         except aws.AWS_ERRORS as exc:
+            if d.kind in r.STAGE_MOVES and aws.refused_for_good(exc):
+                return self._move_refused(state, d, exc, now, obs)
             if not aws.retry_later(exc):
                 if intended:
                     self._take_back(before, state, exc)
@@ -220,16 +221,13 @@ class DecisionApplier(ControllerIO):
         except aws.AWS_ERRORS as exc:
             return self._unrecorded(state, d, exc)
 
-    def _shadow_fleet(self, obs: r.Observation) -> ShadowFleet | None:
-        """What the shadow's count follows (``shadow_fleet``), on the shadow config InService
-        with a shadow variant in view; its peak size is the shadow config's count
-        (DescribeEndpointConfig, read once per Lambda instance and config). A read that is refused
-        for now leaves the count as it is this tick; any other failure raises."""
+    def _shadow_fleet(self) -> ShadowFleet | None:
+        """What the shadow's count at entry follows (``shadow_fleet``); its peak size is the
+        stack's shadow config's count (DescribeEndpointConfig, read once per Lambda instance and
+        config). A read that is refused for now enters the stack's config at its peak size this
+        time; any other failure raises."""
         shadow = self.s.shadow
         assert shadow is not None
-        on_config = obs.endpoint_config_name == shadow.config_name
-        if not on_config or obs.endpoint_status != "InService" or obs.shadow_instances is None:
-            return None
         if shadow.config_name not in self._shadow_peaks:
             try:
                 self._shadow_peaks[shadow.config_name] = aws.shadow_config_count(
@@ -238,41 +236,49 @@ class DecisionApplier(ControllerIO):
             except aws.AWS_ERRORS as exc:
                 if not aws.retry_later(exc):
                     raise
-                print(f"shadow config not read ({aws.describe_error(exc)}): count left as is")
+                print(f"shadow config not read ({aws.describe_error(exc)}): its peak size used")
                 return None
         peak = self._shadow_peaks[shadow.config_name]
         if peak is None:
             return None
         return ShadowFleet(shadow.sample_percent, self.s.rules.plan.canary_per_primary, peak)
 
-    def _resize_shadow(self, state: RolloutState, count: int, have: int | None) -> RolloutState:
-        """The shadow variant's DesiredInstanceCount (only: never a weight) set to ``count``;
-        what came of it, for the record. Refused for now: asked again on a later tick (the next
-        decision finds the count still differs); refused for good (``aws.refused_for_good``):
-        recorded once, the stage carries on at the count it has; anything else raises."""
+    def _size_shadow(self, d: r.Decision) -> None:
+        """The config ``enter-shadow`` moves to, when it is a sized copy of the stack's shadow
+        config (``aws.create_sized_config``)."""
         shadow = self.s.shadow
-        assert shadow is not None
-        try:
-            aws.set_instances(self.sm, self.s.endpoint_name, shadow.shadow_variant, count)
-        except aws.AWS_ERRORS as exc:
-            said = aws.describe_error(exc)
-            if aws.refused_for_good(exc):
-                stays = f"the shadow's count stays {have}: {said}"
-                print(stays)
-                return {
-                    "shadow_fleet_refused": stays,
-                    "shadow_fleet": stays,
-                    "last_reason": f"{state['last_reason']}; {stays}",
-                }
-            if not aws.retry_later(exc):
-                raise
-            later = f"{count} refused for now ({said}), asked again on a later tick"
-            print(f"shadow count {later}")
-            return {
-                "shadow_fleet": f"{have}: {later}",
-                "last_reason": f"{state['last_reason']}; {later}",
-            }
-        return {"last_reason": f"{state['last_reason']}: asked for"}
+        assert shadow is not None and d.endpoint_config is not None
+        if d.shadow_instances is None or d.endpoint_config == shadow.config_name:
+            return
+        aws.create_sized_config(
+            self.sm, shadow.config_name, d.endpoint_config, shadow.shadow_variant,
+            d.shadow_instances,
+        )  # fmt: skip
+
+    def _move_refused(
+        self, state: RolloutState, d: r.Decision, exc: Exception, now: int,
+        obs: r.Observation | None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """SageMaker refused a stage move for good (``aws.refused_for_good``: a ValidationException
+        that is not "in progress"): asking again would only be refused again, so the stage ends
+        now, naming AWS's message. Into the stage, nothing moved: the release ends FAILED by way
+        of the rollback (the endpoint is still on the canary config: ``shadow-end``). Out of it,
+        the endpoint stays where it is: FAILED, the lock released, the operator told how to move
+        it back (``shadow_stage.move_back``)."""
+        said = aws.describe_error(exc)
+        why = f"SageMaker refused the move to {d.endpoint_config}: {said}"
+        print(why)
+        if d.kind == "enter-shadow" and state["status"] == r.RUNNING:
+            return self._begin_rollback(state, why, {"shadow_end": r.FAILED})
+        live = obs.endpoint_config_name if obs is not None else "its config"
+        back = shadow_stage.move_back(self.s.endpoint_name, state.get("canary_config_name"))
+        end = r.Decision(
+            "abort",
+            f"{why}; the endpoint stays on {live}: recorded FAILED, lock released; once the "
+            f"cause is fixed, move it back with {back}",
+            subject=f"shadow stage: SageMaker refused the move back: {said}",
+        )
+        return self._give_up(state, end, now, obs)
 
     def _release_canary_scaling(self) -> str:
         """Before the move to the shadow config: the canary's scalable target deregistered, when

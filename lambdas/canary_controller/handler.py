@@ -61,7 +61,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import aws, canary_scaling, store
+from . import aws, canary_scaling, shadow_stage, store
 from . import rules as r
 from .decisions import WRITE_ATTEMPTS, DecisionApplier
 from .settings import (
@@ -148,10 +148,12 @@ class Controller(DecisionApplier):
         owns."""
         assert self.s.shadow is not None
         ep, canary = self.s.endpoint_name, self.s.canary_variant
-        if obs.endpoint_config_name == self.s.shadow.config_name:
+        live, base = obs.endpoint_config_name, self.s.shadow.config_name
+        if shadow_stage.is_shadow_config(live, self.s.endpoint_name, base):
             raise RolloutConflict(
-                f"endpoint {ep} already runs the shadow config {self.s.shadow.config_name} (a "
-                "rollout that ended mid-stage): make deploy puts the canary config back; start "
+                f"endpoint {ep} already runs a shadow config ({obs.endpoint_config_name}: a "
+                "rollout that ended mid-stage): move it back to the canary config with "
+                f"{shadow_stage.move_back(ep, None)}; start "
                 "refused"
             )
         if obs.canary_weight > 0:

@@ -11,6 +11,7 @@ nothing of the controller (and no boto3), so the stacks import it at synth.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Literal, get_args
 
 #: Lambda function names are at most 64 characters; endpoint names up to 63.
@@ -44,3 +45,19 @@ def controller_function_name(endpoint_name: str) -> str:
 
 def state_machine_name(endpoint_name: str) -> str:
     return endpoint_name + _STATE_MACHINE_SUFFIX
+
+
+def sized_shadow_config_prefix(endpoint_name: str) -> str:
+    """What every endpoint config the controller sizes for the shadow stage begins with
+    (:func:`sized_shadow_config`): the controller's IAM grants name ``endpoint-config/<this>*``."""
+    return f"{endpoint_name[:40].rstrip('-')}-shadow-"
+
+
+def sized_shadow_config(endpoint_name: str, base: str, count: int) -> str:
+    """The endpoint config of the stack's shadow config ``base`` with the shadow at ``count``
+    instances (lambdas/canary_controller/aws.py, ``create_sized_config``): within SageMaker's
+    EndpointConfigName (at most 63 characters of ``[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}``, API
+    reference, CreateEndpointConfig), a different name for every ``base`` (a digest of it: a
+    deploy that replaces the stack's config gets new ones)."""
+    digest = hashlib.sha256(base.encode()).hexdigest()[:8]
+    return f"{sized_shadow_config_prefix(endpoint_name)}{digest}-s{count}"

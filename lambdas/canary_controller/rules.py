@@ -349,15 +349,6 @@ class Observation:
     #: The primary's CurrentInstanceCount (``primary_instances`` is the larger of current and
     #: desired); None where only ``primary_instances`` is known.
     primary_in_service: int | None = None
-    #: The shadow variant's CurrentInstanceCount and DesiredInstanceCount (DescribeEndpoint's
-    #: ``ShadowProductionVariants``); None where the endpoint shows no shadow variant.
-    shadow_current: int | None = None
-    shadow_desired: int | None = None
-
-    @property
-    def shadow_instances(self) -> int | None:
-        """The shadow's count as last asked for (desired, else current); None: no shadow."""
-        return self.shadow_desired if self.shadow_desired is not None else self.shadow_current
 
     @property
     def primary_serving(self) -> int:
@@ -518,8 +509,8 @@ class Decision:
     #: Fields the decision writes into the record besides its transition (the shadow stage's
     #: window, its comparison's verdict and figures).
     record: RolloutState | None = None
-    #: A shadow-stage ``bake`` or ``hold``: the shadow variant's DesiredInstanceCount to set as
-    #: well (``shadow_fleet``: it follows the primary's load per instance).
+    #: ``enter-shadow``: the shadow variant's InitialInstanceCount in the config the move
+    #: creates (``shadow_fleet``: the primary's load per instance when the stage starts).
     shadow_instances: int | None = None
 
 

@@ -21,13 +21,26 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
 
 - ``enter-shadow``: UpdateEndpoint to the shadow config, written first as the record's intent (a
   tick that dies after SageMaker took the call is recognised by the next one: the live config is
-  the intent's). Not before the endpoint is InService on the canary config.
+  the intent's). Not before the endpoint is InService on the canary config. The config moved to
+  is the stack's shadow config with the shadow variant sized for the primary's instances in
+  service at that moment (``shadow_fleet``; ``names.sized_shadow_config``, created by the
+  controller: ``aws.create_sized_config``), recorded as the record's ``shadow_config_name``; the
+  stack's own, at its peak size, when that size is not known. The move is a plain update, never
+  blue/green (``aws.update_endpoint``); SageMaker refusing it for good (a ValidationException
+  other than "in progress") ends the stage at once, naming AWS's message (``decisions``).
 - waiting for the update (``wait``): at most ``stage_update_timeout_seconds`` from the request
   (the blue/green update's own limit: max execution timeout plus termination wait); past it the
   rollout ends FAILED. An endpoint found InService on the canary config after the request (a
   blue/green auto-rollback) ends it too.
-- on the shadow config, InService: the stage's window opens (``shadow_entered_at``); every
-  ``compare_seconds`` the comparison runs (``bake`` in between), its verdict and figures written
+- on the shadow config, InService: the stage's window opens (``shadow_entered_at``); then the
+  stage checks its ground (:class:`Ground`, read by the controller each tick until it is all
+  there, recorded once as ``shadow_ground``): data capture Started, capture objects written for
+  both variants, and CloudWatch's Invocations (with Invocation5XXErrors, the error rate per
+  variant) for both. What is still missing :data:`GROUND_SECONDS` after the window opened ends
+  the release FAILED at once, naming it (never a hold to ``max_minutes``). Then every
+  ``compare_seconds`` the comparison runs (the captured answers per adapter, CloudWatch's
+  ModelLatency at like loads, and CloudWatch's 5XX error rate per variant:
+  :class:`CloudWatchErrors`) (``bake`` in between), its verdict and figures written
   into the record (``shadow_outcome``, ``shadow_evidence``):
   - ``fail``: the release ends; the endpoint goes back to the canary config (``rollback``: the
     record ROLLING_BACK, then ``leave-shadow``), then ROLLED_BACK with the comparison's reason;
@@ -36,9 +49,9 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
     config, the reason naming what was missing;
   - ``pass`` before ``min_seconds``: ``hold``; after: ``leave-shadow`` to the canary config, then
     ``canary-stage`` once it is InService there, and the canary steps run as without a shadow.
-- The shadow variant's count, on every ``bake`` or ``hold`` on the shadow config InService: kept
-  at the primary's load per instance (``shadow_fleet``: why, when, and what a refusal does),
-  recorded as ``shadow_fleet`` and in each comparison's evidence.
+- The shadow variant's count: set once, by the config the stage enters (above), recorded as
+  ``shadow_fleet`` and in each comparison's evidence; never changed during the stage (no
+  documented call changes a shadow variant's count: ``aws.create_sized_config``).
 - A rollback in the shadow stage (the operator's, or any failure) is the way back to the canary
   config with nothing served: the canary variant comes back at its configured initial weight,
   which a config with a shadow stage holds at 0 (typed_config: ``rollout.shadow``).
@@ -48,7 +61,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Final, cast
 
 from . import names
@@ -112,6 +125,50 @@ class ShadowRules:
         )
 
 
+#: How long after the shadow config goes live the stage's ground must all be there: data capture
+#: writes an object per variant "periodically" (an assumption of minutes: docs/limits.md) and
+#: CloudWatch publishes the invocation metrics each minute (developer guide, "Metrics for
+#: monitoring Amazon SageMaker AI").
+GROUND_SECONDS: Final = 900
+
+
+@dataclass(frozen=True)
+class Ground:
+    """What the shadow stage stands on (module docstring), as the controller read it: what is
+    missing (empty: all there) and what was seen, for the record."""
+
+    missing: tuple[str, ...]
+    seen: str
+
+
+@dataclass(frozen=True)
+class CloudWatchErrors:
+    """Both variants' Invocations and Invocation5XXErrors over the window (AWS/SageMaker, per
+    EndpointName and VariantName: ``aws.invocation_sums``): the error rate of every request,
+    where the capture holds only the sampled ones it wrote (an error answer may not be captured
+    at all). The shadow fails when its rate exceeds the primary's by more than
+    ``max_increase_percent`` points, judged once it has ``min_calls`` invocations (the
+    comparison's per-adapter minimum)."""
+
+    primary_calls: float
+    primary_errors: float
+    shadow_calls: float
+    shadow_errors: float
+    max_increase_percent: float
+    min_calls: int
+
+    def judged(self) -> tuple[bool, str]:
+        """``(failed, figures)``."""
+        p = 100 * self.primary_errors / self.primary_calls if self.primary_calls else 0.0
+        s = 100 * self.shadow_errors / self.shadow_calls if self.shadow_calls else 0.0
+        figures = (
+            f"CloudWatch 5XX: shadow {s:.3g} % of {self.shadow_calls:g}, primary {p:.3g} % of "
+            f"{self.primary_calls:g} (at most +{self.max_increase_percent:g} points)"
+        )
+        failed = self.shadow_calls >= self.min_calls and s - p > self.max_increase_percent
+        return failed, figures
+
+
 @dataclass(frozen=True)
 class ShadowEvidence:
     """One comparison: the verdict, or why the data could not be read."""
@@ -127,6 +184,8 @@ class ShadowEvidence:
     #: Which minutes give latency evidence, and for which verdict (the verdict's per-answer
     #: latency rules were judged on the same).
     loads: LikeLoads = field(default_factory=LikeLoads)
+    #: Both variants' error rates from CloudWatch (None where not read: the simulator).
+    errors: CloudWatchErrors | None = None
 
     def judged(self, max_ratio: float) -> tuple[str, str]:
         """``(outcome, summary)``: the per-adapter verdict, failed also when the shadow's
@@ -137,6 +196,11 @@ class ShadowEvidence:
         if self.verdict is None:
             return "unreadable", f"the comparison could not read its data ({self.error})"
         outcome, summary = self.verdict.outcome, self.verdict.summary()
+        if self.errors is not None:
+            failed, figures = self.errors.judged()
+            if failed:
+                prefix = summary if outcome == "fail" else "shadow comparison fail"
+                return "fail", f"{prefix}; {figures}"
         latency, why = cloudwatch_latency(self.minutes, self.loads, max_ratio)
         if latency == "fail":
             prefix = summary if outcome == "fail" else "shadow comparison fail"
@@ -152,6 +216,8 @@ class ShadowEvidence:
             return [f"no comparison: {self.error}"]
         out = [self.read] if self.read else []
         out.append(f"{len(self.minutes)} minutes of CloudWatch read; {self.loads.summary()}")
+        if self.errors is not None:
+            out.append(self.errors.judged()[1])
         out.append(
             like_load_detail(CLOUDWATCH_LATENCY, *cloudwatch_classes(self.minutes, self.loads))
         )
@@ -160,6 +226,27 @@ class ShadowEvidence:
             reasons = f" ({'; '.join(a.reasons)})" if a.reasons else ""
             out.append(f"{a.adapter}: {a.outcome}{reasons}; {figures}")
         return out
+
+
+def move_back(endpoint: str, canary_config: str | None) -> str:
+    """What puts an endpoint left on a shadow config back on the canary config: a plain
+    UpdateEndpoint, as the stage's own move (``aws.update_endpoint``). Not ``make deploy``: a
+    deploy whose template changes nothing changes nothing, and one that does updates blue/green,
+    which SageMaker refuses between configs whose variant names differ (deployment guardrails,
+    "Exclusions")."""
+    return (
+        f"aws sagemaker update-endpoint --endpoint-name {endpoint} --endpoint-config-name "
+        f"{canary_config or '<the canary config>'} --retain-all-variant-properties"
+    )
+
+
+def is_shadow_config(config: str | None, endpoint: str, base: str) -> bool:
+    """``config`` is the stack's shadow config ``base`` or one sized from it for ``endpoint``."""
+    if config is None or config == base:
+        return config is not None
+    prefix = names.sized_shadow_config(endpoint, base, 0)[:-1]
+    count = config.removeprefix(prefix)
+    return count != config and count.isdigit()
 
 
 def in_shadow(state: RolloutState) -> bool:
@@ -178,13 +265,16 @@ def decide(
     now: int,
     compare: Callable[[int, int], ShadowEvidence],
     check_seconds: int,
-    fleet: ShadowFleet | None = None,
+    fleet: ShadowFleet | None,
+    ground: Callable[[int, int], Ground],
 ) -> Decision:
-    """The next step of a rollout in its shadow stage (module docstring). ``fleet``: the shadow's
-    count follows the primary's load per instance (``shadow_fleet``), None: it is left as it is
-    (the endpoint not InService on the shadow config, or its peak size unknown)."""
+    """The next step of a rollout in its shadow stage (module docstring). ``ground(start,
+    end)``: what the stage stands on since the window opened. ``fleet``: what the
+    shadow's count at entry follows (``shadow_fleet``); None: the stack's shadow config, at its
+    peak size, is entered."""
     status, config = obs.endpoint_status, obs.endpoint_config_name
-    canary_config, shadow_config = state.get("canary_config_name"), rules.config_name
+    canary_config = state.get("canary_config_name")
+    shadow_config = state.get("shadow_config_name") or rules.config_name
     if status in TERMINAL_ENDPOINT_STATES:
         return Decision("abort", f"endpoint is {status}; rollout abandoned in the shadow stage")
     leaving = state["status"] == names.ROLLING_BACK or bool(state.get("shadow_leaving"))
@@ -207,13 +297,7 @@ def decide(
                 return Decision(
                     "wait", f"endpoint is {status}; the shadow stage waits", check_seconds
                 )
-            return Decision(
-                "enter-shadow",
-                f"shadow stage: endpoint to {shadow_config} (the new build as the shadow variant, "
-                f"{rules.sample_percent} % of requests copied to it, its answers never returned)",
-                check_seconds,
-                endpoint_config=shadow_config,
-            )
+            return _enter(state["endpoint_name"], rules, obs, check_seconds, fleet)
         waited = now - requested
         if config == canary_config and status == "InService":
             return _end_failed(
@@ -229,33 +313,57 @@ def decide(
         return Decision(
             "wait", f"endpoint is {status} on {config}: moving to the shadow config", check_seconds
         )
-    return _with_fleet(
-        _in_stage(state, rules, now, compare, check_seconds, entered), state, obs, fleet
+    if entered is not None and not state.get("shadow_ground"):
+        return _check_ground(ground(entered, now), now - entered, check_seconds)
+    return _in_stage(state, rules, now, compare, check_seconds, entered)
+
+
+def _check_ground(found: Ground, waited: int, check_seconds: int) -> Decision:
+    """The stage's ground (module docstring): recorded once all there; the release ended FAILED
+    if any of it is still missing :data:`GROUND_SECONDS` after the window opened."""
+    if not found.missing:
+        return Decision(
+            "bake", f"shadow stage ground checked: {found.seen}", 1,
+            record={"shadow_ground": found.seen},
+        )  # fmt: skip
+    missing = "; ".join(found.missing)
+    if waited >= GROUND_SECONDS:
+        return _end_failed(
+            f"the shadow stage's ground is not there {waited}s after the shadow config went "
+            f"live: {missing} (seen: {found.seen})"
+        )
+    left = GROUND_SECONDS - waited
+    return Decision(
+        "bake",
+        f"shadow stage checks its ground: {missing}; the stage ends in {left}s without it",
+        min(check_seconds, left),
     )
 
 
-def _with_fleet(
-    d: Decision, state: RolloutState, obs: Observation, fleet: ShadowFleet | None
-) -> Decision:
-    """A ``bake`` or ``hold`` on the shadow config, InService: the shadow's count as it should be
-    (recorded as ``shadow_fleet``, with why) and, where it differs from the shadow's desired count
-    and no refusal for good was recorded (``shadow_fleet_refused``), asked for
-    (``shadow_instances``)."""
-    if d.kind not in ("bake", "hold") or fleet is None or obs.shadow_instances is None:
-        return d
-    if state.get("shadow_fleet_refused"):
-        return d
-    primary = obs.primary_serving
-    want, have = fleet.count(primary), obs.shadow_instances
-    why = fleet.why(primary)
-    record: RolloutState = {**(d.record or {}), "shadow_fleet": why}
-    if want == have:
-        return replace(d, record=record)
-    return replace(
-        d,
-        reason=f"{d.reason}; shadow variant {have} -> {want} instances",
-        record={**record, "shadow_fleet": f"{have} -> {why}"},
-        shadow_instances=want,
+def _enter(
+    endpoint: str, rules: ShadowRules, obs: Observation, check_seconds: int,
+    fleet: ShadowFleet | None,
+) -> Decision:  # fmt: skip
+    """``enter-shadow``: to a config whose shadow is sized for the primary's instances in service
+    now (``shadow_instances``: the controller creates it), or to the stack's at its peak size
+    when ``fleet`` is None."""
+    what = (
+        f"the new build as the shadow variant, {rules.sample_percent} % of requests copied to it, "
+        "its answers never returned"
+    )
+    if fleet is None:
+        config, count, why = rules.config_name, None, "the stack's shadow config's (peak size)"
+    else:
+        count = fleet.count(obs.primary_serving)
+        config = names.sized_shadow_config(endpoint, rules.config_name, count)
+        why = fleet.why(obs.primary_serving)
+    return Decision(
+        "enter-shadow",
+        f"shadow stage: endpoint to {config} ({what}; shadow fleet {why})",
+        check_seconds,
+        endpoint_config=config,
+        shadow_instances=count,
+        record={"shadow_config_name": config, "shadow_fleet": why},
     )
 
 
@@ -269,7 +377,8 @@ def _in_stage(
 ) -> Decision:
     """On the shadow config, InService: the window opens, then the comparisons (module
     docstring)."""
-    shadow_config, canary_config = rules.config_name, state.get("canary_config_name")
+    shadow_config = state.get("shadow_config_name") or rules.config_name
+    canary_config = state.get("canary_config_name")
     if entered is None:
         return Decision(
             "bake",
@@ -288,7 +397,7 @@ def _in_stage(
     ran = compare(entered, now)
     elapsed = now - entered
     outcome, summary = ran.judged(rules.thresholds.max_latency_p95_ratio)
-    fleet_line = state.get("shadow_fleet_refused") or state.get("shadow_fleet")
+    fleet_line = state.get("shadow_fleet")
     record: RolloutState = {
         "shadow_next_compare_at": now + rules.compare_seconds,
         "shadow_compared_at": now,

@@ -135,8 +135,9 @@ class RolloutState(TypedDict, total=False):
     shadow_leave_requested_at: int
     #: The status a release ended in the shadow stage takes (FAILED; otherwise ROLLED_BACK).
     shadow_end: RolloutStatus
-    #: The shadow variant's count and why (shadow_fleet.py: it follows the primary's load).
+    #: The shadow variant's count and why (shadow_fleet.py: the primary's load per instance when
+    #: the stage starts, set in the config the stage enters).
     shadow_fleet: str
-    #: "the shadow's count stays N: <reason>": SageMaker refused a count change for good; no
-    #: further change is asked for in this stage.
-    shadow_fleet_refused: str
+    #: What the shadow stage stood on when it was checked (shadow_stage.Ground): capture, both
+    #: variants' capture objects and CloudWatch invocations and error rates.
+    shadow_ground: str

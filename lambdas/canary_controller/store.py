@@ -172,7 +172,7 @@ SUMMARY_KEYS = (
     "shadow_outcome",
     "shadow_evidence",
     "shadow_fleet",
-    "shadow_fleet_refused",
+    "shadow_ground",
     "history",
 )
 

@@ -35,19 +35,25 @@ What the fakes do, and where each rule comes from:
   With ``rollout.shadow`` the rollout starts with the shadow stage, played tick by tick with the
   controller's own rules (``shadow_stage.decide``) and comparison (``shadow_compare.compare`` on
   :attr:`Controller.shadow_answers`, with CloudWatch's minutes at like loads:
-  :func:`like_load_minutes`): the endpoint moves to the shadow config (the canary variant off the
-  endpoint, the shadow on) and back, as the controller's UpdateEndpoint does. The canary's
+  :func:`like_load_minutes`; its ground check finds :attr:`Controller.shadow_ground`): the
+  endpoint moves to the shadow config (the canary variant off the
+  endpoint, the shadow on) and back through this account's SageMaker (the controller's own
+  ``aws.create_sized_config`` and ``aws.update_endpoint``): CreateEndpointConfig, and
+  UpdateEndpoint, which refuses a blue/green move that renames variants as SageMaker does
+  (tests/sagemaker_refusals.py); a move refused for good ends the stage as the controller's
+  ``decisions`` does (FAILED, by way of the canary config). The canary's
   autoscaling is then the controller's (lambdas/canary_controller/canary_scaling.py): the stack
   registers no target for it, the controller's own ``release`` and ``register`` deregister it
   before the move and register it (bounds, target-tracking policy) when back, through this
   account's Application Auto Scaling, and a move to the shadow config with the canary still
   registered is refused as SageMaker refuses it (endpoint-scaling-update). On the shadow config
-  DescribeEndpoint and DescribeEndpointConfig show the shadow in ``ShadowProductionVariants``, and
-  the shadow's count follows the primary's (``shadow_fleet``), set with the controller's own
-  ``aws.set_instances`` through this account (:attr:`Account.shadow_counts`).
+  DescribeEndpoint and DescribeEndpointConfig show the shadow in ``ShadowProductionVariants``; the
+  shadow is sized when the stage starts (``shadow_fleet``) in the config the controller creates
+  (:attr:`Account.shadow_counts`), and a count change for it is refused
+  (tests/sagemaker_refusals.py).
 - UpdateEndpointWeightsAndCapacities applies at once (the endpoint stays InService), so no tool
   waits; nothing else changes the fleet (no autoscaling activity); a variant the endpoint does
-  not have is a ValidationException.
+  not have, or the shadow variant, is a ValidationException.
 - ECR: each repository's tags and the digest each names (:attr:`Account.digests`; a tag pushed
   without one names ``sha256:<tag>``), BatchGetImage and DescribeImages answering them with a
   Docker v2 manifest, GetAuthorizationToken; :meth:`Account.docker` stands in for the docker
@@ -100,6 +106,8 @@ from tools.push_image import DOCKER_MANIFEST_V2
 from typed_config import VARIANT_NAMES, DeploymentConfig, config_path
 from typed_config.shadow import CONTROLLER_OWNED_VARIANT, controller_owned_variants
 
+from ..sagemaker_refusals import count_refusal, move_refusal
+
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"
 REGISTRY = f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com"
@@ -138,6 +146,10 @@ class Controller:
         #: comparison sees (primary, shadow), and every canary weight the controller set.
         self.shadow = shadow_rules(cfg)
         self.shadow_answers: tuple[list[Answer], list[Answer]] = alike_answers(cfg)
+        #: What the stage's ground check finds (the account keeps no capture or CloudWatch).
+        self.shadow_ground = shadow_stage.Ground(
+            (), "data capture Started, both variants' capture objects and invocations"
+        )
         self.canary_weights: list[float] = []
         #: Every decision recorded, in order (the record's history keeps the last 50).
         self.decided: list[str] = []
@@ -188,7 +200,6 @@ class Controller:
         if self.account.now < at:
             return None
         live = self.account.endpoint
-        shadow_count = live["shadow"]["count"] if "shadow" in live else None
         obs = r.Observation(
             endpoint_status=live["status"],
             endpoint_config_name=live["config"],
@@ -196,8 +207,6 @@ class Controller:
             primary_weight=live["variants"]["primary"]["weight"],
             primary_instances=live["variants"]["primary"]["count"],
             primary_in_service=live["variants"]["primary"]["count"],
-            shadow_current=shadow_count,
-            shadow_desired=shadow_count,
         )
         answers = self.shadow_answers
 
@@ -210,7 +219,10 @@ class Controller:
             return shadow_stage.ShadowEvidence(verdict, minutes=minutes, loads=loads)
 
         check = self.rules.check_seconds
-        d = shadow_stage.decide(st, obs, self.shadow, int(at), comparison, check, self._fleet(obs))
+        d = shadow_stage.decide(
+            st, obs, self.shadow, int(at), comparison, check, self._fleet(st),
+            lambda start, end: self.shadow_ground,
+        )  # fmt: skip
         spec, ep, canary = (
             self.shadow.canary_scaling,
             self.cfg.endpoint_name,
@@ -220,10 +232,9 @@ class Controller:
             canary_scaling.release(self.account._client("application-autoscaling"), ep, canary)
         if d.kind in r.STAGE_MOVES:
             assert d.endpoint_config is not None
-            self._move(d.endpoint_config)
-        if d.shadow_instances is not None:  # the controller's call (decisions._resize_shadow)
-            sm = self.account._client("sagemaker")
-            aws.set_instances(sm, ep, self.shadow.shadow_variant, d.shadow_instances)
+            refused = self._move(d)
+            if refused is not None:
+                return refused
         if d.kind in ("canary-stage", "shadow-end") and spec is not None:
             aas = self.account._client("application-autoscaling")
             canary_scaling.register(aas, ep, canary, spec)
@@ -236,36 +247,40 @@ class Controller:
         self._next_tick = at + max(1, d.wait_seconds or check)
         return new
 
-    def _fleet(self, obs: r.Observation) -> ShadowFleet | None:
-        """What the shadow's count follows on the shadow config (decisions._shadow_fleet): its
-        peak size is the shadow config's count."""
+    def _fleet(self, st: dict[str, Any]) -> ShadowFleet | None:
+        """What the shadow's count at entry follows (decisions._shadow_fleet): its peak size is
+        the stack's shadow config's count; None once the move was asked for."""
         assert self.shadow is not None
-        on = obs.endpoint_config_name == self.shadow.config_name
-        if not on or obs.endpoint_status != "InService" or obs.shadow_instances is None:
+        if st.get("shadow_requested_at") is not None:
             return None
         peak = self.account.configs[self.shadow.config_name]["shadow"]["count"]
         plan = self.rules.plan
         return ShadowFleet(self.shadow.sample_percent, plan.canary_per_primary, peak)
 
-    def _move(self, config: str) -> None:
-        """UpdateEndpoint to ``config``: the shadow config takes the canary variant off the
-        endpoint and puts the shadow on; the canary config brings the canary back at its
-        initial weight and count (RetainAllVariantProperties keeps the primary's)."""
-        assert self.shadow is not None
-        live = self.account.endpoint
-        if config == self.shadow.config_name:
-            assert "canary" not in self.account.targets, (
-                "SageMaker refuses to remove a variant with autoscaling (endpoint-scaling-update)"
-            )
-            live["variants"].pop("canary", None)
-            shadow = self.account.configs[config]["shadow"]
-            live["shadow"] = {"weight": shadow["weight"], "count": shadow["count"]}
-        else:
-            spec = self.account.configs[config]["canary"]
-            live["variants"]["canary"] = {"weight": spec["weight"], "count": spec["count"]}
-            live.pop("shadow", None)
-        live["config"] = config
-        self.account.calls.append(f"controller: UpdateEndpoint {config}")
+    def _move(self, d: r.Decision) -> dict[str, Any] | None:
+        """A stage move through this account's SageMaker, with the controller's own calls (the
+        sized config created first: decisions._size_shadow). A refusal for good ends the stage
+        as decisions._move_refused does: into it, ROLLING_BACK, then FAILED once back on the
+        canary config; None when the move was taken."""
+        assert self.shadow is not None and d.endpoint_config is not None
+        sm, ep = self.account._client("sagemaker"), self.cfg.endpoint_name
+        try:
+            if d.kind == "enter-shadow" and d.shadow_instances is not None:
+                aws.create_sized_config(
+                    sm, self.shadow.config_name, d.endpoint_config, self.shadow.shadow_variant,
+                    d.shadow_instances,
+                )  # fmt: skip
+            aws.update_endpoint(sm, ep, d.endpoint_config)
+        except aws.AWS_ERRORS as exc:
+            assert d.kind == "enter-shadow" and aws.refused_for_good(exc), exc
+            st = dict(self.record or {})
+            why = f"SageMaker refused the move to {d.endpoint_config}: {aws.describe_error(exc)}"
+            st = self._decide(st, "rollback", why, self.account.now)
+            st.update(status=ROLLING_BACK, rollback_reason=why, shadow_end=names.FAILED,
+                      rollback_started_at=int(self.account.now))  # fmt: skip
+            self._next_tick = self.account.now + self.rules.check_seconds
+            return st
+        return None
 
     def set_canary_weight(self, percent: float) -> None:
         self.canary_weights.append(percent)
@@ -427,7 +442,8 @@ class Account:
         }
         #: Scaling policies by variant: ``{variant: {policy name: its configuration}}``.
         self.policies: dict[str, dict[str, Any]] = {}
-        #: Every count asked for the shadow variant: ``(the primary's count then, the count)``.
+        #: The shadow's count in each config created for it: ``(the primary's count then, the
+        #: count)``.
         self.shadow_counts: list[tuple[int, int]] = []
         config = self._create_config(self.cfg, images)
         self.endpoint: dict[str, Any] = {
@@ -627,12 +643,64 @@ class Account:
             if item["VariantName"] not in live:
                 return error("ValidationException", f"no variant {item['VariantName']}")
             if item["VariantName"] == "shadow":
-                self.shadow_counts.append((live["primary"]["count"], item["DesiredInstanceCount"]))
+                return error(
+                    "ValidationException", count_refusal("shadow", self.endpoint["config"])
+                )
             variant = live[item["VariantName"]]
             if "DesiredInstanceCount" in item:
                 variant["count"] = item["DesiredInstanceCount"]
             if "DesiredWeight" in item:
                 variant["weight"] = item["DesiredWeight"]
+        return {"EndpointArn": arn("sagemaker", "endpoint", self.cfg.endpoint_name)}
+
+    def _sagemaker_CreateEndpointConfig(self, p: dict[str, Any]) -> Any:
+        """A config of the controller's (a sized shadow config): its variants as
+        DescribeEndpointConfig answers them; the shadow's count recorded
+        (:attr:`shadow_counts`, with the primary's count then)."""
+        name = p["EndpointConfigName"]
+        if name in self.configs:
+            return error(
+                "ValidationException",
+                f'Cannot create already existing endpoint configuration "{name}".',
+            )
+        listed = [*p["ProductionVariants"], *p.get("ShadowProductionVariants", [])]
+        self.configs[name] = {
+            v["VariantName"]: {
+                "model": v["ModelName"], "instance_type": v["InstanceType"],
+                "count": v["InitialInstanceCount"], "weight": v.get("InitialVariantWeight", 1.0),
+            }
+            for v in listed
+        }  # fmt: skip
+        if "shadow" in self.configs[name]:
+            primary = self.endpoint["variants"]["primary"]["count"]
+            self.shadow_counts.append((primary, self.configs[name]["shadow"]["count"]))
+        return {"EndpointConfigArn": arn("sagemaker", "endpoint-config", name)}
+
+    def _sagemaker_UpdateEndpoint(self, p: dict[str, Any]) -> Any:
+        """A move between configs (the controller's): refused as SageMaker refuses a blue/green
+        move that renames variants (tests/sagemaker_refusals.py); a config with a shadow takes
+        the canary variant off the endpoint and puts the shadow on at its count; the canary
+        config brings the canary back at its initial weight and count (RetainAllVariantProperties
+        keeps the primary's)."""
+        config, live = p["EndpointConfigName"], self.endpoint
+        if config not in self.configs:
+            return error(
+                "ValidationException", f'Could not find endpoint configuration "{config}".'
+            )
+        new = self.configs[config]
+        refused = move_refusal(p, self.configs[live["config"]], new)
+        if refused:
+            return error("ValidationException", refused)
+        if "shadow" in new:
+            if "canary" in self.targets:  # SageMaker: deregister first (endpoint-scaling-update)
+                return error("ValidationException", "the canary variant has autoscaling")
+            live["variants"].pop("canary", None)
+            live["shadow"] = {"weight": new["shadow"]["weight"], "count": new["shadow"]["count"]}
+        else:
+            spec = new["canary"]
+            live["variants"]["canary"] = {"weight": spec["weight"], "count": spec["count"]}
+            live.pop("shadow", None)
+        live["config"] = config
         return {"EndpointArn": arn("sagemaker", "endpoint", self.cfg.endpoint_name)}
 
     def _shadow_live(self) -> dict[str, Any]:

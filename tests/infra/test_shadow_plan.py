@@ -39,8 +39,9 @@ def test_the_plan_prices_the_stage_and_its_two_updates(prod_raw: dict[str, Any])
     assert s["moves"] == 2 and s["moves_extra_cost_usd"] > 0
     text = render_plan(build_plan(cfg, {}))
     assert "  shadow  6 x ml.g6e.xlarge for 10 % of the primary's peak (54 x ml.g6e.xlarge)" in text
-    # the count tracks the primary's load (shadow_fleet.py); the plan prices its upper bound
-    assert "the count tracks the primary's load per instance, 1..6), $2.34..$14.02/h" in text
+    # sized at the stage's start to the primary's load (shadow_fleet.py); the plan prices its
+    # upper bound
+    assert "sized at the start to the primary's load per instance, 1..6), $2.34..$14.02/h" in text
     assert s["hourly_usd_at_least"] == round(hourly / 6, 2)
     without = copy.deepcopy(prod_raw)
     del without["rollout"]["shadow"]

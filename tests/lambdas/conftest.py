@@ -198,6 +198,8 @@ class World:
     clock: Clock
     queue_url: str
     state_machine_arn: str
+    #: The shadow stage's ground as SageMaker and CloudWatch show it (shadow_world.Ground).
+    shadow_ground: Any = None
 
     def run(self, event: dict[str, Any]) -> dict[str, Any]:
         return ctl.handler(event, None, controller=self.controller)

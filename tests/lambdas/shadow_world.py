@@ -13,9 +13,10 @@ from botocore.validate import validate_parameters
 
 from lambdas.canary_controller import capture
 from lambdas.canary_controller.shadow_compare import Answer, Thresholds
-from lambdas.canary_controller.shadow_stage import ShadowRules
+from lambdas.canary_controller.shadow_stage import ShadowRules, is_shadow_config
 from tests.lambdas.conftest import ENDPOINT, REGION, World, _backend, validation_error
 from tests.lambdas.test_shadow_compare import answers as compare_answers
+from tests.sagemaker_refusals import count_refusal, move_refusal
 
 SHADOW_CONFIG = "cfg-shadow"
 CANARY_CONFIG = "cfg-1"
@@ -77,8 +78,79 @@ def shadow_world(world: World) -> World:
     ctl.s = replace(ctl.s, shadow=SHADOW)
     ctl.s3 = boto3.client("s3", region_name=REGION)
     serve_update_endpoint(ctl.sm)
+    world.shadow_ground = Ground(world)
     serve_shadow_minutes(world)
     return world
+
+
+class Ground:
+    """What the shadow stage stands on (shadow_stage.Ground), as SageMaker and CloudWatch show it,
+    which moto does not: DescribeEndpoint's ``DataCaptureConfig`` while the endpoint runs a shadow
+    config (``capture_status``; None leaves it out) and its ``ShadowProductionVariants``
+    (``shadow_instances`` in service), and GetMetricData's Invocations and
+    Invocation5XXErrors of both variants (``invocations``: per variant, (calls, errors) a
+    minute; None leaves the variant's series empty), each request validated against
+    CloudWatch's model. The capture objects are the world's S3 (:func:`ground_capture`)."""
+
+    def __init__(self, world: World) -> None:
+        self.capture_status: str | None = "Started"
+        #: The shadow's instances in service where no other fake shows them (ShadowVariant does).
+        self.shadow_instances = 1
+        self.invocations: dict[str, tuple[float, float] | None] = {
+            "primary": (400.0, 0.0), "shadow": (40.0, 0.0),
+        }  # fmt: skip
+        sm, cw = world.controller.sm, world.controller.cw
+        describe, metric_data = sm.describe_endpoint, cw.get_metric_data
+        model = cw.meta.service_model.operation_model("GetMetricData")
+
+        def describe_endpoint(**params: Any) -> Any:
+            out = describe(**params)
+            live = out.get("EndpointConfigName")
+            if not is_shadow_config(live, ENDPOINT, SHADOW_CONFIG):
+                return out
+            count = {"CurrentInstanceCount": self.shadow_instances,
+                     "DesiredInstanceCount": self.shadow_instances}  # fmt: skip
+            out.setdefault("ShadowProductionVariants", [
+                {"VariantName": "shadow", "CurrentWeight": 0.1, "DesiredWeight": 0.1, **count}
+            ])  # fmt: skip
+            if self.capture_status is not None:
+                out["DataCaptureConfig"] = {
+                    "EnableCapture": True, "CaptureStatus": self.capture_status,
+                    "CurrentSamplingPercentage": 100, "DestinationS3Uri": CAPTURE_URI,
+                }  # fmt: skip
+            return out
+
+        def get_metric_data(**params: Any) -> Any:
+            queries = params["MetricDataQueries"]
+            dims = [{d["Name"]: d["Value"] for d in q["MetricStat"]["Metric"]["Dimensions"]}
+                    for q in queries]  # fmt: skip
+            metrics = {q["MetricStat"]["Metric"]["MetricName"] for q in queries}
+            shadow = any(d.get("VariantName") == "shadow" for d in dims)
+            if not shadow or not metrics <= {"Invocations", "Invocation5XXErrors"}:
+                return metric_data(**params)
+            validate_parameters(params, model.input_shape)
+            results = []
+            for q, d in zip(queries, dims, strict=True):
+                figures = self.invocations.get(d["VariantName"])
+                i = 0 if q["MetricStat"]["Metric"]["MetricName"] == "Invocations" else 1
+                minutes = int((params["EndTime"] - params["StartTime"]).total_seconds() // 60)
+                value = None if figures is None else figures[i] * max(1, minutes)
+                results.append({
+                    "Id": q["Id"], "StatusCode": "Complete",
+                    "Timestamps": [] if value is None else [params["StartTime"]],
+                    "Values": [] if value is None else [value],
+                })  # fmt: skip
+            return {"MetricDataResults": results}
+
+        sm.describe_endpoint = describe_endpoint
+        cw.get_metric_data = get_metric_data
+
+
+def ground_capture(world: World, variants: tuple[str, ...] = ("primary", "shadow")) -> None:
+    """A capture object of each of ``variants`` in the clock's hour, holding no answer (what the
+    stage's ground check counts, without adding to the comparison's answers)."""
+    for variant in variants:
+        put_capture(world, variant, [], key="ground.jsonl", body="\n")
 
 
 def serve_shadow_minutes(
@@ -132,11 +204,19 @@ def serve_shadow_minutes(
     return asked
 
 
+def variant_names(config: str) -> set[str]:
+    """The variant names of the moto endpoint config ``config``, its shadow's too (moto keeps no
+    ShadowProductionVariants: the shadow configs are the stack's and those sized from it)."""
+    names = {v["VariantName"] for v in _backend().endpoint_configs[config].production_variants}
+    return names | ({"shadow"} if is_shadow_config(config, ENDPOINT, SHADOW_CONFIG) else set())
+
+
 def serve_update_endpoint(client: Any, calls: list[str] | None = None) -> list[str]:
-    """``client.update_endpoint``: the request validated against SageMaker's model, then the moto
-    endpoint moved to the config, each variant of the same name keeping its live weight and count
-    (RetainAllVariantProperties), a new one at the config's initial values. Returns the configs
-    asked for, in order."""
+    """``client.update_endpoint``: the request validated against SageMaker's model, refused as
+    SageMaker refuses a blue/green move that renames variants (tests/sagemaker_refusals.py), then
+    the moto endpoint moved to the config, each variant of the same name keeping its live weight
+    and count (RetainAllVariantProperties), a new one at the config's initial values. Returns the
+    configs asked for, in order."""
     asked = [] if calls is None else calls
     model = client.meta.service_model.operation_model("UpdateEndpoint")
 
@@ -144,6 +224,10 @@ def serve_update_endpoint(client: Any, calls: list[str] | None = None) -> list[s
         validate_parameters(params, model.input_shape)
         assert params.get("RetainAllVariantProperties") is True
         endpoint = _backend().endpoints[params["EndpointName"]]
+        live, new = endpoint.endpoint_config_name, params["EndpointConfigName"]
+        refused = move_refusal(params, variant_names(live), variant_names(new))
+        if refused:
+            raise validation_error(refused)
         config = _backend().endpoint_configs[params["EndpointConfigName"]]
         live = {v["VariantName"]: v for v in endpoint.production_variants}
         fresh = endpoint._process_production_variants(config.production_variants)
@@ -189,29 +273,29 @@ def capture_both(world: World, *, shadow_fail_every: int = 0, n: int = 150, key:
 
 class ShadowVariant:
     """The shadow variant as SageMaker shows it, which moto does not: DescribeEndpoint's
-    ``ShadowProductionVariants`` while the endpoint is on the shadow config (its counts start at
-    the config's, ``peak``), DescribeEndpointConfig's for the shadow config, and
-    UpdateEndpointWeightsAndCapacities for the shadow variant (the request validated against
-    SageMaker's model; refused while the endpoint is not InService, as SageMaker does; each of
-    ``refusals`` raised by one call, in order). ``calls``: every request that named the shadow."""
+    ``ShadowProductionVariants`` while the endpoint is on a shadow config (its counts the config's),
+    DescribeEndpointConfig's for the stack's shadow config (``peak`` instances) and the configs
+    the controller sizes from it, CreateEndpointConfig (validated against SageMaker's model, then
+    moto's; ``created``: the requests), and UpdateEndpointWeightsAndCapacities for the shadow
+    variant refused (tests/sagemaker_refusals.py; ``calls``: every request that named it)."""
 
     def __init__(self, world: World, peak: int) -> None:
         self.peak = peak
+        #: The shadow's InitialInstanceCount by shadow config.
+        self.configs: dict[str, int] = {SHADOW_CONFIG: peak}
         self.current: int | None = None
         self.calls: list[dict[str, Any]] = []
-        self.refusals: list[Exception] = []
+        self.created: list[dict[str, Any]] = []
         sm = world.controller.sm
         describe, describe_config = sm.describe_endpoint, sm.describe_endpoint_config
-        update = sm.update_endpoint_weights_and_capacities
-        model = sm.meta.service_model.operation_model("UpdateEndpointWeightsAndCapacities")
+        update, create = sm.update_endpoint_weights_and_capacities, sm.create_endpoint_config
+        model = sm.meta.service_model
 
         def describe_endpoint(**params: Any) -> Any:
             out = describe(**params)
-            if out.get("EndpointConfigName") != SHADOW_CONFIG:
-                self.current = None  # a new shadow fleet on every move to the shadow config
-                return out
+            self.current = self.configs.get(out.get("EndpointConfigName", ""))
             if self.current is None:
-                self.current = self.peak
+                return out
             count = {"CurrentInstanceCount": self.current, "DesiredInstanceCount": self.current}
             out["ShadowProductionVariants"] = [
                 {"VariantName": "shadow", "CurrentWeight": 0.1, "DesiredWeight": 0.1, **count}
@@ -220,34 +304,39 @@ class ShadowVariant:
 
         def describe_endpoint_config(**params: Any) -> Any:
             out = describe_config(**params)
-            if params["EndpointConfigName"] == SHADOW_CONFIG:
+            if not out.get("DataCaptureConfig"):
+                out.pop("DataCaptureConfig", None)  # moto answers {}, SageMaker leaves it out
+            count = self.configs.get(params["EndpointConfigName"])
+            if count is not None:
                 out["ShadowProductionVariants"] = [
                     {"VariantName": "shadow", "ModelName": "m-shadow",
-                     "InitialInstanceCount": self.peak, "InstanceType": "ml.g4dn.xlarge",
+                     "InitialInstanceCount": count, "InstanceType": "ml.g4dn.xlarge",
                      "InitialVariantWeight": 0.1},
                 ]  # fmt: skip
             return out
+
+        def create_endpoint_config(**params: Any) -> Any:
+            validate_parameters(params, model.operation_model("CreateEndpointConfig").input_shape)
+            self.created.append(params)
+            (shadow,) = params["ShadowProductionVariants"]
+            self.configs[params["EndpointConfigName"]] = shadow["InitialInstanceCount"]
+            return create(**params)
 
         def update_weights(**params: Any) -> Any:
             items = params["DesiredWeightsAndCapacities"]
             if all(i["VariantName"] != "shadow" for i in items):
                 return update(**params)
-            validate_parameters(params, model.input_shape)
+            validate_parameters(
+                params, model.operation_model("UpdateEndpointWeightsAndCapacities").input_shape
+            )
             self.calls.append(params)
-            if _backend().endpoints[params["EndpointName"]].endpoint_status != "InService":
-                raise validation_error()
-            if self.refusals:
-                raise self.refusals.pop(0)
-            (item,) = items
-            self.current = int(item["DesiredInstanceCount"])
-            return {"EndpointArn": _backend().endpoints[params["EndpointName"]].arn}
+            live = _backend().endpoints[params["EndpointName"]].endpoint_config_name
+            raise validation_error(count_refusal("shadow", live))
 
         sm.describe_endpoint = describe_endpoint
         sm.describe_endpoint_config = describe_endpoint_config
+        sm.create_endpoint_config = create_endpoint_config
         sm.update_endpoint_weights_and_capacities = update_weights
-
-    def counts_asked(self) -> list[int]:
-        return [c["DesiredWeightsAndCapacities"][0]["DesiredInstanceCount"] for c in self.calls]
 
 
 def set_primary_count(count: int) -> None:

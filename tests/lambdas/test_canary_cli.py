@@ -177,6 +177,7 @@ def test_status_and_wait_know_the_shadow_stage(
     world.clock.now += sw.COMPARE
     result = world.tick("r1", result["seq"])  # the window opens
     sw.capture_both(world)
+    result = world.tick("r1", result["seq"])  # its ground checked
     world.clock.now += sw.COMPARE
     world.tick("r1", result["seq"])  # the first comparison: a pass, held until min_minutes
     assert run("status") == 0
@@ -184,6 +185,7 @@ def test_status_and_wait_know_the_shadow_stage(
     assert "steps        [shadow] -> 5% -> 25% -> 50% -> 75% -> 100%" in out
     assert "shadow       last comparison: pass" in out
     assert "manga_domain: pass;" in out
-    # the shadow's count: 10 % of the primary's 4, at least 1 (shadow_fleet.py)
-    assert shadow.counts_asked() == [1]
+    # the shadow's count: 10 % of the primary's 4, at least 1, set when the stage starts
+    # (shadow_fleet.py)
+    assert [c["ShadowProductionVariants"][0]["InitialInstanceCount"] for c in shadow.created] == [1]
     assert "shadow fleet 1 instance for 10 % of the primary's 4 in service x 1 = 0.4" in out

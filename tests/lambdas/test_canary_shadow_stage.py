@@ -17,6 +17,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from lambdas.canary_controller.shadow_stage import GROUND_SECONDS
 from tests.lambdas import shadow_world as sw
 from tests.lambdas.canary_lifecycle import record_sent
 from tests.lambdas.conftest import ENDPOINT, REGION, World, advance, instances, weights
@@ -64,7 +65,18 @@ def into_shadow(world: World) -> dict[str, Any]:
     )
     result = tick(world, result)  # InService on the shadow config: the window opens
     assert result["last_decision"] == "bake", result
+    sw.ground_capture(world)
+    result = tick(world, result)  # its ground: capture Started and written, CloudWatch for both
+    assert "shadow stage ground checked" in result["last_reason"], result
     return result
+
+
+def operator_rollback(world: World) -> dict[str, Any]:
+    """``make canary-rollback`` by an operator, without a rollout id."""
+    return world.run(
+        {"action": "rollback", "endpoint_name": ENDPOINT, "requested_by": "bob",
+         "reason": "wrong build"}
+    )  # fmt: skip
 
 
 def until(world: World, result: dict[str, Any], decision: str, limit: int = 200) -> dict[str, Any]:
@@ -199,12 +211,8 @@ def test_a_tick_that_dies_after_update_endpoint_is_recognised_by_its_intent(
 def test_an_operator_rollback_in_the_shadow_stage_goes_back_to_the_canary_config(
     shadow: World,
 ) -> None:
-    result = into_shadow(shadow)
-    result = shadow.run(
-        {"action": "rollback", "endpoint_name": ENDPOINT, "requested_by": "bob",
-         "reason": "wrong build"}
-    )  # fmt: skip
-    result = until(shadow, result, "shadow-end")
+    into_shadow(shadow)
+    result = until(shadow, operator_rollback(shadow), "shadow-end")
     assert result["status"] == "ROLLED_BACK", result
     described = shadow.controller.sm.describe_endpoint(EndpointName=ENDPOINT)
     assert described["EndpointConfigName"] == sw.CANARY_CONFIG
@@ -447,3 +455,98 @@ def test_no_answer_from_aws_is_a_hold_then_fails_past_max_minutes(
     assert result["status"] == "FAILED", result
     assert "without a verdict" in result["rollback_reason"]
     assert weights()["canary"] == 0.0
+
+
+def opened(world: World) -> dict[str, Any]:
+    """Into the stage, its window open, its ground not checked yet."""
+    result = tick(world, world.start())
+    assert result["last_decision"] == "enter-shadow", result
+    result = tick(world, result)
+    assert result["last_decision"] == "bake", result
+    return result
+
+
+def ended_on_ground(world: World, result: dict[str, Any]) -> dict[str, Any]:
+    """Ticks until the release ends; it must end within the ground's minutes, not max_minutes."""
+    entered = world.clock.now
+    result = until(world, result, "shadow-end")
+    assert result["status"] == "FAILED", result
+    assert world.clock.now - entered <= GROUND_SECONDS + sw.STAGE_UPDATE_TIMEOUT, result
+    live = world.controller.sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"]
+    assert live == sw.CANARY_CONFIG
+    return result
+
+
+@pytest.mark.parametrize(
+    ("fault", "named"),
+    [
+        ("capture stopped", "data capture is Stopped, not Started"),
+        ("no shadow capture", "no capture object of shadow yet"),
+        ("no shadow metrics", "no CloudWatch Invocations of shadow yet"),
+        ("no shadow instance", "no shadow instance in service"),
+        ("capture unreadable", "primary capture unread (AccessDenied: Access Denied)"),
+    ],
+)
+def test_a_stage_without_its_ground_ends_failed_at_once_naming_what_is_missing(
+    shadow: World, fault: str, named: str
+) -> None:
+    ground = shadow.shadow_ground
+    if fault == "capture stopped":
+        ground.capture_status = "Stopped"
+    if fault == "no shadow metrics":
+        ground.invocations["shadow"] = None
+    if fault == "no shadow instance":
+        ground.shadow_instances = 0
+    if fault == "capture unreadable":  # the S3 call itself refused
+
+        def paginator(name: str) -> Any:
+            raise ClientError(
+                {"Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+                 "ResponseMetadata": {"HTTPStatusCode": 403}}, name,
+            )  # fmt: skip
+
+        shadow.controller.s3.get_paginator = paginator
+    result = opened(shadow)
+    sw.ground_capture(
+        shadow, ("primary",) if fault == "no shadow capture" else ("primary", "shadow")
+    )
+    result = tick(shadow, result)
+    assert result["last_decision"] == "bake" and named in result["last_reason"], result
+    result = ended_on_ground(shadow, result)
+    assert "the shadow stage's ground is not there" in result["last_reason"], result
+    assert named in result["last_reason"], result
+    assert "shadow_outcome" not in (shadow.controller.load() or {})  # no comparison ever ran
+
+
+def test_a_ground_that_comes_within_its_minutes_is_recorded_with_both_error_rates(
+    shadow: World,
+) -> None:
+    ground = shadow.shadow_ground
+    ground.invocations["shadow"] = None  # CloudWatch has no shadow datapoint yet
+    result = opened(shadow)
+    result = tick(shadow, result)
+    assert "no CloudWatch Invocations of shadow yet" in result["last_reason"], result
+    assert "no capture object of primary yet" in result["last_reason"], result
+    ground.invocations["shadow"] = (40.0, 2.0)
+    sw.ground_capture(shadow)
+    result = tick(shadow, result)
+    record: Any = shadow.controller.load()
+    assert record["shadow_ground"].startswith(
+        "data capture Started, shadow 1 instances in service, primary 1 capture objects"
+    ), record
+    assert "shadow" in record["shadow_ground"] and "5XX 5 %" in record["shadow_ground"], record
+    assert result["status"] == "RUNNING", result
+
+
+def test_a_shadow_whose_errors_only_cloudwatch_sees_fails_the_comparison(shadow: World) -> None:
+    """Issue 41, item 4: the error rate per variant comes from CloudWatch too: answers alike in
+    the capture, but 5 % of the shadow's requests answered 5XX (none captured) fail it."""
+    result = into_shadow(shadow)
+    shadow.shadow_ground.invocations["shadow"] = (40.0, 2.0)
+    sw.capture_both(shadow)
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "ROLLED_BACK", result
+    record: Any = shadow.controller.load()
+    assert record["shadow_outcome"] == "fail", record
+    assert "CloudWatch 5XX: shadow 5 % of" in record["rollback_reason"], record
+    assert any(line.startswith("CloudWatch 5XX") for line in record["shadow_evidence"]), record

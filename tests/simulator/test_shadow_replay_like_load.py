@@ -4,7 +4,6 @@ controller's own functions per-minute loads of both fleets and the answers' minu
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -82,54 +81,19 @@ def test_a_tracking_shadow_passes_a_healthy_build_and_fails_a_slow_one(prod) -> 
     assert "at most the primary's: above 1.25 x" in slow.reason
 
 
-def test_the_tracking_fleet_gains_instances_after_an_instance_start_and_sheds_them_at_once(  # type: ignore[no-untyped-def]
-    prod,
-) -> None:
-    """A count the shadow gains serves an instance start later (the rollout replay's figure for
-    instances of a new tag); meanwhile the endpoint is Updating: no new count is asked for and the
-    primary's count stays. A count it sheds goes at the controller's tick."""
+def test_the_tracking_fleet_is_sized_once_when_the_stage_starts(prod) -> None:  # type: ignore[no-untyped-def]
+    """The shadow's count is set in the config the stage enters, at the primary's count then
+    (shadow_fleet.py); no documented call resizes a shadow variant, so it keeps that count while
+    the primary scales: its load per instance rises above the primary's when the primary scales
+    out, falls below when it scales in."""
     a = Assumptions()
     curve = LatencyCurve(prod, prod.variants.canary.instance_type, a)
-    fleet = TrackingFleet(prod, ShadowStage(), curve, a)
-    assert fleet.ready == math.ceil(a.new_tag_seconds / 60) and fleet.shadow == fleet.peak
+    fleet = TrackingFleet(prod, ShadowStage(), curve)
+    assert fleet.shadow == fleet.peak
     per = fleet.per_instance_rpm
-    fleet.minute(0, 10 * per)  # primary 10 -> shadow 1 at once (from the peak size)
-    assert (fleet.primary, fleet.shadow, fleet.updating) == (10, 1, False)
-    tick = fleet.tick
-    fleet.minute(tick, 30 * per)  # primary 30 -> 3: asked for, the endpoint Updating
-    assert (fleet.primary, fleet.shadow, fleet.updating) == (30, 1, True)
-    for m in range(tick + 1, tick + fleet.ready):
-        primary, shadow = fleet.minute(m, 40 * per)
-        assert (fleet.primary, fleet.shadow) == (30, 1), m  # both wait for the update
-        assert shadow > primary  # meanwhile the shadow is the more loaded
-    fleet.minute(tick + fleet.ready, 40 * per)
-    assert (fleet.primary, fleet.shadow, fleet.updating) == (40, 3, False)
-    next_tick = -(-(tick + fleet.ready + 1) // tick) * tick
-    fleet.minute(next_tick - 1, 10 * per)  # not a tick: the primary scales in, the shadow waits
-    assert (fleet.primary, fleet.shadow) == (10, 3)
-    fleet.minute(next_tick, 10 * per)  # the tick: 1 at once
-    assert (fleet.primary, fleet.shadow, fleet.updating) == (10, 1, False)
-
-
-def test_a_shadow_resize_during_a_spike_holds_the_primarys_scaling_and_the_replay_says_so(  # type: ignore[no-untyped-def]
-    prod,
-) -> None:
-    """SageMaker applies one change at a time: while the shadow's new instances start, the
-    primary's autoscaling waits. A stage that starts before an unannounced 3x spike grows its
-    shadow during the spike, and the replay reports how long the primary was held and how far
-    above its scaling target its load went (the figure docs/day2-canary.md quotes); on the
-    normal day from 14:00 the stage passes before the shadow ever grows (nothing held)."""
-    from simulator import blast_radius as br
-    from simulator.traces import resolve
-
-    shares = adapter_shares(prod)
-    healthy = next(b for b in bad_builds(shares) if b.healthy)
-    spike = br.replay(prod, healthy, shares, trace=resolve("unannounced-3x"), start_minute=0)
-    assert spike.primary_held is not None
-    held, peak = spike.primary_held
-    assert held > 0 and peak > 1.0, spike.primary_held
-    calm = br.replay(prod, healthy, shares, start_minute=START_HOUR_JST * 60)
-    assert calm.primary_held == (0, 0.0)
-    fixed = br.replay(prod, healthy, shares, start_minute=START_HOUR_JST * 60,
-                      shadow_load="target")  # fmt: skip
-    assert fixed.primary_held is None  # only the tracking fleet resizes
+    fleet.minute(0, 10 * per)  # primary 10 -> shadow 1 (from the peak size)
+    assert (fleet.primary, fleet.shadow) == (10, 1)
+    primary, shadow = fleet.minute(7, 30 * per)
+    assert (fleet.primary, fleet.shadow) == (30, 1) and shadow > primary
+    primary, shadow = fleet.minute(60, 5 * per)
+    assert (fleet.primary, fleet.shadow) == (5, 1) and shadow < primary
