@@ -36,7 +36,11 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from lambdas.canary_controller import canary_scaling
-from lambdas.canary_controller.names import controller_function_name, state_machine_name
+from lambdas.canary_controller.names import (
+    controller_function_name,
+    sized_shadow_config_prefix,
+    state_machine_name,
+)
 from lambdas.canary_controller.rules import CapacityPlan
 from lambdas.canary_controller.settings import EnvVar, lambda_environment
 from stacks.constructs.endpoint_ref import EndpointRef
@@ -316,14 +320,28 @@ class CanaryController(Construct):
         UpdateEndpoint, as aws-cdk-lib's own SageMakerUpdateEndpoint task grants it), and the
         capture of this endpoint (``ShadowStageConfig.grant_read``)."""
         endpoint.grant(self.role, "sagemaker:UpdateEndpoint", sid="StageMoves")
+        # The shadow is sized when the stage starts, in a copy of the stack's shadow config the
+        # controller creates (lambdas/canary_controller/aws.py, create_sized_config), named
+        # names.sized_shadow_config_prefix(endpoint) + digest; SageMaker's ARNs are lower case.
+        sized = Stack.of(self).format_arn(
+            service="sagemaker",
+            resource="endpoint-config",
+            resource_name=sized_shadow_config_prefix(endpoint.endpoint_name).lower() + "*",
+        )
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="StageConfigs",
                 actions=["sagemaker:UpdateEndpoint"],
                 # Ref of an AWS::SageMaker::EndpointConfig is its ARN
-                resources=[canary_config_arn, shadow.endpoint_config.ref],
+                resources=[canary_config_arn, shadow.endpoint_config.ref, sized],
             )
         )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="StageSizedConfigs", actions=["sagemaker:CreateEndpointConfig"],
+                resources=[sized],
+            )
+        )  # fmt: skip
         # Moving the endpoint to a config that names a KmsKeyId (the shadow config's capture,
         # its volumes) needs the caller's kms:CreateGrant on that key: "CreateEndpoint ...
         # kms:CreateGrant (required only if the associated EndpointConfig has a KmsKeyId

@@ -96,7 +96,12 @@ def test_the_controller_may_move_the_endpoint_between_the_two_configs_and_read_t
     ]
     by_sid = {s["Sid"]: s for s in statements}
     assert by_sid["StageConfigs"]["Action"] == "sagemaker:UpdateEndpoint"
-    assert len(by_sid["StageConfigs"]["Resource"]) == 2  # the canary config and the shadow's
+    # the canary config, the stack's shadow config and the copies the controller sizes
+    assert len(by_sid["StageConfigs"]["Resource"]) == 3
+    sized = by_sid["StageSizedConfigs"]["Resource"]
+    assert by_sid["StageSizedConfigs"]["Action"] == "sagemaker:CreateEndpointConfig"
+    assert ":endpoint-config/mangaassist-vllm-prod-shadow-*" in json.dumps(sized)
+    assert sized in by_sid["StageConfigs"]["Resource"]
     assert by_sid["ShadowCaptureList"]["Condition"]["StringLike"]["s3:prefix"] == [
         "datacapture/mangaassist-vllm-prod/*"
     ]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from lambdas.canary_controller import names
 from lambdas.canary_controller.settings import Settings
 from tests.infra.test_execution_policy import ACCOUNT, deployed_through_bootstrap, synth
 from tests.lambdas.aws_calls import AWS_CALLS
@@ -24,6 +25,8 @@ from tools.authorization.check import denials
 from tools.authorization.recorder import Call
 from tools.authorization.templates import Deployment
 
+#: The endpoint the Stubber-driven tests name (test_canary_shadow_fleet.py).
+STUBBED_ENDPOINT = "ep"
 #: principal -> its Lambda handler in the template
 HANDLERS = {
     "canary controller": "canary_controller.handler.handler",
@@ -44,8 +47,15 @@ def world_to_prod(d: Deployment) -> dict[str, str]:
     (endpoint,) = [r for r, res in d.resources() if res["Type"] == "AWS::SageMaker::Endpoint"]
     serving = d.render(endpoint.stack, d.resource(endpoint)["Properties"]["EndpointConfigName"])
     assert serving is not None
+    prod_sized = names.sized_shadow_config_prefix(s.endpoint_name)
     return {
         ENDPOINT: s.endpoint_name,
+        STUBBED_ENDPOINT: s.endpoint_name,
+        names.sized_shadow_config_prefix(ENDPOINT): prod_sized,
+        names.sized_shadow_config_prefix(STUBBED_ENDPOINT): prod_sized,
+        f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:{ENDPOINT}-canary-rollout": (
+            s.state_machine_arn
+        ),
         "rollout-state": s.table_name,
         f"arn:aws:sns:us-east-1:{ACCOUNT}:alerts": s.topic_arn,
         SHADOW_CONFIG: s.shadow.config_name,

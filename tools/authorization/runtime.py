@@ -48,11 +48,16 @@ _PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
 
 
 def translate(value: Any, names: Mapping[str, str]) -> Any:
-    """``value`` with each of the test world's names replaced by the deployment's (longest
-    first, inside strings too: ``endpoint/<name>/variant/canary``)."""
+    """``value`` with each of the test world's names replaced by the deployment's, inside
+    strings too (``endpoint/<name>/variant/canary``), longest first. A name is replaced where it
+    stands whole (between ``/``, ``:``, quotes or the ends), never inside a longer name; a name
+    ending in ``-`` is a prefix (``<endpoint>-shadow-``) and is replaced wherever a name begins
+    with it."""
     if isinstance(value, str):
         for old in sorted(names, key=len, reverse=True):
-            value = value.replace(old, names[old])
+            after = "" if old.endswith("-") else r"(?![A-Za-z0-9_.-])"
+            pattern = r"(?<![A-Za-z0-9_.-])" + re.escape(old) + after
+            value = re.sub(pattern, names[old].replace("\\", "\\\\"), value)
         return value
     if isinstance(value, list):
         return [translate(v, names) for v in value]
@@ -97,21 +102,41 @@ def _config(d: Deployment, name: str) -> Ref | None:
     return None
 
 
+def _config_keys(params: Mapping[str, Any]) -> list[str]:
+    """The KMS key ARNs an endpoint config names (``KmsKeyId``, ``DataCaptureConfig.KmsKeyId``)."""
+    named = [params.get("KmsKeyId"), (params.get("DataCaptureConfig") or {}).get("KmsKeyId")]
+    return [k for k in named if isinstance(k, str) and k.startswith("arn:")]
+
+
 def documented(
-    d: Deployment, action: str, params: Mapping[str, Any]
+    d: Deployment,
+    action: str,
+    params: Mapping[str, Any],
+    created: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[tuple[str, str, str]]:
     """``(action, ARN, source)``: calls AWS documents a service making with the caller's
-    permissions for this request."""
+    permissions for this request. ``created``: the endpoint configs the code itself created
+    (their CreateEndpointConfig parameters, by name)."""
     if action in ("sagemaker:CreateEndpoint", "sagemaker:UpdateEndpoint"):
         # kms:CreateGrant "required only if the associated EndpointConfig has a KmsKeyId
         # specified": https://docs.aws.amazon.com/sagemaker/latest/dg/api-permissions-reference.html
-        config = _config(d, str(params.get("EndpointConfigName")))
+        name = str(params.get("EndpointConfigName"))
+        config = _config(d, name)
+        keys: list[str] = []
         if config is not None:
             props = d.resource(config).get("Properties", {})
             named = [props.get("KmsKeyId"), props.get("DataCaptureConfig", {}).get("KmsKeyId")]
-            for key in d.references(config.stack, named):
-                for kms in ("kms:CreateGrant", "kms:DescribeKey"):
-                    yield kms, d.arn(key) or "", "SageMaker API permissions reference (KmsKeyId)"
+            keys = [d.arn(k) or "" for k in d.references(config.stack, named)]
+        elif created and name in created:
+            keys = _config_keys(created[name])
+        for key in keys:
+            for kms in ("kms:CreateGrant", "kms:DescribeKey"):
+                yield kms, key, "SageMaker API permissions reference (KmsKeyId)"
+    if action == "sagemaker:CreateEndpointConfig":
+        # The config's keys are described when it is created: CloudFormation's own handler for
+        # AWS::SageMaker::EndpointConfig lists kms:DescribeKey for the same call.
+        for key in _config_keys(params):
+            yield "kms:DescribeKey", key, "the EndpointConfig handler's permissions (KmsKeyId)"
     if (
         action == "application-autoscaling:RegisterScalableTarget"
         and params.get("ServiceNamespace") == "sagemaker"
@@ -134,17 +159,28 @@ def requests(
     actions = describe(a for c in calls for a in OPERATION_ACTIONS.get(c.operation, (c.operation,)))
     out: list[Request] = []
     unresolved: list[Unresolved] = []
+    created = {
+        str(p.get("EndpointConfigName")): p
+        for c in calls
+        if c.operation == "sagemaker:CreateEndpointConfig"
+        for p in [translate(c.parameters, names)]
+    }
     for call in dict.fromkeys(calls):
         params = translate(call.parameters, names)
         for name in OPERATION_ACTIONS.get(call.operation, (call.operation,)):
-            found, missing = _requests(d, call, name, actions[name], params)
+            found, missing = _requests(d, call, name, actions[name], params, created)
             out += found
             unresolved += missing
     return out, unresolved
 
 
 def _requests(
-    d: Deployment, call: Call, name: str, action: Any, params: Mapping[str, Any]
+    d: Deployment,
+    call: Call,
+    name: str,
+    action: Any,
+    params: Mapping[str, Any],
+    created: Mapping[str, Mapping[str, Any]],
 ) -> tuple[list[Request], list[Unresolved]]:
     out: list[Request] = []
     unresolved: list[Unresolved] = []
@@ -170,7 +206,7 @@ def _requests(
     for arn in dict.fromkeys(arns):
         out.append(Request(call.principal, name, arn, why, tuple(context.items()),
                            d.resource_policy(arn)))  # fmt: skip
-    for needed, arn, source in documented(d, name, params):
+    for needed, arn, source in documented(d, name, params, created):
         out.append(Request(call.principal, needed, arn, f"{why}: {source}", (),
                            d.resource_policy(arn)))  # fmt: skip
     return out, unresolved
