@@ -51,6 +51,7 @@ from typed_config.deployment import (
 )
 from typed_config.error_report import ConfigSource
 from typed_config.fleet import FleetConfig
+from typed_config.generated_names import project_env_name_errors
 from typed_config.model import (
     AdapterConfig,
     BaseModelConfig,
@@ -135,7 +136,8 @@ class DeploymentConfig(Strict):
 
     def cross_section_errors(self) -> list[str]:
         """Each rule across sections this config breaks, as ``field: why``."""
-        errors: list[str] = []
+        # every name AWS sees that project and env make (typed_config/generated_names.py)
+        errors: list[str] = project_env_name_errors(self.project, self.env)
         names = [a.name for a in self.adapters]
         if len(set(names)) != len(names):
             errors.append(f"adapters: names must be unique: {names}")

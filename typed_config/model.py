@@ -11,6 +11,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from container.model_prep.validate import VLLM_LORA_RANKS
 from container.serving.settings import engine_default
+from typed_config.aws_limits import ECR_REPOSITORY
 from typed_config.base import Strict, report_all, require_at_least, section_rule
 
 
@@ -193,11 +194,21 @@ class EngineConfig(Strict):
             )
 
 
+#: ECR_REPOSITORY's pattern, anchored for pydantic.
+ECR_REPOSITORY_PATTERN = f"^{ECR_REPOSITORY.pattern}$"
+
+
 class ImageConfig(Strict):
     """Build the image from container/ with CDK, or deploy an existing tag (CI builds once)."""
 
     mode: Literal["build", "tag"] = "build"
-    repository_name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9._/-]{1,255}$")] | None = None
+    #: ECR's rule (CreateRepository ``repositoryName``: 2-256 characters of
+    #: ``[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(\/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*``;
+    #: typed_config/aws_limits.py ECR_REPOSITORY), so a name ECR refuses (``team-``, ``a..b``,
+    #: ``a/-b``) fails at synth, not at deploy.
+    repository_name: (
+        Annotated[str, Field(min_length=2, max_length=256, pattern=ECR_REPOSITORY_PATTERN)] | None
+    ) = None
     tag: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")] | None = None
     keep_last_images: Annotated[int, Field(ge=1, le=1000)] = 20
     #: False: ``make deploy`` refuses to ship an image CDK builds (image.mode build): CDK
