@@ -13,7 +13,10 @@ synthesizes dev and prod at it and refuses one character more).
 
 from __future__ import annotations
 
+import re
+
 from typed_config.aws_limits import (
+    BEDROCK_IMPORTED_MODEL,
     CLOUDFORMATION_STACK,
     IAM_MANAGED_POLICY,
     S3_BUCKET,
@@ -72,6 +75,50 @@ def training_job_name(prefix: str, stamp: str) -> str:
     """A preparation or packaging job: its prefix, then its creation time
     (:data:`JOB_TIME_FORMAT`)."""
     return f"{prefix}{stamp}"
+
+
+#: Hex digits of the Bedrock package's digest in an imported model's name.
+BEDROCK_DIGEST_CHARS = 12
+
+
+def name_slug(text: str) -> str:
+    """Runs of anything but letters and digits as one ``-`` (Bedrock's names hold hyphen-separated
+    runs of letters and digits)."""
+    return re.sub(r"[^0-9a-zA-Z]+", "-", text).strip("-")
+
+
+def bedrock_model_prefix(project: str, env: str) -> str:
+    """What every imported model of this environment is named with."""
+    return f"{name_slug(project)}-{name_slug(env)}-"
+
+
+def imported_model_name(project: str, env: str, model: str, digest: str) -> str:
+    """``<project>-<env>-<model>-<12 hex of the digest>``, within Bedrock's 63 characters (the
+    model part is shortened, never the digest: it is what makes a re-run find its import)."""
+    tail = f"-{digest[:BEDROCK_DIGEST_CHARS]}"
+    head = bedrock_model_prefix(project, env)
+    room = BEDROCK_IMPORTED_MODEL.max_length - len(head) - len(tail)
+    return f"{head}{name_slug(model)[:room].strip('-')}{tail}"
+
+
+def bedrock_model_name_errors(project: str, env: str, models: list[str]) -> list[str]:
+    """``bedrock.models: why`` where two models would import under one name: the name keeps
+    letters and digits only (``jp_style`` and ``jp-style`` are one) and the model part is cut to
+    what Bedrock's 63 characters leave beside project and env. The second import would find
+    the first's model and skip, and the first's would be deleted as no longer named."""
+    errors: list[str] = []
+    seen: dict[str, str] = {}
+    for model in models:
+        name = imported_model_name(project, env, model, "0" * BEDROCK_DIGEST_CHARS)
+        if name in seen:
+            errors.append(
+                f"bedrock.models: {seen[name]!r} and {model!r} would both import as "
+                f"{name[: -BEDROCK_DIGEST_CHARS - 1]!r} (Bedrock's names keep letters and "
+                f"digits, {BEDROCK_IMPORTED_MODEL.max_length} characters at most: "
+                f"{BEDROCK_IMPORTED_MODEL.source}); rename one adapter"
+            )
+        seen.setdefault(name, model)
+    return errors
 
 
 def project_env_names(project: str, env: str) -> list[tuple[str, NameLimit]]:

@@ -51,7 +51,7 @@ from typed_config.deployment import (
 )
 from typed_config.error_report import ConfigSource
 from typed_config.fleet import FleetConfig
-from typed_config.generated_names import project_env_name_errors
+from typed_config.generated_names import bedrock_model_name_errors, project_env_name_errors
 from typed_config.model import (
     AdapterConfig,
     BaseModelConfig,
@@ -214,6 +214,7 @@ class DeploymentConfig(Strict):
         errors += controller_owned_scaling_errors(self.rollout.shadow, self.scaling)
         errors += gated_source_errors(self.model.source, self.model_prep)
         errors += bedrock_errors(self.bedrock, region=self.region, adapters=names)
+        errors += bedrock_model_name_errors(self.project, self.env, self.bedrock.models)
         for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model
             errors += check(self)
         errors += provision_timeout_errors(self)

@@ -368,3 +368,29 @@ def test_the_state_machine_logs_under_aws_vendedlogs(
             arn = logging["Destinations"][0]["CloudWatchLogsLogGroup"]["LogGroupArn"]
             group = resources[arn["Fn::GetAtt"][0]]["Properties"].get("LogGroupName", "")
             assert group.startswith("/aws/vendedlogs/states/"), group
+
+
+# -- Bedrock imported model names ------------------------------------------------------------------
+
+
+def test_two_models_that_would_import_under_one_name_are_refused() -> None:
+    """Bedrock API reference, CreateModelImportJob ``importedModelName``
+    (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_CreateModelImportJob.html):
+    ``([0-9a-zA-Z][_-]?)+``, 63 at most. The name keeps runs of letters and digits, so
+    ``manga_domain`` and ``manga-domain`` are one name: the second import would find the first's
+    model, and make bedrock-import would delete neither as stale nor import the second."""
+    raw = _raw("prod", "mangaassist", "prod")
+    raw["endpoint_name"] = "mangaassist-vllm-prod"
+    second = raw["adapters"][1]["name"]  # renamed wherever the file names it
+    raw = json.loads(json.dumps(raw).replace(f'"{second}"', '"manga-domain"'))
+    raw["bedrock"]["models"] = ["manga_domain", "manga-domain"]
+    with pytest.raises(ConfigError, match=r"bedrock\.models: 'manga_domain' and 'manga-domain'"):
+        parse(raw, env="prod")
+
+
+def test_models_cut_to_one_name_at_the_longest_project_and_env_are_refused() -> None:
+    project, env = LONGEST["long-env"]
+    long = ["a" * 40 + "x", "a" * 40 + "y"]
+    errors = gn.bedrock_model_name_errors(project, env, long)
+    assert len(errors) == 1 and "rename one adapter" in errors[0]
+    assert gn.bedrock_model_name_errors(project, env, ["a" * 26 + "x", "a" * 26 + "y"]) == []
