@@ -24,6 +24,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -121,6 +122,22 @@ class DeploymentConfig(Strict):
     _fit_checks: tuple[FitCheck, ...] = PrivateAttr(default=())
     #: The file it was read from (``parse_config_data``): what a later rule's error names.
     _source: ConfigSource | None = PrivateAttr(default=None)
+
+    @field_validator("endpoint_name")
+    @classmethod
+    def _lowercase_endpoint(cls, value: str) -> str:
+        """SageMaker keeps an endpoint name's case ("The name is case-insensitive in
+        CreateEndpoint, but the case is preserved and must be matched in InvokeEndpoint":
+        SageMaker API reference, CreateEndpoint) but writes it in lower case in the endpoint's
+        ARN, while IAM compares ARNs and the log group, alarm and scaling names keep the case:
+        one name in two cases would make grants that name one where AWS checks the other."""
+        if value != value.lower():
+            raise ValueError(
+                f"{value!r} has upper case: SageMaker lowercases it in the endpoint's ARN but "
+                "keeps it in the log group, alarm and scaling names the product's IAM grants "
+                f"name; use {value.lower()!r}"
+            )
+        return value
 
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> DeploymentConfig:

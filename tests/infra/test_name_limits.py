@@ -38,7 +38,7 @@ LONGEST = {
     "long-env": ("p" * (BUDGET - ENV_MAX), "e" * ENV_MAX),
     "long-project": ("p" * min(PROJECT_MAX, BUDGET - ENV_MIN), "e" * ENV_MIN),
 }
-ENDPOINT = "E" + "e" * (ENDPOINT_MAX - 2) + "9"  # upper case: SageMaker allows it
+ENDPOINT = "e" * (ENDPOINT_MAX - 1) + "9"
 SCHEDULE = "s" * 63  # typed_config.base.NAME_PATTERN's longest
 
 
@@ -235,6 +235,18 @@ def test_a_project_that_makes_a_reserved_bucket_name_is_refused(project: str) ->
     deploy, so the config is refused at synth."""
     with pytest.raises(ConfigError, match=r"project: .*S3 bucket name .*reserved"):
         parse(_raw("prod", project, "prod"), env="prod")
+
+
+def test_an_endpoint_name_in_upper_case_is_refused() -> None:
+    """SageMaker API reference, CreateEndpoint ``EndpointName``
+    (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateEndpoint.html): "The
+    name is case-insensitive in CreateEndpoint, but the case is preserved"; the endpoint's ARN
+    holds it in lower case (stacks/constructs/endpoint_ref.py), the log group, the scalable
+    target and its alarms as written, and IAM compares ARNs case-sensitively."""
+    raw = _raw("prod", "mangaassist", "prod")
+    raw["endpoint_name"] = "MangaAssist-vllm-prod"
+    with pytest.raises(ConfigError, match=r"endpoint_name: .*upper case.*'mangaassist-vllm-prod'"):
+        parse(raw, env="prod")
 
 
 @pytest.mark.parametrize("repository", ["team-", "a..b", "a/-b", "Upper"])
