@@ -126,6 +126,16 @@ STEP_FUNCTIONS_STATE_MACHINE = NameLimit(
     "https://docs.aws.amazon.com/step-functions/latest/apireference/API_CreateStateMachine.html",
     botocore_shape=("stepfunctions", "Name"),
 )
+#: StartExecution ``name``
+#: (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html): the
+#: same shape, 1-80, and the same narrower set "To enable logging with CloudWatch Logs".
+STEP_FUNCTIONS_EXECUTION = NameLimit(
+    "Step Functions execution name",
+    80,
+    r"[0-9A-Za-z_-]+",
+    "https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html",
+    botocore_shape=("stepfunctions", "Name"),
+)
 #: CloudWatch Logs API reference, CreateLogGroup ``logGroupName``
 #: (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/APIReference/API_CreateLogGroup.html):
 #: 1-512, ``[\.\-_/#A-Za-z0-9]+``.
@@ -205,6 +215,7 @@ ALL_LIMITS: tuple[NameLimit, ...] = (
     IAM_MANAGED_POLICY,
     LAMBDA_FUNCTION,
     STEP_FUNCTIONS_STATE_MACHINE,
+    STEP_FUNCTIONS_EXECUTION,
     LOG_GROUP,
     SCALING_POLICY,
     SCHEDULED_ACTION,

@@ -18,6 +18,7 @@ import aws_cdk as cdk
 import botocore.loaders
 import pytest
 
+from lambdas.canary_controller import settings
 from lambdas.canary_controller.names import controller_function_name, state_machine_name
 from stacks.app_builder import build_stacks, cdk_json_context
 from stacks.constructs.scaling import resource_id
@@ -184,6 +185,20 @@ def test_every_endpoint_name_fits_at_the_longest_endpoint_name(
     each against its page (``limit.source``): Lambda's 64, Step Functions' 80, CloudWatch
     Logs' 512, Application Auto Scaling's 1600 and 256."""
     assert limit.problems(name) == [], (name, limit.source)
+
+
+def test_every_execution_name_the_controller_starts_is_one_step_functions_accepts() -> None:
+    """StartExecution ``name`` (Step Functions API reference,
+    https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html):
+    1-80, and only ``0-9A-Za-z-_`` with logging. The controller names an execution by the
+    rollout id (at most 80 of those, lambdas/canary_controller/settings.py), a retry
+    ``<id, 60>-<epoch>``, a rollback driver ``<id, 60>-rb-<epoch>``
+    (lambdas/canary_controller/controller_io.py)."""
+    longest = "r" + "_" * 79
+    assert settings._ID.fullmatch(longest) and not settings._ID.fullmatch(longest + "r")
+    epoch = 9_999_999_999  # ten digits until the year 2286
+    for name in (longest, f"{longest[:60]}-{epoch}", f"{longest[:60]}-rb-{epoch}"):
+        assert lim.STEP_FUNCTIONS_EXECUTION.problems(name) == [], name
 
 
 def test_long_endpoint_names_get_distinct_controller_functions() -> None:
