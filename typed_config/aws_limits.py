@@ -53,12 +53,12 @@ class NameLimit:
 #: "General purpose bucket naming rules", Amazon S3 user guide
 #: (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html): 3-63
 #: characters; lowercase letters, numbers, dots and hyphens; begin and end with a letter or
-#: number; no two adjacent periods; the reserved prefixes and suffixes below. botocore's
-#: BucketName carries no length or pattern, so the page is the only source.
+#: number; no two adjacent periods; not an IP address; the reserved prefixes and suffixes below.
+#: botocore's BucketName carries no length or pattern, so the page is the only source.
 S3_BUCKET = NameLimit(
     "S3 bucket name",
     63,
-    r"[a-z0-9](?!.*\.\.)[a-z0-9.-]*[a-z0-9]",
+    r"(?!\d+\.\d+\.\d+\.\d+$)[a-z0-9](?!.*\.\.)[a-z0-9.-]*[a-z0-9]",
     "https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html",
     min_length=3,
     reserved_prefixes=("xn--", "sthree-", "amzn-s3-demo-"),

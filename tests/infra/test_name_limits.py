@@ -90,6 +90,8 @@ def test_the_step_functions_name_is_the_narrower_set_logging_needs() -> None:
         ("abc--ol-s3", True),
         ("abc--x-s3", True),
         ("abc-", True),  # begins and ends with a letter or number
+        ("192.168.5.4", True),  # not formatted as an IP address
+        ("v1.models.2", False),
     ],
 )
 def test_the_s3_rule_is_the_user_guides(name: str, refused: bool) -> None:
@@ -242,6 +244,17 @@ def test_one_character_more_is_refused_naming_the_file_field_and_fix(
     assert re.search(r"^  project: .*SageMaker training job name .* 64 characters", message, re.M)
     assert f"shorten project to at most {len(project)} characters" in message
     assert lim.SAGEMAKER_TRAINING_JOB.source in message
+
+
+@pytest.mark.parametrize("bucket", ["my..models", "192.168.5.4", "xn--models", "models--ol-s3"])
+def test_an_artifact_bucket_s3_refuses_is_refused_at_synth(bucket: str) -> None:
+    """``model_prep.artifact_bucket`` names the bucket the release stack creates: S3's bucket
+    naming rules (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html)
+    beyond the field's pattern (adjacent periods, an IP address, reserved affixes)."""
+    raw = _raw("prod", "mangaassist", "prod")
+    raw.setdefault("model_prep", {})["artifact_bucket"] = bucket
+    with pytest.raises(ConfigError, match=r"model_prep\.artifact_bucket: .*S3 refuses it"):
+        parse(raw, env="prod")
 
 
 @pytest.mark.parametrize("project", ["xn--manga", "sthree-manga", "amzn-s3-demo-x"])
