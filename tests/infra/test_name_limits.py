@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import aws_cdk as cdk
 import botocore.loaders
@@ -434,3 +435,36 @@ def test_models_cut_to_one_name_at_the_longest_project_and_env_are_refused() -> 
     errors = gn.bedrock_model_name_errors(project, env, long)
     assert len(errors) == 1 and "rename one adapter" in errors[0]
     assert gn.bedrock_model_name_errors(project, env, ["a" * 26 + "x", "a" * 26 + "y"]) == []
+
+
+class _ListedModels:
+    """Bedrock's ListImportedModels (``nameContains``) over a fixed list; records deletions."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.deleted: list[str] = []
+
+    def list_imported_models(self, nameContains: str) -> dict[str, Any]:
+        found = [n for n in self.names if nameContains in n]
+        return {"modelSummaries": [{"modelName": n, "modelArn": f"arn:{n}"} for n in found]}
+
+    def delete_imported_model(self, modelIdentifier: str) -> None:
+        self.deleted.append(modelIdentifier)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="<project>-<env>- is not unique while project may hold '-': (manga, prod) is a "
+    "prefix of (manga-prod, dev); refusing '-' in project, or an environment tag on each "
+    "import, is a product decision left open (docs/limits.md)",
+)
+def test_bedrock_cleanup_never_deletes_another_environments_model() -> None:
+    """make bedrock-import deletes this environment's imported models the config no longer
+    names, found by the name prefix ``<project>-<env>-``. An environment whose project is
+    ``manga-prod`` (env ``dev``) names its models ``manga-prod-dev-...``, which the prefix of
+    (``manga``, ``prod``) also matches."""
+    cfg = _config("prod", "manga", "prod")
+    other = gn.imported_model_name("manga-prod", "dev", "manga_domain", "f" * 64)
+    bedrock = _ListedModels([other])
+    bedrock_import.cleanup(cast(Any, SimpleNamespace(bedrock=bedrock)), cfg, keep=set())
+    assert bedrock.deleted == []
