@@ -232,18 +232,28 @@ def _config(env_file: str, project: str, env: str) -> DeploymentConfig:
 
 
 @pytest.mark.parametrize(
-    "env_file, case", [("prod", "long-env"), ("dev", "long-project")], ids=["prod", "dev"]
+    "env_file, case, grown",
+    [
+        ("prod", "long-env", "project"),
+        ("dev", "long-project", "project"),
+        ("dev", "long-project", "env"),
+    ],
+    ids=["prod-project", "dev-project", "dev-env"],
 )
 def test_one_character_more_is_refused_naming_the_file_field_and_fix(
-    env_file: str, case: str
+    env_file: str, case: str, grown: str
 ) -> None:
+    """The budget is the tightest name's room (CreateTrainingJob's 63, the packaging job): one
+    character more in either field is refused, naming the file, ``project``, the name that would
+    break, AWS's page and the longest project the env leaves room for."""
     project, env = LONGEST[case]
+    project, env = (project + "p", env) if grown == "project" else (project, env + "e")
     with pytest.raises(ConfigError) as err:
-        parse(_raw(env_file, project + "p", env), env=env)
+        parse(_raw(env_file, project, env), env=env)
     message = str(err.value)
     assert f"config/{env}.yaml" in message
     assert re.search(r"^  project: .*SageMaker training job name .* 64 characters", message, re.M)
-    assert f"shorten project to at most {len(project)} characters" in message
+    assert f"shorten project to at most {BUDGET - len(env)} characters" in message
     assert lim.SAGEMAKER_TRAINING_JOB.source in message
 
 
