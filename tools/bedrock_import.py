@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -61,6 +60,7 @@ from typed_config import (
     release_inputs,
     release_stack_name,
 )
+from typed_config import generated_names as gn
 
 #: How often a running import job is read.
 POLL_SECONDS = 30
@@ -68,9 +68,9 @@ POLL_SECONDS = 30
 HEARTBEAT_SECONDS = 60
 #: Imported model and job names: 1-63 characters; model names ``([0-9a-zA-Z][_-]?)+``, job
 #: names ``[a-zA-Z0-9](-*[a-zA-Z0-9\+\-\.])*`` (Bedrock API reference, CreateModelImportJob):
-#: both hold hyphen-separated runs of letters and digits.
+#: both hold hyphen-separated runs of letters and digits (typed_config/generated_names.py).
 NAME_LIMIT = 63
-DIGEST_CHARS = 12
+DIGEST_CHARS = gn.BEDROCK_DIGEST_CHARS
 #: Tag keys on the import job and the imported model.
 TAG_RELEASE, TAG_DIGEST, TAG_MODEL = "model-release", "bedrock-package-digest", "package-model"
 
@@ -79,22 +79,15 @@ class ImportRefused(Exception):
     """make bedrock-import cannot go on; the message says why and what to do."""
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^0-9a-zA-Z]+", "-", text).strip("-")
-
-
 def environment_prefix(cfg: DeploymentConfig) -> str:
     """What every imported model of this environment is named with."""
-    return f"{_slug(cfg.project)}-{_slug(cfg.env)}-"
+    return gn.bedrock_model_prefix(cfg.project, cfg.env)
 
 
 def imported_model_name(cfg: DeploymentConfig, model: str, digest: str) -> str:
-    """``<project>-<env>-<model>-<12 hex of the digest>``, within Bedrock's 63 characters (the
-    model part is shortened, never the digest: it is what makes a re-run find its import)."""
-    tail = f"-{digest[:DIGEST_CHARS]}"
-    head = environment_prefix(cfg)
-    room = NAME_LIMIT - len(head) - len(tail)
-    return f"{head}{_slug(model)[:room].strip('-')}{tail}"
+    """``<project>-<env>-<model>-<12 hex of the digest>`` (typed_config.generated_names, whose
+    config rule refuses two models that would share one)."""
+    return gn.imported_model_name(cfg.project, cfg.env, model, digest)
 
 
 def job_name(model_name: str, now: float) -> str:

@@ -45,7 +45,7 @@ from tools.prepare_model import PrepareError, create_job, follow, new_job
 from typed_config import (
     DeploymentConfig,
     artifact_location_uri,
-    preparation_job_prefix,
+    bedrock_package_job_prefix,
     release_inputs,
 )
 
@@ -80,9 +80,9 @@ def machine_memory_bytes() -> int:
 
 
 def package_job_prefix(cfg: DeploymentConfig, version: str) -> str:
-    """``<project>-<env>-prep-bedrock-<hex>-``: a preparation job's name (the deploy role may run
-    those), apart from the release's own jobs (``<project>-<env>-prep-<hex>-``)."""
-    return f"{preparation_job_prefix(cfg)}bedrock-{version[2:]}-"
+    """``<project>-<env>-prep-bedrock-<hex>-`` (typed_config.derived, whose config rule keeps it
+    within SageMaker's 63 characters)."""
+    return bedrock_package_job_prefix(cfg, version)
 
 
 def build_in_job(

@@ -57,6 +57,7 @@ from typed_config import (
     release_inputs,
     release_stack_name,
 )
+from typed_config.generated_names import JOB_TIME_FORMAT, training_job_name
 
 JOB_DOCKERFILE = REPO_ROOT / "container" / "Dockerfile.model-prep"
 #: What the job image is built from: its Dockerfile, the quantization pins, the job's code.
@@ -186,7 +187,7 @@ def new_job(
     if not cfg.model_prep.job_image and not image_present(ecr, image):
         push_job_image(image, ecr)
     role = stack_output(session.client("cloudformation"), release_stack_name(cfg), PREP_ROLE_OUTPUT)
-    name = f"{name_prefix}{time.strftime('%m%d%H%M%S')}"
+    name = training_job_name(name_prefix, time.strftime(JOB_TIME_FORMAT))
     if len(name) > 63:  # CreateTrainingJob: TrainingJobName is at most 63 characters
         raise PrepareError(
             f"project and env: the job name {name} is longer than SageMaker's 63 characters; "

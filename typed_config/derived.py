@@ -8,6 +8,7 @@ Here, above the loader (it imports ``DeploymentConfig``), so the sections' own m
 from __future__ import annotations
 
 from container.model_prep.release import ReleaseInputs, build_inputs, version_of
+from typed_config import generated_names as gn
 from typed_config.deploy_access import DeployAccessConfig
 from typed_config.loader import DeploymentConfig
 
@@ -15,14 +16,14 @@ from typed_config.loader import DeploymentConfig
 def artifact_bucket_name(cfg: DeploymentConfig, account: str) -> str:
     """The artifact bucket's name: configured, or ``<project>-<env>-models-<account>`` (S3 bucket
     names are global: the account id keeps two accounts' from colliding)."""
-    return cfg.model_prep.artifact_bucket or f"{cfg.project}-{cfg.env}-models-{account}"
+    return cfg.model_prep.artifact_bucket or gn.models_bucket_name(cfg.project, cfg.env, account)
 
 
 def capture_bucket_name(cfg: DeploymentConfig, account: str) -> str:
     """The shadow stage's data-capture bucket: ``<project>-<env>-capture-<account>``, a static
     name, so a retained bucket can be imported again (``--import-existing-resources``) and the
     CloudFormation execution policy names it (stacks/constructs/execution_policy.py)."""
-    return f"{cfg.project}-{cfg.env}-capture-{account}"
+    return gn.capture_bucket_name(cfg.project, cfg.env, account)
 
 
 def artifact_location_uri(cfg: DeploymentConfig, account: str) -> str:
@@ -56,13 +57,19 @@ def preparation_job_prefix(cfg: DeploymentConfig) -> str:
     """The name every preparation job of ``cfg`` starts with: the deploy role may act on the
     training jobs named so (stacks/deploy_access_stack.py), and tools/prepare_model.py names
     each ``<prefix><version hex>-<time>`` (:func:`preparation_job_version_prefix`)."""
-    return f"{cfg.project}-{cfg.env}-prep-"
+    return gn.preparation_job_prefix(cfg.project, cfg.env)
 
 
 def preparation_job_version_prefix(cfg: DeploymentConfig, version: str) -> str:
     """What every preparation job of ``version`` is named with: ``<project>-<env>-prep-<hex>-``
     (the creation time follows)."""
-    return f"{preparation_job_prefix(cfg)}{version[2:]}-"
+    return gn.preparation_job_version_prefix(cfg.project, cfg.env, version)
+
+
+def bedrock_package_job_prefix(cfg: DeploymentConfig, version: str) -> str:
+    """``<project>-<env>-prep-bedrock-<hex>-``: a preparation job's name (the deploy role may run
+    those), apart from the release's own jobs (``<project>-<env>-prep-<hex>-``)."""
+    return gn.bedrock_package_job_prefix(cfg.project, cfg.env, version)
 
 
 def github_environments(cfg: DeploymentConfig) -> list[str]:

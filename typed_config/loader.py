@@ -23,6 +23,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -53,6 +54,7 @@ from typed_config.deployment import (
 )
 from typed_config.error_report import ConfigSource
 from typed_config.fleet import FleetConfig
+from typed_config.generated_names import bedrock_model_name_errors, project_env_name_errors
 from typed_config.model import (
     AdapterConfig,
     BaseModelConfig,
@@ -182,6 +184,22 @@ class DeploymentConfig(Strict):
     _source: ConfigSource | None = PrivateAttr(default=None)
     """The file it was read from (``parse_config_data``): what a later rule's error names."""
 
+    @field_validator("endpoint_name")
+    @classmethod
+    def _lowercase_endpoint(cls, value: str) -> str:
+        """SageMaker keeps an endpoint name's case ("The name is case-insensitive in
+        CreateEndpoint, but the case is preserved and must be matched in InvokeEndpoint":
+        SageMaker API reference, CreateEndpoint) but writes it in lower case in the endpoint's
+        ARN, while IAM compares ARNs and the log group, alarm and scaling names keep the case:
+        one name in two cases would make grants that name one where AWS checks the other."""
+        if value != value.lower():
+            raise ValueError(
+                f"{value!r} has upper case: SageMaker lowercases it in the endpoint's ARN but "
+                "keeps it in the log group, alarm and scaling names the product's IAM grants "
+                f"name; use {value.lower()!r}"
+            )
+        return value
+
     @model_validator(mode="after")
     def _cross_field(self, info: ValidationInfo) -> DeploymentConfig:
         """The rules across sections, every broken one reported (one line each)."""
@@ -225,7 +243,8 @@ class DeploymentConfig(Strict):
 
     def cross_section_errors(self) -> list[str]:
         """Each rule across sections this config breaks, as ``field: why``."""
-        errors: list[str] = []
+        # every name AWS sees that project and env make (typed_config/generated_names.py)
+        errors: list[str] = project_env_name_errors(self.project, self.env)
         names = [a.name for a in self.adapters]
         if len(set(names)) != len(names):
             errors.append(f"adapters: names must be unique: {names}")
@@ -301,6 +320,7 @@ class DeploymentConfig(Strict):
         errors += controller_owned_scaling_errors(self.rollout.shadow, self.scaling)
         errors += gated_source_errors(self.model.source, self.model_prep)
         errors += bedrock_errors(self.bedrock, region=self.region, adapters=names)
+        errors += bedrock_model_name_errors(self.project, self.env, self.bedrock.models)
         for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model
             errors += check(self)
         errors += provision_timeout_errors(self)

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, Field, field_validator
 
 from container.model_prep.validate import VLLM_LORA_RANKS
 from container.serving.settings import engine_default
+from typed_config.aws_limits import ECR_REPOSITORY
 from typed_config.base import Strict, report_all, require_at_least, section_rule, worded
 
 
@@ -43,10 +44,6 @@ _SOURCE = worded(
 _VERSION = worded(
     r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$",
     "a version of up to 32 letters, digits, dots, _ and -, e.g. v3 or 2026.11.1",
-)
-_REPOSITORY = worded(
-    r"^[a-z0-9][a-z0-9._/-]{1,255}$",
-    "an ECR repository name: 2-256 lowercase letters, digits, dots, _, - and /, e.g. shop-vllm",
 )
 #: A Docker image tag (Docker's own rule: 128 characters, no leading dot or dash).
 IMAGE_TAG = worded(
@@ -283,15 +280,26 @@ class EngineConfig(Strict):
             )
 
 
+#: ECR_REPOSITORY's pattern, anchored for pydantic.
+ECR_REPOSITORY_PATTERN = worded(
+    f"^{ECR_REPOSITORY.pattern}$",
+    "an ECR repository name: 2-256 lowercase letters and digits in parts joined by one ., _, __ "
+    "or dashes, optionally /-separated, e.g. shop-vllm",
+)
+
+
 class ImageConfig(Strict):
     """Build the image from container/ with CDK, or deploy an existing tag (CI builds once)."""
 
     mode: Literal["build", "tag"] = "build"
     """``build``: CDK builds the image from container/; ``tag``: deploy ``tag`` from
     ``repository_name`` (CI built it)."""
-    repository_name: Annotated[str, Field(pattern=_REPOSITORY)] | None = None
+    repository_name: (
+        Annotated[str, Field(min_length=2, max_length=256, pattern=ECR_REPOSITORY_PATTERN)] | None
+    ) = None
     """The ECR repository of the serving images (the image stack creates it; scan on push, immutable
-    tags, KMS)."""
+    tags, KMS). ECR's rule (CreateRepository ``repositoryName``; typed_config/aws_limits.py
+    ECR_REPOSITORY), so a name ECR refuses (``team-``, ``a..b``, ``a/-b``) fails at synth."""
     tag: Annotated[str, Field(pattern=IMAGE_TAG)] | None = None
     """The image tag to deploy with ``mode: tag`` (CI's push, usually the commit sha)."""
     keep_last_images: Annotated[int, Field(ge=1, le=1000)] = 20

@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from typed_config.aws_limits import S3_BUCKET
 from typed_config.base import Strict, section_rule, worded
 
 #: CreateTrainingJob StoppingCondition: MaxRuntimeInSeconds is at most 28 days (SageMaker API
@@ -87,6 +88,18 @@ class ModelPrepConfig(Strict):
     ) = None
     """The job image (an ECR URI); default: built from container/Dockerfile.model-prep and pushed to
     the serving repository as ``model-prep-<digest>``."""
+
+    @field_validator("artifact_bucket")
+    @classmethod
+    def _bucket_s3_accepts(cls, value: str | None) -> str | None:
+        """S3's rules beyond the pattern: no ``..``, no IP address, no reserved prefix or
+        suffix (typed_config/aws_limits.py S3_BUCKET, its page)."""
+        problems = [] if value is None else S3_BUCKET.shape_problems(value)
+        if problems:
+            raise ValueError(
+                f"{value!r}: S3 refuses it ({'; '.join(problems)}; {S3_BUCKET.source})"
+            )
+        return value
 
     @section_rule
     def _spot_wait(self) -> ModelPrepConfig:

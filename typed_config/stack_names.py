@@ -4,6 +4,7 @@ them, and the preflight looks them up."""
 
 from __future__ import annotations
 
+from typed_config import generated_names as gn
 from typed_config.loader import DeploymentConfig
 
 #: The stacks of one environment besides the model release's (``<project>-<env>-<part>``).
@@ -14,35 +15,35 @@ def stack_name(cfg: DeploymentConfig, part: str) -> str:
     """``<project>-<env>-image`` or ``-endpoint``: the name make targets deploy one stack by."""
     if part not in STACK_PARTS:
         raise ValueError(f"no {part!r} stack: one of {STACK_PARTS}")
-    return f"{cfg.project}-{cfg.env}-{part}"
+    return gn.stack_name(cfg.project, cfg.env, part)
 
 
 def release_stack_name(cfg: DeploymentConfig) -> str:
     """The ModelReleaseStack's name: deployed on its own before the first prepare-model
     (``make deploy-model-release``), since a build-mode image needs a release to exist."""
-    return f"{cfg.project}-{cfg.env}-model-release"
+    return gn.stack_name(cfg.project, cfg.env, "model-release")
 
 
 def deploy_access_stack_name(cfg: DeploymentConfig) -> str:
     """DeployAccessStack's name (``make deploy-access``)."""
-    return f"{cfg.project}-{cfg.env}-deploy-access"
+    return gn.stack_name(cfg.project, cfg.env, "deploy-access")
 
 
 def execution_policy_stack_name(cfg: DeploymentConfig) -> str:
     """ExecutionPolicyStack's name (``make deploy-execution-policy``): the CloudFormation
     execution policies ``cdk bootstrap --cloudformation-execution-policies`` takes."""
-    return f"{cfg.project}-{cfg.env}-execution-policy"
+    return gn.stack_name(cfg.project, cfg.env, "execution-policy")
 
 
 #: The product's CloudFormation execution policies, one per group of services (an IAM managed
 #: policy holds at most 6,144 characters, so one would not hold them all).
-EXECUTION_POLICY_PARTS = ("iam", "serving", "control")
+EXECUTION_POLICY_PARTS = gn.EXECUTION_POLICY_PARTS
 
 
 def execution_policy_names(cfg: DeploymentConfig) -> list[str]:
     """The customer-managed policies ExecutionPolicyStack creates, ``<project>-<env>-cfn-exec-
     <part>``: the bootstrap's execution role must carry every one (the preflight checks)."""
-    return [f"{cfg.project}-{cfg.env}-cfn-exec-{part}" for part in EXECUTION_POLICY_PARTS]
+    return [gn.execution_policy_name(cfg.project, cfg.env, p) for p in EXECUTION_POLICY_PARTS]
 
 
 def environment_stack_names(cfg: DeploymentConfig) -> list[str]:

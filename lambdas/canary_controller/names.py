@@ -14,7 +14,14 @@ from __future__ import annotations
 import hashlib
 from typing import Literal, get_args
 
-#: Lambda function names are at most 64 characters; endpoint names up to 63.
+#: Lambda function names are at most 64 characters ("If you specify only the function name, it
+#: is limited to 64 characters in length": Lambda API reference, CreateFunction,
+#: https://docs.aws.amazon.com/lambda/latest/api/API_CreateFunction.html); endpoint names up to
+#: 63. State machine names up to 80 (Step Functions API reference, CreateStateMachine), so
+#: ``<endpoint>-canary-rollout`` (78 at most) always fits.
+FUNCTION_NAME_LIMIT = 64
+#: Hex digits of the endpoint name's sha256 in a shortened function name.
+_DIGEST_CHARS = 8
 _FUNCTION_SUFFIX = "-canary-controller"
 _STATE_MACHINE_SUFFIX = "-canary-rollout"
 
@@ -40,7 +47,15 @@ EXECUTION_ENDED_STATUSES: tuple[str, ...] = ("FAILED", "TIMED_OUT", "ABORTED")
 
 
 def controller_function_name(endpoint_name: str) -> str:
-    return endpoint_name[: 64 - len(_FUNCTION_SUFFIX)].rstrip("-") + _FUNCTION_SUFFIX
+    """``<endpoint>-canary-controller``. An endpoint name too long for that (over 46
+    characters) keeps its beginning and adds 8 hex of its sha256, so two long endpoint names
+    that share a beginning still get a function each (a plain cut gave them one name)."""
+    name = endpoint_name + _FUNCTION_SUFFIX
+    if len(name) <= FUNCTION_NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(endpoint_name.encode()).hexdigest()[:_DIGEST_CHARS]
+    keep = FUNCTION_NAME_LIMIT - len(_FUNCTION_SUFFIX) - _DIGEST_CHARS - 1
+    return f"{endpoint_name[:keep].rstrip('-')}-{digest}{_FUNCTION_SUFFIX}"
 
 
 def state_machine_name(endpoint_name: str) -> str:
