@@ -115,6 +115,7 @@ def _g(sid: str, part: str, actions: str, resources: Sequence[str], **conditions
 _IAM = "arn:{p}:iam::{a}:"
 _ROLES = _IAM + "role/{prefix}-*"
 _REGIONAL = ":{r}:{a}:"
+_VENDED_STATES_LOGS = "log-group:/aws/vendedlogs/states/{endpoint}-canary-rollout"
 
 #: Every statement of the execution policies, by policy part (:data:`EXECUTION_POLICY_PARTS`).
 GRANTS: tuple[Grant, ...] = (
@@ -347,6 +348,9 @@ GRANTS: tuple[Grant, ...] = (
             "arn:{p}:logs" + _REGIONAL + "log-group:{prefix}-*",
             "arn:{p}:logs" + _REGIONAL + "log-group:/aws/sagemaker/Endpoints/{endpoint}",
             "arn:{p}:logs" + _REGIONAL + "log-group:/aws/sagemaker/Endpoints/{endpoint}:*",
+            # the rollout state machine's (rollout_state_machine.py: /aws/vendedlogs/states/)
+            "arn:{p}:logs" + _REGIONAL + _VENDED_STATES_LOGS,
+            "arn:{p}:logs" + _REGIONAL + _VENDED_STATES_LOGS + ":*",
         ],
     ),
     _g(

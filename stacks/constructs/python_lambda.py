@@ -59,12 +59,16 @@ def tidy_function(function: IConstruct, role: IConstruct) -> None:
     fn_cfn.add_override("DependsOn", [Stack.of(function).get_logical_id(policy_cfn)])
 
 
-def decision_log_group(scope: Construct, construct_id: str) -> logs.LogGroup:
+def decision_log_group(
+    scope: Construct, construct_id: str, *, name: str | None = None
+) -> logs.LogGroup:
     """A log group of rollout decisions or smoke-gate reasons: kept one month, deleted with the
-    stack, its checkov skip recorded. Every log group of the Lambdas and the state machine."""
+    stack, its checkov skip recorded. Every log group of the Lambdas and the state machine;
+    ``name``: a fixed name (the state machine's, under ``/aws/vendedlogs/``), else generated."""
     log_group = logs.LogGroup(
         scope,
         construct_id,
+        log_group_name=name,
         retention=logs.RetentionDays.ONE_MONTH,
         removal_policy=RemovalPolicy.DESTROY,
     )

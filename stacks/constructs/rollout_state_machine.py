@@ -102,7 +102,13 @@ def rollout_state_machine(
     hand_on.next(_handed_on(scope, done=done, wait=wait))
     _branch_on_status(scope, done, hand_on=hand_on, wait=wait)
     rollback.next(done)
-    rollout_logs = decision_log_group(scope, "RolloutLogs")
+    # Step Functions adds a logging state machine's log group to the account's CloudWatch Logs
+    # resource policy (5,120 characters) unless its name starts with /aws/vendedlogs/ (Step
+    # Functions developer guide, "Avoiding Amazon CloudWatch Logs resource policy size
+    # restrictions", https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html).
+    rollout_logs = decision_log_group(
+        scope, "RolloutLogs", name=f"/aws/vendedlogs/states/{state_machine_name}"
+    )
     return sfn.StateMachine(
         scope,
         "Rollout",

@@ -395,12 +395,6 @@ def test_the_longest_config_names_the_buckets_and_functions_it_was_checked_for(
 # -- log groups where the resource-policy size limit expects them --------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rollout state machine logs to a CloudFormation-named group; naming it "
-    "/aws/vendedlogs/states/<state machine> needs the execution policy's LogGroups grant to "
-    "name that ARN (stacks/constructs/execution_policy.py, owned by the authorization work)",
-)
 def test_the_state_machine_logs_under_aws_vendedlogs(
     longest_assembly: dict[str, dict[str, Any]],
 ) -> None:
