@@ -312,10 +312,9 @@ def lora_ab(a: argparse.Namespace) -> None:
             res["error"] = "a server did not start"
             return
         res["first_answers"] = {"base": base.answer("base"), "lora": [lora.answer(m) for m in ADAPTERS]}
-        # warm both: each prompt length once at low load (Triton JIT of the LoRA kernels, allocator)
+        # warm both: 2.5 s at 16 in flight (Triton JIT of the LoRA kernels, allocator)
         for s, models in ((base, ["base"]), (lora, ADAPTERS)):
-            for p in (600, 2500):
-                asyncio.run(http_load.run_window("127.0.0.1", s.port, models, 16, p, 32, 0.0, 2.5, 0.5, seed=1))
+            asyncio.run(http_load.run_window("127.0.0.1", s.port, models, 16, 1500, 32, 0.0, 2.5, 0.5, seed=1))
             s.drain()
         big = total > 100
         grid = [g for g in GRID if big or g != (2500, 96)]
@@ -325,7 +324,7 @@ def lora_ab(a: argparse.Namespace) -> None:
             res["skipped"].append({"point": [2500, 96], "why": f"KV cache of {kv_gib:.1f} GiB each ({kv_tokens:,} tokens) "
                                    "is under 96 x 2,680 tokens on this GPU"})
         for n, (p, c) in enumerate(grid):
-            warm = a.warmup_s if a.warmup_s is not None else min(12.0, 4.0 + c * p / 25000)
+            warm = a.warmup_s if a.warmup_s is not None else min(10.0, 3.0 + c * p / 30000)
             meas = a.measure_s
             need = 2 * (warm + meas + 4)
             left = deadline - time.perf_counter()
@@ -421,8 +420,8 @@ def main() -> None:
     p1 = sub.add_parser("lora-ab")
     p1.add_argument("--out", required=True)
     p1.add_argument("--budget-s", type=float, default=540)
-    p1.add_argument("--measure-s", type=float, default=14.0)
-    p1.add_argument("--warmup-s", type=float, default=None, help="default 4 + in flight x prompt / 25,000, at most 12")
+    p1.add_argument("--measure-s", type=float, default=12.0)
+    p1.add_argument("--warmup-s", type=float, default=None, help="default 3 + in flight x prompt / 30,000, at most 10")
     p1.add_argument("--points", default="", help="PROMPTxINFLIGHT,... instead of the grid")
     p2 = sub.add_parser("start-phases")
     p2.add_argument("--out", required=True)
