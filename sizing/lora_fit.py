@@ -212,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     data = json.loads(Path(a.path).read_text())
+    if not points(data["windows"]):
+        print(f"{a.path}: no point with both a base and a LoRA window without errors")
+        return 1
     res = analyse(data["windows"], a.form)
     print(json.dumps(res, indent=1) if a.json else render(res))
     return 0
