@@ -238,11 +238,10 @@ def device_info() -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001
         out = f"nvidia-smi failed: {e}"
     info: dict[str, Any] = {"nvidia_smi": dict(zip(q.split(","), [x.strip() for x in out.split(",")]))}
-    try:
+    try:  # no CUDA context in this process: it would hold GPU memory beside the servers
+        from importlib.metadata import version
         import torch
-        import vllm
-        info.update(torch=torch.__version__, cuda=torch.version.cuda, vllm=vllm.__version__,
-                    gpu_memory_bytes=torch.cuda.get_device_properties(0).total_memory)
+        info.update(torch=torch.__version__, cuda=torch.version.cuda, vllm=version("vllm"))
     except Exception as e:  # noqa: BLE001
         info["versions_error"] = str(e)[:200]
     info["python"] = sys.version.split()[0]
