@@ -16,10 +16,13 @@ what a speed model knows before LoRA is added):
 - ``step``: ``d = a`` (a fixed cost per step: kernel launches);
 - ``token``: ``d = b x tokens_per_step``;
 - ``step+token``: ``d = a + b x tokens_per_step``;
+- ``step+sequence``: ``d = a + b x decode_per_step`` (each running sequence decodes one token a step, so this is
+  per sequence in the batch; with a fixed output length it is also per request, O requests end per O tokens);
 - ``step+decode+prefill``: ``d = a + b_d x decode_per_step + b_p x prefill_per_step`` (6 points or more).
 
-Each is fitted by least squares and scored by leave-one-out error on the LoRA engine's throughput; the form
-with the lowest score is kept, unless one with fewer terms comes within 5 % of it. The prediction of the LoRA
+Each is fitted by least squares and scored by leave-one-out error on the LoRA engine's throughput; a form whose
+fit has a negative term (a LoRA that saves time per token) is not chosen; of the rest, the one with the lowest
+score is kept, unless one with fewer terms comes within 5 % of it. The prediction of the LoRA
 engine from its base window is ``step' = step_base + d``, ``req/min' = req/min_base x step_base / step'``
 (the batch per step is set by C and P, not by the engine), ``ITL mean' = step'``.
 
@@ -40,12 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-DEFAULT = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lora_http_vllm0.26.json"
+DEFAULT = Path(__file__).resolve().parent.parent / "docs" / "measurements" / "lora_http_h100_vllm0.26.json"
 
 FORMS: dict[str, tuple[str, ...]] = {
     "step": ("one",),
     "token": ("tokens",),
     "step+token": ("one", "tokens"),
+    "step+sequence": ("one", "decode"),
     "step+decode+prefill": ("one", "decode", "prefill"),
 }
 #: a form with fewer terms is kept if its leave-one-out error is within this share of the best one's
@@ -151,9 +155,17 @@ def loo_error(pts: Sequence[Point], form: str) -> float | None:
     return math.sqrt(sum(e * e for e in errs) / len(errs))
 
 
+def physical(pts: Sequence[Point], form: str) -> bool:
+    """No negative term: LoRA adds kernels and host work, it saves nothing per step or per token."""
+    try:
+        return all(v >= 0 for v in fit(pts, form).values())
+    except ValueError:
+        return False
+
+
 def choose(pts: Sequence[Point]) -> tuple[str, dict[str, float | None]]:
     scores = {f: loo_error(pts, f) for f in FORMS if len(pts) >= max(2 * len(FORMS[f]), len(FORMS[f]) + 1)}
-    ok = {f: s for f, s in scores.items() if s is not None}
+    ok = {f: s for f, s in scores.items() if s is not None and physical(pts, f)}
     if not ok:
         return "step", scores
     best = min(ok, key=lambda f: ok[f])
@@ -177,7 +189,8 @@ def analyse(windows: Sequence[dict[str, Any]], form: str | None = None) -> dict[
                      "base_step_ms": round(p.base_step_s * 1e3, 2), "lora_step_ms": round(p.lora_step_s * 1e3, 2),
                      "pred_step_ms": round(pr["step_s"] * 1e3, 2), "step_err": round(pr["step_s"] / p.lora_step_s - 1, 4),
                      "tokens_per_step": round(p.tokens_per_step, 1), "added_ms": round(p.added_s * 1e3, 3)})
-    return {"form": form, "chosen_by_loo": chosen, "coefficients": coef, "loo_rms_rel_error": scores, "points": rows}
+    return {"form": form, "chosen_by_loo": chosen, "coefficients": coef, "loo_rms_rel_error": scores,
+            "negative_term": sorted(f for f in scores if not physical(pts, f)), "points": rows}
 
 
 def render(res: dict[str, Any]) -> str:
@@ -185,11 +198,12 @@ def render(res: dict[str, Any]) -> str:
     terms = []
     for k, v in c.items():
         terms.append({"one": f"{v * 1e3:.3f} ms per step", "tokens": f"{v * 1e6:.3f} us per batched token",
-                      "decode": f"{v * 1e6:.3f} us per decode token", "prefill": f"{v * 1e6:.3f} us per prefill token"}[k])
+                      "decode": f"{v * 1e6:.3f} us per running sequence (decode token)", "prefill": f"{v * 1e6:.3f} us per prefill token"}[k])
     out = [f"LoRA's added time per engine step, form '{res['form']}' (leave-one-out choice: '{res['chosen_by_loo']}'): "
            + " + ".join(terms),
            "leave-one-out RMS error of LoRA req/min by form: " + ", ".join(
-               f"{f} {'n/a' if s is None else f'{s * 100:.1f} %'}" for f, s in res["loo_rms_rel_error"].items()),
+               f"{f} {'n/a' if s is None else f'{s * 100:.1f} %'}{' (a negative term)' if f in res.get('negative_term', ()) else ''}"
+               for f, s in res["loo_rms_rel_error"].items()),
            "",
            f"{'prompt':>6} {'C':>3} {'tok/step':>8} {'base rpm':>8} {'LoRA rpm':>8} {'pred':>7} {'err':>6} "
            f"{'ratio':>5} {'pred':>5} {'step base':>9} {'LoRA':>6} {'pred':>6} {'err':>6}  (steps in ms)"]
