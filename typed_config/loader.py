@@ -82,9 +82,14 @@ from typed_config.scaling import ScalingConfig
 from typed_config.shadow import controller_owned_scaling_errors
 from typed_config.yaml_source import LineMap, read_yaml_with_lines
 
+#: No dash: every name and IAM grant is scoped by ``<project>-<env>-``, and env has no dash, so
+#: a project without one makes that prefix one environment's only ((manga, prod) would otherwise
+#: be a prefix of (manga-prod, dev): its grants and ``make bedrock-import``'s cleanup would reach
+#: the other's resources). It also keeps S3's reserved ``xn--``/``sthree-`` prefixes out.
 _PROJECT = worded(
-    r"^[a-z][a-z0-9-]{1,30}$",
-    "a project name: 2-31 lowercase letters, digits and dashes starting with a letter, e.g. shop",
+    r"^[a-z][a-z0-9]{1,30}$",
+    "a project name: 2-31 lowercase letters and digits starting with a letter, no dashes "
+    "(<project>-<env>- must name one environment only), e.g. shop",
 )
 _REGION = worded(
     r"^[a-z]{2}(-[a-z]+)+-\d$",

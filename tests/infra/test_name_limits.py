@@ -268,11 +268,11 @@ def test_an_artifact_bucket_s3_refuses_is_refused_at_synth(bucket: str) -> None:
         parse(raw, env="prod")
 
 
-@pytest.mark.parametrize("project", ["xn--manga", "sthree-manga", "amzn-s3-demo-x"])
-def test_a_project_that_makes_a_reserved_bucket_name_is_refused(project: str) -> None:
-    """S3's reserved prefixes (bucket naming rules): the artifact bucket would be refused at
-    deploy, so the config is refused at synth."""
-    with pytest.raises(ConfigError, match=r"project: .*S3 bucket name .*reserved"):
+@pytest.mark.parametrize("project", ["xn--manga", "sthree-manga", "amzn-s3-demo-x", "manga-prod"])
+def test_a_project_with_a_dash_is_refused(project: str) -> None:
+    """No dash in ``project``: S3's reserved prefixes (bucket naming rules) cannot begin a bucket
+    name, and ``<project>-<env>-`` names one environment only (the next test)."""
+    with pytest.raises(ConfigError, match=r"project: .*no dashes"):
         parse(_raw("prod", project, "prod"), env="prod")
 
 
@@ -456,19 +456,13 @@ class _ListedModels:
         self.deleted.append(modelIdentifier)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="<project>-<env>- is not unique while project may hold '-': (manga, prod) is a "
-    "prefix of (manga-prod, dev); refusing '-' in project, or an environment tag on each "
-    "import, is a product decision left open (docs/limits.md)",
-)
 def test_bedrock_cleanup_never_deletes_another_environments_model() -> None:
     """make bedrock-import deletes this environment's imported models the config no longer
-    names, found by the name prefix ``<project>-<env>-``. An environment whose project is
-    ``manga-prod`` (env ``dev``) names its models ``manga-prod-dev-...``, which the prefix of
-    (``manga``, ``prod``) also matches."""
+    names, found by the name prefix ``<project>-<env>-``. With no dash in project or env, the
+    prefix of (``manga``, ``prod``) matches none of another environment's: not (``manga``,
+    ``prodeu``)'s, and a project ``manga-prod`` is refused (the test above)."""
     cfg = _config("prod", "manga", "prod")
-    other = gn.imported_model_name("manga-prod", "dev", "manga_domain", "f" * 64)
+    other = gn.imported_model_name("manga", "prodeu", "manga_domain", "f" * 64)
     bedrock = _ListedModels([other])
     bedrock_import.cleanup(cast(Any, SimpleNamespace(bedrock=bedrock)), cfg, keep=set())
     assert bedrock.deleted == []
