@@ -220,7 +220,11 @@ def test_grant_invoke_allows_describe_and_invoke_on_this_endpoint_only() -> None
     role = iam.Role(stack, "Caller", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
     EndpointRef.of(stack, NAME).grant_invoke(role)
     [statement] = policy_statements(stack)
-    assert statement["Action"] == ["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"]
+    assert statement["Action"] == [
+        "sagemaker:DescribeEndpoint",
+        "sagemaker:InvokeEndpoint",
+        "sagemaker:InvokeEndpointWithResponseStream",  # endpoint_ref.grant_invoke says why
+    ]
     assert statement["Resource"]["Fn::Join"][1][-1].endswith(":endpoint/shop-chat")
     assert "Sid" not in statement
 

@@ -277,7 +277,10 @@ def test_every_session_outlives_its_job_and_fits_the_roles_max_session() -> None
 
 #: Commands that refuse to run, or do something else, without root; podman too, which the image
 #: targets run as root (mk/serving_image.mk says why).
-ROOT_ONLY = re.compile(r"(?<![\w/.-])(debootstrap|apt-get|chroot|mount|useradd|modprobe)\s")
+#: A root-only command, by name or by the full path make calls it by (debootstrap: /usr/sbin/).
+ROOT_ONLY = re.compile(
+    r"(?<![\w/.-])(?:/[\w.-]+)*/?(debootstrap|apt-get|chroot|mount|useradd|modprobe)\s"
+)
 PODMAN = re.compile(r"(?<![\w/.-])podman\s")
 
 

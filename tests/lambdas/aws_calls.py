@@ -6,5 +6,6 @@ from tools.authorization.recorder import Recorder
 #: Installed by conftest.py for the session; test_zz_authorization.py (collected last) judges
 #: the calls against the roles prod synthesizes.
 AWS_CALLS = Recorder(
-    {"lambdas/canary_controller/": "canary controller", "lambdas/smoke_gate/": "smoke gate"}
+    {"lambdas/canary_controller/": "canary controller", "lambdas/smoke_gate/": "smoke gate"},
+    not_ours=("/tests/",),
 )

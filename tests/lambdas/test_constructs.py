@@ -167,7 +167,11 @@ def test_canary_role_names_endpoint_alarms_table_topic_and_machine_only(prod: Te
 def test_smoke_gate_role_may_only_describe_and_invoke_its_endpoint(prod: Template) -> None:
     statements = policy_of(prod, "SmokeRole")
     [sm] = [s for s in statements if "sagemaker:InvokeEndpoint" in s["Action"]]
-    assert sm["Action"] == ["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"]
+    assert sm["Action"] == [
+        "sagemaker:DescribeEndpoint",
+        "sagemaker:InvokeEndpoint",
+        "sagemaker:InvokeEndpointWithResponseStream",  # endpoint_ref.grant_invoke says why
+    ]
     assert ":endpoint/mangaassist-vllm-prod" in arn_text(sm["Resource"])
     others = [s for s in statements if s is not sm]
     assert all(a.startswith("logs:") for s in others for a in _actions(s))

@@ -35,9 +35,13 @@ class Call:
 
 
 class Recorder:
-    def __init__(self, principals: Mapping[str, str]) -> None:
-        """``principals``: ``{path fragment of its code: principal}``."""
+    def __init__(self, principals: Mapping[str, str], *, not_ours: tuple[str, ...] = ()) -> None:
+        """``principals``: ``{path fragment of its code: principal}``; ``not_ours``: path
+        fragments of code that acts for no principal (the tests' own fakes: a fake that a
+        principal's call runs into and that calls AWS itself is the test world acting, not the
+        principal). Walking out from a call, the first fragment met decides."""
         self.principals = dict(principals)
+        self.not_ours = not_ours
         self.calls: list[Call] = []
         self._saved: dict[str, Any] = {}
 
@@ -48,6 +52,8 @@ class Recorder:
             for fragment, principal in self.principals.items():
                 if fragment in name:
                     return principal
+            if any(fragment in name for fragment in self.not_ours):
+                return None
             frame = frame.f_back  # type: ignore[assignment]
         return None
 
