@@ -1,15 +1,17 @@
-"""Closed-loop streaming load over HTTP against an OpenAI-compatible ``/v1/completions`` (``vllm serve``).
+"""Closed-loop streaming load over HTTP against an OpenAI-compatible ``/v1/completions``
+(``vllm serve``).
 
-Standard library only (asyncio streams, HTTP/1.1, chunked SSE), so it runs on the GPU machine's image
-and here without installs. Issue 42 item 2: LoRA's cost measured on the production path (HTTP).
+Standard library only (asyncio streams, HTTP/1.1, chunked SSE), so it runs on the GPU machine's
+image and here without installs. Issue 42 item 2: LoRA's cost measured on the production path
+(HTTP).
 
 A *window* is ``concurrency`` clients, each sending its next request as soon as its last one ended,
 for ``warmup_s + measure_s`` seconds. Prompts are random token ids (``prompt`` as a list of ints: no
 tokenizer on the path, no prefix-cache hits), outputs exactly ``output_tokens`` (``ignore_eos``). A
 client's first request asks for a random 1..output_tokens tokens so the clients fall out of step at
-once (no waves of simultaneous prefills); starts are staggered over ``stagger_s``. ``models`` are used
-round robin: client i's k-th request names ``models[(i + k) % len(models)]`` (the LoRA adapters, so
-every adapter is in every batch).
+once (no waves of simultaneous prefills); starts are staggered over ``stagger_s``. ``models`` are
+used round robin: client i's k-th request names ``models[(i + k) % len(models)]`` (the LoRA
+adapters, so every adapter is in every batch).
 
 Figures are taken by event time inside the measurement window [t0 + warmup_s, t0 + warmup_s +
 measure_s] (a stationary sample, no bias against long requests):
@@ -20,8 +22,8 @@ measure_s] (a stationary sample, no bias against long requests):
 - ``ttft_s``: requests whose first token arrived inside the window;
 - ``e2e_s``, ``decode_tps`` ((tokens - 1) / (e2e - ttft), the speed one sequence sees): full-length
   requests that ended inside the window;
-- ``itl_s``: gaps between streamed chunks that ended inside the window (a chunk of k tokens counts as
-  k gaps of gap/k; ``continuous_usage_stats`` gives the token count of every chunk).
+- ``itl_s``: gaps between streamed chunks that ended inside the window (a chunk of k tokens counts
+  as k gaps of gap/k; ``continuous_usage_stats`` gives the token count of every chunk).
 
     python3 bench/http_load.py --port 8000 --model base --concurrency 64 --prompt 1500 --output 180
 """
@@ -53,24 +55,35 @@ def pct(xs: list[float], q: float) -> float | None:
 
 
 def body(model: str, prompt: list[int], max_tokens: int) -> bytes:
-    return json.dumps({
-        "model": model, "prompt": prompt, "max_tokens": max_tokens, "min_tokens": max_tokens,
-        "ignore_eos": True, "temperature": 1.0, "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }).encode()
+    return json.dumps(
+        {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "min_tokens": max_tokens,
+            "ignore_eos": True,
+            "temperature": 1.0,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
+    ).encode()
 
 
 async def stream_completion(host: str, port: int, payload: bytes, rec: dict[str, Any]) -> None:
     """POST one streaming completion; fills rec in place (so a cancelled request keeps its chunks).
 
-    rec gets: start (perf_counter), chunks [(time, completion_tokens so far)], end, status, error."""
+    rec gets: start (perf_counter), chunks [(time, completion_tokens so far)], end, status,
+    error."""
     rec["start"] = time.perf_counter()
     rec["chunks"] = []
     reader, writer = await asyncio.open_connection(host, port)
     try:
-        writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                     b"Accept: text/event-stream\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
-                     % (host.encode(), len(payload)) + payload)
+        writer.write(
+            b"POST /v1/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+            b"Accept: text/event-stream\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+            % (host.encode(), len(payload))
+            + payload
+        )
         await writer.drain()
         status = await reader.readline()
         rec["status"] = int(status.split()[1])
@@ -146,7 +159,9 @@ def chunk_tokens(chunks: list[tuple[float, int | None]]) -> list[tuple[float, in
     return out
 
 
-def summarize(records: list[dict[str, Any]], w0: float, w1: float, output_tokens: int) -> dict[str, Any]:
+def summarize(
+    records: list[dict[str, Any]], w0: float, w1: float, output_tokens: int
+) -> dict[str, Any]:
     """Figures of one window from its request records (times are perf_counter seconds)."""
     tokens_in, ttft, e2e, dec, itl = 0, [], [], [], []
     completed = errors = 0
@@ -168,8 +183,13 @@ def summarize(records: list[dict[str, Any]], w0: float, w1: float, output_tokens
             ttft.append(first - r["start"])
         ntok = sum(n for _, n in ct)
         end = r.get("end")
-        if end is not None and w0 <= end <= w1 and r.get("max_tokens") == output_tokens \
-                and ntok == output_tokens and not r.get("error"):
+        if (
+            end is not None
+            and w0 <= end <= w1
+            and r.get("max_tokens") == output_tokens
+            and ntok == output_tokens
+            and not r.get("error")
+        ):
             completed += 1
             e2e.append(end - r["start"])
             if end - first > 0:
@@ -185,17 +205,36 @@ def summarize(records: list[dict[str, Any]], w0: float, w1: float, output_tokens
         "req_per_min": round(tokens_in / span / output_tokens * 60, 1),
         "completed_per_min": round(completed / span * 60, 1),
         "output_tok_per_s": round(tokens_in / span, 1),
-        "ttft_s": {"n": len(ttft), "p50": p(ttft, .5), "p95": p(ttft, .95), "mean": p([statistics.fmean(ttft)] if ttft else [], 0)},
-        "e2e_s": {"n": len(e2e), "p50": p(e2e, .5), "p95": p(e2e, .95)},
-        "decode_tps": {"n": len(dec), "p50": p(dec, .5, 2), "p05": p(dec, .05, 2)},
-        "itl_s": {"n": len(itl), "p50": p(itl, .5, 5), "p95": p(itl, .95, 5), "mean": p([statistics.fmean(itl)] if itl else [], 0, 5)},
+        "ttft_s": {
+            "n": len(ttft),
+            "p50": p(ttft, 0.5),
+            "p95": p(ttft, 0.95),
+            "mean": p([statistics.fmean(ttft)] if ttft else [], 0),
+        },
+        "e2e_s": {"n": len(e2e), "p50": p(e2e, 0.5), "p95": p(e2e, 0.95)},
+        "decode_tps": {"n": len(dec), "p50": p(dec, 0.5, 2), "p05": p(dec, 0.05, 2)},
+        "itl_s": {
+            "n": len(itl),
+            "p50": p(itl, 0.5, 5),
+            "p95": p(itl, 0.95, 5),
+            "mean": p([statistics.fmean(itl)] if itl else [], 0, 5),
+        },
         "errors": errors,
     }
 
 
-async def run_window(host: str, port: int, models: list[str], concurrency: int, prompt_tokens: int,
-                     output_tokens: int, warmup_s: float, measure_s: float, stagger_s: float = 1.0,
-                     seed: int = 0) -> dict[str, Any]:
+async def run_window(
+    host: str,
+    port: int,
+    models: list[str],
+    concurrency: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    warmup_s: float,
+    measure_s: float,
+    stagger_s: float = 1.0,
+    seed: int = 0,
+) -> dict[str, Any]:
     rng = random.Random(seed)
     records: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -214,7 +253,7 @@ async def run_window(host: str, port: int, models: list[str], concurrency: int, 
                 await stream_completion(host, port, body(model, prompt, mt), rec)
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # noqa: BLE001 - recorded, the loop goes on
+            except Exception as e:
                 rec["error"] = f"{type(e).__name__}: {e}"[:300]
                 await asyncio.sleep(0.2)
             k += 1
@@ -225,19 +264,36 @@ async def run_window(host: str, port: int, models: list[str], concurrency: int, 
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     out = summarize(records, w0, w1, output_tokens)
-    out.update({"concurrency": concurrency, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens,
-                "warmup_s": warmup_s, "measure_s": measure_s, "stagger_s": stagger_s, "models": models,
-                "requests_sent": len(records)})
-    out["_records"] = [{"start": round(r["start"] - t0, 4), "model": r["model"], "max_tokens": r["max_tokens"],
-                        "ttft": round(r["chunks"][0][0] - r["start"], 4) if r.get("chunks") else None,
-                        "end": round(r["end"] - t0, 4) if r.get("end") else None,
-                        "tokens": (r["chunks"][-1][1] if r.get("chunks") else 0), "error": r.get("error")}
-                       for r in records if "start" in r]
+    out.update(
+        {
+            "concurrency": concurrency,
+            "prompt_tokens": prompt_tokens,
+            "output_tokens": output_tokens,
+            "warmup_s": warmup_s,
+            "measure_s": measure_s,
+            "stagger_s": stagger_s,
+            "models": models,
+            "requests_sent": len(records),
+        }
+    )
+    out["_records"] = [
+        {
+            "start": round(r["start"] - t0, 4),
+            "model": r["model"],
+            "max_tokens": r["max_tokens"],
+            "ttft": round(r["chunks"][0][0] - r["start"], 4) if r.get("chunks") else None,
+            "end": round(r["end"] - t0, 4) if r.get("end") else None,
+            "tokens": (r["chunks"][-1][1] if r.get("chunks") else 0),
+            "error": r.get("error"),
+        }
+        for r in records
+        if "start" in r
+    ]
     return out
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--model", action="append", required=True, help="repeat for round robin")
@@ -247,7 +303,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--measure", type=float, default=15.0)
     a = ap.parse_args()
-    res = asyncio.run(run_window(a.host, a.port, a.model, a.concurrency, a.prompt, a.output, a.warmup, a.measure))
+    res = asyncio.run(
+        run_window(a.host, a.port, a.model, a.concurrency, a.prompt, a.output, a.warmup, a.measure)
+    )
     res.pop("_records")
     print(json.dumps(res, indent=1))
 

@@ -1,4 +1,5 @@
-"""sizing/lora_fit.py on a synthetic A/B run whose LoRA cost is known (4 ms per step + 3 us per batched token)."""
+"""sizing/lora_fit.py on a synthetic A/B run whose LoRA cost is known (4 ms per step + 3 us per
+batched token)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def windows():
 
 def test_recovers_the_known_cost_and_chooses_its_form():
     res = lora_fit.analyse(windows())
-    assert res["form"] == "step+token"  # the simpler forms miss by several %; the 3-term one is no better
+    # the simpler forms miss by several %; the 3-term one is no better
+    assert res["form"] == "step+token"
     assert res["coefficients"]["one"] == pytest.approx(0.004, rel=1e-3)
     assert res["coefficients"]["tokens"] == pytest.approx(3.0e-6, rel=1e-3)
     assert all(abs(p["rpm_err"]) < 1e-3 for p in res["points"])
@@ -46,8 +48,9 @@ def test_cli_prints_every_point(capsys):
 
 
 def test_the_committed_h100_run_reads_and_fits():
-    """docs/measurements/lora_http_h100_vllm0.26.json: 8 points pair up; the token terms come out negative
-    there, so the chosen form is the plain per-step one (the .md says why that is not the whole story)."""
+    """docs/measurements/lora_http_h100_vllm0.26.json: 8 points pair up; the token terms come out
+    negative there, so the chosen form is the plain per-step one (the .md says why that is not the
+    whole story)."""
     res = lora_fit.analyse(json.loads(lora_fit.DEFAULT.read_text())["windows"])
     assert len(res["points"]) == 8
     assert res["form"] == "step"
