@@ -33,6 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     AWS_CALLS.uninstall()
 
+
 REGION = "us-east-1"
 ENDPOINT = "mangaassist-vllm-test"
 
