@@ -291,8 +291,15 @@ class Supervisor:
             if http_status(f"{self.base}/health") == 200:
                 return None
             time.sleep(0.5)
-        log.error("engine not healthy within STARTUP_TIMEOUT_SECONDS")
-        return self.fail()
+        # A start past its bound fails loudly, at the bound SageMaker's health check holds too
+        # (the stack sets both from ContainerStartupHealthCheckTimeoutInSeconds): the ping never
+        # turned 200, the state says why, vLLM is killed and the container exits 1.
+        why = (
+            f"engine not healthy within STARTUP_TIMEOUT_SECONDS={self.s.startup_timeout_seconds} "
+            "s: startup exceeded its bound (the measured start: docs/measurements.md)"
+        )
+        log.error("%s", why)
+        return self.fail(reason=why)
 
     def engine_death(self) -> str | None:
         """Why the engine is gone, or None while it is healthy."""
@@ -409,8 +416,11 @@ class Supervisor:
         self.phase("drain", t, vllm_exit=code)
         return 0 if code in (0, -signal.SIGTERM) else 1
 
-    def fail(self) -> int:
-        self.state(State.UNHEALTHY)
+    def fail(self, reason: str = "") -> int:
+        if reason:
+            self.state(State.UNHEALTHY, reason=reason)
+        else:
+            self.state(State.UNHEALTHY)
         self.release()
         if self.proc is not None:
             _kill_group(self.proc)
