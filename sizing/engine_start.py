@@ -124,12 +124,16 @@ def measured(path: Path = MEASUREMENT) -> EngineStart:
     )
 
 
-def start_section(gpus: list[str], m: EngineStart | None = None) -> dict[str, Any]:
+def start_section(
+    gpus: list[str], health_check_timeout_seconds: float, m: EngineStart | None = None
+) -> dict[str, Any]:
     """The plan's start figures (one engine configuration for every variant); ``gpus``: the
-    GPUs the config deploys, which the figure is carried to; ``m``: the committed measurement
-    unless given."""
+    GPUs the config deploys, which the figure is carried to; ``health_check_timeout_seconds``:
+    the startup health check's bound (deployment.startup_health_check_timeout_seconds, also the
+    entrypoint's STARTUP_TIMEOUT_SECONDS); ``m``: the committed measurement unless given."""
     m = m or measured()
     return {
+        "health_check_timeout_seconds": health_check_timeout_seconds,
         "target_gpus": gpus,
         "device": m.device,
         "vllm": m.vllm,
@@ -164,4 +168,12 @@ def render_start(s: dict[str, Any]) -> list[str]:
         f"          with the cache, {rest:g} s of imports, graph capture and warm-up remain: "
         f"{rest / target:.1f}x the target before weights or adapters"
     )
+    bound = float(s["health_check_timeout_seconds"])
+    cold_edge = float(s["cold_seconds"]) + err
+    if bound < cold_edge:
+        lines.append(
+            f"          WARNING: deployment.startup_health_check_timeout_seconds {bound:g} s is "
+            f"below a start without the compile cache ({s['cold_seconds']:g} s + {err:g} s): such "
+            "an instance fails its startup health check (the entrypoint exits at the same bound)"
+        )
     return lines

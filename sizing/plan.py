@@ -180,7 +180,8 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         "engine": cfg.engine.model_dump(exclude={"context_budget"}),
         "variants": variants,
         "start": start_section(
-            sorted({INSTANCE_CATALOG[cfg.variants[n].instance_type].gpu for n in VARIANT_NAMES})
+            sorted({INSTANCE_CATALOG[cfg.variants[n].instance_type].gpu for n in VARIANT_NAMES}),
+            cfg.deployment.startup_health_check_timeout_seconds,
         ),
         "cost": cost_section(cfg),
         "rollout": rollout_section(cfg),

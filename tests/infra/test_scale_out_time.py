@@ -91,6 +91,11 @@ def test_make_simulate_prints_the_scale_out_figure_it_uses(prod_cfg, tmp_path, c
         f"(AWS's P50 with the image cached, sizing/scale_out_time.py; {t.uncached_seconds:g} s "
         "uncached"
     ) in out
+    assert (
+        f"with the engine's start measured on a GPU a scale-out would serve "
+        f"{t.measured_cached_seconds:g} s after it ({t.measured_edge_seconds:g} s at the edge), "
+        "not used until the fleet is solved again"
+    ) in out
 
 
 def test_a_pool_variant_prints_when_a_fallback_pool_serves() -> None:
@@ -180,6 +185,25 @@ def test_a_start_within_the_target_at_its_pessimistic_edge_is_met() -> None:
     from sizing.engine_start import measured, render_start, start_section
 
     fast = dataclasses.replace(measured(), warm_seconds=20.0, error_seconds=5.0)
-    assert "target is 30 s: met " in "\n".join(render_start(start_section(["L40S"], fast)))
+    assert "target is 30 s: met " in "\n".join(render_start(start_section(["L40S"], 600, fast)))
     edge = dataclasses.replace(fast, error_seconds=11.0)  # 20 + 11 > 30
-    assert "target is 30 s: not met" in "\n".join(render_start(start_section(["L40S"], edge)))
+    assert "target is 30 s: not met" in "\n".join(render_start(start_section(["L40S"], 600, edge)))
+
+
+def test_a_startup_health_check_shorter_than_a_cold_start_is_a_plan_warning(
+    prod_cfg, mutate
+) -> None:
+    from sizing.engine_start import measured
+
+    m = measured()
+    warning = "WARNING: deployment.startup_health_check_timeout_seconds"
+    assert (
+        prod_cfg.deployment.startup_health_check_timeout_seconds > m.cold_seconds + m.error_seconds
+    )
+    assert warning not in render_plan(build_plan(prod_cfg, {}))
+    short = parse(mutate("deployment.startup_health_check_timeout_seconds", 180))
+    text = render_plan(build_plan(short, {}))
+    assert (
+        f"{warning} 180 s is below a start without the compile cache ({m.cold_seconds:g} s + "
+        f"{m.error_seconds:g} s): such an instance fails its startup health check"
+    ) in text
