@@ -120,9 +120,15 @@ def prepare(
         log.warning("%s; %s not set", decision.reason, ENV)
         return decision
     dst = Path(workdir)
-    if dst.exists():
-        shutil.rmtree(dst)
-    shutil.copytree(src, dst)
+    try:
+        if dst.exists():
+            shutil.rmtree(dst)
+        shutil.copytree(src, dst)
+    except OSError as exc:  # a full or read-only disk: a cold start, never a partial cache
+        shutil.rmtree(dst, ignore_errors=True)
+        reason = f"compile cache {cache} not copied to {dst} ({exc})"
+        log.warning("%s; %s not set", reason, ENV)
+        return Decision(False, reason)
     log.info("%s: %s=%s", decision.reason, ENV, dst)
     return Decision(True, decision.reason, str(dst))
 

@@ -125,3 +125,20 @@ def test_this_machine_on_cpu_reads_the_installed_versions() -> None:
     m = compile_cache.this_machine("cpu")
     assert m["gpu_arch"] == "cpu"
     assert set(m) == set(compile_cache.KEYS)
+
+
+def test_a_cache_that_cannot_be_copied_is_a_cold_start_not_a_partial_cache(
+    tmp_path, caplog, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    cache = shipped(tmp_path, L40S)
+
+    def full_disk(src: Path, dst: Path) -> None:
+        (Path(dst) / "modelinfos").mkdir(parents=True)  # part of it landed
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(compile_cache.shutil, "copytree", full_disk)
+    with caplog.at_level(logging.INFO, logger="serving.compile_cache"):
+        decision, env = start(tmp_path, cache)
+    assert not decision.use and "VLLM_CACHE_ROOT" not in env
+    assert not (tmp_path / "work").exists()
+    assert "not copied to" in caplog.text and "No space left on device" in caplog.text
