@@ -153,7 +153,7 @@ def render_start(s: dict[str, Any]) -> list[str]:
     gpus = " and ".join(s["target_gpus"]) or "target GPU"
     lines = [
         f"  start   container start to first answer (every adapter): {warm:g} s +- {err:g} s "
-        f"with the shipped compile cache, {s['cold_seconds']:g} s without; the brief's target is "
+        f"with a matching compile cache, {s['cold_seconds']:g} s without; the brief's target is "
         f"{target:g} s: {verdict} (vLLM {s['vllm']} on one {s['device']}, {s['source']}; "
         f"carried to the {gpus} unchanged: the start is host work, the GPU idle; "
         "sizing/engine_start.py)",

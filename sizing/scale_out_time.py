@@ -37,7 +37,7 @@ Instance types without a published figure take ml.g5.xlarge's, and the plan says
 **The engine's part, measured** (issue 46): AWS's P50s hold some engine's start from container
 start to serving, unpublished; the product assumes 75 s for it
 (typed_config.instance_start.ASSUMED_STARTUP_SECONDS). This product's own start is measured
-(sizing.engine_start: vLLM 0.26 on an H100, 120 s +- 23 s with the shipped compile cache, 202 s
+(sizing.engine_start: vLLM 0.26 on an H100, 120 s +- 23 s with a matching compile cache, 202 s
 without), so the measured scale-out is the cached P50 less the assumed 75 s plus the measured
 start (``measured_cached_seconds``; ``measured_edge_seconds`` at the start's pessimistic edge).
 The simulator and the fleet solver still take ``cached_seconds`` (AWS's P50 as published): prod's
@@ -103,6 +103,8 @@ class ScaleOutTime:
     measured_cached_seconds: float = 0.0
     measured_edge_seconds: float = 0.0
     measured_uncached_seconds: float = 0.0
+    #: The same without a compile cache: today's, no release ships one yet.
+    measured_cold_cached_seconds: float = 0.0
 
 
 @lru_cache(maxsize=4)
@@ -189,7 +191,7 @@ def time_to_serve(
             "engine start, measured",
             start.warm_seconds,
             "s",
-            f"vLLM {start.vllm} on one {start.device} with the shipped compile cache, "
+            f"vLLM {start.vllm} on one {start.device} with a matching compile cache, "
             f"+- {start.error_seconds:g} s ({start.cold_seconds:g} s without; {start.source}); "
             "carried to the target GPU unchanged: host work, the GPU idle (sizing.engine_start)",
         ),
@@ -204,6 +206,7 @@ def time_to_serve(
         measured_cached_seconds=round(engine + start.warm_seconds),
         measured_edge_seconds=round(engine + start.warm_seconds + start.error_seconds),
         measured_uncached_seconds=round(engine + start.warm_seconds + image_gb * per_gb),
+        measured_cold_cached_seconds=round(engine + start.cold_seconds),
     )
 
 
@@ -234,6 +237,7 @@ def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, 
         "measured_cached_seconds": t.measured_cached_seconds,
         "measured_edge_seconds": t.measured_edge_seconds,
         "measured_uncached_seconds": t.measured_uncached_seconds,
+        "measured_cold_cached_seconds": t.measured_cold_cached_seconds,
         "terms": [t.__dict__ for t in t.terms],
     }
 
@@ -258,8 +262,11 @@ def render_scale_out(s: dict[str, object]) -> list[str]:
             f"          with the engine's start measured ({start_s:g} s) for the {assumed_s:g} s "
             "assumed in AWS's "
             f"P50: {s['measured_cached_seconds']:g} s cached ({s['measured_edge_seconds']:g} s at "
-            f"the start's pessimistic edge), {s['measured_uncached_seconds']:g} s for a new tag; "
-            f"the simulator and the fleet solver still use {s['cached_seconds']:g} s (prod's "
+            f"the start's pessimistic edge), {s['measured_uncached_seconds']:g} s for a new tag, "
+            "with a matching compile cache; "
+            f"{s['measured_cold_cached_seconds']:g} s cached without one (today: no release ships "
+            f"one yet); the simulator and the fleet solver still use {s['cached_seconds']:g} s "
+            "(prod's "
             "fleet was solved on it)"
         )
     for f in s.get("fallbacks") or []:  # type: ignore[attr-defined]
