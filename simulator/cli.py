@@ -245,7 +245,9 @@ def _scale_out_source(cfg: DeploymentConfig, variant: VariantName, a: Assumption
         f"a scale-out serves {t.cached_seconds:g} s after the decision (AWS's P50 with the image "
         f"cached, sizing/scale_out_time.py; {t.uncached_seconds:g} s uncached for this "
         f"{t.image_gb:g} GB image); a new tag's instances {a.new_tag_seconds:g} s (the plan's "
-        "per-start bound)"
+        f"per-start bound); with the engine's start measured on a GPU a scale-out would serve "
+        f"{t.measured_cached_seconds:g} s after it ({t.measured_edge_seconds:g} s at the edge), "
+        "not used until the fleet is solved again (sizing/engine_start.py)"
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from container.model_prep.manifest import summary
 from sizing.capacity import pool_capacities
 from sizing.day_timeline import day_section, render_day
+from sizing.engine_start import render_start, start_section
 from sizing.fair_comparison import comparison_warnings
 from sizing.fleet_cost import (
     ceiling_monthly,
@@ -178,6 +179,10 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
         "model": model_section(cfg, release),
         "engine": cfg.engine.model_dump(exclude={"context_budget"}),
         "variants": variants,
+        "start": start_section(
+            sorted({INSTANCE_CATALOG[cfg.variants[n].instance_type].gpu for n in VARIANT_NAMES}),
+            cfg.deployment.startup_health_check_timeout_seconds,
+        ),
         "cost": cost_section(cfg),
         "rollout": rollout_section(cfg),
         "canary_comparison": comparison_warnings(cfg),
@@ -536,6 +541,8 @@ def render_plan(plan: dict[str, Any], *, alarm_list: bool = True) -> str:
     if plan["model"].get("job_image_warning"):
         lines.append(f"          WARNING: {plan['model']['job_image_warning']}")
     lines += render_variants(plan)
+    if plan.get("start"):  # the engine's start, measured (sizing/engine_start.py)
+        lines += render_start(plan["start"])
     lines += render_cost(plan["cost"])
     if plan.get("targets"):  # SageMaker beside Bedrock (sizing/target_costs.py)
         lines += render_targets(plan["targets"])

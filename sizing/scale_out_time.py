@@ -33,6 +33,15 @@ that ``make test-image`` builds (``make image-size`` writes docs/measurements/im
 the config's weights and adapters (sizing.capacity: AWQ int4 weights do not compress).
 
 Instance types without a published figure take ml.g5.xlarge's, and the plan says so.
+
+**The engine's part, measured** (issue 46): AWS's P50s hold some engine's start from container
+start to serving, unpublished; the product assumes 75 s for it
+(typed_config.instance_start.ASSUMED_STARTUP_SECONDS). This product's own start is measured
+(sizing.engine_start: vLLM 0.26 on an H100, 120 s +- 23 s with a matching compile cache, 202 s
+without), so the measured scale-out is the cached P50 less the assumed 75 s plus the measured
+start (``measured_cached_seconds``; ``measured_edge_seconds`` at the start's pessimistic edge).
+The simulator and the fleet solver still take ``cached_seconds`` (AWS's P50 as published): prod's
+fleet was solved on it, and the plan prints the figure they would use beside it.
 """
 
 from __future__ import annotations
@@ -43,8 +52,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from sizing.capacity import lora_bytes, weight_bytes
+from sizing.engine_start import measured
 from typed_config import DeploymentConfig, VariantName
-from typed_config.instance_start import ASSUMED_READY_SECONDS
+from typed_config.instance_start import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
 
 GB = 1e9
 MEASUREMENT = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "image_size.json"
@@ -89,6 +99,12 @@ class ScaleOutTime:
     cached_seconds: float
     uncached_seconds: float
     terms: tuple[Term, ...]
+    #: With the engine's start measured in place of the assumed one (module docstring).
+    measured_cached_seconds: float = 0.0
+    measured_edge_seconds: float = 0.0
+    measured_uncached_seconds: float = 0.0
+    #: The same without a compile cache: today's, no release ships one yet.
+    measured_cold_cached_seconds: float = 0.0
 
 
 @lru_cache(maxsize=4)
@@ -162,12 +178,35 @@ def time_to_serve(
             f"it, over its {img_pub:g} GB image",
         ),
     )
+    start = measured()
+    terms += (
+        Term(
+            "engine start in AWS's P50",
+            ASSUMED_STARTUP_SECONDS,
+            "s",
+            "assumed: container start to /ping 200 (typed_config.instance_start."
+            "ASSUMED_STARTUP_SECONDS); AWS publishes no split of its P50",
+        ),
+        Term(
+            "engine start, measured",
+            start.warm_seconds,
+            "s",
+            f"vLLM {start.vllm} on one {start.device} with a matching compile cache, "
+            f"+- {start.error_seconds:g} s ({start.cold_seconds:g} s without; {start.source}); "
+            "carried to the target GPU unchanged: host work, the GPU idle (sizing.engine_start)",
+        ),
+    )
+    engine = cached_pub - ASSUMED_STARTUP_SECONDS
     return ScaleOutTime(
         instance_type=itype,
         image_gb=image_gb,
         cached_seconds=cached_pub,
         uncached_seconds=round(cached_pub + image_gb * per_gb),
         terms=terms,
+        measured_cached_seconds=round(engine + start.warm_seconds),
+        measured_edge_seconds=round(engine + start.warm_seconds + start.error_seconds),
+        measured_uncached_seconds=round(engine + start.warm_seconds + image_gb * per_gb),
+        measured_cold_cached_seconds=round(engine + start.cold_seconds),
     )
 
 
@@ -195,6 +234,10 @@ def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, 
         "cached_seconds": t.cached_seconds,
         "uncached_seconds": t.uncached_seconds,
         "deploy_bound_seconds": ASSUMED_READY_SECONDS,
+        "measured_cached_seconds": t.measured_cached_seconds,
+        "measured_edge_seconds": t.measured_edge_seconds,
+        "measured_uncached_seconds": t.measured_uncached_seconds,
+        "measured_cold_cached_seconds": t.measured_cold_cached_seconds,
         "terms": [t.__dict__ for t in t.terms],
     }
 
@@ -212,12 +255,34 @@ def render_scale_out(s: dict[str, object]) -> list[str]:
         f"{image} GB; {terms['image pull']['value']:g} s/GB)",
         *(f"            - {n}: {t['source']}" for n, t in terms.items()),
     ]
+    if s.get("measured_cached_seconds"):
+        start_s = terms["engine start, measured"]["value"]
+        assumed_s = terms["engine start in AWS's P50"]["value"]
+        lines.append(
+            f"          with the engine's start measured ({start_s:g} s) for the {assumed_s:g} s "
+            "assumed in AWS's "
+            f"P50: {s['measured_cached_seconds']:g} s cached ({s['measured_edge_seconds']:g} s at "
+            f"the start's pessimistic edge), {s['measured_uncached_seconds']:g} s for a new tag, "
+            "with a matching compile cache; "
+            f"{s['measured_cold_cached_seconds']:g} s cached without one (today: no release ships "
+            f"one yet); the simulator and the fleet solver still use {s['cached_seconds']:g} s "
+            "(prod's "
+            "fleet was solved on it)"
+        )
     for f in s.get("fallbacks") or []:  # type: ignore[attr-defined]
         lines.append(
             f"            - a scale-out that falls back to pool {f['priority']} "
             f"({f['instance_type']}) serves {f['cached_seconds']:g} s after launch, cached: "
             f"{ICE_SECONDS:g} s per pool passed over (assumed: AWS publishes no figure)"
             + ("" if f["published"] else f"; {FALLBACK_TYPE}'s P50 (none for this type)")
+        )
+    measured_new = float(s.get("measured_uncached_seconds") or 0)  # type: ignore[arg-type]
+    if float(s["uncached_seconds"]) <= float(s["deploy_bound_seconds"]) < measured_new:  # type: ignore[arg-type]
+        lines.append(
+            f"          WARNING: with the measured engine start a new tag's instance serves "
+            f"{measured_new:g} s after launch, above the {s['deploy_bound_seconds']:g} s per start "
+            "that deploy times and the canary controller's waits assume "
+            "(typed_config.instance_start.ASSUMED_READY_SECONDS assumes a 75 s start)"
         )
     if float(s["uncached_seconds"]) > float(s["deploy_bound_seconds"]):  # type: ignore[arg-type]
         lines.append(

