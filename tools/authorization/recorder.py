@@ -3,7 +3,9 @@
 Installed around a test session (tests/lambdas/conftest.py): every botocore call (real, moto or
 Stubber) and every client method a test replaces with its own function is recorded with its
 operation, its parameters and the principal whose code made it: the first frame, walking out
-from the call, in a file under one of ``principals``' paths.
+from the call, in a file under one of ``principals``' paths. A call made in a worker thread (S3's
+managed transfers run their requests in a thread pool) is the principal's whose code submitted
+the work to the pool.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,20 +40,24 @@ class Call:
 
 class Recorder:
     def __init__(self, principals: Mapping[str, str]) -> None:
-        """``principals``: ``{path fragment of its code: principal}``."""
+        """``principals``: ``{fragment: principal}``, each fragment matched against
+        ``<file path>:<function name>`` of each frame (a path fragment, or a path and one
+        function: ``tools/preflight.py:token_secret_check``); the first that matches wins."""
         self.principals = dict(principals)
         self.calls: list[Call] = []
         self._saved: dict[str, Any] = {}
+        #: ``inherited``: the principal that submitted the work this worker thread runs.
+        self._thread = threading.local()
 
-    def _principal(self) -> str | None:
-        frame = sys._getframe(2)
+    def _principal(self, depth: int = 2) -> str | None:
+        frame = sys._getframe(depth + 1)
         while frame is not None:
-            name = frame.f_code.co_filename
+            name = f"{frame.f_code.co_filename}:{frame.f_code.co_name}"
             for fragment, principal in self.principals.items():
                 if fragment in name:
                     return principal
             frame = frame.f_back  # type: ignore[assignment]
-        return None
+        return getattr(self._thread, "inherited", None)
 
     def _record(self, client: BaseClient, operation: str, params: Mapping[str, Any]) -> None:
         principal = self._principal()
@@ -81,13 +89,32 @@ class Recorder:
                 value = _recorded(recorder, client, operation, value)
             object.__setattr__(client, name, value)
 
+        real_submit = ThreadPoolExecutor.submit
+
+        def submit(executor: ThreadPoolExecutor, fn: Callable[..., Any], /, *a: Any, **k: Any) -> Any:
+            inherited = recorder._principal(depth=1)
+
+            def run(*args: Any, **kwargs: Any) -> Any:
+                outer = getattr(recorder._thread, "inherited", None)
+                recorder._thread.inherited = inherited
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    recorder._thread.inherited = outer
+
+            return real_submit(executor, run, *a, **k)
+
         self._saved = {"_make_api_call": real_call, "__setattr__": BaseClient.__setattr__}
+        self._saved_submit = real_submit
         BaseClient._make_api_call = make_api_call
         BaseClient.__setattr__ = setattr_
+        ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
 
     def uninstall(self) -> None:
         for name, value in self._saved.items():
             setattr(BaseClient, name, value)
+        if self._saved:
+            ThreadPoolExecutor.submit = self._saved_submit  # type: ignore[method-assign]
 
 
 def _recorded(

@@ -24,14 +24,46 @@ from .templates import Deployment, Ref
 #: (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html and API_HeadObject).
 OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "s3:ListObjectsV2": ("s3:ListBucket",),
+    "s3:ListObjects": ("s3:ListBucket",),
     "s3:HeadObject": ("s3:GetObject",),
     "s3:HeadBucket": ("s3:ListBucket",),
+    # A multipart upload's parts are the object's PutObject (S3 API reference,
+    # CreateMultipartUpload, UploadPart, CompleteMultipartUpload: "Permissions").
+    "s3:CreateMultipartUpload": ("s3:PutObject",),
+    "s3:UploadPart": ("s3:PutObject",),
+    "s3:CompleteMultipartUpload": ("s3:PutObject",),
+    # A copy reads the source and writes the destination (S3 API reference, CopyObject and
+    # UploadPartCopy, "Permissions"): the source from CopySource (:data:`PARAMETERS_OF`).
+    "s3:CopyObject": ("s3:GetObject", "s3:PutObject"),
+    "s3:UploadPartCopy": ("s3:GetObject", "s3:PutObject"),
+    # Lambda's Invoke operation is authorized as lambda:InvokeFunction (Lambda API reference).
+    "lambda:Invoke": ("lambda:InvokeFunction",),
     # The API reference names sagemaker:InvokeEndpoint; the Service Authorization Reference
     # lists an action of its own: both must be allowed (stacks/constructs/endpoint_ref.py).
     "sagemaker:InvokeEndpointWithResponseStream": (
         "sagemaker:InvokeEndpoint",
         "sagemaker:InvokeEndpointWithResponseStream",
     ),
+}
+#: Operations that need no permission: "No permissions are required to perform this operation"
+#: (STS API reference, GetCallerIdentity).
+NO_PERMISSION = frozenset({"sts:GetCallerIdentity"})
+
+
+def _copy_source(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy's source object as GetObject's parameters (CopySource: ``bucket/key`` or a dict)."""
+    source = params.get("CopySource")
+    if isinstance(source, dict):
+        return {"Bucket": source.get("Bucket"), "Key": source.get("Key")}
+    bucket, _, key = str(source).lstrip("/").partition("/")
+    return {"Bucket": bucket, "Key": key.split("?versionId=")[0]}
+
+
+#: ``(operation, action)`` -> the parameters that name the action's resource, where they are
+#: not the request's own.
+PARAMETERS_OF = {
+    ("s3:CopyObject", "s3:GetObject"): _copy_source,
+    ("s3:UploadPartCopy", "s3:GetObject"): _copy_source,
 }
 #: Request context keys IAM takes from a request's parameters (each service's condition keys
 #: in the Service Authorization Reference).
@@ -41,9 +73,21 @@ CONTEXT_FROM_PARAMETERS: dict[str, dict[str, str]] = {
         "application-autoscaling:scalable-dimension": "ScalableDimension",
     },
     "s3:ListBucket": {"s3:prefix": "Prefix"},
+    "cloudwatch:PutMetricData": {"cloudwatch:namespace": "Namespace"},
 }
 #: Reference placeholders filled from request parameters of another name.
-PARAMETER_FOR = {"BucketName": "Bucket", "ObjectName": "Key"}
+PARAMETER_FOR = {
+    "BucketName": "Bucket",
+    "ObjectName": "Key",
+    "RoleNameWithPath": "RoleName",
+    "ParameterNameWithoutLeadingSlash": "Name",
+}
+#: Placeholders AWS fills with an id it generates (a stack's id): one of the id's form, as the
+#: product's policies cannot know it either.
+GENERATED = {"Id": "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"}
+#: What AWS appends to a name in the resource's ARN: a Secrets Manager secret's ARN ends in "-"
+#: and six random characters (Secrets Manager User Guide, "Secret ARN").
+NAME_SUFFIX = {"secretsmanager": "-AbCdEf"}
 _PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
 
 
@@ -75,7 +119,9 @@ def _strings(value: Any) -> Iterator[str]:
 def _fill(d: Deployment, arn_format: str, params: Mapping[str, Any]) -> list[str]:
     """The ARNs ``arn_format`` takes from the request's parameters: every placeholder filled
     from the parameter of its name (or its list, ``AlarmNames``), else none."""
-    fixed = {"Partition": d.partition, "Region": d.region, "Account": d.account}
+    fixed = {"Partition": d.partition, "Region": d.region, "Account": d.account, **GENERATED}
+    lowered = {k.lower(): v for k, v in params.items()}
+    service = arn_format.split(":")[2]
     arns = [arn_format]
     for name in dict.fromkeys(_PLACEHOLDER.findall(arn_format)):
         if name in fixed:
@@ -83,9 +129,15 @@ def _fill(d: Deployment, arn_format: str, params: Mapping[str, Any]) -> list[str
         else:
             key = PARAMETER_FOR.get(name, name)
             given = params.get(key, params.get(f"{key}s"))
-            if given is None:
-                return []
+            if given is None:  # botocore's camelCase members (ECR, Logs, Bedrock)
+                given = lowered.get(key.lower(), lowered.get(f"{key.lower()}s"))
+            if given is None or (isinstance(given, str) and given.startswith("arn:")):
+                return []  # an ARN given whole is matched as one (``_requests``)
             values = given if isinstance(given, list) else [given]
+            if name == "ParameterNameWithoutLeadingSlash":
+                values = [str(v).lstrip("/") for v in values]
+            if name.startswith("Secret"):
+                values = [f"{v}{NAME_SUFFIX[service]}" for v in values]
         arns = [a.replace("${" + name + "}", str(v)) for a in arns for v in values]
     return [a.lower() if ":sagemaker:" in a else a for a in arns]
 
@@ -127,6 +179,52 @@ def documented(
             yield needed, arn, "Application Auto Scaling guide (target service permissions)"
 
 
+#: The KMS actions S3 asks of the caller, with the caller's permissions, for an object in a
+#: bucket encrypted with a KMS key (SSE-KMS): "To upload or download an object encrypted with an
+#: AWS KMS key ... you need kms:GenerateDataKey and kms:Decrypt permissions on the key" (download:
+#: Decrypt; a single upload: GenerateDataKey; a multipart upload both: Amazon S3 User Guide,
+#: "Using server-side encryption with AWS KMS keys (SSE-KMS)" and "Multipart upload API and
+#: permissions"). S3 makes them, so ``kms:ViaService`` is S3's (AWS KMS Developer Guide).
+S3_KMS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("s3:GetObject", "s3:GetObject"): ("kms:Decrypt",),
+    ("s3:CopyObject", "s3:GetObject"): ("kms:Decrypt",),
+    ("s3:UploadPartCopy", "s3:GetObject"): ("kms:Decrypt",),
+    ("s3:PutObject", "s3:PutObject"): ("kms:GenerateDataKey",),
+    ("s3:CopyObject", "s3:PutObject"): ("kms:GenerateDataKey",),
+    ("s3:CreateMultipartUpload", "s3:PutObject"): ("kms:GenerateDataKey", "kms:Decrypt"),
+    ("s3:UploadPart", "s3:PutObject"): ("kms:GenerateDataKey", "kms:Decrypt"),
+    ("s3:UploadPartCopy", "s3:PutObject"): ("kms:GenerateDataKey", "kms:Decrypt"),
+    ("s3:CompleteMultipartUpload", "s3:PutObject"): ("kms:GenerateDataKey", "kms:Decrypt"),
+}
+
+
+def bucket_key(d: Deployment, bucket: str) -> Ref | None:
+    """The KMS key a bucket of the deployment encrypts its objects with, or None."""
+    for ref, resource in d.resources():
+        if resource["Type"] != "AWS::S3::Bucket" or d.name(ref) != bucket:
+            continue
+        encryption = resource.get("Properties", {}).get("BucketEncryption", {})
+        for rule in encryption.get("ServerSideEncryptionConfiguration", []):
+            default = rule.get("ServerSideEncryptionByDefault", {})
+            keys = d.references(ref.stack, default.get("KMSMasterKeyID"))
+            if keys:
+                return next(iter(keys))
+    return None
+
+
+def s3_kms(
+    d: Deployment, operation: str, action: str, params: Mapping[str, Any]
+) -> Iterator[tuple[str, str, str, tuple[tuple[str, Any], ...]]]:
+    """``(action, key ARN, source, context)``: what S3 asks of KMS for this request (:data:`S3_KMS`)."""
+    needed = S3_KMS.get((operation, action), ())
+    key = bucket_key(d, str(params.get("Bucket"))) if needed else None
+    if key is None:
+        return
+    via = (("kms:ViaService", f"s3.{d.region}.amazonaws.com"),)
+    for kms in needed:
+        yield kms, d.arn(key) or "", "S3 User Guide, SSE-KMS permissions", via
+
+
 def requests(
     d: Deployment, calls: Sequence[Call], names: Mapping[str, str]
 ) -> tuple[list[Request], list[Unresolved]]:
@@ -135,9 +233,12 @@ def requests(
     out: list[Request] = []
     unresolved: list[Unresolved] = []
     for call in dict.fromkeys(calls):
+        if call.operation in NO_PERMISSION:
+            continue
         params = translate(call.parameters, names)
         for name in OPERATION_ACTIONS.get(call.operation, (call.operation,)):
-            found, missing = _requests(d, call, name, actions[name], params)
+            of = PARAMETERS_OF.get((call.operation, name))
+            found, missing = _requests(d, call, name, actions[name], of(params) if of else params)
             out += found
             unresolved += missing
     return out, unresolved
@@ -172,6 +273,9 @@ def _requests(
                            d.resource_policy(arn)))  # fmt: skip
     for needed, arn, source in documented(d, name, params):
         out.append(Request(call.principal, needed, arn, f"{why}: {source}", (),
+                           d.resource_policy(arn)))  # fmt: skip
+    for needed, arn, source, via in s3_kms(d, call.operation, name, params):
+        out.append(Request(call.principal, needed, arn, f"{why}: {source}", via,
                            d.resource_policy(arn)))  # fmt: skip
     return out, unresolved
 
