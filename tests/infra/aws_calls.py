@@ -12,7 +12,8 @@ Which principal runs each tool, from the workflows' steps and the make targets t
   push-image's prerequisite), tools/release_artifacts.py (``release-record``, ``promote-image``,
   ``promote-model``), tools/prepare_model.py (``prepare-model``), tools/live_images.py
   (``deploy-repository``'s keep-tags), and the preflight's token secret check
-  (tools/preflight.py ``token_secret_check``: ``--for prepare-model`` only).
+  (tools/preflight.py ``token_secret_check`` and the ``release_stack_output`` it calls:
+  ``--for prepare-model`` only).
 - ``preflight`` (judged as both roles): the rest of tools/preflight.py, which ``make diff`` runs
   under the read-only ``diff role`` too (pull-request.yml ``diff-dev``: ``make diff ENV=dev``,
   whose preflight is ``--for deploy``: credentials, bootstrap, the execution role, quotas, the
@@ -25,9 +26,10 @@ Which principal runs each tool, from the workflows' steps and the make targets t
   ``make bedrock-import`` and the deploy role does not grant it (docs/bedrock.md, "The role"): a
   person's credentials. Recorded because its CreateModelImportJob says what the Bedrock import
   role (the product's) reads.
-- ``bedrock-package caller``: tools/bedrock_package.py, likewise a person's (docs/bedrock.md);
-  the packaging job it starts runs under the preparation job's role (judged from the job's code,
-  tools/authorization/jobs.py).
+- tools/bedrock_package.py is judged as the deploy role's: no workflow runs it yet, but its
+  packaging job is named as a preparation job "so the deploy role may run it" (docs/bedrock.md,
+  "Where it runs"); the job itself runs under the preparation job's role (judged from the job's
+  code, tools/authorization/jobs.py).
 
 Not recorded, being no product role's: ``make deploy-execution-policy``, ``deploy-model-release``,
 ``deploy-access`` and ``cdk bootstrap`` (a person's own credentials: docs/release-from-ci.md,
@@ -46,7 +48,6 @@ DIFF_ROLE = "diff role"
 PREFLIGHT = "preflight"
 CONTROLLER = "canary controller"
 BEDROCK_IMPORT_CALLER = "bedrock-import caller"
-BEDROCK_PACKAGE_CALLER = "bedrock-package caller"
 NOT_A_ROLE = "no product role"
 #: ``{fragment of <file>:<function>: principal}``; the first that matches a frame wins, so the
 #: function-specific fragments come before their file's.
@@ -55,6 +56,7 @@ PRINCIPALS = {
     f"{_ROOT}/tests/infra/test_": NOT_A_ROLE,
     f"{_ROOT}/tools/model_release.py:cmd_local": NOT_A_ROLE,
     f"{_ROOT}/tools/preflight.py:token_secret_check": DEPLOY_ROLE,
+    f"{_ROOT}/tools/preflight.py:release_stack_output": DEPLOY_ROLE,  # token_secret_check's
     f"{_ROOT}/tools/preflight.py:": PREFLIGHT,
     **{
         f"{_ROOT}/tools/{tool}.py:": DEPLOY_ROLE
@@ -70,7 +72,7 @@ PRINCIPALS = {
         )
     },
     f"{_ROOT}/tools/bedrock_import.py:": BEDROCK_IMPORT_CALLER,
-    f"{_ROOT}/tools/bedrock_package.py:": BEDROCK_PACKAGE_CALLER,
+    f"{_ROOT}/tools/bedrock_package.py:": DEPLOY_ROLE,
     f"{_ROOT}/tests/infra/fake_account.py:": CONTROLLER,
 }
 

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import ast
 import re
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 
-from stacks.deploy_access_stack import DeployAccessStack  # noqa: F401  (the outputs read below)
+from stacks.app_builder import build_stacks, cdk_json_context
+from stacks.constructs.deploy_access import TEMPLATE_DIFF_READS
 from stacks.model_release_stack import BEDROCK_IMPORT_ROLE_OUTPUT, PREP_ROLE_OUTPUT
 from tests.infra import test_bedrock_import, test_preflight, test_prepare_model
 from tests.infra.aws_calls import (
@@ -40,8 +43,9 @@ from tests.infra.aws_calls import (
     DIFF_ROLE,
     PREFLIGHT,
 )
-from tests.infra.test_execution_policy import ACCOUNT, synth
-from tools.authorization import jobs, runtime
+from tests.infra.test_execution_policy import ACCOUNT, synth, with_access
+from tools.authorization import cdk_cli, jobs, runtime
+from tools.deploy import deployed_stacks
 from tools.authorization.aws_iam import Request
 from tools.authorization.check import denials
 from tools.authorization.recorder import Call
@@ -51,8 +55,9 @@ from typed_config import (
     artifact_bucket_name,
     deploy_access_stack_name,
     release_stack_name,
+    stack_name,
 )
-from typed_config.aws_names import SCALING_ROLE, SCALING_SERVICE
+from typed_config.aws_names import BOOTSTRAP_QUALIFIER, SCALING_ROLE, SCALING_SERVICE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ENVS = ("dev", "prod")
@@ -167,13 +172,40 @@ def judged(calls: list[Call]) -> dict[str, list[Call]]:
 
 
 @cache
+def assembly(env: str) -> Path:
+    """``env``'s cloud assembly, as ``make synth`` writes it (what the CDK CLI reads)."""
+    out = Path(tempfile.mkdtemp(prefix=f"authorization-{env}-"))
+    app = cdk.App(outdir=str(out), context=cdk_json_context(REPO_ROOT))
+    build_stacks(app, with_access(env))
+    app.synth()
+    return out
+
+
+def cdk_cli_requests(env: str) -> list[Request]:
+    """What the CDK CLI does with each role (tools/authorization/cdk_cli.py): the deploy role's
+    ``make deploy`` (tools.deploy.deployed_stacks) and ``make deploy-repository`` (the image
+    stack) assume the bootstrap roles; the diff role's ``make diff DIFF_METHOD=template`` reads
+    every stack of the app (``cdk diff`` names none: all of them)."""
+    cfg, out = config(env), assembly(env)
+    where = {"partition": "aws", "account": ACCOUNT, "region": cfg.region}
+    deployed = [*deployed_stacks(cfg), stack_name(cfg, "image")]
+    stacks = list(synth(env)[1])
+    return [
+        *cdk_cli.deploy_requests(f"{DEPLOY_ROLE} ({env})", out, deployed,
+                                 qualifier=BOOTSTRAP_QUALIFIER, **where),
+        *cdk_cli.template_diff_requests(f"{DIFF_ROLE} ({env})", stacks, TEMPLATE_DIFF_READS,
+                                        **where),
+    ]  # fmt: skip
+
+
+@cache
 def all_requests() -> tuple[list[Request], list[Any]]:
     d = deployment()
     requests: list[Request] = []
     unresolved: list[Any] = []
     for env, calls in judged(recorded()).items():
         found, missing = runtime.requests(d, calls, world_to(env))
-        requests += found
+        requests += found + cdk_cli_requests(env)
         unresolved += missing
     return requests, unresolved
 

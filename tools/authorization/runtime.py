@@ -149,6 +149,28 @@ def _config(d: Deployment, name: str) -> Ref | None:
     return None
 
 
+#: Requests that pass a role to a service: the parameter that names it and the service
+#: (``iam:PassedToService``). "CreateTrainingJob: iam:PassRole" (SageMaker API permissions
+#: reference, https://docs.aws.amazon.com/sagemaker/latest/dg/api-permissions-reference.html);
+#: passing a role to any service needs iam:PassRole on it (IAM User Guide, "Grant a user
+#: permissions to pass a role to an AWS service").
+PASSES_ROLE = {
+    "sagemaker:CreateTrainingJob": ("RoleArn", "sagemaker.amazonaws.com"),
+    "bedrock:CreateModelImportJob": ("roleArn", "bedrock.amazonaws.com"),
+}
+
+
+def passed_role(
+    action: str, params: Mapping[str, Any]
+) -> Iterator[tuple[str, str, str, tuple[tuple[str, Any], ...]]]:
+    """``(iam:PassRole, role ARN, source, context)`` for a request that passes a role."""
+    if action in PASSES_ROLE:
+        param, service = PASSES_ROLE[action]
+        if params.get(param):
+            yield ("iam:PassRole", str(params[param]), f"{action} passes {param}",
+                   (("iam:PassedToService", service),))  # fmt: skip
+
+
 def documented(
     d: Deployment, action: str, params: Mapping[str, Any]
 ) -> Iterator[tuple[str, str, str]]:
@@ -274,7 +296,8 @@ def _requests(
     for needed, arn, source in documented(d, name, params):
         out.append(Request(call.principal, needed, arn, f"{why}: {source}", (),
                            d.resource_policy(arn)))  # fmt: skip
-    for needed, arn, source, via in s3_kms(d, call.operation, name, params):
+    for needed, arn, source, via in [*s3_kms(d, call.operation, name, params),
+                                     *passed_role(name, params)]:  # fmt: skip
         out.append(Request(call.principal, needed, arn, f"{why}: {source}", via,
                            d.resource_policy(arn)))  # fmt: skip
     return out, unresolved
