@@ -45,11 +45,11 @@ from tests.infra.aws_calls import (
 )
 from tests.infra.test_execution_policy import ACCOUNT, synth, with_access
 from tools.authorization import cdk_cli, jobs, runtime
-from tools.deploy import deployed_stacks
 from tools.authorization.aws_iam import Request
 from tools.authorization.check import denials
 from tools.authorization.recorder import Call
 from tools.authorization.templates import Deployment
+from tools.deploy import deployed_stacks
 from typed_config import (
     DeploymentConfig,
     artifact_bucket_name,
@@ -270,3 +270,41 @@ def test_the_check_fails_on_a_deploy_role_without_the_release_key() -> None:
         ("deploy role (prod)", "kms:GenerateDataKey"),
     }
     assert all(":key/" in x.request.resource for x in denied)
+
+
+def _without(principal: str, drop: Any) -> dict[str, list[dict[str, Any]]]:
+    """Every role's policies, ``principal``'s without the statements ``drop`` picks."""
+    stripped = policies(deployment())
+    for doc in stripped[principal]:
+        doc["Statement"] = [s for s in doc["Statement"] if not drop(s)]
+    return stripped
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    action = statement.get("Action", [])
+    return action if isinstance(action, list) else [action]
+
+
+@pytest.mark.parametrize(
+    ("principal", "drop", "action"),
+    [
+        ("diff role (dev)", "ReadStackTemplates", "cloudformation:GetTemplate"),
+        ("deploy role (prod)", "PassPreparationJobRole", "iam:PassRole"),
+        ("deploy role (dev)", "AssumeCdkBootstrapRoles", "sts:AssumeRole"),
+        ("deploy role (prod)", "CanaryController", "lambda:InvokeFunction"),
+        ("Bedrock import role (dev)", "kms:Decrypt", "kms:Decrypt"),
+        ("preparation job role (prod)", "secretsmanager:GetSecretValue",
+         "secretsmanager:GetSecretValue"),
+        ("preparation job role (prod)", "ecr:BatchGetImage", "ecr:BatchGetImage"),
+    ],
+)  # fmt: skip
+def test_the_check_names_what_a_role_without_its_statement_may_not_do(
+    principal: str, drop: str, action: str
+) -> None:
+    """Each principal's requests reach the evaluator: a role without the statement (by Sid,
+    or by an action its statements grant) is denied that action, named with the principal."""
+    requests, _ = all_requests()
+    stripped = _without(principal, lambda s: s.get("Sid") == drop or drop in _actions(s))
+    denied = denials(requests, stripped, ACCOUNT)
+    assert (principal, action) in {(d.request.principal, d.request.action) for d in denied}
+    assert {d.request.principal for d in denied} == {principal}

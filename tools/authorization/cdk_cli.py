@@ -41,7 +41,7 @@ _CfnLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 @cache
 def bootstrap_role_tags() -> dict[str, str]:
     """``{RoleName's pattern (Fn::Sub text): its aws-cdk:bootstrap-role tag}``."""
-    template = yaml.load(BOOTSTRAP_TEMPLATE.read_text(), Loader=_CfnLoader)  # noqa: S506
+    template = yaml.load(BOOTSTRAP_TEMPLATE.read_text(), Loader=_CfnLoader)
     found = {}
     for resource in template["Resources"].values():
         props = resource.get("Properties", {})

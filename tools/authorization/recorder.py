@@ -14,8 +14,8 @@ import functools
 import json
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +91,9 @@ class Recorder:
 
         real_submit = ThreadPoolExecutor.submit
 
-        def submit(executor: ThreadPoolExecutor, fn: Callable[..., Any], /, *a: Any, **k: Any) -> Any:
+        def submit(
+            executor: ThreadPoolExecutor, fn: Callable[..., Any], /, *a: Any, **k: Any
+        ) -> Any:
             inherited = recorder._principal(depth=1)
 
             def run(*args: Any, **kwargs: Any) -> Any:
@@ -108,7 +110,7 @@ class Recorder:
         self._saved_submit = real_submit
         BaseClient._make_api_call = make_api_call
         BaseClient.__setattr__ = setattr_
-        ThreadPoolExecutor.submit = submit  # type: ignore[method-assign]
+        ThreadPoolExecutor.submit = submit  # type: ignore[method-assign,assignment]
 
     def uninstall(self) -> None:
         for name, value in self._saved.items():

@@ -237,7 +237,8 @@ def bucket_key(d: Deployment, bucket: str) -> Ref | None:
 def s3_kms(
     d: Deployment, operation: str, action: str, params: Mapping[str, Any]
 ) -> Iterator[tuple[str, str, str, tuple[tuple[str, Any], ...]]]:
-    """``(action, key ARN, source, context)``: what S3 asks of KMS for this request (:data:`S3_KMS`)."""
+    """``(action, key ARN, source, context)``: what S3 asks of KMS for this request
+    (:data:`S3_KMS`)."""
     needed = S3_KMS.get((operation, action), ())
     key = bucket_key(d, str(params.get("Bucket"))) if needed else None
     if key is None:
