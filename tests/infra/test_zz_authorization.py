@@ -32,7 +32,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from stacks.app_builder import build_stacks, cdk_json_context
+from stacks.app_builder import build_stacks, cdk_json_context, promotion_source
 from stacks.constructs.deploy_access import TEMPLATE_DIFF_READS
 from stacks.model_release_stack import BEDROCK_IMPORT_ROLE_OUTPUT, PREP_ROLE_OUTPUT
 from tests.infra import test_bedrock_import, test_preflight, test_prepare_model
@@ -182,15 +182,23 @@ def assembly(env: str) -> Path:
 
 
 def cdk_cli_requests(env: str) -> list[Request]:
-    """What the CDK CLI does with each role (tools/authorization/cdk_cli.py): the deploy role's
-    ``make deploy`` (tools.deploy.deployed_stacks) and ``make deploy-repository`` (the image
-    stack) assume the bootstrap roles; the diff role's ``make diff DIFF_METHOD=template`` reads
-    every stack of the app (``cdk diff`` names none: all of them)."""
+    """What the CDK and docker CLIs do with each role (tools/authorization/cdk_cli.py): the
+    deploy role's ``make deploy`` (tools.deploy.deployed_stacks) and ``make deploy-repository``
+    (the image stack) assume the bootstrap roles, its docker pushes and pulls the config's
+    repositories; the diff role's ``make diff DIFF_METHOD=template`` reads every stack of the
+    app (``cdk diff`` names none: all of them)."""
     cfg, out = config(env), assembly(env)
     where = {"partition": "aws", "account": ACCOUNT, "region": cfg.region}
     deployed = [*deployed_stacks(cfg), stack_name(cfg, "image")]
     stacks = list(synth(env)[1])
+    # push-image (and its registry cache, read back) and prepare-model's job image push to the
+    # environment's repository; promote-image copies the promotion source's image here.
+    source = promotion_source(cfg)
+    repository = str(cfg.image.repository_name)
+    pulled = [repository, *([str(source.image.repository_name)] if source else [])]
     return [
+        *cdk_cli.docker_requests(f"{DEPLOY_ROLE} ({env})", push=[repository], pull=pulled,
+                                 **where),
         *cdk_cli.deploy_requests(f"{DEPLOY_ROLE} ({env})", out, deployed,
                                  qualifier=BOOTSTRAP_QUALIFIER, **where),
         *cdk_cli.template_diff_requests(f"{DIFF_ROLE} ({env})", stacks, TEMPLATE_DIFF_READS,

@@ -1,7 +1,8 @@
-"""What the CDK CLI does with the caller's credentials for ``cdk deploy`` and ``cdk diff``.
+"""What the CDK CLI (``cdk deploy``, ``cdk diff``) and the docker CLI do with the caller's
+credentials.
 
-The CLI is Node, not botocore, so its calls are not recorded: they come from the cloud assembly
-the app synthesizes (the contract between the app and the CLI) and the CLI's own files:
+Neither is botocore, so their calls are not recorded. The CDK CLI's come from the cloud
+assembly the app synthesizes (the contract between the app and the CLI) and the CLI's own files:
 
 - ``cdk deploy`` assumes each stack's deploy role (the stack artifact's ``assumeRoleArn``) and
   the publishing role of each of its assets (the asset manifest's destinations'
@@ -10,6 +11,7 @@ the app synthesizes (the contract between the app and the CLI) and the CLI's own
   which IAM puts in the request's context as the role's resource tag.
 - ``cdk diff --method template`` reads each stack's deployed template with the caller's own
   credentials (stacks/constructs/deploy_access.TEMPLATE_DIFF_READS, from the CLI's source).
+- ``docker`` pushes and pulls (:func:`docker_requests`): the actions ECR's guide lists.
 """
 
 from __future__ import annotations
@@ -128,3 +130,39 @@ def template_diff_requests(
         )
         for action in reads:
             yield Request(principal, action, arn, f"cdk diff --method template of {stack}")
+
+
+#: What ``docker push`` (buildx ``--push``, ``imagetools create``) asks of ECR for a repository
+#: it writes: "IAM permissions for pushing an image to an Amazon ECR private repository" (ECR
+#: User Guide, https://docs.aws.amazon.com/AmazonECR/latest/userguide/image-push-iam.html), and
+#: the registry token on ``*``.
+ECR_PUSH = (
+    "ecr:BatchCheckLayerAvailability",
+    "ecr:BatchGetImage",
+    "ecr:CompleteLayerUpload",
+    "ecr:InitiateLayerUpload",
+    "ecr:PutImage",
+    "ecr:UploadLayerPart",
+)
+#: What pulling an image's manifest and layers asks (a registry cache read back, the source of
+#: an ``imagetools create`` copy): ECR User Guide, "Private repository policies" (pull).
+ECR_PULL = ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
+
+
+def docker_requests(
+    principal: str,
+    *,
+    push: Iterable[str],
+    pull: Iterable[str],
+    partition: str,
+    account: str,
+    region: str,
+) -> Iterator[Request]:
+    """The docker CLI's ECR requests (it is not botocore, so not recorded): a login, the push
+    actions on each repository of ``push`` and the pull actions on each of ``pull``."""
+    yield Request(principal, "ecr:GetAuthorizationToken", "*", "docker login (ECR token)")
+    for names, actions, why in ((push, ECR_PUSH, "docker push"), (pull, ECR_PULL, "docker pull")):
+        for name in names:
+            arn = f"arn:{partition}:ecr:{region}:{account}:repository/{name}"
+            for action in actions:
+                yield Request(principal, action, arn, f"{why} of {name}")
