@@ -316,3 +316,23 @@ def test_the_check_names_what_a_role_without_its_statement_may_not_do(
     denied = denials(requests, stripped, ACCOUNT)
     assert (principal, action) in {(d.request.principal, d.request.action) for d in denied}
     assert {d.request.principal for d in denied} == {principal}
+
+
+def test_a_manifest_written_without_if_none_match_is_denied_by_the_bucket_policy() -> None:
+    """The release bucket's policy is part of the decision: the preparation job's manifest
+    write without If-None-Match is an explicit deny (ManifestsOnlyByConditionalCreate), though
+    the job's role allows s3:PutObject there."""
+    requests, _ = all_requests()
+    (put,) = {
+        r
+        for r in requests
+        if r.principal == f"{PREP_JOB_ROLE} (prod)"
+        and r.action == "s3:PutObject"
+        and r.resource.endswith("/manifest.json")
+    }
+    assert ("s3:if-none-match", "*") in put.context and put.resource_policy
+    unconditional = Request(put.principal, put.action, put.resource, put.why,
+                            tuple(c for c in put.context if c[0] != "s3:if-none-match"),
+                            put.resource_policy)  # fmt: skip
+    (denied,) = denials([unconditional], policies(deployment()), ACCOUNT)
+    assert denied.decision == "ExplicitlyDenied"

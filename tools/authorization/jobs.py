@@ -25,7 +25,7 @@ from .recorder import Call
 #: sources.fetch_s3) are read from the buckets the config names; prod and dev name none.
 JOB_CODE_CALLS: tuple[tuple[str, str, str], ...] = (
     ("s3:GetObject", "manifest", "artifact.read_manifest (is the version published?)"),
-    ("s3:PutObject", "manifest", "artifact.publish (the manifest, If-None-Match: *)"),
+    ("s3:PutObject", "manifest", "artifact.write_manifest_once (If-None-Match: *)"),
     ("s3:PutObject", "release", "artifact.publish (upload_file of each file)"),
     ("s3:CreateMultipartUpload", "release", "artifact.publish (upload_file, a large file)"),
     ("s3:UploadPart", "release", "artifact.publish (upload_file, a large file)"),
@@ -88,6 +88,8 @@ def job_calls(principal: str, create: Call) -> Iterator[Call]:
                 yield _call(principal, operation, {"SecretId": env["HF_TOKEN_SECRET"]})
         elif operation == "s3:ListObjectsV2":
             yield _call(principal, operation, listing)
+        elif operation == "s3:PutObject" and names == "manifest":  # IfNoneMatch="*"
+            yield _call(principal, operation, {**where[names], "IfNoneMatch": "*"})
         else:
             yield _call(principal, operation, where[names])
     for operation, names in SAGEMAKER_WITH_THE_ROLE:

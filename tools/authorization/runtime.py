@@ -74,7 +74,32 @@ CONTEXT_FROM_PARAMETERS: dict[str, dict[str, str]] = {
     },
     "s3:ListBucket": {"s3:prefix": "Prefix"},
     "cloudwatch:PutMetricData": {"cloudwatch:namespace": "Namespace"},
+    "s3:PutObject": {"s3:if-none-match": "IfNoneMatch", "s3:if-match": "IfMatch"},
 }
+#: S3's ``s3:ObjectCreationOperation`` per operation: the multipart parts (CreateMultipartUpload,
+#: UploadPart, UploadPartCopy) take no conditional header and are not object creations in a
+#: bucket policy's sense ("Enforce conditional writes on Amazon S3 buckets", S3 User Guide).
+OBJECT_CREATION = {
+    "s3:PutObject": "true",
+    "s3:CopyObject": "true",
+    "s3:CompleteMultipartUpload": "true",
+    "s3:CreateMultipartUpload": "false",
+    "s3:UploadPart": "false",
+    "s3:UploadPartCopy": "false",
+}
+
+
+def _s3_context(operation: str, action: str) -> dict[str, str]:
+    """What IAM knows of every S3 request: over TLS (botocore's endpoints are HTTPS; the
+    buckets deny aws:SecureTransport false), and whether a write creates the object."""
+    if not action.startswith("s3:"):
+        return {}
+    context = {"aws:SecureTransport": "true"}
+    if action == "s3:PutObject" and operation in OBJECT_CREATION:
+        context["s3:ObjectCreationOperation"] = OBJECT_CREATION[operation]
+    return context
+
+
 #: Reference placeholders filled from request parameters of another name.
 PARAMETER_FOR = {
     "BucketName": "Bucket",
@@ -279,7 +304,7 @@ def _requests(
         key: params[param]
         for key, param in CONTEXT_FROM_PARAMETERS.get(name, {}).items()
         if param in params
-    }
+    } | _s3_context(call.operation, name)
     targets = action.required or tuple(t for t in action.resource_types if _fill(d, t.arn, params))
     arns: list[str] = [] if targets else ["*"]
     for rt in targets:

@@ -145,11 +145,20 @@ class Deployment:
 
     def resource_policy(self, arn: str) -> str | None:
         """The resource policy a template gives the resource ``arn`` names (a KMS key's key
-        policy), as JSON; None where it gives none."""
+        policy; a bucket's policy, for the bucket and its objects), as JSON; None where it
+        gives none."""
+        bucket = arn.split(":::", 1)[1].split("/", 1)[0] if ":s3:::" in arn else None
         for ref, resource in self.resources():
+            props = resource.get("Properties", {})
             if resource["Type"] == "AWS::KMS::Key" and self.arn(ref) == arn:
-                policy = resource.get("Properties", {}).get("KeyPolicy")
+                policy = props.get("KeyPolicy")
                 return json.dumps(self.render_document(ref.stack, policy)) if policy else None
+            if (
+                bucket is not None
+                and resource["Type"] == "AWS::S3::BucketPolicy"
+                and self.render(ref.stack, props.get("Bucket")) == bucket
+            ):
+                return json.dumps(self.render_document(ref.stack, props["PolicyDocument"]))
         return None
 
     def output(self, stack: str, key: str) -> str | None:
