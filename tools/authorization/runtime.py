@@ -224,6 +224,31 @@ def documented(
             "sagemaker:UpdateEndpointWeightsAndCapacities",
         ):
             yield needed, arn, "Application Auto Scaling guide (target service permissions)"
+    if (
+        action
+        in (
+            "application-autoscaling:PutScalingPolicy",
+            "application-autoscaling:DeregisterScalableTarget",
+        )
+        and params.get("ServiceNamespace") == "sagemaker"
+        and (
+            action.endswith("DeregisterScalableTarget")
+            or params.get("PolicyType") == "TargetTrackingScaling"
+        )
+    ):
+        # Target tracking creates its alarms, "TargetTracking-<resource id>-AlarmHigh-<uuid>"
+        # (and AlarmLow), and deletes them with the policy or the target, with the caller's
+        # cloudwatch permissions (Application Auto Scaling guide, "Permissions required for API
+        # actions on target services and CloudWatch"; the execution role's check does the same).
+        alarm = (
+            f"arn:{d.partition}:cloudwatch:{d.region}:{d.account}:alarm:TargetTracking-"
+            f"{params['ResourceId']}-AlarmHigh-1234abcd-12ab-34cd-56ef-1234567890ab"
+        )
+        alarm_actions = ["cloudwatch:DescribeAlarms", "cloudwatch:DeleteAlarms"]
+        if action.endswith("PutScalingPolicy"):
+            alarm_actions.append("cloudwatch:PutMetricAlarm")
+        for cloudwatch in alarm_actions:
+            yield cloudwatch, alarm, "Application Auto Scaling guide (CloudWatch permissions)"
 
 
 #: The KMS actions S3 asks of the caller, with the caller's permissions, for an object in a
