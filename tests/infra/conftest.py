@@ -16,10 +16,21 @@ from aws_cdk.assertions import Template
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config, parse_config
 from stacks.app_builder import build_stacks, cdk_json_context
+from tests.infra.aws_calls import AWS_CALLS
 from typed_config import ConfigError, DeploymentConfig
 from typed_config.error_report import item_path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every AWS call the release tools make in this suite, recorded for
+    test_zz_authorization.py (tests/infra/aws_calls.py)."""
+    AWS_CALLS.install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    AWS_CALLS.uninstall()
 
 
 def load_env(env: str) -> DeploymentConfig:

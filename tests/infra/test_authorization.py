@@ -113,3 +113,36 @@ def test_a_kms_key_is_judged_with_its_key_policy() -> None:
 def test_an_action_the_reference_does_not_know_is_reported() -> None:
     assert not aws_iam.describe(["sagemaker:NoSuchAction"])["sagemaker:NoSuchAction"].exists
     assert aws_iam.data_version().startswith("0.")
+
+
+def test_a_call_made_in_a_worker_thread_is_the_submitting_codes() -> None:
+    """S3's managed transfers make their requests in a thread pool: the Recorder gives each to
+    the principal whose code submitted the work."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from tools.authorization.recorder import Recorder
+
+    recorder = Recorder({f"{__file__}:_submitter": "submitter"})
+    s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="t",
+                      aws_secret_access_key="t")  # fmt: skip
+    recorder.install()
+    try:
+        with Stubber(s3) as stub:
+            stub.add_response("head_bucket", {}, {"Bucket": "b"})
+            stub.add_response("head_bucket", {}, {"Bucket": "b"})
+            _submitter(s3)
+            with ThreadPoolExecutor(1) as pool:  # submitted by this test: nobody's
+                pool.submit(s3.head_bucket, Bucket="b").result()
+    finally:
+        recorder.uninstall()
+    assert [(c.principal, c.operation) for c in recorder.calls] == [("submitter", "s3:HeadBucket")]
+
+
+def _submitter(s3: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(s3.head_bucket, Bucket="b").result()

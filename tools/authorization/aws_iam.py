@@ -146,7 +146,10 @@ def simulate(
                     "action": r.action,
                     "resource": r.resource,
                     "account": account,
-                    "context": dict(r.context),
+                    # IAM puts the resource owner's account in every request's context
+                    # (aws:ResourceAccount, IAM User Guide, "AWS global condition context
+                    # keys"); every resource judged here is the deployment's account's.
+                    "context": {"aws:ResourceAccount": account, **dict(r.context)},
                     "resourcePolicy": json.loads(r.resource_policy) if r.resource_policy else None,
                 }
                 for r in requests

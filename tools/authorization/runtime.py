@@ -24,14 +24,46 @@ from .templates import Deployment, Ref
 #: (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html and API_HeadObject).
 OPERATION_ACTIONS: dict[str, tuple[str, ...]] = {
     "s3:ListObjectsV2": ("s3:ListBucket",),
+    "s3:ListObjects": ("s3:ListBucket",),
     "s3:HeadObject": ("s3:GetObject",),
     "s3:HeadBucket": ("s3:ListBucket",),
+    # A multipart upload's parts are the object's PutObject (S3 API reference,
+    # CreateMultipartUpload, UploadPart, CompleteMultipartUpload: "Permissions").
+    "s3:CreateMultipartUpload": ("s3:PutObject",),
+    "s3:UploadPart": ("s3:PutObject",),
+    "s3:CompleteMultipartUpload": ("s3:PutObject",),
+    # A copy reads the source and writes the destination (S3 API reference, CopyObject and
+    # UploadPartCopy, "Permissions"): the source from CopySource (:data:`PARAMETERS_OF`).
+    "s3:CopyObject": ("s3:GetObject", "s3:PutObject"),
+    "s3:UploadPartCopy": ("s3:GetObject", "s3:PutObject"),
+    # Lambda's Invoke operation is authorized as lambda:InvokeFunction (Lambda API reference).
+    "lambda:Invoke": ("lambda:InvokeFunction",),
     # The API reference names sagemaker:InvokeEndpoint; the Service Authorization Reference
     # lists an action of its own: both must be allowed (stacks/constructs/endpoint_ref.py).
     "sagemaker:InvokeEndpointWithResponseStream": (
         "sagemaker:InvokeEndpoint",
         "sagemaker:InvokeEndpointWithResponseStream",
     ),
+}
+#: Operations that need no permission: "No permissions are required to perform this operation"
+#: (STS API reference, GetCallerIdentity).
+NO_PERMISSION = frozenset({"sts:GetCallerIdentity"})
+
+
+def _copy_source(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy's source object as GetObject's parameters (CopySource: ``bucket/key`` or a dict)."""
+    source = params.get("CopySource")
+    if isinstance(source, dict):
+        return {"Bucket": source.get("Bucket"), "Key": source.get("Key")}
+    bucket, _, key = str(source).lstrip("/").partition("/")
+    return {"Bucket": bucket, "Key": key.split("?versionId=")[0]}
+
+
+#: ``(operation, action)`` -> the parameters that name the action's resource, where they are
+#: not the request's own.
+PARAMETERS_OF = {
+    ("s3:CopyObject", "s3:GetObject"): _copy_source,
+    ("s3:UploadPartCopy", "s3:GetObject"): _copy_source,
 }
 #: Request context keys IAM takes from a request's parameters (each service's condition keys
 #: in the Service Authorization Reference).
@@ -41,9 +73,46 @@ CONTEXT_FROM_PARAMETERS: dict[str, dict[str, str]] = {
         "application-autoscaling:scalable-dimension": "ScalableDimension",
     },
     "s3:ListBucket": {"s3:prefix": "Prefix"},
+    "cloudwatch:PutMetricData": {"cloudwatch:namespace": "Namespace"},
+    "s3:PutObject": {"s3:if-none-match": "IfNoneMatch", "s3:if-match": "IfMatch"},
 }
+#: S3's ``s3:ObjectCreationOperation`` per operation: the multipart parts (CreateMultipartUpload,
+#: UploadPart, UploadPartCopy) take no conditional header and are not object creations in a
+#: bucket policy's sense ("Enforce conditional writes on Amazon S3 buckets", S3 User Guide).
+OBJECT_CREATION = {
+    "s3:PutObject": "true",
+    "s3:CopyObject": "true",
+    "s3:CompleteMultipartUpload": "true",
+    "s3:CreateMultipartUpload": "false",
+    "s3:UploadPart": "false",
+    "s3:UploadPartCopy": "false",
+}
+
+
+def _s3_context(operation: str, action: str) -> dict[str, str]:
+    """What IAM knows of every S3 request: over TLS (botocore's endpoints are HTTPS; the
+    buckets deny aws:SecureTransport false), and whether a write creates the object."""
+    if not action.startswith("s3:"):
+        return {}
+    context = {"aws:SecureTransport": "true"}
+    if action == "s3:PutObject" and operation in OBJECT_CREATION:
+        context["s3:ObjectCreationOperation"] = OBJECT_CREATION[operation]
+    return context
+
+
 #: Reference placeholders filled from request parameters of another name.
-PARAMETER_FOR = {"BucketName": "Bucket", "ObjectName": "Key"}
+PARAMETER_FOR = {
+    "BucketName": "Bucket",
+    "ObjectName": "Key",
+    "RoleNameWithPath": "RoleName",
+    "ParameterNameWithoutLeadingSlash": "Name",
+}
+#: Placeholders AWS fills with an id it generates (a stack's id): one of the id's form, as the
+#: product's policies cannot know it either.
+GENERATED = {"Id": "0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"}
+#: What AWS appends to a name in the resource's ARN: a Secrets Manager secret's ARN ends in "-"
+#: and six random characters (Secrets Manager User Guide, "Secret ARN").
+NAME_SUFFIX = {"secretsmanager": "-AbCdEf"}
 _PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
 
 
@@ -80,7 +149,9 @@ def _strings(value: Any) -> Iterator[str]:
 def _fill(d: Deployment, arn_format: str, params: Mapping[str, Any]) -> list[str]:
     """The ARNs ``arn_format`` takes from the request's parameters: every placeholder filled
     from the parameter of its name (or its list, ``AlarmNames``), else none."""
-    fixed = {"Partition": d.partition, "Region": d.region, "Account": d.account}
+    fixed = {"Partition": d.partition, "Region": d.region, "Account": d.account, **GENERATED}
+    lowered = {k.lower(): v for k, v in params.items()}
+    service = arn_format.split(":")[2]
     arns = [arn_format]
     for name in dict.fromkeys(_PLACEHOLDER.findall(arn_format)):
         if name in fixed:
@@ -88,9 +159,15 @@ def _fill(d: Deployment, arn_format: str, params: Mapping[str, Any]) -> list[str
         else:
             key = PARAMETER_FOR.get(name, name)
             given = params.get(key, params.get(f"{key}s"))
-            if given is None:
-                return []
+            if given is None:  # botocore's camelCase members (ECR, Logs, Bedrock)
+                given = lowered.get(key.lower(), lowered.get(f"{key.lower()}s"))
+            if given is None or (isinstance(given, str) and given.startswith("arn:")):
+                return []  # an ARN given whole is matched as one (``_requests``)
             values = given if isinstance(given, list) else [given]
+            if name == "ParameterNameWithoutLeadingSlash":
+                values = [str(v).lstrip("/") for v in values]
+            if name.startswith("Secret"):
+                values = [f"{v}{NAME_SUFFIX[service]}" for v in values]
         arns = [a.replace("${" + name + "}", str(v)) for a in arns for v in values]
     return [a.lower() if ":sagemaker:" in a else a for a in arns]
 
@@ -106,6 +183,28 @@ def _config_keys(params: Mapping[str, Any]) -> list[str]:
     """The KMS key ARNs an endpoint config names (``KmsKeyId``, ``DataCaptureConfig.KmsKeyId``)."""
     named = [params.get("KmsKeyId"), (params.get("DataCaptureConfig") or {}).get("KmsKeyId")]
     return [k for k in named if isinstance(k, str) and k.startswith("arn:")]
+
+
+#: Requests that pass a role to a service: the parameter that names it and the service
+#: (``iam:PassedToService``). "CreateTrainingJob: iam:PassRole" (SageMaker API permissions
+#: reference, https://docs.aws.amazon.com/sagemaker/latest/dg/api-permissions-reference.html);
+#: passing a role to any service needs iam:PassRole on it (IAM User Guide, "Grant a user
+#: permissions to pass a role to an AWS service").
+PASSES_ROLE = {
+    "sagemaker:CreateTrainingJob": ("RoleArn", "sagemaker.amazonaws.com"),
+    "bedrock:CreateModelImportJob": ("roleArn", "bedrock.amazonaws.com"),
+}
+
+
+def passed_role(
+    action: str, params: Mapping[str, Any]
+) -> Iterator[tuple[str, str, str, tuple[tuple[str, Any], ...]]]:
+    """``(iam:PassRole, role ARN, source, context)`` for a request that passes a role."""
+    if action in PASSES_ROLE:
+        param, service = PASSES_ROLE[action]
+        if params.get(param):
+            yield ("iam:PassRole", str(params[param]), f"{action} passes {param}",
+                   (("iam:PassedToService", service),))  # fmt: skip
 
 
 def documented(
@@ -150,6 +249,78 @@ def documented(
             "sagemaker:UpdateEndpointWeightsAndCapacities",
         ):
             yield needed, arn, "Application Auto Scaling guide (target service permissions)"
+    if (
+        action
+        in (
+            "application-autoscaling:PutScalingPolicy",
+            "application-autoscaling:DeregisterScalableTarget",
+        )
+        and params.get("ServiceNamespace") == "sagemaker"
+        and (
+            action.endswith("DeregisterScalableTarget")
+            or params.get("PolicyType") == "TargetTrackingScaling"
+        )
+    ):
+        # Target tracking creates its alarms, "TargetTracking-<resource id>-AlarmHigh-<uuid>"
+        # (and AlarmLow), and deletes them with the policy or the target, with the caller's
+        # cloudwatch permissions (Application Auto Scaling guide, "Permissions required for API
+        # actions on target services and CloudWatch"; the execution role's check does the same).
+        alarm = (
+            f"arn:{d.partition}:cloudwatch:{d.region}:{d.account}:alarm:TargetTracking-"
+            f"{params['ResourceId']}-AlarmHigh-1234abcd-12ab-34cd-56ef-1234567890ab"
+        )
+        alarm_actions = ["cloudwatch:DescribeAlarms", "cloudwatch:DeleteAlarms"]
+        if action.endswith("PutScalingPolicy"):
+            alarm_actions.append("cloudwatch:PutMetricAlarm")
+        for cloudwatch in alarm_actions:
+            yield cloudwatch, alarm, "Application Auto Scaling guide (CloudWatch permissions)"
+
+
+#: The KMS actions S3 asks of the caller, with the caller's permissions, for an object in a
+#: bucket encrypted with a KMS key (SSE-KMS): "To upload or download an object encrypted with an
+#: AWS KMS key ... you need kms:GenerateDataKey and kms:Decrypt permissions on the key" (download:
+#: Decrypt; a single upload: GenerateDataKey; a multipart upload both: Amazon S3 User Guide,
+#: "Using server-side encryption with AWS KMS keys (SSE-KMS)" and "Multipart upload API and
+#: permissions"). S3 makes them, so ``kms:ViaService`` is S3's (AWS KMS Developer Guide).
+S3_KMS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("s3:GetObject", "s3:GetObject"): ("kms:Decrypt",),
+    ("s3:CopyObject", "s3:GetObject"): ("kms:Decrypt",),
+    ("s3:UploadPartCopy", "s3:GetObject"): ("kms:Decrypt",),
+    ("s3:PutObject", "s3:PutObject"): ("kms:GenerateDataKey",),
+    ("s3:CopyObject", "s3:PutObject"): ("kms:GenerateDataKey",),
+    ("s3:CreateMultipartUpload", "s3:PutObject"): ("kms:GenerateDataKey", "kms:Decrypt"),
+    ("s3:UploadPart", "s3:PutObject"): ("kms:GenerateDataKey", "kms:Decrypt"),
+    ("s3:UploadPartCopy", "s3:PutObject"): ("kms:GenerateDataKey", "kms:Decrypt"),
+    ("s3:CompleteMultipartUpload", "s3:PutObject"): ("kms:GenerateDataKey", "kms:Decrypt"),
+}
+
+
+def bucket_key(d: Deployment, bucket: str) -> Ref | None:
+    """The KMS key a bucket of the deployment encrypts its objects with, or None."""
+    for ref, resource in d.resources():
+        if resource["Type"] != "AWS::S3::Bucket" or d.name(ref) != bucket:
+            continue
+        encryption = resource.get("Properties", {}).get("BucketEncryption", {})
+        for rule in encryption.get("ServerSideEncryptionConfiguration", []):
+            default = rule.get("ServerSideEncryptionByDefault", {})
+            keys = d.references(ref.stack, default.get("KMSMasterKeyID"))
+            if keys:
+                return next(iter(keys))
+    return None
+
+
+def s3_kms(
+    d: Deployment, operation: str, action: str, params: Mapping[str, Any]
+) -> Iterator[tuple[str, str, str, tuple[tuple[str, Any], ...]]]:
+    """``(action, key ARN, source, context)``: what S3 asks of KMS for this request
+    (:data:`S3_KMS`)."""
+    needed = S3_KMS.get((operation, action), ())
+    key = bucket_key(d, str(params.get("Bucket"))) if needed else None
+    if key is None:
+        return
+    via = (("kms:ViaService", f"s3.{d.region}.amazonaws.com"),)
+    for kms in needed:
+        yield kms, d.arn(key) or "", "S3 User Guide, SSE-KMS permissions", via
 
 
 def requests(
@@ -166,9 +337,14 @@ def requests(
         for p in [translate(c.parameters, names)]
     }
     for call in dict.fromkeys(calls):
+        if call.operation in NO_PERMISSION:
+            continue
         params = translate(call.parameters, names)
         for name in OPERATION_ACTIONS.get(call.operation, (call.operation,)):
-            found, missing = _requests(d, call, name, actions[name], params, created)
+            of = PARAMETERS_OF.get((call.operation, name))
+            found, missing = _requests(
+                d, call, name, actions[name], of(params) if of else params, created
+            )
             out += found
             unresolved += missing
     return out, unresolved
@@ -191,7 +367,7 @@ def _requests(
         key: params[param]
         for key, param in CONTEXT_FROM_PARAMETERS.get(name, {}).items()
         if param in params
-    }
+    } | _s3_context(call.operation, name)
     targets = action.required or tuple(t for t in action.resource_types if _fill(d, t.arn, params))
     arns: list[str] = [] if targets else ["*"]
     for rt in targets:
@@ -208,6 +384,10 @@ def _requests(
                            d.resource_policy(arn)))  # fmt: skip
     for needed, arn, source in documented(d, name, params, created):
         out.append(Request(call.principal, needed, arn, f"{why}: {source}", (),
+                           d.resource_policy(arn)))  # fmt: skip
+    for needed, arn, source, via in [*s3_kms(d, call.operation, name, params),
+                                     *passed_role(name, params)]:  # fmt: skip
+        out.append(Request(call.principal, needed, arn, f"{why}: {source}", via,
                            d.resource_policy(arn)))  # fmt: skip
     return out, unresolved
 

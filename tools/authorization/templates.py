@@ -137,7 +137,7 @@ class Deployment:
         if isinstance(value, list):
             return [self.render_document(stack, v) for v in value]
         if isinstance(value, dict):
-            if {"Ref", "Fn::Join", "Fn::GetAtt"} & set(value):
+            if {"Ref", "Fn::Join", "Fn::GetAtt", "Fn::ImportValue"} & set(value):
                 text = self.render(stack, value)
                 return value if text is None else text
             return {k: self.render_document(stack, v) for k, v in value.items()}
@@ -145,12 +145,26 @@ class Deployment:
 
     def resource_policy(self, arn: str) -> str | None:
         """The resource policy a template gives the resource ``arn`` names (a KMS key's key
-        policy), as JSON; None where it gives none."""
+        policy; a bucket's policy, for the bucket and its objects), as JSON; None where it
+        gives none."""
+        bucket = arn.split(":::", 1)[1].split("/", 1)[0] if ":s3:::" in arn else None
         for ref, resource in self.resources():
+            props = resource.get("Properties", {})
             if resource["Type"] == "AWS::KMS::Key" and self.arn(ref) == arn:
-                policy = resource.get("Properties", {}).get("KeyPolicy")
+                policy = props.get("KeyPolicy")
                 return json.dumps(self.render_document(ref.stack, policy)) if policy else None
+            if (
+                bucket is not None
+                and resource["Type"] == "AWS::S3::BucketPolicy"
+                and self.render(ref.stack, props.get("Bucket")) == bucket
+            ):
+                return json.dumps(self.render_document(ref.stack, props["PolicyDocument"]))
         return None
+
+    def output(self, stack: str, key: str) -> str | None:
+        """The stack's output ``key`` as AWS will give it (DescribeStacks' OutputValue)."""
+        output = self.templates[stack].get("Outputs", {}).get(key)
+        return None if output is None else self.render(stack, output["Value"])
 
     def render(self, stack: str, value: Any) -> str | None:
         """A template value as the string AWS gets; None where it depends on what AWS returns
@@ -181,6 +195,15 @@ class Deployment:
             if self.templates[stack]["Resources"].get(lid, {}).get("Type") not in SAR_TYPES:
                 return None
             return self.arn(ref) if attribute == "Arn" else self.name(ref)
+        if "Fn::ImportValue" in value:
+            # Another stack's export of this deployment (CloudFormation, Fn::ImportValue).
+            name = self.render(stack, value["Fn::ImportValue"])
+            for other, template in self.templates.items():
+                for output in template.get("Outputs", {}).values():
+                    exported = output.get("Export", {}).get("Name")
+                    if exported is not None and self.render(other, exported) == name:
+                        return self.render(other, output["Value"])
+            return None
         if "Fn::Join" in value:
             sep, parts = value["Fn::Join"]
             rendered = [self.render(stack, p) for p in parts]
