@@ -171,16 +171,25 @@ class Runtime:
         return "OK"
 
     def flush(self) -> None:
-        """The captured lines written, one object per variant, at the world's clock."""
+        """The captured lines written, one object per variant, at the world's clock: into moto's
+        S3 backend, as SageMaker writes them (not a call of the controller's, which a client
+        call made inside its DescribeEndpoint would be recorded as)."""
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
         with self._lock:
             pending, self._lines = self._lines, {"primary": [], "shadow": []}
-        now = datetime.fromtimestamp(self.world.clock.now, UTC).replace(tzinfo=None)
-        with mock.patch("moto.s3.models.utcnow", lambda: now):
+        now = datetime.fromtimestamp(self.world.clock.now, UTC)
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+        with mock.patch("moto.s3.models.utcnow", lambda: now.replace(tzinfo=None)):
             for variant, lines in pending.items():
-                if lines:
-                    self._flushes += 1
-                    put_capture(self.world, variant, [], key=f"probes-{self._flushes}.jsonl",
-                                body="\n".join(lines) + "\n")  # fmt: skip
+                if not lines:
+                    continue
+                self._flushes += 1
+                bucket, prefix = capture.variant_prefix(CAPTURE_URI, ENDPOINT, variant)
+                (hour,) = capture.hour_prefixes(prefix, int(now.timestamp()), int(now.timestamp()))
+                body = ("\n".join(lines) + "\n").encode()
+                backend.put_object(bucket, f"{hour}probes-{self._flushes}.jsonl", body)
 
 
 def _completion(text: str) -> dict[str, Any]:

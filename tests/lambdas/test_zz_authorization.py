@@ -106,3 +106,19 @@ def test_moving_to_the_shadow_config_needs_a_grant_on_its_key() -> None:
         ("canary controller", "kms:CreateGrant"),
         ("canary controller", "kms:DescribeKey"),
     }
+
+
+def test_the_stage_probes_need_the_invoke_grant() -> None:
+    """Issue 41, item 4: the shadow stage's probes call InvokeEndpoint and
+    InvokeEndpointWithResponseStream on the endpoint; without the controller's StageProbes
+    statement the check names both actions."""
+    d = prod()
+    requests, _ = runtime.requests(d, recorded(), world_to_prod(d))
+    stripped = policies(d)
+    for doc in stripped["canary controller"]:
+        doc["Statement"] = [s for s in doc["Statement"] if s.get("Sid") != "StageProbes"]
+    denied = denials(requests, stripped, ACCOUNT)
+    assert {(x.request.principal, x.request.action) for x in denied} == {
+        ("canary controller", "sagemaker:InvokeEndpoint"),
+        ("canary controller", "sagemaker:InvokeEndpointWithResponseStream"),
+    }
