@@ -2,7 +2,9 @@
 shadow -> comparison pass -> canary steps -> COMPLETED; a failing comparison ends the release in
 the stage with no canary weight ever set; data that cannot be read holds, never passes; a stage
 past max_minutes ends FAILED; a tick that dies between UpdateEndpoint and its record is
-recognised by the next one from its intent."""
+recognised by the next one from its intent; the stage's ground, its probes included (a kind never
+copied to the shadow, a streamed probe refused, a runtime that does not answer), ends it early
+naming what is missing."""
 
 from __future__ import annotations
 
