@@ -33,6 +33,13 @@ OpenAI-compatible chat completions, whole or streamed as server-sent events):
 A line that is not what data capture writes (not JSON, no ``captureData``, an input that is not
 a JSON object) raises :class:`CaptureError`: the comparison cannot read its data, which holds the
 stage (never a pass).
+
+The stage's own probes (``probes``) are captured like any request: :func:`probe_id` finds them
+(``eventMetadata.inferenceId``, the ``inferenceId`` data capture records for a caller's
+InferenceId: developer guide, "Ingest Ground Truth labels and merge them with predictions",
+https://docs.aws.amazon.com/sagemaker/latest/dg/model-monitor-model-quality-merge.html; or the
+id in the captured request body), :func:`probes_found` lists them for the ground check, and the
+comparison leaves them out (:func:`parse_object`).
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ from .shadow_compare import Answer, capture_minute
 
 #: The adapter of a request whose body names none (the container's DEFAULT_ADAPTER answers it).
 DEFAULT_ADAPTER_NAME = "(default)"
+#: How every probe's InferenceId begins (``probes.probe_ids``).
+PROBE_PREFIX = "shadow-stage-probe-"
 #: The most objects one comparison reads per variant: a bound on the tick's time (the Lambda has
 #: 60 s); a stage with more captured than this compares the newest (its figures say how many).
 MAX_OBJECTS_PER_VARIANT = 400
@@ -185,11 +194,41 @@ def parse_line(line: str) -> Answer:
     )
 
 
+def probe_id(line: str) -> str | None:
+    """The stage probe one captured line records (module docstring), else None: the
+    ``inferenceId`` of its ``eventMetadata``, or the id in its request body. A line without the
+    probe prefix is not parsed at all."""
+    if PROBE_PREFIX not in line:
+        return None
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    metadata = record.get("eventMetadata") if isinstance(record, dict) else None
+    marked = metadata.get("inferenceId") if isinstance(metadata, dict) else None
+    if isinstance(marked, str) and marked.startswith(PROBE_PREFIX):
+        return marked
+    capture = record.get("captureData") if isinstance(record, dict) else None
+    part = capture.get("endpointInput") if isinstance(capture, dict) else None
+    try:
+        text = _decoded(part, "endpointInput") if isinstance(part, dict) else ""
+    except CaptureError:
+        return None
+    at = text.find(PROBE_PREFIX)
+    if at < 0:
+        return None
+    end = at + len(PROBE_PREFIX)
+    while end < len(text) and (text[end].isalnum() or text[end] == "-"):
+        end += 1
+    return text[at:end]
+
+
 def parse_object(body: str, key: str) -> list[Answer]:
-    """Every line of one captured object; an unreadable line names the object and the line."""
+    """Every line of one captured object but the stage's probes (:func:`probe_id`); an
+    unreadable line names the object and the line."""
     answers = []
     for number, line in enumerate(body.splitlines(), start=1):
-        if not line.strip():
+        if not line.strip() or probe_id(line) is not None:
             continue
         try:
             answers.append(parse_line(line))
@@ -247,6 +286,32 @@ def objects_written(
     return sum(1 for _ in _listed(s3, bucket, prefix, start, end))
 
 
+def probes_found(
+    s3: Any, destination: str, endpoint: str, variant: str, start: int, end: int,
+    wanted: set[str],
+) -> tuple[set[str], int]:  # fmt: skip
+    """Which of the probes ``wanted`` the captured objects of ``variant`` in the hour partitions
+    of ``[start, end]`` record, and how many objects were read: those last modified at ``start``
+    or later (the probes were sent then), oldest first, at most :data:`MAX_OBJECTS_PER_VARIANT`,
+    stopping once all are found. S3 errors raise."""
+    bucket, prefix = variant_prefix(destination, endpoint, variant)
+    listed = [o for o in _listed(s3, bucket, prefix, start, end)
+              if o["LastModified"].timestamp() >= start]  # fmt: skip
+    listed.sort(key=lambda o: (o["LastModified"], o["Key"]))
+    found: set[str] = set()
+    read = 0
+    for o in listed[:MAX_OBJECTS_PER_VARIANT]:
+        if found >= wanted:
+            break
+        text = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read().decode("utf-8")
+        read += 1
+        for line in text.splitlines():
+            marked = probe_id(line)
+            if marked in wanted:
+                found.add(marked)
+    return found, read
+
+
 def _listed(s3: Any, bucket: str, prefix: str, start: int, end: int) -> Iterator[dict[str, Any]]:
     for hour in hour_prefixes(prefix, start, end):
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=hour):
@@ -254,8 +319,9 @@ def _listed(s3: Any, bucket: str, prefix: str, start: int, end: int) -> Iterator
 
 
 def capture_line(
-    request: dict[str, Any], response: dict[str, Any] | str | None, *, at: str = ""
-) -> str:
+    request: dict[str, Any], response: dict[str, Any] | str | None, *, at: str = "",
+    inference_id: str | None = None,
+) -> str:  # fmt: skip
     """One line as data capture writes it (JSON encoding): the tests' and the rehearsal's writer,
     the inverse of :func:`parse_line`."""
     capture: dict[str, Any] = {
@@ -273,9 +339,8 @@ def capture_line(
             "data": response if isinstance(response, str) else json.dumps(response),
             "encoding": "JSON",
         }
-    return json.dumps(
-        {"captureData": capture, "eventMetadata": {"inferenceTime": at}, "eventVersion": "0"}
-    )
+    metadata = {"inferenceTime": at, **({"inferenceId": inference_id} if inference_id else {})}
+    return json.dumps({"captureData": capture, "eventMetadata": metadata, "eventVersion": "0"})
 
 
 def lines(answers: Iterable[Answer]) -> str:

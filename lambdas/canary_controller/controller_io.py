@@ -28,7 +28,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import aws, capture, store
+from . import aws, capture, probes, store
 from . import rules as r
 from .names import RolloutStatus
 from .settings import Settings, StartFailed
@@ -74,6 +74,10 @@ class ControllerIO:
         self.sfn = clients.get("stepfunctions") or boto3.client("stepfunctions")
         self.aas = clients.get("application-autoscaling") or boto3.client("application-autoscaling")
         self.s3 = clients.get("s3") or boto3.client("s3")
+        #: The shadow stage's probes (``probes``): no retries, short timeouts.
+        self.runtime = clients.get("sagemaker-runtime") or boto3.client(
+            "sagemaker-runtime", config=probes.RUNTIME_CONFIG
+        )
         ddb = clients.get("dynamodb") or boto3.resource("dynamodb")
         self.table = ddb.Table(settings.table_name)
         #: The shadow config's shadow count (its peak size) by config name, once read
@@ -177,7 +181,9 @@ class ControllerIO:
             print(f"GetMetricData failed: {aws.describe_error(exc)}")
             return r.Evidence(0.0, 0.0, 0.0, 0.0, error=aws.describe_error(exc))
 
-    def shadow_ground(self, start: int, end: int) -> Ground:
+    def shadow_ground(
+        self, start: int, end: int, probes_sent_at: int | None = None, probes_said: str = ""
+    ) -> Ground:
         """What the shadow stage stands on over ``[start, end]`` (``shadow_stage``): data
         capture's status (DescribeEndpoint ``DataCaptureConfig``: ``CaptureStatus`` Started or
         Stopped, "whether data capture is currently functional", API reference,
@@ -186,8 +192,10 @@ class ControllerIO:
         service (DescribeEndpoint ``ShadowProductionVariants``), capture objects of both variants
         (``capture.objects_written``), and both variants' Invocations and Invocation5XXErrors
         (CloudWatch, ``aws.invocation_sums``: the error rate per variant, which capture alone
-        does not give: an error answer may not be captured). A read that fails is missing too,
-        named with its error."""
+        does not give: an error answer may not be captured), and the stage's probes
+        (:meth:`_probe_ground`: sent when ``probes_sent_at`` is None, else looked for in both
+        variants' capture; ``probes_said``: what became of them when sent). A read that fails is
+        missing too, named with its error."""
         shadow = self.s.shadow
         assert shadow is not None
         ep, variants = self.s.endpoint_name, (self.s.primary_variant, shadow.shadow_variant)
@@ -223,14 +231,74 @@ class ControllerIO:
             sums = aws.invocation_sums(self.cw, ep, variants, start, end)
         except aws.AWS_ERRORS as exc:
             missing.append(f"CloudWatch invocations unread ({aws.describe_error(exc)})")
-            return Ground(tuple(missing), ", ".join(seen))
-        for variant in variants:
+            sums = {}
+        for variant in variants if sums else ():
             calls, errors = sums[(variant, "Invocations")], sums[(variant, "Invocation5XXErrors")]
             if calls > 0:
                 seen.append(f"{variant} {calls:g} invocations, 5XX {100 * errors / calls:.3g} %")
             else:
                 missing.append(f"no CloudWatch Invocations of {variant} yet")
+        if probes_sent_at is None:
+            return self._send_probes(end, missing, seen)
+        self._probe_ground(probes_sent_at, end, missing, seen)
+        if missing and probes_said:
+            seen.append(f"probes sent: {probes_said}")
         return Ground(tuple(missing), ", ".join(seen))
+
+    def _probe_count(self) -> int:
+        shadow = self.s.shadow
+        assert shadow is not None
+        return probes.probe_count(shadow.sample_percent, shadow.capture_percent)
+
+    def _send_probes(self, now: int, missing: list[str], seen: list[str]) -> Ground:
+        """The stage's probes sent (``probes.send``), recorded with ``now`` (their ids derive
+        from it). A probe SageMaker or the model refused ends the stage at once: users' requests
+        of that kind are refused on the shadow config too."""
+        shadow = self.s.shadow
+        assert shadow is not None
+        n = self._probe_count()
+        ids = probes.probe_ids(self.s.endpoint_name, now, n)
+        sent = probes.send(self.runtime, self.s.endpoint_name, ids, clock=self.clock)
+        chance = probes.false_failure_chance(shadow.sample_percent, shadow.capture_percent, n)
+        said = f"{sent.summary(n)}; false-failure chance at most {chance:.2g}"
+        print(f"shadow stage probes: {said}")
+        refused = [
+            f"SageMaker refused {len(sent.refused[kind])} of {n} {kind} probes on the shadow "
+            f"config ({sent.refused[kind][0]}): users' {kind} requests are refused there too"
+            for kind in probes.KINDS
+            if sent.refused[kind]
+        ]
+        missing.append("probes sent now, not yet looked for in capture")
+        return Ground(
+            tuple(missing), ", ".join(seen), refused="; ".join(refused) or None,
+            record={"shadow_probes_sent_at": now, "shadow_probes": said},
+        )  # fmt: skip
+
+    def _probe_ground(self, sent_at: int, end: int, missing: list[str], seen: list[str]) -> None:
+        """Both kinds of probe sent at ``sent_at`` found in both variants' capture
+        (``capture.probes_found``): a kind none of whose probes a variant's capture holds is
+        missing, named."""
+        shadow = self.s.shadow
+        assert shadow is not None
+        ids = probes.probe_ids(self.s.endpoint_name, sent_at, self._probe_count())
+        wanted = {i for kind in probes.KINDS for i in ids[kind]}
+        for variant in (self.s.primary_variant, shadow.shadow_variant):
+            try:
+                found, read = capture.probes_found(
+                    self.s3, shadow.capture_uri, self.s.endpoint_name, variant, sent_at, end,
+                    wanted,
+                )  # fmt: skip
+            except aws.AWS_ERRORS as exc:
+                missing.append(f"{variant} probes unread ({aws.describe_error(exc)})")
+                continue
+            counts = {kind: len(found & set(ids[kind])) for kind in probes.KINDS}
+            seen.append(
+                f"{variant} capture holds {counts['whole']} whole and {counts['streamed']} "
+                f"streamed probes ({read} objects read)"
+            )
+            missing.extend(
+                f"no {kind} probe in the {variant}'s capture" for kind, n in counts.items() if not n
+            )
 
     def shadow_evidence(self, start: int, end: int) -> ShadowEvidence:
         """Both variants' captured answers over ``[start, end]`` compared per adapter

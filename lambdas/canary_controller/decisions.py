@@ -99,9 +99,14 @@ class DecisionApplier(ControllerIO):
                     "make canary-rollback after restoring it",
                 )
             entering = state.get("shadow_requested_at") is None
+            sent_at, said = state.get("shadow_probes_sent_at"), state.get("shadow_probes", "")
+
+            def ground(start: int, end: int) -> shadow_stage.Ground:
+                return self.shadow_ground(start, end, sent_at, said)
+
             return shadow_stage.decide(
                 state, obs, self.s.shadow, now, self.shadow_evidence, self.s.rules.check_seconds,
-                self._shadow_fleet() if entering else None, self.shadow_ground,
+                self._shadow_fleet() if entering else None, ground,
             )  # fmt: skip
         return r.decide(state, obs, self.s.rules, now, self.evidence)
 

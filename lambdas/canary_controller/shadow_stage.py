@@ -35,9 +35,12 @@ The loop, one decision per tick (``kind`` of ``rules.Decision``):
 - on the shadow config, InService: the stage's window opens (``shadow_entered_at``); then the
   stage checks its ground (:class:`Ground`, read by the controller each tick until it is all
   there, recorded once as ``shadow_ground``): data capture Started, capture objects written for
-  both variants, and CloudWatch's Invocations (with Invocation5XXErrors, the error rate per
-  variant) for both. What is still missing :data:`GROUND_SECONDS` after the window opened ends
-  the release FAILED at once, naming it (never a hold to ``max_minutes``). Then every
+  both variants, CloudWatch's Invocations (with Invocation5XXErrors, the error rate per
+  variant) for both, and the stage's probes, whole and streamed, found in the capture of both
+  variants (``probes``: sent on the first check, recorded as ``shadow_probes_sent_at`` and
+  ``shadow_probes``). What is still missing :data:`GROUND_SECONDS` after the window opened ends
+  the release FAILED, naming it (never a hold to ``max_minutes``); a probe SageMaker refuses
+  ends it at once. Then every
   ``compare_seconds`` the comparison runs (the captured answers per adapter, CloudWatch's
   ModelLatency at like loads, and CloudWatch's 5XX error rate per variant:
   :class:`CloudWatchErrors`) (``bake`` in between), its verdict and figures written
@@ -105,6 +108,8 @@ class ShadowRules:
     #: The canary's bounds and target tracking, which the controller registers and deregisters
     #: around the stage (``canary_scaling``); None: the canary has no autoscaling of its own.
     canary_scaling: CanaryScaling | None = None
+    #: Data capture's InitialSamplingPercentage (the probes' count: ``probes.probe_count``).
+    capture_percent: int = 100
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -139,6 +144,11 @@ class Ground:
 
     missing: tuple[str, ...]
     seen: str
+    #: What a refusal said that ends the stage at once (a probe SageMaker refused: users'
+    #: requests of its kind are refused too, ``probes``); None: nothing refused.
+    refused: str | None = None
+    #: What this check writes into the record whatever it finds (the probes sent, and when).
+    record: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -320,23 +330,33 @@ def decide(
 
 def _check_ground(found: Ground, waited: int, check_seconds: int) -> Decision:
     """The stage's ground (module docstring): recorded once all there; the release ended FAILED
-    if any of it is still missing :data:`GROUND_SECONDS` after the window opened."""
+    at once when a probe was refused, and when any of it is still missing
+    :data:`GROUND_SECONDS` after the window opened."""
+    record: RolloutState = cast(RolloutState, dict(found.record))
+    if found.refused is not None:
+        return _end_failed(
+            f"the shadow stage's ground: {found.refused} {waited}s after the shadow config went "
+            f"live (seen: {found.seen})",
+            record,
+        )
     if not found.missing:
         return Decision(
             "bake", f"shadow stage ground checked: {found.seen}", 1,
-            record={"shadow_ground": found.seen},
+            record={**record, "shadow_ground": found.seen},
         )  # fmt: skip
     missing = "; ".join(found.missing)
     if waited >= GROUND_SECONDS:
         return _end_failed(
             f"the shadow stage's ground is not there {waited}s after the shadow config went "
-            f"live: {missing} (seen: {found.seen})"
+            f"live: {missing} (seen: {found.seen})",
+            record,
         )
     left = GROUND_SECONDS - waited
     return Decision(
         "bake",
         f"shadow stage checks its ground: {missing}; the stage ends in {left}s without it",
         min(check_seconds, left),
+        record=record or None,
     )
 
 

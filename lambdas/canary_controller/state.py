@@ -141,3 +141,7 @@ class RolloutState(TypedDict, total=False):
     #: What the shadow stage stood on when it was checked (shadow_stage.Ground): capture, both
     #: variants' capture objects and CloudWatch invocations and error rates.
     shadow_ground: str
+    #: When the stage's probes were sent (their ids derive from it: ``probes.probe_ids``), and
+    #: what became of them (answered, refused, unanswered per kind).
+    shadow_probes_sent_at: int
+    shadow_probes: str

@@ -173,6 +173,7 @@ SUMMARY_KEYS = (
     "shadow_evidence",
     "shadow_fleet",
     "shadow_ground",
+    "shadow_probes",
     "history",
 )
 

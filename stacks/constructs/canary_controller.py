@@ -317,8 +317,10 @@ class CanaryController(Construct):
     ) -> None:
         """The shadow stage's moves and evidence: UpdateEndpoint on this endpoint, to the two
         configs of the stage only (the endpoint and the endpoint config are both resources of
-        UpdateEndpoint, as aws-cdk-lib's own SageMakerUpdateEndpoint task grants it), and the
-        capture of this endpoint (``ShadowStageConfig.grant_read``)."""
+        UpdateEndpoint, as aws-cdk-lib's own SageMakerUpdateEndpoint task grants it), the
+        capture of this endpoint (``ShadowStageConfig.grant_read``), and its probes
+        (InvokeEndpoint and InvokeEndpointWithResponseStream on this endpoint:
+        ``EndpointRef.grant_invoke``)."""
         endpoint.grant(self.role, "sagemaker:UpdateEndpoint", sid="StageMoves")
         # The shadow is sized when the stage starts, in a copy of the stack's shadow config the
         # controller creates (lambdas/canary_controller/aws.py, create_sized_config), named
@@ -355,6 +357,9 @@ class CanaryController(Construct):
             )
         )
         shadow.grant_read(self.role, endpoint.endpoint_name)
+        # The stage's probes, whole and streamed, on this endpoint only
+        # (lambdas/canary_controller/probes.py).
+        endpoint.grant_invoke(self.role, sid="StageProbes")
         if shadow.canary_scaling is not None:
             self._grant_canary_scaling(endpoint.endpoint_name)
 

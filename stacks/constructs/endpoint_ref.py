@@ -44,7 +44,7 @@ class EndpointRef:
             iam.PolicyStatement(sid=sid, actions=list(actions), resources=[self.endpoint_arn])
         )
 
-    def grant_invoke(self, grantee: iam.IGrantable) -> None:
+    def grant_invoke(self, grantee: iam.IGrantable, *, sid: str | None = None) -> None:
         """Invoke this endpoint, whole or streamed, and read its status (a caller checks it is
         InService first). AWS's two sources disagree on the streamed call: the SageMaker API
         reference says "your IAM permissions must allow the sagemaker:InvokeEndpoint action"
@@ -57,6 +57,7 @@ class EndpointRef:
             "sagemaker:DescribeEndpoint",
             "sagemaker:InvokeEndpoint",
             "sagemaker:InvokeEndpointWithResponseStream",
+            sid=sid,
         )
 
     def metric(

@@ -210,6 +210,7 @@ class ShadowStageConfig(Construct):
             stage_update_timeout_seconds=stage_update_timeout_seconds,
             thresholds=s.thresholds,
             canary_scaling=self.canary_scaling,
+            capture_percent=s.capture_percent,
         )
 
 

@@ -108,6 +108,14 @@ def test_the_controller_may_move_the_endpoint_between_the_two_configs_and_read_t
     assert by_sid["ShadowCaptureRead"]["Action"] == "s3:GetObject"
     assert by_sid["ShadowCaptureDecrypt"]["Action"] == "kms:Decrypt"
     assert by_sid["ShadowCaptureWrite"]["Action"] == "s3:PutObject"  # the execution role's
+    # the stage's probes: whole and streamed requests to this endpoint only
+    probes = by_sid["StageProbes"]
+    assert set(probes["Action"]) == {
+        "sagemaker:DescribeEndpoint",
+        "sagemaker:InvokeEndpoint",
+        "sagemaker:InvokeEndpointWithResponseStream",
+    }
+    assert json.dumps(probes["Resource"]).endswith(':endpoint/mangaassist-vllm-prod"]]}'), probes
 
 
 def test_the_controller_is_handed_the_stage(synthesized) -> None:
@@ -120,6 +128,7 @@ def test_the_controller_is_handed_the_stage(synthesized) -> None:
     ]
     text = json.dumps(env["SHADOW_STAGE"])
     for part in ('\\"shadow_variant\\":\\"shadow\\"', '\\"sample_percent\\":10',
+                 '\\"capture_percent\\":100',
                  '\\"max_seconds\\":172800', "EndpointConfigName"):  # fmt: skip
         assert part in text, text
 

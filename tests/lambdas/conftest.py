@@ -201,6 +201,8 @@ class World:
     state_machine_arn: str
     #: The shadow stage's ground as SageMaker and CloudWatch show it (shadow_world.Ground).
     shadow_ground: Any = None
+    #: SageMaker Runtime as the shadow stage's probes see it (shadow_world.Runtime).
+    runtime: Any = None
 
     def run(self, event: dict[str, Any]) -> dict[str, Any]:
         return ctl.handler(event, None, controller=self.controller)

@@ -4,11 +4,17 @@ the request, and both variants' data capture in S3 as SageMaker writes it."""
 
 from __future__ import annotations
 
+import io
+import json
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
+from unittest import mock
 
 import boto3
+from botocore.exceptions import ClientError
+from botocore.response import StreamingBody
 from botocore.validate import validate_parameters
 
 from lambdas.canary_controller import capture
@@ -79,8 +85,121 @@ def shadow_world(world: World) -> World:
     ctl.s3 = boto3.client("s3", region_name=REGION)
     serve_update_endpoint(ctl.sm)
     world.shadow_ground = Ground(world)
+    world.runtime = Runtime(world)
     serve_shadow_minutes(world)
     return world
+
+
+class Runtime:
+    """SageMaker Runtime on the shadow config, as far as the stage's probes see it, which moto
+    does not serve (its InvokeEndpoint has canned bodies, it streams nothing): each request
+    validated against botocore's sagemaker-runtime model, answered (a chat completion, whole or
+    as a stream of PayloadPart events), and captured as data capture writes it: on the primary
+    always, on the shadow when ``copied(kind)`` (the sample SageMaker copies; default every
+    one). Captured lines are written to S3 on the next DescribeEndpoint (capture writes
+    "periodically"), one object per variant, stamped with the world's clock. A streamed probe's
+    line carries no ``inferenceId`` (InvokeEndpointWithResponseStream's InferenceId is not
+    documented to reach capture): it is found by the id in its body.
+
+    Faults: ``refuse[kind]`` is the error answer every request of that kind gets (SageMaker's
+    wording for such a refusal is not published: these are the tests' own); ``raises`` is raised
+    by every request (no answer: a connection that failed)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.copied: dict[str, bool] = {"whole": True, "streamed": True}
+        self.refuse: dict[str, ClientError] = {}
+        self.raises: Exception | None = None
+        #: Every request, in order: (kind, InferenceId).
+        self.calls: list[tuple[str, str]] = []
+        self._lines: dict[str, list[str]] = {"primary": [], "shadow": []}
+        self._lock = threading.Lock()
+        self._flushes = 0
+        runtime = boto3.client("sagemaker-runtime", region_name=REGION)
+        model = runtime.meta.service_model
+        whole, streamed = (
+            model.operation_model(op).input_shape
+            for op in ("InvokeEndpoint", "InvokeEndpointWithResponseStream")
+        )
+
+        def invoke_endpoint(**params: Any) -> Any:
+            validate_parameters(params, whole)
+            text = self._served("whole", params)
+            body = json.dumps(_completion(text)).encode()
+            return {"Body": StreamingBody(io.BytesIO(body), len(body)),
+                    "ContentType": "application/json"}  # fmt: skip
+
+        def invoke_endpoint_with_response_stream(**params: Any) -> Any:
+            validate_parameters(params, streamed)
+            text = self._served("streamed", params)
+            events = [_sse({"choices": [{"index": 0, "delta": {"content": text}}]}), b"[DONE]"]
+            return {"Body": [{"PayloadPart": {"Bytes": b"data: " + e + b"\n\n"}} for e in events],
+                    "ContentType": "text/event-stream"}  # fmt: skip
+
+        runtime.invoke_endpoint = invoke_endpoint
+        runtime.invoke_endpoint_with_response_stream = invoke_endpoint_with_response_stream
+        world.controller.runtime = runtime
+        sm = world.controller.sm
+        describe = sm.describe_endpoint
+
+        def describe_endpoint(**params: Any) -> Any:
+            self.flush()
+            return describe(**params)
+
+        sm.describe_endpoint = describe_endpoint
+
+    def _served(self, kind: str, params: dict[str, Any]) -> str:
+        assert params["EndpointName"] == ENDPOINT
+        inference_id = params["InferenceId"]
+        request = json.loads(params["Body"])
+        assert inference_id in request["messages"][0]["content"], request
+        assert request.get("stream", False) is (kind == "streamed"), request
+        with self._lock:
+            self.calls.append((kind, inference_id))
+        if self.raises is not None:
+            raise self.raises
+        if kind in self.refuse:
+            raise self.refuse[kind]
+        answer = _completion("OK")
+        at = f"{datetime.fromtimestamp(self.world.clock.now, UTC):%Y-%m-%dT%H:%M:%SZ}"
+        marked = inference_id if kind == "whole" else None
+        line = capture.capture_line(request, answer, at=at, inference_id=marked)
+        with self._lock:
+            self._lines["primary"].append(line)
+            if self.copied[kind]:
+                self._lines["shadow"].append(line)
+        return "OK"
+
+    def flush(self) -> None:
+        """The captured lines written, one object per variant, at the world's clock: into moto's
+        S3 backend, as SageMaker writes them (not a call of the controller's, which a client
+        call made inside its DescribeEndpoint would be recorded as)."""
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        with self._lock:
+            pending, self._lines = self._lines, {"primary": [], "shadow": []}
+        now = datetime.fromtimestamp(self.world.clock.now, UTC)
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+        with mock.patch("moto.s3.models.utcnow", lambda: now.replace(tzinfo=None)):
+            for variant, lines in pending.items():
+                if not lines:
+                    continue
+                self._flushes += 1
+                bucket, prefix = capture.variant_prefix(CAPTURE_URI, ENDPOINT, variant)
+                (hour,) = capture.hour_prefixes(prefix, int(now.timestamp()), int(now.timestamp()))
+                body = ("\n".join(lines) + "\n").encode()
+                backend.put_object(bucket, f"{hour}probes-{self._flushes}.jsonl", body)
+
+
+def _completion(text: str) -> dict[str, Any]:
+    return {"object": "chat.completion", "usage": {"completion_tokens": 1},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": "length"}]}  # fmt: skip
+
+
+def _sse(event: dict[str, Any]) -> bytes:
+    return json.dumps(event).encode()
 
 
 class Ground:

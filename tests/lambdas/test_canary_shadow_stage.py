@@ -2,7 +2,9 @@
 shadow -> comparison pass -> canary steps -> COMPLETED; a failing comparison ends the release in
 the stage with no canary weight ever set; data that cannot be read holds, never passes; a stage
 past max_minutes ends FAILED; a tick that dies between UpdateEndpoint and its record is
-recognised by the next one from its intent."""
+recognised by the next one from its intent; the stage's ground, its probes included (a kind never
+copied to the shadow, a streamed probe refused, a runtime that does not answer), ends it early
+naming what is missing."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from lambdas.canary_controller.probes import probe_count
 from lambdas.canary_controller.shadow_stage import GROUND_SECONDS
 from tests.lambdas import shadow_world as sw
 from tests.lambdas.canary_lifecycle import record_sent
@@ -66,7 +69,9 @@ def into_shadow(world: World) -> dict[str, Any]:
     result = tick(world, result)  # InService on the shadow config: the window opens
     assert result["last_decision"] == "bake", result
     sw.ground_capture(world)
-    result = tick(world, result)  # its ground: capture Started and written, CloudWatch for both
+    result = tick(world, result)  # its ground: the probes sent
+    assert "probes sent now" in result["last_reason"], result
+    result = tick(world, result)  # capture Started and written, CloudWatch, probes on both
     assert "shadow stage ground checked" in result["last_reason"], result
     return result
 
@@ -493,6 +498,8 @@ def test_a_stage_without_its_ground_ends_failed_at_once_naming_what_is_missing(
     ground = shadow.shadow_ground
     if fault == "capture stopped":
         ground.capture_status = "Stopped"
+    if fault == "no shadow capture":  # not even the probes' copies are captured
+        shadow.runtime.copied = {"whole": False, "streamed": False}
     if fault == "no shadow metrics":
         ground.invocations["shadow"] = None
     if fault == "no shadow instance":
@@ -531,10 +538,18 @@ def test_a_ground_that_comes_within_its_minutes_is_recorded_with_both_error_rate
     sw.ground_capture(shadow)
     result = tick(shadow, result)
     record: Any = shadow.controller.load()
-    assert record["shadow_ground"].startswith(
-        "data capture Started, shadow 1 instances in service, primary 1 capture objects"
+    assert record["shadow_ground"].startswith(  # the ground's object and the probes' one
+        "data capture Started, shadow 1 instances in service, primary 2 capture objects"
     ), record
     assert "shadow" in record["shadow_ground"] and "5XX 5 %" in record["shadow_ground"], record
+    for variant in ("primary", "shadow"):  # 145 of each kind at 10 % sample, 100 % capture
+        assert (
+            f"{variant} capture holds 145 whole and 145 streamed probes"
+            in (record["shadow_ground"])
+        ), record
+    assert record["shadow_probes"].startswith(
+        "145 of 145 whole probes answered; 145 of 145 streamed probes answered"
+    ), record
     assert result["status"] == "RUNNING", result
 
 
@@ -550,3 +565,84 @@ def test_a_shadow_whose_errors_only_cloudwatch_sees_fails_the_comparison(shadow:
     assert record["shadow_outcome"] == "fail", record
     assert "CloudWatch 5XX: shadow 5 % of" in record["rollback_reason"], record
     assert any(line.startswith("CloudWatch 5XX") for line in record["shadow_evidence"]), record
+
+
+# ------------------------------------------------------------- the stage's probes (issue 41, 4)
+
+
+def probes_sent(world: World) -> dict[str, Any]:
+    """Into the stage, its ground all there but for the probes, which the next tick sends."""
+    result = opened(world)
+    sw.ground_capture(world)
+    result = tick(world, result)
+    assert result["last_decision"] in ("bake", "leave-shadow", "shadow-end"), result
+    return result
+
+
+def test_probes_of_both_kinds_found_in_both_captures_let_the_stage_run(shadow: World) -> None:
+    result = probes_sent(shadow)
+    kinds = [kind for kind, _ in shadow.runtime.calls]
+    n = probe_count(sw.SHADOW.sample_percent, sw.SHADOW.capture_percent)
+    assert n == 145 and kinds.count("whole") == kinds.count("streamed") == n
+    assert "probes sent now" in result["last_reason"], result
+    result = tick(shadow, result)
+    assert "shadow stage ground checked" in result["last_reason"], result
+    assert len(shadow.runtime.calls) == 2 * n  # sent once, never again
+    sw.capture_both(shadow)
+    result = until(shadow, result, "leave-shadow")
+    assert result["shadow_outcome"] == "pass", result  # the probes are not compared
+
+
+def test_a_probe_kind_never_copied_to_the_shadow_ends_the_stage_naming_it(shadow: World) -> None:
+    """SageMaker does not copy streamed requests to the shadow (the undocumented answer that
+    would leave the comparison blind to them): the stage ends FAILED within its ground minutes,
+    the reason naming the missing kind and variant, never a hold to max_minutes."""
+    shadow.runtime.copied["streamed"] = False
+    result = probes_sent(shadow)
+    result = tick(shadow, result)
+    assert "no streamed probe in the shadow's capture" in result["last_reason"], result
+    result = ended_on_ground(shadow, result)
+    reason = result["last_reason"]
+    assert "the shadow stage's ground is not there" in reason, result
+    assert "no streamed probe in the shadow's capture" in reason, result
+    assert "no whole probe" not in reason and "primary's capture" not in reason, result
+    assert "shadow capture holds 145 whole and 0 streamed probes" in reason, result
+    assert "shadow_outcome" not in (shadow.controller.load() or {})
+
+
+def test_a_streamed_probe_refused_ends_the_stage_at_once(shadow: World) -> None:
+    shadow.runtime.refuse["streamed"] = ClientError(
+        {"Error": {"Code": "ValidationException",
+                   "Message": "Response streaming is not supported with shadow variants"},
+         "ResponseMetadata": {"HTTPStatusCode": 400}}, "InvokeEndpointWithResponseStream",
+    )  # fmt: skip
+    result = probes_sent(shadow)
+    assert result["status"] in ("ROLLING_BACK", "FAILED"), result
+    result = until(shadow, result, "shadow-end")
+    assert result["status"] == "FAILED", result
+    reason = result["last_reason"]
+    assert "SageMaker refused 145 of 145 streamed probes on the shadow config" in reason, result
+    assert "Response streaming is not supported with shadow variants" in reason, result
+    assert "users' streamed requests are refused there too" in reason, result
+    record: Any = shadow.controller.load()
+    assert record["shadow_probes"].startswith("145 of 145 whole probes answered"), record
+    live = shadow.controller.sm.describe_endpoint(EndpointName=ENDPOINT)["EndpointConfigName"]
+    assert live == sw.CANARY_CONFIG
+    assert weights()["canary"] == 0.0
+
+
+def test_a_runtime_that_does_not_answer_ends_the_stage_on_its_ground_naming_it(
+    shadow: World,
+) -> None:
+    """No answer at all (the connection fails): nothing is captured, the stage ends FAILED on
+    its ground's minutes, the reason naming the missing probes and what the calls raised."""
+    shadow.runtime.raises = EndpointConnectionError(endpoint_url="https://runtime.sagemaker")
+    result = probes_sent(shadow)
+    assert result["status"] == "RUNNING", result  # no answer is not a refusal: it may land
+    result = ended_on_ground(shadow, result)
+    reason = result["last_reason"]
+    for kind in ("whole", "streamed"):
+        for variant in ("primary", "shadow"):
+            assert f"no {kind} probe in the {variant}'s capture" in reason, result
+    assert "0 of 145 whole probes answered (first failure: shadow-stage-probe-" in reason, result
+    assert "EndpointConnectionError" in reason, result

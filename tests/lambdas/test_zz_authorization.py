@@ -98,11 +98,28 @@ def test_moving_to_the_shadow_config_needs_a_grant_on_its_key() -> None:
     requests, _ = runtime.requests(d, recorded(), world_to_prod(d))
     grants = [r for r in requests if r.action == "kms:CreateGrant"]
     assert grants and all("UpdateEndpoint" in r.why for r in grants)
-    stripped = policies(d)
-    for doc in stripped["canary controller"]:
-        doc["Statement"] = [s for s in doc["Statement"] if s.get("Sid") != "StageConfigsKey"]
-    denied = denials(requests, stripped, ACCOUNT)
-    assert {(x.request.principal, x.request.action) for x in denied} == {
+    assert denied_without("StageConfigsKey") == {
         ("canary controller", "kms:CreateGrant"),
         ("canary controller", "kms:DescribeKey"),
+    }
+
+
+def denied_without(sid: str) -> set[tuple[str, str]]:
+    """(principal, action) of every recorded request the roles deny once the controller's
+    statement ``sid`` is taken out."""
+    d = prod()
+    requests, _ = runtime.requests(d, recorded(), world_to_prod(d))
+    stripped = policies(d)
+    for doc in stripped["canary controller"]:
+        doc["Statement"] = [s for s in doc["Statement"] if s.get("Sid") != sid]
+    return {(x.request.principal, x.request.action) for x in denials(requests, stripped, ACCOUNT)}
+
+
+def test_the_stage_probes_need_the_invoke_grant() -> None:
+    """Issue 41, item 4: the shadow stage's probes call InvokeEndpoint and
+    InvokeEndpointWithResponseStream on the endpoint; without the controller's StageProbes
+    statement the check names both actions."""
+    assert denied_without("StageProbes") == {
+        ("canary controller", "sagemaker:InvokeEndpoint"),
+        ("canary controller", "sagemaker:InvokeEndpointWithResponseStream"),
     }
