@@ -121,9 +121,12 @@ def translate(value: Any, names: Mapping[str, str]) -> Any:
     strings too (``endpoint/<name>/variant/canary``), longest first. A name is replaced where it
     stands whole (between ``/``, ``:``, quotes or the ends), never inside a longer name; a name
     ending in ``-`` is a prefix (``<endpoint>-shadow-``) and is replaced wherever a name begins
-    with it."""
+    with it; an account id is replaced wherever it appears."""
     if isinstance(value, str):
         for old in sorted(names, key=len, reverse=True):
+            if re.fullmatch(r"\d{12}", old):  # an account id: names embed it
+                value = value.replace(old, names[old])  # (cdk-<q>-cfn-exec-role-<account>-...)
+                continue
             after = "" if old.endswith("-") else r"(?![A-Za-z0-9_.-])"
             pattern = r"(?<![A-Za-z0-9_.-])" + re.escape(old) + after
             value = re.sub(pattern, names[old].replace("\\", "\\\\"), value)
