@@ -177,7 +177,8 @@ def test_status_and_wait_know_the_shadow_stage(
     world.clock.now += sw.COMPARE
     result = world.tick("r1", result["seq"])  # the window opens
     sw.capture_both(world)
-    result = world.tick("r1", result["seq"])  # its ground checked
+    result = world.tick("r1", result["seq"])  # its ground: the probes sent
+    result = world.tick("r1", result["seq"])  # its ground checked, the probes found
     world.clock.now += sw.COMPARE
     world.tick("r1", result["seq"])  # the first comparison: a pass, held until min_minutes
     assert run("status") == 0
