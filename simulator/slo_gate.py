@@ -21,6 +21,7 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import full_queue_wait_s, instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
 from sizing.fleet_cost import monthly
+from sizing.plan import monthly_line
 from sizing.scaling_target import target_basis
 from sizing.slo_reach import unreachable
 from typed_config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
@@ -125,16 +126,13 @@ class GateReport:
         day = next((v for v in self.verdicts if v.scenario == "normal-day"), None)
         if day is not None and day.cost_usd:
             per_month = monthly(sum(day.cost_usd.values()), 24 * 60)
-            budget = (
-                f" against a budget of ${self.budget_usd_per_month:,.0f}"
-                f" ({per_month / self.budget_usd_per_month:.1f}x)"
-                if self.budget_usd_per_month
-                else ""
-            )
+            line, warning = monthly_line(per_month, self.budget_usd_per_month)
             lines.append(
-                f"  cost: the normal day's billed instance-hours x 730/24 = ${per_month:,.0f}/month"
-                f"{budget} (schedules, standby and the canary included)"
+                f"  cost: the normal day's billed instance-hours x 730/24 = {line} (schedules, "
+                "standby and the canary included)"
             )
+            if warning:
+                lines.append(f"  WARNING: {warning}")
         lines.append("capacity gate: " + ("PASS" if self.passed else "FAIL"))
         return "\n".join(lines)
 
@@ -157,6 +155,7 @@ def limits(cfg: DeploymentConfig) -> dict[GateSlo, float]:
         "queue_wait_p95": mon.slo_queue_wait_p95_ms,
         "ttft_p50": mon.slo_ttft_p50_ms,
         "latency_p99": mon.slo_latency_p99_ms,
+        "tpot_p95": mon.slo_tpot_p95_ms,
     }
 
 
@@ -165,6 +164,9 @@ class _VariantLimits:
     rpm_per_instance: float
     #: Most requests in flight per instance at which end-to-end p99 holds (0: never).
     p99_in_flight: int
+    #: Most requests in flight per instance at which TPOT p95 holds (the bound the scaling
+    #: target reads: at least one where the SLO is reachable at the central estimate).
+    tpot_in_flight: int = 0
 
 
 def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _VariantLimits:
@@ -172,7 +174,9 @@ def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _Va
     model = instance_model(cfg, cfg.variants[v].instance_type, a)
     shape = model.latency(basis.concurrency, model.prompt_tokens, model.output_tokens)
     p99 = next(b for b in basis.slo if b.slo == "end-to-end p99")
-    return _VariantLimits(shape.requests_per_minute, p99.concurrency)
+    tpot = next(b for b in basis.slo if b.slo == "TPOT p95")
+    tpot_c = max(1, tpot.concurrency) if basis.reachable("tpot_p95") else tpot.concurrency
+    return _VariantLimits(shape.requests_per_minute, p99.concurrency, tpot_c)
 
 
 def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarray:
@@ -183,9 +187,10 @@ def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarra
         return vm.queue_wait_p95_ms
     if slo == "ttft_p50":
         return vm.ttft_p50_ms
-    # latency_p99: held as "in flight per instance within the concurrency at which the speed
-    # model's p99 holds" (the same bound the scaling target reads)
-    return np.where(vm.in_flight_per_instance > lim.p99_in_flight, np.inf, 0.0)
+    # latency_p99 and tpot_p95: held as "in flight per instance within the concurrency at which
+    # the speed model's figure holds" (the same bound the scaling target reads)
+    bound = lim.tpot_in_flight if slo == "tpot_p95" else lim.p99_in_flight
+    return np.where(vm.in_flight_per_instance > bound, np.inf, 0.0)
 
 
 def _misses_of(
@@ -199,7 +204,7 @@ def _misses_of(
     valid = ~np.isnan(fig)
     bad = valid & (fig > (0.5 if slo == "rejected" else limit))
     worst = float(np.max(fig[valid])) if valid.any() else 0.0
-    if slo == "latency_p99" and not math.isinf(worst):
+    if slo in ("latency_p99", "tpot_p95") and not math.isinf(worst):
         worst = 0.0
     if not bad.any():
         return None, worst

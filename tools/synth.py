@@ -81,8 +81,13 @@ def synth(
             file=sys.stderr,
         )
     plan = build_plan(cfg, templates)
+    # the one monthly figure: the normal day simulated with the fleet's scaling (the simulator's
+    # bill, as make simulate and make fleet quote it), beside the budget
+    targets = targets_section(cfg)
+    plan["cost"]["monthly"] = targets["sagemaker_monthly"]
+    plan["cost"]["budget_usd_per_month"] = cfg.fleet.budget_usd_per_month
     if cfg.bedrock.enabled:  # the second target's cost beside the fleet's (docs/bedrock.md)
-        plan["targets"] = targets_section(cfg)
+        plan["targets"] = targets
     (out / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")
     text = render_plan(plan)
     print(text)

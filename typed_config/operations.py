@@ -184,6 +184,14 @@ class MonitoringConfig(Strict):
     slo_ttft_p50_ms: Annotated[float, Field(gt=0)] = 200
     slo_latency_p99_ms: Annotated[float, Field(gt=0)] = 2000
     slo_queue_wait_p95_ms: Annotated[float, Field(gt=0)] = 100
+    #: Time per output token after the first, 95th percentile over requests (ms): how fast an
+    #: answer streams to the user (100 ms = 10 tokens/s per user). The default is MLPerf
+    #: Inference's server-scenario bound for Llama-3.1-8B, the closest model it benchmarks to
+    #: this product's 8B: ``llama3_1-8b.Server.tpot_latency = 100`` in mlcommons/inference
+    #: loadgen/mlperf.conf (TTFT 2,000 ms beside it; the interactive scenario asks 30 ms). MLPerf
+    #: holds it at the 99th percentile (``*.Server.target_latency_percentile = 99``); held here at
+    #: the 95th, as the other latency SLOs' alarms read a percentile over an hour.
+    slo_tpot_p95_ms: Annotated[float, Field(gt=0)] = 100
     slo_error_rate_percent: Annotated[float, Field(gt=0, lt=10)] = 0.1
 
     def adapter_threshold_ms(self, adapter: str) -> float:

@@ -55,12 +55,13 @@ class TargetTracking(Strict):
     #: For ``concurrency``: target = this fraction x engine.max_num_seqs.
     target_fraction_of_concurrency: Annotated[float, Field(gt=0, le=1)] = 0.85
     #: For ``concurrency``: the latency SLOs (monitoring.slo_*) that may bound the target, beside
-    #: max_num_seqs and the KV cache (sizing.scaling_target). One the speed model says no
-    #: concurrency meets on the variant's instance cannot bind: synth warns, naming it; leaving
-    #: it out of this list acknowledges that (its alarm stays).
-    slos: Annotated[list[Literal["ttft_p50", "latency_p99"]], Field(max_length=2)] = [
+    #: max_num_seqs and the KV cache (sizing.scaling_target). One the speed model says is not
+    #: reachable at its central estimate (sizing.slo_reach) cannot bind: synth warns, naming it
+    #: and what would reach it; leaving it out of this list acknowledges that (its alarm stays).
+    slos: Annotated[list[Literal["ttft_p50", "latency_p99", "tpot_p95"]], Field(max_length=3)] = [
         "ttft_p50",
         "latency_p99",
+        "tpot_p95",
     ]
     #: For ``invocations``: InvocationsPerInstance per minute.
     invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
