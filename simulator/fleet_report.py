@@ -74,8 +74,8 @@ def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
     if budget:
         lines.append(f"budget (fleet.budget_usd_per_month): ${budget:,.0f}/month")
     lines.append(
-        "greedy search: the config's schedule times are kept and only counts change; a fleet "
-        "with other times may be cheaper"
+        "greedy search: counts change, and a schedule starts earlier only where a miss at its "
+        "start asks for it; a fleet with other times may be cheaper"
     )
     return "\n".join(lines)
 
@@ -123,6 +123,12 @@ def config_change(cfg: DeploymentConfig, s: Solution) -> str:
     ]
     lines += [f"{k}: {n}  # was {o}" for k, o, n in pairs if o != n]
     for sc_new, sc_old in zip(new.scaling.schedules, cfg.scaling.schedules, strict=True):
+        if sc_new.cron != sc_old.cron:
+            lines.append(
+                f'scaling.schedules[{sc_new.name}]: cron "{sc_new.cron}"  # was "{sc_old.cron}" '
+                "(starts its scale-out lag earlier: its instances serve by the minute that needs "
+                "them)"
+            )
         if (sc_new.min_capacity, sc_new.max_capacity) != (sc_old.min_capacity, sc_old.max_capacity):
             lines.append(
                 f"scaling.schedules[{sc_new.name}]: min_capacity {sc_new.min_capacity}, "

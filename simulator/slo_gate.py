@@ -44,8 +44,14 @@ class Miss:
     floor_owner: str
     #: Desired capacity stood at max_capacity: the ceiling, not the floor, was short.
     at_max: bool
-    #: Minutes of this run that miss this SLO on this variant.
+    #: Minutes of this run that miss this SLO on this variant under this bound.
     minutes: int = 1
+    #: How long the bound had been in force at the first minute, and the variant's scale-out
+    #: time (decision to serving), in minutes: a miss within the scale-out time of its bound's
+    #: start is one no count of that bound repairs (its instances could not serve yet); the
+    #: bound must start earlier (simulator/fleet_solver.py).
+    bound_age_minutes: int = 10**6
+    lag_minutes: int = 0
 
     def line(self) -> str:
         fig = "unbounded" if math.isinf(self.figure) else f"{self.figure:,.0f}"
@@ -167,6 +173,8 @@ class _VariantLimits:
     #: Most requests in flight per instance at which TPOT p95 holds (the bound the scaling
     #: target reads: at least one where the SLO is reachable at the central estimate).
     tpot_in_flight: int = 0
+    #: A scale-out's decision to serving, whole minutes.
+    lag_minutes: int = 0
 
 
 def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _VariantLimits:
@@ -176,7 +184,8 @@ def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _Va
     p99 = next(b for b in basis.slo if b.slo == "end-to-end p99")
     tpot = next(b for b in basis.slo if b.slo == "TPOT p95")
     tpot_c = max(1, tpot.concurrency) if basis.reachable("tpot_p95") else tpot.concurrency
-    return _VariantLimits(shape.requests_per_minute, p99.concurrency, tpot_c)
+    lag = math.ceil(a.scale_out_seconds(cfg, v) / 60)
+    return _VariantLimits(shape.requests_per_minute, p99.concurrency, tpot_c, lag)
 
 
 def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarray:
@@ -199,7 +208,11 @@ def _misses_of(
     lim: _VariantLimits,
     slo: GateSlo,
     limit: float,
-) -> tuple[Miss | None, float]:
+) -> tuple[list[Miss], float]:
+    """The run's misses of ``slo`` on one variant, one per scaling bound that held the fleet in
+    a missing minute (and whether it stood at its ceiling there): each with its own first minute
+    and its own largest shortfall, so a repair raises the bound that held the fleet short, by
+    what it was short then (not the first minute's bound by the run's largest shortfall)."""
     fig = _figures(vm, lim, slo)
     valid = ~np.isnan(fig)
     bad = valid & (fig > (0.5 if slo == "rejected" else limit))
@@ -207,32 +220,43 @@ def _misses_of(
     if slo in ("latency_p99", "tpot_p95") and not math.isinf(worst):
         worst = 0.0
     if not bad.any():
-        return None, worst
-    # the first minute, and the largest shortfall over the run (what the fix must cover)
-    first = int(np.flatnonzero(bad)[0])
+        return [], worst
     need = np.ceil(vm.demand_rpm / max(lim.rpm_per_instance, 1e-9))
     short = np.where(bad, need - vm.in_service, 0)
-    k = int(np.argmax(short))
-    return (
-        Miss(
-            scenario=run.scenario,
-            run=run.label,
-            variant=vm.variant,
-            minute=first,
-            when=run.when(first),
-            slo=slo,
-            figure=float(fig[first]),
-            limit=limit,
-            shortfall_instances=max(1, int(short[k])),
-            shortfall_rpm=max(
-                0.0, float(vm.demand_rpm[k] - vm.in_service[k] * lim.rpm_per_instance)
-            ),
-            floor_owner=vm.floor_owner[first],
-            at_max=bool(vm.desired[first] >= vm.max_cap[first]),
-            minutes=int(bad.sum()),
-        ),
-        worst,
-    )
+    at_max = vm.desired >= vm.max_cap
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for m in np.flatnonzero(bad):
+        groups.setdefault((vm.floor_owner[m], bool(at_max[m])), []).append(int(m))
+    out = []
+    for (owner, ceiling), minutes in groups.items():
+        first = minutes[0]
+        k = max(minutes, key=lambda m: short[m])
+        age = 0
+        while first - age - 1 >= 0 and vm.floor_owner[first - age - 1] == owner:
+            age += 1
+        out.append(
+            Miss(
+                scenario=run.scenario,
+                run=run.label,
+                variant=vm.variant,
+                minute=first,
+                when=run.when(first),
+                slo=slo,
+                figure=float(fig[first]),
+                limit=limit,
+                shortfall_instances=max(1, int(short[k])),
+                shortfall_rpm=max(
+                    0.0, float(vm.demand_rpm[k] - vm.in_service[k] * lim.rpm_per_instance)
+                ),
+                floor_owner=owner,
+                at_max=ceiling,
+                minutes=len(minutes),
+                # from the run's start the bound's age is unknown: taken as long in force
+                bound_age_minutes=age if first - age > 0 else 10**6,
+                lag_minutes=lim.lag_minutes,
+            )
+        )
+    return sorted(out, key=lambda x: x.minute), worst
 
 
 def evaluate(
@@ -266,10 +290,9 @@ def evaluate(
                     spare = vm.in_service[busy] * lims[v].rpm_per_instance / vm.demand_rpm[busy]
                     headroom = min(headroom, 100 * (float(spare.min()) - 1))
                 for slo in held:
-                    miss, w = _misses_of(run, vm, lims[v], slo, slo_limits[slo])
+                    found, w = _misses_of(run, vm, lims[v], slo, slo_limits[slo])
                     worst[slo] = max(worst.get(slo, 0.0), w)
-                    if miss is not None:
-                        misses.append(miss)
+                    misses += found
         verdicts.append(ScenarioVerdict(name, soft.get(name), misses, worst, cost, peak, headroom))
     return GateReport(
         env=cfg.env,
