@@ -223,7 +223,9 @@ def _misses_of(
         return [], worst
     need = np.ceil(vm.demand_rpm / max(lim.rpm_per_instance, 1e-9))
     short = np.where(bad, need - vm.in_service, 0)
-    at_max = vm.desired >= vm.max_cap
+    # the ceiling held the fleet short only where it stood below what the demand needs: desired
+    # at a ceiling above the need is a fleet still launching (a floor's lag), not a low ceiling
+    at_max = (vm.desired >= vm.max_cap) & (vm.max_cap < need)
     groups: dict[tuple[str, bool], list[int]] = {}
     for m in np.flatnonzero(bad):
         groups.setdefault((vm.floor_owner[m], bool(at_max[m])), []).append(int(m))
