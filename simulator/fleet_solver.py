@@ -79,12 +79,10 @@ class Bounds:
             return replace(self, canary_min=min(MAX_INSTANCES, self.canary_min + by))
         if owner.endswith(":prescale"):
             name = owner.split(":")[0]
-            return replace(
-                self, release_min={**self.release_min, name: self.release_min[name] + by}
-            )
-        return replace(
-            self, schedule_min={**self.schedule_min, owner: self.schedule_min[owner] + by}
-        )
+            up = min(MAX_INSTANCES, self.release_min[name] + by)
+            return replace(self, release_min={**self.release_min, name: up})
+        up = min(MAX_INSTANCES, self.schedule_min[owner] + by)
+        return replace(self, schedule_min={**self.schedule_min, owner: up})
 
 
 def current(cfg: DeploymentConfig) -> Bounds:

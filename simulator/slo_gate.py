@@ -221,11 +221,18 @@ def _misses_of(
         worst = 0.0
     if not bad.any():
         return [], worst
-    need = np.ceil(vm.demand_rpm / max(lim.rpm_per_instance, 1e-9))
+    need = need_rpm = np.ceil(vm.demand_rpm / max(lim.rpm_per_instance, 1e-9))
+    if slo in ("latency_p99", "tpot_p95"):
+        # held as in flight per instance: enough instances to bring the minute's requests in
+        # flight within the bound (throughput alone can be met while each runs too many)
+        bound = max(1, lim.tpot_in_flight if slo == "tpot_p95" else lim.p99_in_flight)
+        held = np.nan_to_num(vm.in_flight_per_instance * vm.in_service, posinf=0.0)
+        need = np.maximum(need, np.ceil(held / bound))
     short = np.where(bad, need - vm.in_service, 0)
-    # the ceiling held the fleet short only where it stood below what the demand needs: desired
-    # at a ceiling above the need is a fleet still launching (a floor's lag), not a low ceiling
-    at_max = (vm.desired >= vm.max_cap) & (vm.max_cap < need)
+    # the ceiling held the fleet short only where the fleet stood at it and it was below what
+    # the demand's throughput needs: desired at the ceiling with instances still launching, or a
+    # backlog left by a late floor, is a floor's lag, not a low ceiling
+    at_max = (vm.desired >= vm.max_cap) & (vm.in_service >= vm.max_cap) & (vm.max_cap < need_rpm)
     groups: dict[tuple[str, bool], list[int]] = {}
     for m in np.flatnonzero(bad):
         groups.setdefault((vm.floor_owner[m], bool(at_max[m])), []).append(int(m))
