@@ -7,19 +7,9 @@ import math
 
 from simulator.fleet_solver import Solution, current
 from simulator.slo_gate import GateReport
-from sizing import speed_model
-from sizing.scaling_target import concurrency_target, typical_request
-from sizing.serving_speed import efficiency
+from sizing.scaling_target import concurrency_target
+from sizing.slo_reach import what_would_reach
 from typed_config import VARIANT_NAMES, DeploymentConfig
-from typed_config.catalog import INSTANCE_CATALOG
-
-#: A technique that cuts decode steps, with where its figure comes from (not measured here).
-SPECULATIVE_DECODING = (
-    "speculative decoding (vLLM: EAGLE-3, n-gram, draft models; docs.vllm.ai/en/latest/features/"
-    "spec_decode/) cuts decode steps at low load: 1.4-1.6x on Llama-3.1-8B in vLLM "
-    "(jarvislabs-docs.vercel.app/blog, 'Speculative Decoding in vLLM: Complete Guide'); "
-    "not measured on this product's engine, so the solver does not offer it"
-)
 
 
 def _margin(report: GateReport | None) -> str:
@@ -36,8 +26,8 @@ def _margin(report: GateReport | None) -> str:
     for k, x in worst.items():
         if k == "rejected":
             parts.append(f"rejected {x:,.0f}")
-        elif k == "latency_p99":
-            parts.append("p99 " + ("over" if math.isinf(x) else "held"))
+        elif k in ("latency_p99", "tpot_p95"):
+            parts.append(_short(k) + " " + ("over" if math.isinf(x) else "held"))
         elif math.isinf(x):
             parts.append(f"{k} unbounded")
         else:
@@ -49,7 +39,7 @@ def _margin(report: GateReport | None) -> str:
 
 def _short(slo: str) -> str:
     return {"rejected": "0-rejected", "queue_wait_p95": "wait", "ttft_p50": "TTFT",
-            "latency_p99": "p99"}.get(slo, slo)  # fmt: skip
+            "latency_p99": "p99", "tpot_p95": "TPOT"}.get(slo, slo)  # fmt: skip
 
 
 def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
@@ -84,60 +74,26 @@ def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
     if budget:
         lines.append(f"budget (fleet.budget_usd_per_month): ${budget:,.0f}/month")
     lines.append(
-        "greedy search: the config's schedule times are kept and only counts change; a fleet "
-        "with other times may be cheaper"
+        "greedy search: counts change, and a schedule starts earlier only where a miss at its "
+        "start asks for it; a fleet with other times may be cheaper"
     )
     return "\n".join(lines)
 
 
-def best_one_request(
-    cfg: DeploymentConfig, itype: str, output: int | None = None
-) -> speed_model.Speed:
-    inst = INSTANCE_CATALOG[itype]
-    req = typical_request(cfg)
-    if output is not None:
-        req = {**req, "output": output}
-    return speed_model.open_loop_at(
-        cfg.architecture, cfg.model.quantization, inst.gpu, in_flight=1,
-        eff=efficiency(cfg, inst.gpu), **req,
-    )  # fmt: skip
-
-
 def unreachable_advice(cfg: DeploymentConfig, sols: list[Solution]) -> list[str]:
     """For each SLO of ``fleet.slos`` the cheapest fleet does not hold: why (the gate's reason),
-    which candidates would hold it, and what would reach it (output tokens, a technique)."""
+    which candidates would hold it, and what would reach it (sizing.slo_reach.what_would_reach:
+    a catalog type, a shorter answer, speculative decoding)."""
     best = next((s for s in sols if s.solved and s.report is not None), None)
     if best is None or best.report is None:
         return []
-    mon = cfg.monitoring
     holders = [s.instance_type for s in sols if s.report is not None and s.solved and s is not best]
     out = []
     for slo, why in best.report.unreachable.items():
         others = [t for t in holders if slo in _held(sols, t)]
         line = f"{slo} not held by the {best.instance_type} fleet: {why}"
         line += f"; held by {', '.join(others)}" if others else "; held by no solved candidate"
-        if slo == "latency_p99":
-            itype = best.instance_type
-            lo, hi = 1, cfg.engine.typical_output_tokens
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if 1000 * best_one_request(best.cfg or cfg, itype, mid).e2e_p99_s <= (
-                    mon.slo_latency_p99_ms
-                ):
-                    lo = mid
-                else:
-                    hi = mid - 1
-            line += (
-                f". On {itype} it would hold alone for answers up to {lo} output tokens "
-                f"(the typical answer is {cfg.engine.typical_output_tokens}), or with "
-                f"{SPECULATIVE_DECODING}"
-            )
-        elif slo == "ttft_p50":
-            line += (
-                ". A higher prefix-cache hit rate (measure it: fleet.prefix_cache_hit_rate), "
-                "shorter prompts or serving without LoRA (merged adapters) shorten prefill"
-            )
-        out.append(line)
+        out.append(f"{line}; {what_would_reach(best.cfg or cfg, 'primary', slo)}")
     return out
 
 
@@ -167,6 +123,12 @@ def config_change(cfg: DeploymentConfig, s: Solution) -> str:
     ]
     lines += [f"{k}: {n}  # was {o}" for k, o, n in pairs if o != n]
     for sc_new, sc_old in zip(new.scaling.schedules, cfg.scaling.schedules, strict=True):
+        if sc_new.cron != sc_old.cron:
+            lines.append(
+                f'scaling.schedules[{sc_new.name}]: cron "{sc_new.cron}"  # was "{sc_old.cron}" '
+                "(starts its scale-out lag earlier: its instances serve by the minute that needs "
+                "them)"
+            )
         if (sc_new.min_capacity, sc_new.max_capacity) != (sc_old.min_capacity, sc_old.max_capacity):
             lines.append(
                 f"scaling.schedules[{sc_new.name}]: min_capacity {sc_new.min_capacity}, "

@@ -2,19 +2,26 @@
 
 For each candidate type (``fleet.candidates``, else every catalog type whose GPU holds the model),
 the search starts from the least the config allows (every floor at the primary's min, the
-ceiling at the catalog's 100) and repairs what the gate (simulator/slo_gate.py) reports: a miss
-while desired capacity stood below the ceiling is a floor too low for the scale-out time, so the
-scaling bound in force then (a schedule, a release's prescale, the variant's own min) is raised
-by the shortfall at that minute; a miss at the ceiling raises the ceiling. It replays every held
-scenario after each repair until none misses (or the type cannot: 100 instances are not enough).
-The ceiling is then set to the most instances any scenario used, and the gate is run once more
-on exactly that fleet. Monthly cost: the normal day's billed instance-hours (schedules, standby
-and the canary included) x 730 / 24.
+ceiling at the catalog's 100) and repairs what the gate (simulator/slo_gate.py) reports, one miss
+per scaling bound that held the fleet short: a miss within the scale-out time of a recurring
+schedule's start is one no count of that schedule repairs (its instances could not serve yet), so
+the schedule starts that much earlier (its cron moved, in 5-minute steps, on the same days); any
+other miss while desired capacity stood below the ceiling is a floor too low, so the bound in
+force then (a schedule, a release's prescale, the variant's own min) is raised by the shortfall
+under it; a miss at the ceiling raises the ceiling. It replays every held scenario after each
+repair until none misses (or the type cannot: 100 instances are not enough; "no fleet" names the
+misses still open). Each variant's all-day floor (billed 24/7) is then lowered, by bisection, to
+the least that still passes: a raise one round asked for may be unneeded after later repairs, and
+without this an easier problem (a faster engine, lower demand, a looser SLO) could end on a
+costlier fleet (tests/simulator/test_fleet_solver_property.py holds the property on a small
+fixture). The ceiling is then set to the most instances any scenario used, and the gate is run
+once more on exactly that fleet. Monthly cost: the normal day's billed instance-hours
+(schedules, standby and the canary included) x 730 / 24.
 
 The search runs at the pessimistic edge of the speed model (the edge the gate holds); each
 solution is also replayed at the optimistic edge, so both are printed. Greedy, not exhaustive:
-a cheaper fleet may exist with schedule times moved (the search keeps the config's times and
-changes only counts), and the table says so.
+a cheaper fleet may exist with schedule times moved further (the search moves a schedule only
+earlier, only by what a miss at its start asks for), and the table says so.
 """
 
 from __future__ import annotations
@@ -54,6 +61,9 @@ class Bounds:
     canary_max: int
     schedule_min: dict[str, int] = field(default_factory=dict)
     release_min: dict[str, int] = field(default_factory=dict)
+    #: Minutes each recurring schedule fires before its configured time: a floor whose instances
+    #: cannot serve by the minute that needs them starts its launch lag earlier (its cron moved).
+    schedule_lead: dict[str, int] = field(default_factory=dict)
 
     def floor(self, variant: VariantName, owner: str) -> int:
         if owner == VARIANT:
@@ -69,12 +79,10 @@ class Bounds:
             return replace(self, canary_min=min(MAX_INSTANCES, self.canary_min + by))
         if owner.endswith(":prescale"):
             name = owner.split(":")[0]
-            return replace(
-                self, release_min={**self.release_min, name: self.release_min[name] + by}
-            )
-        return replace(
-            self, schedule_min={**self.schedule_min, owner: self.schedule_min[owner] + by}
-        )
+            up = min(MAX_INSTANCES, self.release_min[name] + by)
+            return replace(self, release_min={**self.release_min, name: up})
+        up = min(MAX_INSTANCES, self.schedule_min[owner] + by)
+        return replace(self, schedule_min={**self.schedule_min, owner: up})
 
 
 def current(cfg: DeploymentConfig) -> Bounds:
@@ -111,6 +119,11 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
             b.primary_max, data["variants"]["canary"]["initial_instance_count"]
         )
     for s in data["scaling"]["schedules"]:
+        lead = b.schedule_lead.get(s["name"], 0)
+        if lead:
+            moved = lead_cron(s["cron"], lead)
+            assert moved is not None, f"{s['name']}: {s['cron']} cannot start {lead} min earlier"
+            s["cron"] = moved
         s["min_capacity"] = b.schedule_min[s["name"]]
         hi = b.primary_max if schedule_variant[s["name"]] == "primary" else b.canary_max
         s["max_capacity"] = max(hi, s["min_capacity"] + s.get("standby_instances", 0))
@@ -144,6 +157,19 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
         data["deployment"]["rollback_model_latency_p99_ms"] = need
         out = _validate(cfg, data)
     return out
+
+
+def lead_cron(cron: str, minutes: int) -> str | None:
+    """``cron`` firing ``minutes`` earlier on the same days, or None where that cannot be said by
+    moving its minute and hour alone (a minute or hour that is not one number, or a firing that
+    would move to the day before)."""
+    minute, hour, *rest = cron.split()
+    if not (minute.isdigit() and hour.isdigit()):
+        return None
+    at = int(hour) * 60 + int(minute) - minutes
+    if at < 0:
+        return None
+    return " ".join([str(at % 60), str(at // 60), *rest])
 
 
 def _validate(cfg: DeploymentConfig, data: dict[str, Any]) -> DeploymentConfig:
@@ -184,13 +210,28 @@ def candidates(cfg: DeploymentConfig) -> list[str]:
     return out
 
 
-def _repair(b: Bounds, misses: list[Miss]) -> Bounds | None:
-    """One round of raises, each bound at most once (by the largest shortfall asking for it)."""
+#: A schedule moves earlier in steps of this many minutes (cron minutes that read well).
+LEAD_STEP_MINUTES = 5
+
+
+def _repair(b: Bounds, misses: list[Miss], crons: dict[str, str]) -> Bounds | None:
+    """One round of repairs, each bound at most once. A miss within the scale-out time of a
+    recurring schedule's start is repaired by starting that schedule earlier (its instances
+    could not serve yet: more of them would not either), where its cron allows; any other by
+    raising the bound that held the fleet short, by the largest shortfall asking for it."""
     asks: dict[tuple[VariantName, str, bool], int] = {}
+    leads: dict[str, int] = {}
     for m in misses:
+        early = m.lag_minutes - m.bound_age_minutes
+        if not m.at_max and m.floor_owner in crons and early > 0:
+            step = LEAD_STEP_MINUTES * math.ceil(early / LEAD_STEP_MINUTES)
+            lead = b.schedule_lead.get(m.floor_owner, 0) + step
+            if lead_cron(crons[m.floor_owner], lead) is not None:
+                leads[m.floor_owner] = max(leads.get(m.floor_owner, 0), lead)
+                continue
         key = (m.variant, m.floor_owner, m.at_max)
         asks[key] = max(asks.get(key, 0), m.shortfall_instances)
-    out = b
+    out = replace(b, schedule_lead={**b.schedule_lead, **leads}) if leads else b
     for (variant, owner, at_max), by in asks.items():
         if at_max:
             if variant == "primary":
@@ -206,6 +247,42 @@ def _repair(b: Bounds, misses: list[Miss]) -> Bounds | None:
                 return None
             out = out.raised(variant, owner, by)
     return out
+
+
+def _no_fleet_why(report: GateReport | None) -> str:
+    """Why no fleet was found in :data:`MAX_ROUNDS` rounds: the misses still open."""
+    open_misses = report.misses if report is not None else []
+    first = open_misses[0].line() if open_misses else "none reported"
+    return (
+        f"no fleet after {MAX_ROUNDS} rounds: {len(open_misses)} miss(es) still open, the first: "
+        f"{first}"
+    )
+
+
+def _lower_all_day_floors(
+    cfg: DeploymentConfig, b: Bounds, base: Bounds, a: Assumptions, held: list[Any]
+) -> Bounds:
+    """The least all-day floor of each variant (its own min_capacity, billed 24/7) that still
+    passes the gate, by bisection down to the config's own: a repair raised it by a shortfall
+    at one minute, and later repairs (another bound raised, a schedule started earlier) may have
+    made that raise unnecessary. Without this the greedy search can return a costlier fleet for
+    an easier problem (a faster engine, lower demand, a looser SLO)."""
+    floors: tuple[tuple[VariantName, int], ...] = (
+        ("primary", base.primary_min),
+        ("canary", base.canary_min),
+    )
+    for variant, least in floors:
+        lo, hi = least, b.floor(variant, VARIANT)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            trial = (
+                replace(b, primary_min=mid) if variant == "primary" else replace(b, canary_min=mid)
+            )
+            if evaluate(apply(cfg, trial), a, held).passed:
+                b, hi = trial, mid
+            else:
+                lo = mid + 1
+    return b
 
 
 def _monthly(report: GateReport) -> float:
@@ -229,6 +306,7 @@ def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
         release_min={k: floor for k in base.release_min},
     )
     held = cfg.fleet.held()
+    crons = {sc.name: sc.cron for sc in cfg.scaling.schedules}
     report: GateReport | None = None
     rounds = 0
     try:
@@ -237,12 +315,13 @@ def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
             report = evaluate(trial, a, held)
             if report.passed:
                 break
-            nb = _repair(b, report.misses)
+            nb = _repair(b, report.misses, crons)
             if nb is None or nb == b:
                 return _failed(itype, report, rounds, started, "100 instances do not carry it")
             b = nb
         else:
-            return _failed(itype, report, rounds, started, f"no fleet after {MAX_ROUNDS} rounds")
+            return _failed(itype, report, rounds, started, _no_fleet_why(report))
+        b = _lower_all_day_floors(cfg, b, base, a, held)
         # the ceiling: the most instances a scenario used, then the gate on exactly that fleet
         assert report is not None
         peaks = {

@@ -21,6 +21,7 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import full_queue_wait_s, instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
 from sizing.fleet_cost import monthly
+from sizing.plan import monthly_line
 from sizing.scaling_target import target_basis
 from sizing.slo_reach import unreachable
 from typed_config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
@@ -43,8 +44,14 @@ class Miss:
     floor_owner: str
     #: Desired capacity stood at max_capacity: the ceiling, not the floor, was short.
     at_max: bool
-    #: Minutes of this run that miss this SLO on this variant.
+    #: Minutes of this run that miss this SLO on this variant under this bound.
     minutes: int = 1
+    #: How long the bound had been in force at the first minute, and the variant's scale-out
+    #: time (decision to serving), in minutes: a miss within the scale-out time of its bound's
+    #: start is one no count of that bound repairs (its instances could not serve yet); the
+    #: bound must start earlier (simulator/fleet_solver.py).
+    bound_age_minutes: int = 10**6
+    lag_minutes: int = 0
 
     def line(self) -> str:
         fig = "unbounded" if math.isinf(self.figure) else f"{self.figure:,.0f}"
@@ -125,16 +132,13 @@ class GateReport:
         day = next((v for v in self.verdicts if v.scenario == "normal-day"), None)
         if day is not None and day.cost_usd:
             per_month = monthly(sum(day.cost_usd.values()), 24 * 60)
-            budget = (
-                f" against a budget of ${self.budget_usd_per_month:,.0f}"
-                f" ({per_month / self.budget_usd_per_month:.1f}x)"
-                if self.budget_usd_per_month
-                else ""
-            )
+            line, warning = monthly_line(per_month, self.budget_usd_per_month)
             lines.append(
-                f"  cost: the normal day's billed instance-hours x 730/24 = ${per_month:,.0f}/month"
-                f"{budget} (schedules, standby and the canary included)"
+                f"  cost: the normal day's billed instance-hours x 730/24 = {line} (schedules, "
+                "standby and the canary included)"
             )
+            if warning:
+                lines.append(f"  WARNING: {warning}")
         lines.append("capacity gate: " + ("PASS" if self.passed else "FAIL"))
         return "\n".join(lines)
 
@@ -157,6 +161,7 @@ def limits(cfg: DeploymentConfig) -> dict[GateSlo, float]:
         "queue_wait_p95": mon.slo_queue_wait_p95_ms,
         "ttft_p50": mon.slo_ttft_p50_ms,
         "latency_p99": mon.slo_latency_p99_ms,
+        "tpot_p95": mon.slo_tpot_p95_ms,
     }
 
 
@@ -165,6 +170,11 @@ class _VariantLimits:
     rpm_per_instance: float
     #: Most requests in flight per instance at which end-to-end p99 holds (0: never).
     p99_in_flight: int
+    #: Most requests in flight per instance at which TPOT p95 holds (the bound the scaling
+    #: target reads: at least one where the SLO is reachable at the central estimate).
+    tpot_in_flight: int = 0
+    #: A scale-out's decision to serving, whole minutes.
+    lag_minutes: int = 0
 
 
 def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _VariantLimits:
@@ -172,7 +182,10 @@ def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _Va
     model = instance_model(cfg, cfg.variants[v].instance_type, a)
     shape = model.latency(basis.concurrency, model.prompt_tokens, model.output_tokens)
     p99 = next(b for b in basis.slo if b.slo == "end-to-end p99")
-    return _VariantLimits(shape.requests_per_minute, p99.concurrency)
+    tpot = next(b for b in basis.slo if b.slo == "TPOT p95")
+    tpot_c = max(1, tpot.concurrency) if basis.reachable("tpot_p95") else tpot.concurrency
+    lag = math.ceil(a.scale_out_seconds(cfg, v) / 60)
+    return _VariantLimits(shape.requests_per_minute, p99.concurrency, tpot_c, lag)
 
 
 def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarray:
@@ -183,9 +196,10 @@ def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarra
         return vm.queue_wait_p95_ms
     if slo == "ttft_p50":
         return vm.ttft_p50_ms
-    # latency_p99: held as "in flight per instance within the concurrency at which the speed
-    # model's p99 holds" (the same bound the scaling target reads)
-    return np.where(vm.in_flight_per_instance > lim.p99_in_flight, np.inf, 0.0)
+    # latency_p99 and tpot_p95: held as "in flight per instance within the concurrency at which
+    # the speed model's figure holds" (the same bound the scaling target reads)
+    bound = lim.tpot_in_flight if slo == "tpot_p95" else lim.p99_in_flight
+    return np.where(vm.in_flight_per_instance > bound, np.inf, 0.0)
 
 
 def _misses_of(
@@ -194,40 +208,64 @@ def _misses_of(
     lim: _VariantLimits,
     slo: GateSlo,
     limit: float,
-) -> tuple[Miss | None, float]:
+) -> tuple[list[Miss], float]:
+    """The run's misses of ``slo`` on one variant, one per scaling bound that held the fleet in
+    a missing minute (and whether it stood at its ceiling there): each with its own first minute
+    and its own largest shortfall, so a repair raises the bound that held the fleet short, by
+    what it was short then (not the first minute's bound by the run's largest shortfall)."""
     fig = _figures(vm, lim, slo)
     valid = ~np.isnan(fig)
     bad = valid & (fig > (0.5 if slo == "rejected" else limit))
     worst = float(np.max(fig[valid])) if valid.any() else 0.0
-    if slo == "latency_p99" and not math.isinf(worst):
+    if slo in ("latency_p99", "tpot_p95") and not math.isinf(worst):
         worst = 0.0
     if not bad.any():
-        return None, worst
-    # the first minute, and the largest shortfall over the run (what the fix must cover)
-    first = int(np.flatnonzero(bad)[0])
-    need = np.ceil(vm.demand_rpm / max(lim.rpm_per_instance, 1e-9))
+        return [], worst
+    need = need_rpm = np.ceil(vm.demand_rpm / max(lim.rpm_per_instance, 1e-9))
+    if slo in ("latency_p99", "tpot_p95"):
+        # held as in flight per instance: enough instances to bring the minute's requests in
+        # flight within the bound (throughput alone can be met while each runs too many)
+        bound = max(1, lim.tpot_in_flight if slo == "tpot_p95" else lim.p99_in_flight)
+        held = np.nan_to_num(vm.in_flight_per_instance * vm.in_service, posinf=0.0)
+        need = np.maximum(need, np.ceil(held / bound))
     short = np.where(bad, need - vm.in_service, 0)
-    k = int(np.argmax(short))
-    return (
-        Miss(
-            scenario=run.scenario,
-            run=run.label,
-            variant=vm.variant,
-            minute=first,
-            when=run.when(first),
-            slo=slo,
-            figure=float(fig[first]),
-            limit=limit,
-            shortfall_instances=max(1, int(short[k])),
-            shortfall_rpm=max(
-                0.0, float(vm.demand_rpm[k] - vm.in_service[k] * lim.rpm_per_instance)
-            ),
-            floor_owner=vm.floor_owner[first],
-            at_max=bool(vm.desired[first] >= vm.max_cap[first]),
-            minutes=int(bad.sum()),
-        ),
-        worst,
-    )
+    # the ceiling held the fleet short only where the fleet stood at it and it was below what
+    # the demand's throughput needs: desired at the ceiling with instances still launching, or a
+    # backlog left by a late floor, is a floor's lag, not a low ceiling
+    at_max = (vm.desired >= vm.max_cap) & (vm.in_service >= vm.max_cap) & (vm.max_cap < need_rpm)
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for m in np.flatnonzero(bad):
+        groups.setdefault((vm.floor_owner[m], bool(at_max[m])), []).append(int(m))
+    out = []
+    for (owner, ceiling), minutes in groups.items():
+        first = minutes[0]
+        k = max(minutes, key=lambda m: short[m])
+        age = 0
+        while first - age - 1 >= 0 and vm.floor_owner[first - age - 1] == owner:
+            age += 1
+        out.append(
+            Miss(
+                scenario=run.scenario,
+                run=run.label,
+                variant=vm.variant,
+                minute=first,
+                when=run.when(first),
+                slo=slo,
+                figure=float(fig[first]),
+                limit=limit,
+                shortfall_instances=max(1, int(short[k])),
+                shortfall_rpm=max(
+                    0.0, float(vm.demand_rpm[k] - vm.in_service[k] * lim.rpm_per_instance)
+                ),
+                floor_owner=owner,
+                at_max=ceiling,
+                minutes=len(minutes),
+                # from the run's start the bound's age is unknown: taken as long in force
+                bound_age_minutes=age if first - age > 0 else 10**6,
+                lag_minutes=lim.lag_minutes,
+            )
+        )
+    return sorted(out, key=lambda x: x.minute), worst
 
 
 def evaluate(
@@ -261,10 +299,9 @@ def evaluate(
                     spare = vm.in_service[busy] * lims[v].rpm_per_instance / vm.demand_rpm[busy]
                     headroom = min(headroom, 100 * (float(spare.min()) - 1))
                 for slo in held:
-                    miss, w = _misses_of(run, vm, lims[v], slo, slo_limits[slo])
+                    found, w = _misses_of(run, vm, lims[v], slo, slo_limits[slo])
                     worst[slo] = max(worst.get(slo, 0.0), w)
-                    if miss is not None:
-                        misses.append(miss)
+                    misses += found
         verdicts.append(ScenarioVerdict(name, soft.get(name), misses, worst, cost, peak, headroom))
     return GateReport(
         env=cfg.env,

@@ -22,7 +22,7 @@ from sizing.scale_out_time import render_scale_out, scale_out_section
 from sizing.scaling_target import concurrency_target, pool_bases, unmet_slo_warnings
 from sizing.serving_speed import PLANNING_EDGE, hit_rate_source
 from sizing.shadow_plan import render_shadow, shadow_section
-from sizing.slo_reach import held, unreachable
+from sizing.slo_reach import held, left_out, unreachable, what_would_reach
 from sizing.speed_plan import render_speed, speed_section
 from sizing.target_costs import render_targets
 from typed_config import (
@@ -333,18 +333,56 @@ def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
     }
 
 
+def monthly_line(monthly_usd: float, budget_usd: float | None) -> tuple[str, str | None]:
+    """The one monthly figure (what the fleet bills on the normal day, simulated with its
+    scaling) beside the budget: the line, and a warning when it is over the budget."""
+    if not budget_usd:
+        return f"${monthly_usd:,.0f}/month (no budget: fleet.budget_usd_per_month)", None
+    line = (
+        f"${monthly_usd:,.0f}/month, {monthly_usd / budget_usd:.2f}x the budget of "
+        f"${budget_usd:,.0f}/month (fleet.budget_usd_per_month)"
+    )
+    if monthly_usd <= budget_usd:
+        return line, None
+    return line, (
+        f"the fleet costs ${monthly_usd - budget_usd:,.0f}/month more than the budget "
+        f"(${monthly_usd:,.0f} vs ${budget_usd:,.0f}): raise the budget, or loosen what sizes "
+        "the fleet (make fleet prints the cost of each SLO and scenario)"
+    )
+
+
 def render_cost(cost: dict[str, Any]) -> list[str]:
-    """The cost lines: the floors' monthly figure, what it assumes, and the ceiling."""
+    """The cost lines: the one monthly figure (the normal day simulated with its scaling, when
+    ``make synth`` adds it: ``monthly``) beside the budget, then the floors' figure, what it
+    assumes, and the ceiling."""
     by = ", ".join(f"{n} ${x:,.0f}" for n, x in cost["monthly_at_floors_by_variant"].items())
-    lines = [
-        f"  cost    ${cost['monthly_at_floors']:,.0f}/month at the floors ({by}): MinCapacity as "
-        f"the recurring schedules write it, standby included, over the week from "
-        f"{cost['week_from']}, x {cost['hours_per_month']} h/month; on-demand "
-        f"{cost['price_region']}",
-        "          the least the endpoint bills: autoscaling above the floors follows traffic "
-        "(make simulate bills the normal day with the same model); at most "
-        f"${cost['monthly_at_max_capacity']:,.0f}/month (every variant at max_capacity)",
-    ]
+    lines = []
+    if cost.get("monthly") is not None:
+        line, warning = monthly_line(cost["monthly"], cost.get("budget_usd_per_month"))
+        lines.append(
+            f"  cost    {line}: what the fleet bills, the normal day simulated with its scaling "
+            f"(schedules, standby, the canary and scale-out above the floors), x "
+            f"{cost['hours_per_month']} h/month; on-demand {cost['price_region']}"
+        )
+        if warning:
+            lines.append(f"          WARNING: {warning}")
+        lines.append(
+            f"          of which ${cost['monthly_at_floors']:,.0f}/month at the floors ({by}): "
+            f"MinCapacity as the recurring schedules write it, standby included, over the week "
+            f"from {cost['week_from']}; at most ${cost['monthly_at_max_capacity']:,.0f}/month "
+            "(every variant at max_capacity)"
+        )
+    else:
+        lines += [
+            f"  cost    ${cost['monthly_at_floors']:,.0f}/month at the floors ({by}): MinCapacity "
+            f"as the recurring schedules write it, standby included, over the week from "
+            f"{cost['week_from']}, x {cost['hours_per_month']} h/month; on-demand "
+            f"{cost['price_region']}",
+            "          the least the endpoint bills: autoscaling above the floors follows "
+            "traffic (make synth and make simulate bill the normal day with the same model); "
+            f"at most ${cost['monthly_at_max_capacity']:,.0f}/month (every variant at "
+            "max_capacity)",
+        ]
     for r in cost.get("releases_once", []):
         lines.append(
             f"          release {r['name']} ({r['at']}): +${r['usd']:,.0f} once, its pre-scale "
@@ -386,11 +424,14 @@ def fleet_section(cfg: DeploymentConfig) -> dict[str, Any]:
     """What the capacity gate holds this config to (``fleet:``), and the planning inputs it
     uses; the gate itself replays the day (``make capacity-gate``, simulator/slo_gate.py)."""
     f = cfg.fleet
+    gone = unreachable(cfg)
     return {
         "scenarios_held": f.held(),
         "best_effort": [{"scenario": b.scenario, "reason": b.reason} for b in f.best_effort],
         "slos_held": held(cfg),
-        "slos_not_held": unreachable(cfg),
+        "slos_not_held": gone,
+        "reach": {k: what_would_reach(cfg, "primary", k) for k in gone},
+        "slos_left_out": left_out(cfg),
         "traffic_share": f.traffic_share,
         "speed_edge": PLANNING_EDGE,
         "prefix_cache_hit_rate": hit_rate_source(cfg),
@@ -406,12 +447,17 @@ def render_fleet(f: dict[str, Any]) -> list[str]:
         f"edge; prefix-cache hit rate {f['prefix_cache_hit_rate']}"
     ]
     for slo, why in f["slos_not_held"].items():
-        lines.append(f"          not held on this instance type: {slo}: {why}")
+        reach = f["reach"].get(slo)
+        more = f"; {reach}" if reach else ""
+        lines.append(f"          not held on this instance type: {slo}: {why}{more}")
+    for slo, where in f.get("slos_left_out", {}).items():
+        lines.append(f"          not held by the gate (fleet.slos leaves it out): {slo}: {where}")
     for b in f["best_effort"]:
         lines.append(f"          ACCEPTED RISK: {b['scenario']} is best-effort: {b['reason']}")
     if f["budget_usd_per_month"]:
         lines.append(
-            f"          budget ${f['budget_usd_per_month']:,.0f}/month (fleet.budget_usd_per_month)"
+            f"          budget ${f['budget_usd_per_month']:,.0f}/month (fleet.budget_usd_per_month;"
+            " the cost line compares the fleet's monthly cost with it)"
         )
     return lines
 

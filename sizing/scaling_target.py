@@ -27,11 +27,11 @@ either way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sizing import speed_model
 from sizing.capacity import pool_capacities
-from sizing.serving_speed import efficiency, planned_hit_rate
+from sizing.serving_speed import PLANNING_EDGE, Edge, efficiency, planned_hit_rate
 from typed_config import DeploymentConfig, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
 
@@ -46,7 +46,18 @@ BLOCK = 16
 SLO_LIMITS: dict[str, tuple[str, str]] = {
     "ttft_p50": ("TTFT p50", "slo_ttft_p50_ms"),
     "latency_p99": ("end-to-end p99", "slo_latency_p99_ms"),
+    "tpot_p95": ("TPOT p95", "slo_tpot_p95_ms"),
 }
+#: The per-token SLO: how fast an answer streams to the user. It binds at whatever share of the
+#: engine it holds (:data:`MIN_USEFUL_SHARE` does not apply): "cheapest" never means running every
+#: GPU at a per-user speed nobody would accept.
+PER_TOKEN_SLO = "tpot_p95"
+
+#: An SLO other than the per-token one that holds, at the central estimate, only below this share
+#: of the requests an instance runs (the lower of max_num_seqs and the KV cache) is not reachable:
+#: a fleet would keep most of every GPU idle for it, and the solver would size the fleet on that
+#: idle share. It is named instead, with what would reach it (sizing.slo_reach).
+MIN_USEFUL_SHARE = 0.25
 
 
 def cached_tokens(cfg: DeploymentConfig, prompt: int, hit_rate: float) -> tuple[int, int]:
@@ -62,7 +73,8 @@ class TargetBasis:
 
     max_num_seqs: int
     kv_bound: int
-    #: Every latency SLO of the config, met or not (the plan prints them all).
+    #: Every latency SLO of the config, met or not (the plan prints them all), at the planning
+    #: edge of the speed model: where the target sits.
     slo: tuple[speed_model.SloBound, ...]
     #: Keys of :data:`SLO_LIMITS` the config lets bind (``target_tracking.slos``).
     binding_slos: tuple[str, ...]
@@ -72,12 +84,32 @@ class TargetBasis:
     concurrency: int
     #: The instance type (pool) these bounds are for; for a variant, the pool that binds.
     instance_type: str = ""
+    #: The same bounds at the central estimate of the speed model: whether an SLO is reachable
+    #: is decided here, never because the pessimistic edge says so (:func:`reachable`).
+    central: tuple[speed_model.SloBound, ...] = ()
+
+    @property
+    def engine_bound(self) -> int:
+        """What one instance runs at once: the lower of max_num_seqs and the KV cache."""
+        return min(self.max_num_seqs, self.kv_bound)
+
+    def central_bound(self, key: str) -> speed_model.SloBound:
+        return next(b for b in self.central if b.slo == SLO_LIMITS[key][0])
+
+    def reachable(self, key: str) -> bool:
+        """Whether SLO ``key`` holds at the central estimate at a useful load: at any
+        concurrency for the per-token SLO, at :data:`MIN_USEFUL_SHARE` of the engine for the
+        others."""
+        c = self.central_bound(key).concurrency
+        if key == PER_TOKEN_SLO:
+            return c > 0
+        return c > 0 and c >= MIN_USEFUL_SHARE * self.engine_bound
 
     @property
     def unmet(self) -> tuple[speed_model.SloBound, ...]:
-        """SLOs allowed to bind that no concurrency meets."""
-        names = {SLO_LIMITS[k][0] for k in self.binding_slos}
-        return tuple(b for b in self.slo if b.slo in names and b.concurrency == 0)
+        """SLOs allowed to bind that are not reachable at the central estimate (the central
+        figures: what the speed model expects, not its pessimistic edge)."""
+        return tuple(self.central_bound(k) for k in self.binding_slos if not self.reachable(k))
 
 
 def typical_request(cfg: DeploymentConfig) -> dict[str, int]:
@@ -136,32 +168,44 @@ def _basis(cfg: DeploymentConfig, variant: VariantName, itype: str, kv_bound: in
     """One instance type's bounds; ``cfg`` carries the engine that type runs."""
     inst = INSTANCE_CATALOG[itype]
     mon = cfg.monitoring
-    bounds = speed_model.slo_bounds(
-        cfg.architecture,
-        cfg.model.quantization,
-        inst.gpu,
-        ceiling=kv_bound,
-        ttft_p50_ms=mon.slo_ttft_p50_ms,
-        latency_p99_ms=mon.slo_latency_p99_ms,
-        eff=efficiency(cfg, inst.gpu),
-        **typical_request(cfg),
-    )
+
+    def bounds_at(edge: Edge) -> tuple[speed_model.SloBound, ...]:
+        return speed_model.slo_bounds(
+            cfg.architecture,
+            cfg.model.quantization,
+            inst.gpu,
+            ceiling=kv_bound,
+            ttft_p50_ms=mon.slo_ttft_p50_ms,
+            latency_p99_ms=mon.slo_latency_p99_ms,
+            tpot_p95_ms=mon.slo_tpot_p95_ms,
+            eff=efficiency(cfg, inst.gpu, edge),
+            **typical_request(cfg),
+        )
+
+    bounds = bounds_at(PLANNING_EDGE)
     tt = cfg.scaling.variants[variant].target_tracking
     binding_slos = tuple(tt.slos) if tt is not None else tuple(SLO_LIMITS)
-    candidates = [("max_num_seqs", cfg.engine.max_num_seqs), ("KV cache", kv_bound)]
-    names = {SLO_LIMITS[k][0] for k in binding_slos}
-    candidates += [(b.slo, b.concurrency) for b in bounds if b.slo in names and b.concurrency > 0]
-    # the lowest binds; on a tie the engine's own limits are named (they hold without a model)
-    binding, concurrency = min(candidates, key=lambda c: c[1])
-    return TargetBasis(
+    basis = TargetBasis(
         max_num_seqs=cfg.engine.max_num_seqs,
         kv_bound=kv_bound,
-        slo=tuple(bounds),
+        slo=bounds,
         binding_slos=binding_slos,
-        binding=binding,
-        concurrency=concurrency,
+        binding="",
+        concurrency=0,
         instance_type=itype,
+        central=bounds if PLANNING_EDGE == "central" else bounds_at("central"),
     )
+    candidates = [("max_num_seqs", cfg.engine.max_num_seqs), ("KV cache", kv_bound)]
+    for key in binding_slos:
+        if not basis.reachable(key):
+            continue
+        # reachable at the central estimate: it binds at the planning edge's bound, at least
+        # one request in flight (where even one misses at that edge, the plan says so)
+        b = next(x for x in bounds if x.slo == SLO_LIMITS[key][0])
+        candidates.append((b.slo, max(1, b.concurrency)))
+    # the lowest binds; on a tie the engine's own limits are named (they hold without a model)
+    binding, concurrency = min(candidates, key=lambda c: c[1])
+    return replace(basis, binding=binding, concurrency=concurrency)
 
 
 def concurrency_target(cfg: DeploymentConfig, variant: VariantName) -> float:
@@ -177,14 +221,15 @@ def concurrency_target(cfg: DeploymentConfig, variant: VariantName) -> float:
 SLO_LEVERS: dict[str, str] = {
     "ttft_p50": "a shorter uncached prompt (engine.typical_prompt_tokens)",
     "latency_p99": "a shorter typical answer (engine.typical_output_tokens)",
+    "tpot_p95": "speculative decoding (fewer decode steps per token)",
 }
 
 
 def unmet_slo_warnings(cfg: DeploymentConfig, variant: VariantName) -> list[str]:
-    """One warning per SLO that ``variant``'s ``target_tracking.slos`` lets bind and that no
-    concurrency meets for the typical request, on any of its pools: the SLO and its limit, the
-    best the instance can do, what binds instead, and what to do (meet it, or accept it by
-    leaving it out of ``slos``: its alarm stays). The plan prints them, once."""
+    """One warning per SLO that ``variant``'s ``target_tracking.slos`` lets bind and that is not
+    reachable at the central estimate for the typical request, on any of its pools: the SLO and
+    its limit, the best the instance can do, what binds instead, and what to do (meet it, or
+    accept it by leaving it out of ``slos``: its alarm stays). The plan prints them, once."""
     vs = cfg.scaling.variants[variant]
     if vs.target_tracking is None or vs.target_tracking.metric != "concurrency":
         return []
@@ -195,11 +240,17 @@ def unmet_slo_warnings(cfg: DeploymentConfig, variant: VariantName) -> list[str]
     for basis in pool_bases(cfg, variant):
         for b in basis.unmet:
             key = next(k for k, (name, _) in SLO_LIMITS.items() if name == b.slo)
+            reach = (
+                "which no concurrency meets"
+                if b.concurrency == 0
+                else f"which holds only up to {b.concurrency} of the {basis.engine_bound} in "
+                "flight it runs"
+            )
             lines.append(
-                f"{field} lists {key}, which no concurrency meets on {basis.instance_type}: "
+                f"{field} lists {key}, {reach} on {basis.instance_type} at the central estimate: "
                 f"monitoring.{SLO_LIMITS[key][1]} is {b.limit:,.0f} ms, the best for the typical "
                 f"request ({req['prompt']}+{req['output']} tokens, {req['cached']} cached) is "
-                f"{b.best:,.0f} ms with one request in flight (the planning speed above), so "
+                f"{b.best:,.0f} ms with one request in flight, so "
                 f"the target follows the {basis.binding} ({basis.concurrency} in flight). To "
                 f"meet it: a faster instance type (variants.{variant}.instance_type) or "
                 f"{SLO_LEVERS[key]}. To accept it: remove {key} from {field} (its alarm stays)"

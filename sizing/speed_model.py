@@ -30,6 +30,7 @@ Pure Python, no GPU and no AWS: the simulator and the plan call it at synth.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -230,6 +231,11 @@ class Speed:
     decode_tps: float
     #: Requests in the percentiles.
     sample: int
+    #: Time to first token, 95th percentile (the plan's figure at the scaling target).
+    ttft_p95_s: float = 0.0
+    #: Time per output token after the first, 95th percentile over requests (each request's
+    #: (end - first token) / (output - 1)): what ``monitoring.slo_tpot_p95_ms`` holds.
+    tpot_p95_s: float = 0.0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -417,6 +423,9 @@ def _run(
         e2e_p99_s=_pct(e2es, 99),
         decode_tps=_pct(rates, 50) if rates else 0.0,
         sample=len(measured),
+        ttft_p95_s=_pct(first, 95),
+        # the slowest 5 % of streams: the 5th percentile of per-request decode speed
+        tpot_p95_s=1 / _pct(rates, 5) if rates else math.inf,
     )
 
 
@@ -628,6 +637,7 @@ def slo_bounds(
     ceiling: int,
     ttft_p50_ms: float,
     latency_p99_ms: float,
+    tpot_p95_ms: float = math.inf,
     max_num_seqs: int = 128,
     max_num_batched_tokens: int = 8192,
     eff: Efficiency = FITTED,
@@ -650,10 +660,14 @@ def slo_bounds(
     def e2e(c: int) -> float:
         return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).e2e_p99_s
 
+    def tpot(c: int) -> float:
+        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).tpot_p95_s
+
     out = []
     for name, limit, figure in (
         ("TTFT p50", ttft_p50_ms, ttft),
         ("end-to-end p99", latency_p99_ms, e2e),
+        ("TPOT p95", tpot_p95_ms, tpot),
     ):
         lo, hi = 0, ceiling  # figure(lo) meets (or lo == 0), find the largest that does
         if figure(1) <= limit:

@@ -19,7 +19,7 @@ from sizing.scaling_target import (
     target_basis,
     typical_request,
 )
-from sizing.serving_speed import describe, efficiency
+from sizing.serving_speed import PLANNING_EDGE, Edge, describe, efficiency
 from typed_config import VARIANT_NAMES, DeploymentConfig, ModelArchitecture, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
 
@@ -55,12 +55,20 @@ def speed_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]
                 "slo": b.slo,
                 "limit_ms": b.limit,
                 "max_in_flight": b.concurrency,
+                "max_in_flight_central": c.concurrency,
                 "best_ms": round(b.best),
                 "at_kv_bound_ms": round(b.at_ceiling),
-                "binds_target": b.slo in {SLO_LIMITS[k][0] for k in basis.binding_slos},
+                "binds_target": b.slo in {SLO_LIMITS[k][0] for k in basis.binding_slos}
+                and basis.reachable(_key(b.slo)),
+                "why_not": (
+                    "not reachable at the central estimate"
+                    if not basis.reachable(_key(b.slo))
+                    else "not in target_tracking.slos"
+                ),
             }
-            for b in basis.slo
+            for b, c in zip(basis.slo, basis.central, strict=True)
         ],
+        "at_target": at_target(cfg, variant),
         "binding": basis.binding,
         "binding_in_flight": basis.concurrency,
         "target": {
@@ -84,6 +92,10 @@ def speed_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any]
     }
 
 
+def _key(bound_name: str) -> str:
+    return next(k for k, (name, _) in SLO_LIMITS.items() if name == bound_name)
+
+
 def render_speed(s: dict[str, Any]) -> list[str]:
     full = s["at_kv_bound"]
     lines = [
@@ -94,14 +106,16 @@ def render_speed(s: dict[str, Any]) -> list[str]:
         f"            ({s['source']})",
     ]
     for b in s["slo"]:
+        central = b.get("max_in_flight_central")
+        at_central = "" if central is None else f" ({central} at the central estimate)"
         if b["max_in_flight"]:
-            verdict = f"holds up to {b['max_in_flight']} in flight"
+            verdict = f"holds up to {b['max_in_flight']} in flight{at_central}"
         else:
             verdict = (
                 f"NOT MET at any concurrency for this shape: best {b['best_ms']:,} ms with one "
-                "request in flight"
+                f"request in flight{at_central}"
             )
-        role = "" if b["binds_target"] else " (not a scaling bound: target_tracking.slos)"
+        role = "" if b["binds_target"] else f" (not a scaling bound: {b['why_not']})"
         lines.append(
             f"          SLO {b['slo']} < {b['limit_ms']:g} ms (Poisson arrivals): {verdict}; "
             f"{b['at_kv_bound_ms']:,} ms at {s['kv_bound']}{role}"
@@ -120,6 +134,7 @@ def render_speed(s: dict[str, Any]) -> list[str]:
             else ""
         )
     )
+    lines += render_at_target(s.get("at_target"))
     # The watched alarms a healthy instance at its target must stay under (sizing.alarm_headroom)
     for key, label, healthy, note in (
         ("rollback_latency", "rollback ModelLatency p99", "healthy_p99_ms", ""),
@@ -192,16 +207,61 @@ def _slowest_pool(
     return worst
 
 
-def speed_at(cfg: DeploymentConfig, instance_type: str, in_flight: int) -> speed_model.Speed:
+def speed_at(
+    cfg: DeploymentConfig, instance_type: str, in_flight: int, edge: Edge = PLANNING_EDGE
+) -> speed_model.Speed:
     """The typical request on one ``instance_type`` instance of ``cfg`` (a pool's config) under
-    Poisson arrivals holding ``in_flight`` in flight, at the planning edge; computed once per
-    distinct input (synth asks for it from several rules)."""
+    Poisson arrivals holding ``in_flight`` in flight, at ``edge`` (the planning edge unless
+    said); computed once per distinct input (synth asks for it from several rules)."""
     gpu = INSTANCE_CATALOG[instance_type].gpu
     req = typical_request(cfg)
     return _open_loop_at(
-        cfg.architecture, cfg.model.quantization, gpu, in_flight, efficiency(cfg, gpu),
+        cfg.architecture, cfg.model.quantization, gpu, in_flight, efficiency(cfg, gpu, edge),
         tuple(sorted(req.items())),
     )  # fmt: skip
+
+
+def at_target(cfg: DeploymentConfig, variant: VariantName) -> dict[str, Any] | None:
+    """What a user of ``variant`` sees while target tracking holds an instance at its target
+    (Poisson arrivals, the typical request; the binding pool): TTFT p50/p95, tokens per second
+    per user (the median stream), TPOT p95 and the typical answer's end-to-end p50, at the
+    planning edge and at the central estimate. None without a concurrency target."""
+    tt = cfg.scaling.variants[variant].target_tracking
+    if tt is None or tt.metric != "concurrency":
+        return None
+    target = concurrency_target(cfg, variant)
+    itype = target_basis(cfg, variant).instance_type
+    pool_cfg = _pool_cfg(cfg, variant, itype)
+    output = pool_cfg.engine.typical_output_tokens
+    out: dict[str, Any] = {"in_flight": target, "output_tokens": output}
+    for edge in (PLANNING_EDGE, "central"):
+        s = speed_at(pool_cfg, itype, max(1, math.ceil(target)), edge)
+        out[edge] = {
+            "ttft_p50_s": round(s.ttft_p50_s, 3),
+            "ttft_p95_s": round(s.ttft_p95_s, 3),
+            "tokens_per_second_per_user": round(s.decode_tps, 1),
+            "tpot_p95_ms": round(1000 * s.tpot_p95_s),
+            "e2e_p50_s": round(s.e2e_p50_s, 2),
+        }
+    return out
+
+
+def render_at_target(t: dict[str, Any] | None) -> list[str]:
+    if t is None:
+        return []
+
+    def one(f: dict[str, Any]) -> str:
+        return (
+            f"TTFT p50 {f['ttft_p50_s']} s / p95 {f['ttft_p95_s']} s, "
+            f"{f['tokens_per_second_per_user']} tok/s per user (TPOT p95 {f['tpot_p95_ms']:,} ms), "
+            f"the typical answer ({t['output_tokens']} tokens) in {f['e2e_p50_s']} s end-to-end p50"
+        )
+
+    return [
+        f"          at the scaling target ({t['in_flight']:g} in flight, Poisson arrivals), "
+        f"{PLANNING_EDGE} edge: {one(t[PLANNING_EDGE])}",
+        f"            central estimate: {one(t['central'])}",
+    ]
 
 
 @functools.lru_cache(maxsize=64)

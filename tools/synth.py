@@ -41,7 +41,19 @@ def plan_text(
 ) -> str:
     """The plan as `make synth` prints it (tools/doc_blocks.py quotes it in the docs)."""
     cfg, assembly = assemble(env, out, options, config)
-    return render_plan(build_plan(cfg, {s.stack_name: s.template for s in assembly.stacks}))
+    plan = build_plan(cfg, {s.stack_name: s.template for s in assembly.stacks})
+    add_monthly(cfg, plan)
+    return render_plan(plan)
+
+
+def add_monthly(cfg: DeploymentConfig, plan: dict[str, Any]) -> dict[str, Any]:
+    """Put the plan's one monthly figure in its cost section: the normal day simulated with the
+    fleet's scaling (the simulator's bill, as make simulate and make fleet quote it), beside the
+    budget. Returns the targets section it came from (SageMaker beside Bedrock)."""
+    targets = targets_section(cfg)
+    plan["cost"]["monthly"] = targets["sagemaker_monthly"]
+    plan["cost"]["budget_usd_per_month"] = cfg.fleet.budget_usd_per_month
+    return targets
 
 
 def assemble(
@@ -81,8 +93,9 @@ def synth(
             file=sys.stderr,
         )
     plan = build_plan(cfg, templates)
+    targets = add_monthly(cfg, plan)
     if cfg.bedrock.enabled:  # the second target's cost beside the fleet's (docs/bedrock.md)
-        plan["targets"] = targets_section(cfg)
+        plan["targets"] = targets
     (out / "plan.json").write_text(json.dumps(plan, indent=2, default=str) + "\n")
     text = render_plan(plan)
     print(text)

@@ -37,8 +37,9 @@ DEFAULT_SCENARIOS: tuple[ScenarioName, ...] = (
 )
 
 #: SLOs the gate can hold, each against its ``monitoring`` limit; ``rejected`` is "no request
-#: rejected with 429" (the brief's "0 rejected"), held in every minute.
-GateSlo = Literal["rejected", "queue_wait_p95", "ttft_p50", "latency_p99"]
+#: rejected with 429" (the brief's "0 rejected"), held in every minute; ``tpot_p95`` is time per
+#: output token (``monitoring.slo_tpot_p95_ms``), the per-user streaming speed.
+GateSlo = Literal["rejected", "queue_wait_p95", "ttft_p50", "latency_p99", "tpot_p95"]
 GATE_SLOS: tuple[GateSlo, ...] = get_args(GateSlo)
 
 

@@ -210,6 +210,14 @@ class MonitoringConfig(Strict):
     gate."""
     slo_queue_wait_p95_ms: Annotated[float, Field(gt=0)] = 100
     """SLO: queue wait p95 in milliseconds; held by the capacity gate."""
+    slo_tpot_p95_ms: Annotated[float, Field(gt=0)] = 100
+    """SLO: time per output token after the first, 95th percentile over requests (ms): how fast an
+    answer streams to the user (100 ms = 10 tokens/s per user). The default is MLPerf Inference's
+    server-scenario bound for Llama-3.1-8B, the closest model it benchmarks to this product's 8B:
+    ``llama3_1-8b.Server.tpot_latency = 100`` in mlcommons/inference loadgen/mlperf.conf (TTFT
+    2,000 ms beside it; the interactive scenario asks 30 ms). MLPerf holds it at the 99th
+    percentile (``*.Server.target_latency_percentile = 99``); held here at the 95th, as the other
+    latency SLOs' alarms read a percentile over an hour."""
     slo_error_rate_percent: Annotated[float, Field(gt=0, lt=10)] = 0.1
     """SLO: 5XX error rate in percent of requests (0-10)."""
 

@@ -56,14 +56,15 @@ class TargetTracking(Strict):
     per minute)."""
     target_fraction_of_concurrency: Annotated[float, Field(gt=0, le=1)] = 0.85
     """For ``concurrency``: target = this fraction x engine.max_num_seqs."""
-    slos: Annotated[list[Literal["ttft_p50", "latency_p99"]], Field(max_length=2)] = [
+    slos: Annotated[list[Literal["ttft_p50", "latency_p99", "tpot_p95"]], Field(max_length=3)] = [
         "ttft_p50",
         "latency_p99",
+        "tpot_p95",
     ]
     """For ``concurrency``: the latency SLOs (monitoring.slo_*) that may bound the target, beside
-    max_num_seqs and the KV cache (sizing.scaling_target). One the speed model says no concurrency
-    meets on the variant's instance cannot bind: synth warns, naming it; leaving it out of this list
-    acknowledges that (its alarm stays)."""
+    max_num_seqs and the KV cache (sizing.scaling_target). One the speed model says is not
+    reachable at its central estimate (sizing.slo_reach) cannot bind: synth warns, naming it and
+    what would reach it; leaving it out of this list acknowledges that (its alarm stays)."""
     invocations_per_instance: Annotated[int, Field(gt=0)] = 1000
     """For ``invocations``: InvocationsPerInstance per minute."""
     scale_out_cooldown_seconds: Annotated[int, Field(ge=0, le=3600)] = 60

@@ -123,9 +123,10 @@ def test_the_plan_names_an_slo_no_concurrency_meets() -> None:
         raw["scaling"]["variants"][variant]["target_tracking"]["slos"] = ["ttft_p50"]
     raw.setdefault("monitoring", {})["slo_ttft_p50_ms"] = 1000
     s = speed_section(parse(raw), "primary")
-    ttft, e2e = s["slo"]
+    ttft, e2e, tpot = s["slo"]
     assert ttft["slo"] == "TTFT p50" and ttft["max_in_flight"] == s["kv_bound"]
     assert e2e["slo"] == "end-to-end p99" and e2e["max_in_flight"] == 0
+    assert tpot["slo"] == "TPOT p95" and not tpot["binds_target"]  # not in target_tracking.slos
     # an SLO no concurrency meets cannot bind the target: the KV cache does
     assert e2e["best_ms"] > e2e["limit_ms"] and s["binding"] == "KV cache"
     assert not e2e["binds_target"] and ttft["binds_target"]
