@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -177,6 +178,20 @@ class Server:
         assert text in log, f"{text!r} not in the log within {timeout} s:\n{log[-4000:]}"
         return log
 
+    def sigterm(self) -> None:
+        """SIGTERM as SageMaker sends it when it stops an instance: to the container itself
+        (``docker stop`` signals its PID 1), not through ``podman run``'s signal proxy, through
+        which the signal did not reach the entrypoint within 180 s in ``make test-image``
+        (2026-12-07, podman 4.3); without an image, to the entrypoint process."""
+        if IMAGE:
+            engine = shlex.split(os.environ.get("IMAGE_ENGINE_CMD", "podman"))
+            subprocess.run(
+                [*engine, "kill", "--signal", "TERM", container_name(self.port)],
+                check=True, capture_output=True,
+            )  # fmt: skip
+        else:
+            self.proc.send_signal(signal.SIGTERM)
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -187,13 +202,17 @@ class Server:
         return self.proc.wait()
 
 
+def container_name(port: int) -> str:
+    return f"serving-test-{port}"
+
+
 def container_command(env: dict[str, str], port: int) -> list[str]:
     """``tools.container_run`` for SERVING_TEST_IMAGE with the settings ``env`` sets (not the
     host's own variables, not host paths: the image has its model and code baked in)."""
     settings = [f"{k}={v}" for k, v in env.items() if k not in HOST_ONLY and os.environ.get(k) != v]
     settings.append(f"SAGEMAKER_BIND_TO_PORT={IMAGE_BIND_PORT}")
     return [sys.executable, "-m", "tools.container_run", "--image", IMAGE,
-            "--name", f"serving-test-{port}", "--host-port", str(port),
+            "--name", container_name(port), "--host-port", str(port),
             *[arg for kv in settings for arg in ("-e", kv)]]  # fmt: skip
 
 

@@ -5,7 +5,6 @@ the server."""
 from __future__ import annotations
 
 import json
-import signal
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -326,7 +325,7 @@ def test_sigterm_drains_inflight_streams_then_exits_0(server: Server) -> None:
     ]
     for s in streams:
         assert s["first"].wait(120)  # type: ignore[attr-defined]
-    server.proc.send_signal(signal.SIGTERM)
+    server.sigterm()
     # The notice (DRAIN_NOTICE_S for the session server: /ping and new requests 503 while vLLM
     # still accepts connections) begins when the entrypoint gets the signal, which through
     # `podman run`'s signal proxy on a loaded machine has been more than a notice after it was
