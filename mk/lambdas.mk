@@ -26,7 +26,7 @@ promote: venv node_modules/.stamp ## canary | promote a COMPLETED rollout: prima
 canary-promote-info: venv ## canary | the promotion steps once a rollout COMPLETED
 	$(PY) -m tools.canary promote-info --env $(ENV)
 
-test-lambdas: venv ## development | tests/lambdas: controller, smoke gate, constructs (moto)
+test-lambdas: venv node_modules/.stamp ## development | tests/lambdas: controller, smoke gate, constructs (moto)
 	$(VENV)/bin/pytest -q tests/lambdas
 
 TEST_TARGETS += test-lambdas
