@@ -9,6 +9,8 @@
 #   1. bash .gpu/a/gpu_evidence.sh stage1          part0 to /tmp/gpu, the dummy W4A16 model, 3 adapters
 #   2. bash .gpu/b/gpu_evidence.sh setup lora-ab   install, then bench/serve_evidence.py lora-ab
 #   3. bash .gpu/b/gpu_evidence.sh start-phases    bench/serve_evidence.py start-phases
+#   4. RUNS=cold_default,warm_default IMPORTS=1 LOAD=1 bash .gpu/b/gpu_evidence.sh setup start-cuts
+#                                                  bench/serve_evidence.py start-cuts (issue 46 item 2)
 # BUDGET_S bounds the measurement of a call (default 540 s from this script's start).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +61,12 @@ start-phases() {
   local left=$((T0 + BUDGET_S - $(date +%s)))
   python3 "$here/serve_evidence.py" start-phases --out "$OUT" --budget-s "$left" ${ONLY:+--only $ONLY} 2>&1 |
     tee "$OUT/call.log"
+}
+
+start-cuts() {
+  local left=$((T0 + BUDGET_S - $(date +%s)))
+  python3 "$here/serve_evidence.py" start-cuts --out "$OUT" --budget-s "$left" --runs "$RUNS" \
+    ${IMPORTS:+--imports} ${LOAD:+--load} 2>&1 | tee "$OUT/call.log"
 }
 
 for step in "$@"; do "$step"; done

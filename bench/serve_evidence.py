@@ -604,6 +604,166 @@ def start_phases(a: argparse.Namespace) -> None:
         (out / "start_phases.json").write_text(json.dumps(res, indent=1))
 
 
+# -------------------------------------------------------------------------------------- start-cuts
+
+#: Issue 46 item 2: each start configuration (cache root, extra flags, extra environment). A cold
+#: run starts from an emptied cache root (what the release job does once, producing the cache it
+#: ships); the warm run of the same configuration reads that root (what a new instance does with
+#: the shipped cache). Each configuration has its own root, so no run reads another's cache.
+FDO = json.dumps({"cudagraph_mode": "FULL_DECODE_ONLY"})
+CUTS: dict[str, tuple[str, list[str], dict[str, str]]] = {
+    "cold_default": ("/tmp/vc_default", [], {}),
+    "warm_default": ("/tmp/vc_default", [], {}),
+    "cold_reduced": ("/tmp/vc_reduced", ["--cudagraph-capture-sizes", *REDUCED_SIZES], {}),
+    "warm_reduced": ("/tmp/vc_reduced", ["--cudagraph-capture-sizes", *REDUCED_SIZES], {}),
+    "warm_reduced_debug": (
+        "/tmp/vc_reduced",
+        ["--cudagraph-capture-sizes", *REDUCED_SIZES],
+        {"VLLM_LOGGING_LEVEL": "DEBUG"},
+    ),
+    "cold_fdo": (
+        "/tmp/vc_fdo",
+        ["--cudagraph-capture-sizes", *REDUCED_SIZES, "--compilation-config", FDO],
+        {},
+    ),
+    "warm_fdo": (
+        "/tmp/vc_fdo",
+        ["--cudagraph-capture-sizes", *REDUCED_SIZES, "--compilation-config", FDO],
+        {},
+    ),
+    "warm_eager": ("/tmp/vc_eager", ["--enforce-eager"], {}),
+}
+#: The throughput window after a warm start: does the cut cost speed? (prompt, in flight)
+CUT_LOAD = (1500, 64)
+
+
+def import_probe(out: Path) -> dict[str, Any]:
+    """Where the seconds before vLLM's first log line go: Python imports, timed twice (the first
+    with whatever bytecode the install left, the second with what the first wrote), CUDA's
+    initialisation, and ``-X importtime``'s heaviest modules."""
+    res: dict[str, Any] = {}
+    env = dict(os.environ, **ENV)
+    probes = {
+        "import_torch": "import torch",
+        "cuda_init": "import torch; torch.zeros(1).cuda(); torch.cuda.synchronize()",
+        "import_vllm_cli": "import vllm.entrypoints.cli.main",
+        "import_vllm_api_server": "import vllm.entrypoints.openai.api_server",
+    }
+    for rnd in ("first", "second"):
+        for name, code in probes.items():
+            t = time.perf_counter()
+            r = subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True
+            )
+            res[f"{name}_{rnd}_s"] = round(time.perf_counter() - t, 2)
+            if r.returncode:
+                res[f"{name}_{rnd}_error"] = r.stderr[-400:]
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", probes["import_vllm_api_server"]],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    rows = []
+    for line in r.stderr.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
+        if m:
+            rows.append((int(m.group(2)), len(m.group(3)), m.group(4)))
+    rows.sort(reverse=True)
+    res["importtime_top_cumulative_ms"] = [
+        {"module": n, "cumulative_ms": round(c / 1000), "depth": d} for c, d, n in rows[:40]
+    ]
+    (out / "importtime.txt").write_text(r.stderr[-2_000_000:])
+    print(f"imports: { {k: v for k, v in res.items() if k.endswith('_s')} }", flush=True)
+    return res
+
+
+def start_cuts(a: argparse.Namespace) -> None:
+    out = Path(a.out)
+    t_call = time.perf_counter()
+    deadline = t_call + a.budget_s
+    path = out / "start_cuts.json"
+    res: dict[str, Any] = {
+        "what": "issue 46 item 2: the start, before and after each cut, one machine",
+        "started": stamp(),
+        "device": device_info(),
+        "engine": ENGINE + LORA,
+        "runs": [],
+        "skipped": [],
+    }
+    if a.imports:
+        res["imports"] = import_probe(out)
+    sampler = GpuSampler()
+    try:
+        for i, name in enumerate(x for x in a.runs.split(",") if x):
+            root, extra, env = CUTS[name]
+            left = deadline - time.perf_counter()
+            need = (215 if name.startswith("cold") else 140) + (30 if a.load else 0)
+            if left < need:
+                res["skipped"].append({"run": name, "why": f"{left:.0f} s left, ~{need} s needed"})
+                continue
+            if name.startswith("cold"):
+                subprocess.run(["rm", "-rf", root])
+            wait_gpu_free()
+            s = Server(
+                name,
+                8000,
+                ["--gpu-memory-utilization", "0.92", *LORA, *extra],
+                root,
+                out / f"cut_{i + 1}_{name}.log",
+                env=env,
+            )
+            r: dict[str, Any] = {
+                "run": name,
+                "command": " ".join(s.cmd),
+                "env": s.env_shown,
+                "cache_root_existed": os.path.isdir(root) and bool(os.listdir(root)),
+            }
+            try:
+                ready = s.wait_ready(min(deadline - 5, time.perf_counter() + a.start_limit_s))
+                r["health_200_s"] = None if ready is None else round(ready, 2)
+                if ready is not None:
+                    r["first_answers"] = [s.answer("base")] + [s.answer(m) for m in ADAPTERS]
+                    r["first_answer_s"] = r["first_answers"][0].get("since_start_s")
+                    r["all_adapters_answered_s"] = r["first_answers"][-1].get("since_start_s")
+                    if a.load and name.startswith("warm") and deadline - time.perf_counter() > 30:
+                        p, c = CUT_LOAD
+                        w = asyncio.run(
+                            http_load.run_window(
+                                "127.0.0.1", 8000, ADAPTERS, c, p, 180, 6.0, 12.0, 1.0, seed=7
+                            )
+                        )
+                        t1 = time.perf_counter()
+                        w.pop("_records", None)
+                        w["gpu"] = sampler.window(t1 - 12.0, t1)
+                        r["load_window"] = w
+                        print(
+                            f"  {name} P={p} C={c}: {w['req_per_min']} req/min, "
+                            f"TTFT p50 {w['ttft_s']['p50']}, ITL p50 {w['itl_s']['p50']}, "
+                            f"err {w['errors']}, SM {w['gpu'].get('sm_mhz_p50')} MHz",
+                            flush=True,
+                        )
+                else:
+                    r["error"] = "not ready (died or limit)"
+            finally:
+                s.stop()
+                r["phases"] = s.phases()
+                r["gpu_during"] = sampler.window(s.t0, time.perf_counter())
+            res["runs"].append(r)
+            print(
+                f"{name}: health {r.get('health_200_s')} s, first answer "
+                f"{r.get('first_answer_s')} s; first log line "
+                f"{r['phases']['first_log_line_s']}; spans {r['phases']['spans_s']}",
+                flush=True,
+            )
+            path.write_text(json.dumps(res, indent=1))
+    finally:
+        sampler.stop()
+        res["finished"] = stamp()
+        res["elapsed_s"] = round(time.perf_counter() - t_call, 1)
+        path.write_text(json.dumps(res, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -623,8 +783,15 @@ def main() -> None:
     p2.add_argument("--budget-s", type=float, default=540)
     p2.add_argument("--start-limit-s", type=float, default=330)
     p2.add_argument("--only", default="")
+    p3 = sub.add_parser("start-cuts")
+    p3.add_argument("--out", required=True)
+    p3.add_argument("--budget-s", type=float, default=540)
+    p3.add_argument("--start-limit-s", type=float, default=330)
+    p3.add_argument("--runs", required=True, help=f"comma-separated, of {', '.join(CUTS)}")
+    p3.add_argument("--imports", action="store_true", help="time the imports first")
+    p3.add_argument("--load", action="store_true", help="a throughput window after warm starts")
     a = ap.parse_args()
-    {"lora-ab": lora_ab, "start-phases": start_phases}[a.cmd](a)
+    {"lora-ab": lora_ab, "start-phases": start_phases, "start-cuts": start_cuts}[a.cmd](a)
 
 
 if __name__ == "__main__":
