@@ -54,10 +54,10 @@ def _refused(raw: dict[str, Any], field: str, why: str) -> None:
 
 def test_an_adapter_component_name_over_63_characters_is_refused() -> None:
     raw = _raw()
-    raw["adapters"][0]["name"] = "a" + "b" * 60
-    raw["default_adapter"] = raw["adapters"][1]["name"]
-    _refused(raw, "adapters.0.name", "which SageMaker refuses")
-    _refused(raw, "adapters.0.name", "shorten the adapter name to at most")
+    long = "a" + "b" * 60
+    raw["adapters"][1]["name"] = long  # the report names list items by their name
+    _refused(raw, f"adapters[{long}].name", "which SageMaker refuses")
+    _refused(raw, f"adapters[{long}].name", "shorten the adapter name to at most 42")
 
 
 def test_zero_instances_with_copies_at_their_floor_is_refused() -> None:
@@ -100,7 +100,7 @@ def test_another_instance_type_than_the_primary_is_refused() -> None:
 def test_an_adapter_without_a_version_is_refused() -> None:
     raw = _raw()
     del raw["adapters"][2]["version"]
-    _refused(raw, "adapters.2.version", "required with inference_components")
+    _refused(raw, "adapters[jp_style].version", "required with inference_components")
 
 
 def test_a_target_above_what_a_copy_admits_is_refused() -> None:
