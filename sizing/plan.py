@@ -7,6 +7,7 @@ from typing import Any
 
 from container.model_prep.manifest import summary
 from sizing.capacity import pool_capacities
+from sizing.component_plan import components_section, render_components
 from sizing.day_timeline import day_section, render_day
 from sizing.engine_start import render_start, start_section
 from sizing.fair_comparison import comparison_warnings
@@ -184,6 +185,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
             cfg.deployment.startup_health_check_timeout_seconds,
         ),
         "cost": cost_section(cfg),
+        "components": components_section(cfg),
         "rollout": rollout_section(cfg),
         "canary_comparison": comparison_warnings(cfg),
         "alarms": alarms,
@@ -590,6 +592,7 @@ def render_plan(plan: dict[str, Any], *, alarm_list: bool = True) -> str:
     if plan.get("start"):  # the engine's start, measured (sizing/engine_start.py)
         lines += render_start(plan["start"])
     lines += render_cost(plan["cost"])
+    lines += render_components(plan.get("components"))  # the component shape (issue 45)
     if plan.get("targets"):  # SageMaker beside Bedrock (sizing/target_costs.py)
         lines += render_targets(plan["targets"])
     r = plan["rollout"]

@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from sizing.component_plan import copy_memory_mb
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.shadow_plan import shadow_instances
 from sizing.update_semantics import reset_properties
@@ -23,15 +24,30 @@ from stacks.constructs.endpoint import (
 )
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.image import ServingImage
+from stacks.constructs.inference_components import (
+    AdapterComponent,
+    ComponentsProps,
+    InferenceComponents,
+)
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.relative_latency import RelativeLatencyAlarms
 from stacks.constructs.retention import KEEP_EXCEPT_FAILED_CREATE
 from stacks.constructs.rollback_alarms import RollbackAlarms
-from stacks.constructs.scaling import EndpointScaling, ScalingProps, controller_scaling
+from stacks.constructs.scaling import (
+    SERVICE_LINKED_ROLE,
+    EndpointScaling,
+    ScalingProps,
+    controller_scaling,
+)
 from stacks.constructs.shadow_stage import ShadowStageConfig
 from stacks.constructs.smoke_gate import SmokeGate
-from typed_config import VARIANT_NAMES, DeploymentConfig
-from typed_config.derived import capture_bucket_name
+from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
+from typed_config.derived import artifact_bucket_name, capture_bucket_name
+from typed_config.generated_names import (
+    adapter_artifact_key,
+    adapter_component_name,
+    base_component_name,
+)
 from typed_config.shadow import CONTROLLER_OWNED_VARIANT, controller_owned_variants
 
 #: What CloudWatch Logs does with a log group's key (the user guide's policy, below).
@@ -84,6 +100,9 @@ class EndpointStack(Stack):
             self, "RollbackAlarms", endpoint=endpoint, policy=cfg.deployment
         )
         self.serving = self._serving_endpoint(cfg, image)
+        if cfg.inference_components is not None:
+            self._component_shape(cfg, image)
+            return
         self.scaling = self._scaling(cfg, suspend_scaling)
         self.monitoring = Monitoring(
             self,
@@ -117,6 +136,65 @@ class EndpointStack(Stack):
         )
         self._grant_image_pull(image)
 
+    def _component_shape(self, cfg: DeploymentConfig, image: ServingImage) -> None:
+        """The component shape (typed_config/components.py): the inference components and their
+        copy scaling, the monitoring of the one variant, the image pull and the adapters' read.
+        Not built here: the variant scaling (SageMaker's managed instance scaling owns the
+        instances), the canary controller, relative-latency alarms and shadow stage (they move
+        weight between variants; an adapter rolls out on its own component instead) and the
+        smoke gate (it invokes variants by TargetVariant; a component is invoked by
+        InferenceComponentName)."""
+        ic = cfg.inference_components
+        assert ic is not None
+        account = cfg.account or Aws.ACCOUNT_ID
+        bucket = artifact_bucket_name(cfg, account)
+        self.components = InferenceComponents(
+            self,
+            "Components",
+            props=ComponentsProps(
+                endpoint_name=cfg.endpoint_name,
+                variant_name="primary",
+                base_name=base_component_name(cfg.project, cfg.env),
+                adapters=[
+                    AdapterComponent(
+                        adapter_component_name(cfg.project, cfg.env, a.name),
+                        a.name,
+                        f"s3://{bucket}/{adapter_artifact_key(a.name, a.version or '')}",
+                    )
+                    for a in cfg.adapters
+                ],
+                section=ic,
+                copy_memory_mb=copy_memory_mb(cfg),
+                startup_timeout_seconds=cfg.deployment.startup_health_check_timeout_seconds,
+            ),
+            endpoint=self.serving.endpoint,
+            model=self.serving.models["primary"],
+            scaling_role=iam.Role.from_role_arn(
+                self,
+                "AutoScalingRole",
+                self.format_arn(
+                    service="iam", region="", resource="role", resource_name=SERVICE_LINKED_ROLE
+                ),
+            ),
+        )
+        self.serving.grant_adapter_artifacts(bucket, "adapters/")
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            endpoint=self.endpoint_ref,
+            thresholds=cfg.monitoring,
+            adapter_names=[a.name for a in cfg.adapters],
+            metrics_interval_seconds=cfg.engine.metrics_interval_seconds,
+            queue_step_variants=cfg.scaling.queue_step_variants(),
+            emails=cfg.notifications.emails,
+            rollback_alarms=self.rollback_alarms,
+            key=self.key,
+        )
+        self._grant_image_pull(image)
+        policy = self.serving.role.node.find_child("DefaultPolicy")
+        for component in (self.components.base, *self.components.adapters.values()):
+            component.node.add_dependency(policy)  # the role reads the adapters before
+
     def _endpoint_key(self, cfg: DeploymentConfig) -> kms.Key:
         """The key of the endpoint's logs, notifications and volumes; CloudWatch Logs may use it
         (:func:`logs_key_statement`)."""
@@ -139,14 +217,30 @@ class EndpointStack(Stack):
             endpoint_name=cfg.endpoint_name,
             variants=cfg.variants,
             deployment=cfg.deployment,
-            environments={v: container_environment(cfg, v) for v in VARIANT_NAMES},
+            environments={v: self._environment(cfg, v) for v in VARIANT_NAMES},
             pool_environments={v: pool_environments(cfg, v) for v in VARIANT_NAMES},
             image_uris={v: image.image_uri(cfg.variants[v].image_tag) for v in VARIANT_NAMES},
             resets=reset_properties(cfg),
             rollback_alarms=self.rollback_alarms.all,
             volume_key=self.key,
             metrics_path=cfg.monitoring.metrics_path,
+            components=cfg.inference_components,
         )
+
+    @staticmethod
+    def _environment(cfg: DeploymentConfig, variant: VariantName) -> dict[str, str]:
+        """``variant``'s container environment; in the component shape also vLLM's switch for
+        SageMaker's adapter routes (``VLLM_ALLOW_RUNTIME_LORA_UPDATING``) and the product's
+        ``SERVING_ADAPTERS_AT_RUNTIME`` (adapters arrive as adapter components, so the baked ones
+        are not all required at start): the contract of issue 45."""
+        env = container_environment(cfg, variant)
+        if cfg.inference_components is None:
+            return env
+        return {
+            **env,
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true",
+            "SERVING_ADAPTERS_AT_RUNTIME": "1",
+        }
 
     def _scaling(self, cfg: DeploymentConfig, suspend_scaling: frozenset[str]) -> EndpointScaling:
         """Autoscaling of the endpoint's variants (an SLO it cannot hold is the plan's warning,

@@ -83,6 +83,16 @@ SAGEMAKER_ENDPOINT = NameLimit(
     "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateEndpoint.html",
     botocore_shape=("sagemaker", "EndpointName"),
 )
+#: CreateInferenceComponent ``InferenceComponentName`` (SageMaker API reference,
+#: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateInferenceComponent.html):
+#: "Maximum length of 63", pattern ``[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?`` (issue 45).
+SAGEMAKER_INFERENCE_COMPONENT = NameLimit(
+    "SageMaker inference component name",
+    63,
+    r"[a-zA-Z0-9]([\-a-zA-Z0-9]*[a-zA-Z0-9])?",
+    "https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateInferenceComponent.html",
+    botocore_shape=("sagemaker", "InferenceComponentName"),
+)
 #: CloudFormation API reference, CreateStack ``StackName``
 #: (https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_CreateStack.html): "A
 #: stack name can contain only alphanumeric characters (case sensitive) and hyphens. It must
@@ -211,6 +221,7 @@ ALL_LIMITS: tuple[NameLimit, ...] = (
     S3_BUCKET,
     SAGEMAKER_TRAINING_JOB,
     SAGEMAKER_ENDPOINT,
+    SAGEMAKER_INFERENCE_COMPONENT,
     CLOUDFORMATION_STACK,
     IAM_MANAGED_POLICY,
     LAMBDA_FUNCTION,

@@ -41,6 +41,7 @@ from typed_config.base import (
 )
 from typed_config.bedrock import BedrockConfig, bedrock_errors
 from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message
+from typed_config.components import InferenceComponentsConfig, component_errors
 from typed_config.deploy_access import DeployAccessConfig
 from typed_config.deployment import (
     FIRST_TURN_BYTES,
@@ -180,6 +181,10 @@ class DeploymentConfig(Strict):
     workflow builds them for this environment."""
     bedrock: BedrockConfig = BedrockConfig()
     """Bedrock Custom Model Import as a second target (typed_config/bedrock.py); off by default."""
+    inference_components: InferenceComponentsConfig | None = None
+    """The component shape (typed_config/components.py): the base model and each adapter as
+    SageMaker inference components, copies scaled per component, scale to zero possible. Absent:
+    the variant shape (primary and canary variants, adapters baked into the image)."""
     _file_architecture: ModelArchitecture | None = PrivateAttr(default=None)
     """The architecture read from ``model.architecture_file``: handed over by the loader in the
     validation context (``ARCHITECTURE_CONTEXT``), never a field, so no YAML file can set it and the
@@ -330,6 +335,7 @@ class DeploymentConfig(Strict):
             errors += check(self)
         errors += provision_timeout_errors(self)
         errors += routing_errors(self)
+        errors += component_errors(self)
         if not errors:  # the step sizes and timeouts below assume bounds that hold
             errors += guardrail_step_errors(self)[:1]
         dep, shift = self.deployment, self.deployment.traffic_shift

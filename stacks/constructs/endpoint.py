@@ -37,6 +37,7 @@ from typed_config import (
     Variants,
 )
 from typed_config.catalog import INSTANCE_CATALOG
+from typed_config.components import InferenceComponentsConfig
 
 
 def container_environment(cfg: DeploymentConfig, variant: VariantName) -> dict[str, str]:
@@ -127,6 +128,11 @@ class ServingEndpoint(Construct):
     ``pool_environments`` gives, per variant and instance type, the container of each instance
     pool whose engine differs from the variant's (:func:`pool_environments`): each gets its own
     Model, named in the pool's ModelNameOverride; ``models`` holds them as ``variant@type``.
+
+    ``components`` (the config's ``inference_components``): the component shape instead
+    (:meth:`_component_variant`): one Model, the base component's (``environments["primary"]``),
+    and an endpoint config whose one variant has no model; the stack adds the components
+    (stacks/constructs/inference_components.py).
     """
 
     def __init__(
@@ -144,8 +150,10 @@ class ServingEndpoint(Construct):
         volume_key: kms.IKey,
         metrics_path: MetricsPath | None = None,
         pool_environments: Mapping[VariantName, Mapping[str, Mapping[str, str]]] | None = None,
+        components: InferenceComponentsConfig | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.components = components
         self.role = self._execution_role(endpoint_name)
         log_group_arn = self._grant_log_streams(endpoint_name)
         self.log_group = self._log_group(endpoint_name, volume_key)
@@ -154,20 +162,35 @@ class ServingEndpoint(Construct):
             iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"])
         )
         self._grant_execution_minimum(log_group_arn, rollback_alarms)
-        self._suppress_role_wildcards(endpoint_name)
-        self.models = self._models(image_uris, environments, pool_environments or {})
+        self._suppress_role_wildcards(endpoint_name, adapter_artifacts=components is not None)
+        if components is None:
+            self.models = self._models(image_uris, environments, pool_environments or {})
+        else:  # the base component's Model only: adapters arrive as adapter components
+            self.models = {
+                "primary": self._model(
+                    "PrimaryModel", image_uris["primary"], environments["primary"]
+                )
+            }
         # SageMaker refuses KmsKeyId when any variant has Nitro instance storage (hardware
         # encrypted); every GPU type in the catalog has it, so the key applies only otherwise.
-        self.kms_on_volume = not any(
-            INSTANCE_CATALOG[t].local_nvme for v in VARIANT_NAMES for t in variants[v].pool_types
+        types = (
+            [t for v in VARIANT_NAMES for t in variants[v].pool_types]
+            if components is None
+            else [components.instance_type]
         )
+        self.kms_on_volume = not any(INSTANCE_CATALOG[t].local_nvme for t in types)
         self.endpoint_config = sagemaker.CfnEndpointConfig(
             self,
             "EndpointConfig",
             kms_key_id=volume_key.key_arn if self.kms_on_volume else None,
             # set explicitly, never AWS's date-dependent default (stacks.constructs.metrics_path)
             metrics_config=metrics_config(metrics_path or MetricsPath()),
-            production_variants=[self._variant(variants, deployment, v) for v in VARIANT_NAMES],
+            production_variants=[self._variant(variants, deployment, v) for v in VARIANT_NAMES]
+            if components is None
+            else [self._component_variant(components, variants, deployment)],
+            # the component shape: the role the components' containers run as is the endpoint
+            # config's (CreateEndpointConfig ExecutionRoleArn), their variant having no Model
+            execution_role_arn=None if components is None else self.role.role_arn,
         )
         if self.kms_on_volume:
             self._grant_volume_key(volume_key)
@@ -268,8 +291,19 @@ class ServingEndpoint(Construct):
             iam.PolicyStatement(actions=["logs:CreateLogGroup"], resources=[log_group_arn])
         )
 
-    def _suppress_role_wildcards(self, endpoint_name: str) -> None:
-        """AwsSolutions-IAM5 on the role: the wildcards its statements cannot avoid."""
+    def _suppress_role_wildcards(self, endpoint_name: str, *, adapter_artifacts: bool) -> None:
+        """AwsSolutions-IAM5 on the role: the wildcards its statements cannot avoid (with
+        ``adapter_artifacts``, also :meth:`grant_adapter_artifacts`')."""
+        adapters = (
+            [
+                # the published adapters under one prefix of the models bucket
+                RegexAppliesTo(regex=r"/^Resource::arn:[^:]+:s3:::.+\/adapters\/\*$/g"),
+                # the models bucket's key, through S3 and for that bucket only (conditions)
+                RegexAppliesTo(regex=r"/^Resource::arn:[^:]+:kms:[^:]+:.+:key\/\*$/g"),
+            ]
+            if adapter_artifacts
+            else []
+        )
         NagSuppressions.add_resource_suppressions(
             self.role,
             [
@@ -279,7 +313,15 @@ class ServingEndpoint(Construct):
                     "resource-level permission (PutMetricData is held to SageMaker's instance "
                     "metrics namespace by a cloudwatch:namespace condition); "
                     "log streams are created by SageMaker per instance under this endpoint's "
-                    "own log group, so their names are only known at run time",
+                    "own log group, so their names are only known at run time"
+                    + (
+                        "; the adapter components' artifacts are every version under the "
+                        "models bucket's adapters/ prefix, decrypted by the bucket's key (in the "
+                        "release stack) through S3 for that bucket only (kms:ViaService and the "
+                        "aws:s3:arn encryption context)"
+                        if adapter_artifacts
+                        else ""
+                    ),
                     applies_to=[
                         "Resource::*",
                         # any partition/region/account: this log group's streams only
@@ -288,6 +330,7 @@ class ServingEndpoint(Construct):
                             rf"\/aws\/sagemaker\/Endpoints\/{endpoint_name}"
                             rf":log-stream:\*$/g"
                         ),
+                        *adapters,
                     ],
                 )
             ],
@@ -353,6 +396,8 @@ class ServingEndpoint(Construct):
         """The Endpoint on the EndpointConfig, updated blue/green with auto-rollback. A deploy
         keeps the live instance counts and weights (autoscaling's and the canary controller's)
         unless the config resets one on purpose: sizing.update_semantics."""
+        if self.components is not None:
+            return self._component_endpoint(endpoint_name)
         return sagemaker.CfnEndpoint(
             self,
             "Endpoint",
@@ -425,4 +470,79 @@ class ServingEndpoint(Construct):
             ),
             volume_size_in_gb=v.volume_size_gb,
             routing_config=_routing(v.routing),
+        )
+
+    def _component_variant(
+        self,
+        components: InferenceComponentsConfig,
+        variants: Variants,
+        deployment: DeploymentPolicy,
+    ) -> sagemaker.CfnEndpointConfig.ProductionVariantProperty:
+        """The component shape's one variant (``primary``): no ModelName (the models are the
+        inference components), managed instance scaling between ``instances.min`` and
+        ``instances.max`` (API reference, ProductionVariantManagedInstanceScaling; MinInstanceCount
+        0 is what scale to zero needs: developer guide, "Scale an endpoint to zero instances"),
+        the primary's routing. InitialInstanceCount is at least 1 (botocore's InitialTaskCount:
+        min 1): the base component's first copy needs an instance; at zero, scale-in releases it.
+        """
+        v = variants.primary
+        return sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+            variant_name="primary",
+            instance_type=components.instance_type,
+            initial_instance_count=max(components.instances.min, 1),
+            managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
+                status="ENABLED",
+                min_instance_count=components.instances.min,
+                max_instance_count=components.instances.max,
+            ),
+            routing_config=_routing(v.routing),
+            volume_size_in_gb=v.volume_size_gb,
+            container_startup_health_check_timeout_in_seconds=(
+                deployment.startup_health_check_timeout_seconds
+            ),
+        )
+
+    def _component_endpoint(self, endpoint_name: str) -> sagemaker.CfnEndpoint:
+        """The component shape's Endpoint. No blue/green policy: a model change is an inference
+        component update (each component's own deployment configuration, the adapter release
+        path), not an endpoint config change; a change of the variant itself gets SageMaker's
+        default ("If no update policy is specified, SageMaker uses a blue/green deployment
+        strategy with all at once traffic shifting by default": API reference,
+        DeploymentConfig). Live counts are kept (RetainAllVariantProperties)."""
+        return sagemaker.CfnEndpoint(
+            self,
+            "Endpoint",
+            endpoint_name=endpoint_name,
+            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            retain_all_variant_properties=True,
+        )
+
+    def grant_adapter_artifacts(self, bucket_name: str, prefix: str) -> None:
+        """The role reads the published adapters (``s3://<bucket>/<prefix>*``), which SageMaker
+        fetches for the adapter components as the endpoint config's ExecutionRoleArn, and
+        decrypts them through S3 only: the models bucket is SSE-KMS with a key of the release
+        stack, named here by the encryption context S3 sends (``aws:s3:arn``, the bucket's ARN
+        with an S3 Bucket Key, else the object's) under ``kms:ViaService`` (AWS KMS developer
+        guide, "kms:ViaService" and Amazon S3 user guide, "Encryption context")."""
+        stack = Stack.of(self)
+        bucket_arn = f"arn:{stack.partition}:s3:::{bucket_name}"
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{bucket_arn}/{prefix}*"])
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[stack.format_arn(service="kms", resource="key", resource_name="*")],
+                conditions={
+                    "StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"},
+                    "StringLike": {"kms:EncryptionContext:aws:s3:arn": f"{bucket_arn}*"},
+                },
+            )
         )

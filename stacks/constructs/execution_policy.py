@@ -170,7 +170,7 @@ GRANTS: tuple[Grant, ...] = (
         # registers a SageMaker variant as a scalable target: the ScalableTarget's handler.
         "sagemaker:CreateEndpoint sagemaker:UpdateEndpoint sagemaker:DeleteEndpoint "
         "sagemaker:DescribeEndpoint sagemaker:AddTags sagemaker:DeleteTags sagemaker:ListTags "
-        "sagemaker:UpdateEndpointWeightsAndCapacities",
+        "sagemaker:UpdateEndpointWeightsAndCapacities sagemaker:CreateInferenceComponent",
         ["arn:{p}:sagemaker" + _REGIONAL + "endpoint/{endpoint}"],
     ),
     _g(
@@ -181,6 +181,19 @@ GRANTS: tuple[Grant, ...] = (
         "serving",
         "sagemaker:CreateEndpoint sagemaker:UpdateEndpoint",
         ["arn:{p}:sagemaker" + _REGIONAL + "endpoint-config/*"],
+    ),
+    _g(
+        # The component shape (issue 45): the handler of AWS::SageMaker::InferenceComponent lists
+        # these (its registry schema); the Service Authorization Reference: CreateInferenceComponent
+        # requires the endpoint (granted above) and the inference-component, whose names are
+        # <project>-<env>-base and <project>-<env>-lora-<adapter> (typed_config.generated_names).
+        "InferenceComponents",
+        "serving",
+        "sagemaker:CreateInferenceComponent sagemaker:UpdateInferenceComponent "
+        "sagemaker:UpdateInferenceComponentRuntimeConfig sagemaker:DeleteInferenceComponent "
+        "sagemaker:DescribeInferenceComponent sagemaker:AddTags sagemaker:DeleteTags "
+        "sagemaker:ListTags",
+        ["arn:{p}:sagemaker" + _REGIONAL + "inference-component/{prefix}-*"],
     ),
     _g(
         "ModelsAndEndpointConfigs",
@@ -222,6 +235,10 @@ GRANTS: tuple[Grant, ...] = (
         [
             "arn:{p}:cloudwatch" + _REGIONAL + "alarm:{prefix}-*",
             "arn:{p}:cloudwatch" + _REGIONAL + "alarm:TargetTracking-endpoint/{endpoint}/*",
+            # the component shape's copy tracking (inference-component/<project>-<env>-base)
+            "arn:{p}:cloudwatch"
+            + _REGIONAL
+            + "alarm:TargetTracking-inference-component/{prefix}-*",
         ],
     ),
     _g(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+import yaml
 
 from sizing.fit import load_config
 from typed_config import ConfigError
@@ -209,7 +210,9 @@ def test_example_configs_are_valid() -> None:
     examples = sorted((REPO_ROOT / "config" / "examples").glob("*.yaml"))
     assert examples
     for path in examples:
-        cfg = load_config(path, env="prod")
+        # each example's own environment (config/examples/dev-components.yaml is dev's)
+        env = yaml.safe_load(path.read_text())["env"]
+        cfg = load_config(path, env=env)
         assert (
             cfg.scaling.variants["primary"].max_capacity
             >= cfg.variants.primary.initial_instance_count

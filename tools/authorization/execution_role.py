@@ -94,12 +94,23 @@ def documented(d: Deployment, ref: Ref) -> Iterator[tuple[str, str, str]]:
         # services and CloudWatch": registering a SageMaker variant needs the caller's
         # sagemaker:DescribeEndpoint and sagemaker:UpdateEndpointWeightsAndCapacities
         # (https://docs.aws.amazon.com/autoscaling/application/userguide/security_iam_id-based-policy-examples.html).
-        endpoint = str(props["ResourceId"]).split("/")[1]
-        arn = f"arn:{d.partition}:sagemaker:{d.region}:{d.account}:endpoint/{endpoint.lower()}"
-        for action in (
-            "sagemaker:DescribeEndpoint",
-            "sagemaker:UpdateEndpointWeightsAndCapacities",
-        ):
+        kind, name = str(props["ResourceId"]).split("/")[:2]
+        if kind == "inference-component":
+            # an inference component's copies: the guide's SageMaker rows name variants only;
+            # assumed by analogy (the describe and set-count calls of the component's copies),
+            # not read from AWS: confirm against "Amazon SageMaker AI and Application Auto Scaling"
+            arn = (
+                f"arn:{d.partition}:sagemaker:{d.region}:{d.account}:"
+                f"inference-component/{name.lower()}"
+            )
+            actions: tuple[str, ...] = (
+                "sagemaker:DescribeInferenceComponent",
+                "sagemaker:UpdateInferenceComponentRuntimeConfig",
+            )
+        else:
+            arn = f"arn:{d.partition}:sagemaker:{d.region}:{d.account}:endpoint/{name.lower()}"
+            actions = ("sagemaker:DescribeEndpoint", "sagemaker:UpdateEndpointWeightsAndCapacities")
+        for action in actions:
             yield action, arn, "Application Auto Scaling guide (target service permissions)"
     if (
         resource["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"

@@ -34,6 +34,11 @@ SAR_TYPES: dict[str, tuple[str, str, str | None]] = {
     "AWS::SageMaker::Endpoint": ("sagemaker", "endpoint", "EndpointName"),
     "AWS::SageMaker::EndpointConfig": ("sagemaker", "endpoint-config", "EndpointConfigName"),
     "AWS::SageMaker::Model": ("sagemaker", "model", "ModelName"),
+    "AWS::SageMaker::InferenceComponent": (
+        "sagemaker",
+        "inference-component",
+        "InferenceComponentName",
+    ),
     "AWS::ECR::Repository": ("ecr", "repository", "RepositoryName"),
     "AWS::S3::Bucket": ("s3", "bucket", "BucketName"),
     "AWS::KMS::Key": ("kms", "key", None),
