@@ -172,3 +172,19 @@ def project_env_name_errors(project: str, env: str) -> list[str]:
                 "project name"
             )
     return errors
+
+
+def base_component_name(project: str, env: str) -> str:
+    """The base model's inference component, ``<project>-<env>-base`` (issue 45)."""
+    return f"{env_prefix(project, env)}-base"
+
+
+def adapter_component_name(project: str, env: str, adapter: str) -> str:
+    """One adapter's inference component, ``<project>-<env>-lora-<adapter>`` with ``_`` as ``-``
+    (an InferenceComponentName is letters, digits and hyphens; issue 45)."""
+    return f"{env_prefix(project, env)}-lora-{adapter.replace('_', '-')}"
+
+
+def adapter_artifact_key(adapter: str, version: str) -> str:
+    """Where one adapter version is published on its own in the models bucket (issue 45)."""
+    return f"adapters/{adapter}/{version}/"
