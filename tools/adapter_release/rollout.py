@@ -317,10 +317,13 @@ def roll_out(
     if decision == "rollback":
         return _drop_candidate(sm, target, clock, out, steps, why)
     out(f"4. promote: {why}; {target.live_component} -> {url}")
-    wait_for(sm, target.live_component, "InService", target, clock)
-    sm.update_inference_component(
-        InferenceComponentName=target.live_component, Specification=adapter_spec(target, url)
-    )
+    try:
+        wait_for(sm, target.live_component, "InService", target, clock)
+        sm.update_inference_component(
+            InferenceComponentName=target.live_component, Specification=adapter_spec(target, url)
+        )
+    except (ClientError, AdapterRefused) as exc:  # the live component kept its version
+        return _drop_candidate(sm, target, clock, out, steps, f"the swap was refused: {exc}")
     steps.append(f"updated {target.live_component} to {url}")
     problem: str | None
     try:
