@@ -44,12 +44,13 @@ ADAPTER, OLD, NEW = "manga_domain", "v3", "v4"
 RELEASE = "m-0123456789abcdef"
 MOTO_ACCOUNT = "123456789012"
 #: The fixture's ``inference_components.rollout`` (typed_config/adapter_rollout.py).
+ALARM = "mangaassist-prod-lora-manga-domain-5xx"
 ROLLOUT = {
     "bake_minutes": 10,
     "evidence_timeout_minutes": 5,
     "watch_minutes": 10,
     "min_invocations": 20,
-    "alarm_names": ["manga-domain-5xx"],
+    "alarm_names": [ALARM],
 }
 #: Calls that would touch the base, the endpoint's config, its Models or the image.
 FORBIDDEN = (
@@ -80,7 +81,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         live = adapter_component_name(cfg.project, cfg.env, ADAPTER)
         account.seed_component(base, model="mangaassist-prod-base-model")
         account.seed_component(live, artifact=f"s3://{bucket}/adapters/{ADAPTER}/{OLD}/", base=base)
-        account.alarms_at["manga-domain-5xx"] = None
+        account.alarms_at[ALARM] = None
         account.calls.clear()
         yield account, cfg, bucket, base, live, prepared(tmp_path / "release")
 
@@ -204,7 +205,7 @@ def test_an_alarm_after_the_swap_puts_the_previous_version_back(world: Any) -> N
     account, _, bucket, base, live, _ = world
     old_url = f"s3://{bucket}/adapters/{ADAPTER}/{OLD}/"
     # the alarm goes off after the bake and the evidence: during the watch of the live component
-    account.alarms_at["manga-domain-5xx"] = account.now + (ROLLOUT["bake_minutes"] + 6) * 60
+    account.alarms_at[ALARM] = account.now + (ROLLOUT["bake_minutes"] + 6) * 60
     rc, calls = release(world)
     assert rc == 1
     updates = [c for c in calls if c.startswith("sagemaker.UpdateInferenceComponent")]
