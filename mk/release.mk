@@ -63,3 +63,11 @@ lint-workflows: venv node_modules/.stamp ## development | actionlint and zizmor 
 	$(VENV)/bin/zizmor --offline $(WORKFLOWS)
 
 LINT_TARGETS += lint-workflows
+
+# One adapter version in the component shape (issue 45; tools/adapter_release; docs/model-release.md,
+# "Release one adapter"): its quality gate alone, published on its own, a candidate component with
+# evidence by the canary's rules, the swap, or a rollback of the adapter alone. No image build.
+.PHONY: release-adapter
+release-adapter: venv ## deploy | release one adapter version (ADAPTER= VERSION=; DRY_RUN=1 reads only): gate, publish, candidate component, evidence, swap or rollback
+	@test -n "$(ADAPTER)" -a -n "$(VERSION)" || { echo "release-adapter: give ADAPTER=<adapters[].name> VERSION=<its adapters[].version>" >&2; exit 2; }
+	$(PY) -m tools.adapter_release --env $(ENV) --adapter "$(ADAPTER)" --version "$(VERSION)" $(if $(DRY_RUN),--dry-run)

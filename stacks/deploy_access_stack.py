@@ -58,10 +58,11 @@ from typed_config import (
     pull_request_subject,
     release_stack_name,
 )
+from typed_config.aws_names import BOOTSTRAP_QUALIFIER, CFN_EXEC_ROLE, SCALING_ROLE, SCALING_SERVICE
 
 # The preflight's values, reused: the bootstrap qualifier whose version parameter it reads (and
 # whose roles cdk deploy assumes), and the scaling service-linked role it looks up.
-from typed_config.aws_names import BOOTSTRAP_QUALIFIER, CFN_EXEC_ROLE, SCALING_ROLE, SCALING_SERVICE
+from typed_config.generated_names import adapter_component_name, base_component_name
 
 #: ModelReleaseStack's exports (stacks/model_release_stack.py, ``<project>-<env>-<name>``) that
 #: this stack imports; tests/infra/test_deploy_access_stack.py checks that they exist there.
@@ -183,6 +184,12 @@ class DeployAccessStack(Stack):
             bucket_name=artifact_bucket_name(cfg, Aws.ACCOUNT_ID),
             prefix=cfg.model_prep.artifact_prefix,
             key_arn=Fn.import_value(f"{prefix}-{ARTIFACT_KEY_EXPORT}"),
+        )
+        self.deploy.allow_adapter_releases(
+            endpoint_name=cfg.endpoint_name,
+            base_component=base_component_name(cfg.project, cfg.env),
+            component_prefix=adapter_component_name(cfg.project, cfg.env, ""),
+            bucket_name=artifact_bucket_name(cfg, Aws.ACCOUNT_ID),
         )
         if promotion_source is not None:
             src = promotion_source

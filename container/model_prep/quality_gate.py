@@ -122,6 +122,27 @@ def evaluate(
     }
 
 
+def failures(
+    figures: dict[str, Any], min_agreement: float, *, only: str | None = None
+) -> list[str]:
+    """The gate's verdict on :func:`evaluate`'s ``figures`` (or a published report's): one line
+    per model below ``min_agreement``, the base and each adapter; with ``only``, that adapter
+    alone (``make release-adapter`` gates one adapter version: tools/adapter_release). An
+    adapter ``only`` names that the figures do not score is a failure too: never gated is not
+    passed."""
+    scored = [("", figures), *(figures.get("adapters") or {}).items()]
+    if only is not None:
+        scored = [(name, f) for name, f in scored if name == only]
+        if not scored:
+            return [f"adapter {only}: not scored by this quality gate"]
+    return [
+        f"{'' if not name else f'adapter {name}: '}next-token agreement "
+        f"{f['next_token_agreement']:.4f} < {min_agreement}"
+        for name, f in scored
+        if f["next_token_agreement"] < min_agreement
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="quantized vs unquantized quality gate")
     parser.add_argument("--reference", type=Path, required=True)
@@ -139,12 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, _, path in (item.partition("=") for item in args.adapters.split(",") if item)
     }
     figures = evaluate(args.reference, args.candidate, texts, adapters)
-    below = [
-        f"{'' if not name else f'adapter {name}: '}next-token agreement "
-        f"{f['next_token_agreement']:.4f} < {args.min_agreement}"
-        for name, f in [("", figures), *figures["adapters"].items()]
-        if f["next_token_agreement"] < args.min_agreement
-    ]
+    below = failures(figures, args.min_agreement)
     report = {**figures, "min_agreement": args.min_agreement, "passed": not below}
     print("quality gate:", json.dumps(report))
     if args.report:

@@ -518,6 +518,89 @@ class DeployRole(Construct):
             rf"{_ARN}:s3:::[^/]+/{_re(source_prefix)}/\*",
         )
 
+    def allow_adapter_releases(
+        self, *, endpoint_name: str, base_component: str, component_prefix: str, bucket_name: str
+    ) -> None:
+        """tools/adapter_release (``make release-adapter``, issue 45): the adapter components
+        named ``<component_prefix>*`` (each adapter's, and its ``-next`` candidate), created on
+        this endpoint, updated, deleted and invoked (the probes); the CloudWatch metrics and
+        alarms that judge them; one adapter version published under ``adapters/`` in the models
+        bucket (the bucket key through S3: ``allow_model_releases``). Service Authorization
+        Reference, SageMaker: CreateInferenceComponent requires the endpoint and the
+        inference-component; InvokeEndpoint the endpoint, and the inference-component it names;
+        CloudWatch GetMetricData lists no required resource type (``*``)."""
+        stack = Stack.of(self)
+        components = stack.format_arn(
+            service="sagemaker",
+            resource="inference-component",
+            resource_name=f"{component_prefix.lower()}*",
+        )
+        EndpointRef.of(self, endpoint_name).grant(
+            self.role,
+            "sagemaker:CreateInferenceComponent",
+            "sagemaker:InvokeEndpoint",
+            sid="AdapterComponentsEndpoint",
+        )
+        self._allow(
+            "AdapterComponents",
+            [
+                "sagemaker:CreateInferenceComponent",
+                "sagemaker:DeleteInferenceComponent",
+                "sagemaker:DescribeInferenceComponent",
+                "sagemaker:InvokeEndpoint",
+                "sagemaker:UpdateInferenceComponent",
+            ],
+            [components],
+        )
+        # DescribeInferenceComponent of the base component: the release reads it to refuse an
+        # endpoint without one (the variant shape); it never changes it.
+        self._allow(
+            "BaseComponentRead",
+            ["sagemaker:DescribeInferenceComponent"],
+            [
+                stack.format_arn(
+                    service="sagemaker",
+                    resource="inference-component",
+                    resource_name=base_component.lower(),
+                )
+            ],
+        )
+        self._allow("AdapterEvidence", ["cloudwatch:GetMetricData"], ["*"])
+        self._allow(
+            "AdapterAlarms",
+            ["cloudwatch:DescribeAlarms"],
+            [
+                stack.format_arn(
+                    service="cloudwatch",
+                    resource="alarm",
+                    resource_name="*",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+            ],
+        )
+        bucket_arn = f"arn:{stack.partition}:s3:::{bucket_name}"
+        self._allow_prefix_reads("AdapterVersions", bucket_arn, "adapters")
+        self._allow("AdapterVersionsWrite", ["s3:PutObject"], [f"{bucket_arn}/adapters/*"])
+        self._wildcard(
+            "adapter components are named <project>-<env>-lora-<adapter>[-next]; one per "
+            "adapter of the config, known at run time",
+            rf"{_ARN}:sagemaker:{_REGION}:{_ACCOUNT}:"
+            rf"inference-component/{_re(component_prefix.lower())}\*",
+        )
+        self._wildcard(
+            _NO_RESOURCE_TYPE.format("cloudwatch:GetMetricData") + " (its dataset is optional)",
+            r"\*",
+        )
+        self._wildcard(
+            "the watched alarms are the config's (inference_components.rollout.alarm_names), "
+            "named by the operator; DescribeAlarms only",
+            rf"{_ARN}:cloudwatch:{_REGION}:{_ACCOUNT}:alarm:\*",
+        )
+        self._wildcard(
+            "one adapter version's objects are named by the adapter, its version and its files",
+            rf"{_ARN}:s3:::[^/]+/adapters/\*",
+        )
+
 
 #: The reason for ``*`` on an action with no resource type.
 _NO_RESOURCE_TYPE = (

@@ -11,9 +11,10 @@ Which principal runs each tool, from the workflows' steps and the make targets t
   promote``), tools/push_image.py (``push-image``), tools/model_release.py (``fetch-model``,
   push-image's prerequisite), tools/release_artifacts.py (``release-record``, ``promote-image``,
   ``promote-model``), tools/prepare_model.py (``prepare-model``), tools/live_images.py
-  (``deploy-repository``'s keep-tags), and the preflight's token secret check
-  (tools/preflight.py ``token_secret_check`` and the ``release_stack_output`` it calls:
-  ``--for prepare-model`` only).
+  (``deploy-repository``'s keep-tags), tools/adapter_release/ (``make release-adapter``: a
+  release of one adapter, run by the same deploy jobs as ``make deploy``), and the preflight's
+  token secret check (tools/preflight.py ``token_secret_check`` and the ``release_stack_output``
+  it calls: ``--for prepare-model`` only).
 - ``preflight`` (judged as both roles): the rest of tools/preflight.py, which ``make diff`` runs
   under the read-only ``diff role`` too (pull-request.yml ``diff-dev``: ``make diff ENV=dev``,
   whose preflight is ``--for deploy``: credentials, bootstrap, the execution role, quotas, the
@@ -71,6 +72,8 @@ PRINCIPALS = {
             "live_images",
         )
     },
+    # make release-adapter: a release step of the deploy jobs, as make deploy (issue 45).
+    f"{_ROOT}/tools/adapter_release/": DEPLOY_ROLE,
     f"{_ROOT}/tools/bedrock_import.py:": BEDROCK_IMPORT_CALLER,
     f"{_ROOT}/tools/bedrock_package.py:": DEPLOY_ROLE,
     f"{_ROOT}/tests/infra/fake_account.py:": CONTROLLER,

@@ -107,12 +107,18 @@ from typed_config import VARIANT_NAMES, DeploymentConfig, config_path
 from typed_config.shadow import CONTROLLER_OWNED_VARIANT, controller_owned_variants
 
 from ..sagemaker_refusals import count_refusal, move_refusal
+from .fake_components import ComponentsMixin
 
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"
 REGISTRY = f"{ACCOUNT_ID}.dkr.ecr.{REGION}.amazonaws.com"
 ROLE = f"arn:aws:iam::{ACCOUNT_ID}:role/sagemaker-execution"
-SERVICES = ("sagemaker", "application-autoscaling", "ecr", "lambda")
+SERVICES = ("sagemaker", "application-autoscaling", "ecr", "lambda", "sagemaker-runtime",
+            "cloudwatch")  # fmt: skip
+#: Operations whose calls are named with the component they act on (``sagemaker.
+#: UpdateInferenceComponent <name>``), so a test asserts which components a release touched.
+COMPONENT_OPERATIONS = frozenset({"CreateInferenceComponent", "UpdateInferenceComponent",
+                                  "DeleteInferenceComponent", "InvokeEndpoint"})  # fmt: skip
 
 
 def arn(service: str, kind: str, name: str) -> str:
@@ -417,8 +423,9 @@ def alike_answers(cfg: DeploymentConfig, *, shadow_fail_every: int = 0) -> tuple
     return sides
 
 
-class Account:
-    """The account's state, its clients and its clock (module docstring)."""
+class Account(ComponentsMixin):
+    """The account's state, its clients and its clock (module docstring; its inference components:
+    tests/infra/fake_components.py)."""
 
     def __init__(self, root: Path, env: str, *, images: dict[str, str], now: datetime) -> None:
         self.root, self.env = root, env
@@ -459,6 +466,7 @@ class Account:
         }
         self.controller = Controller(self, self.cfg)
         self._shadow_config(config)
+        self._init_components()
 
     def _shadow_config(self, canary_config: str) -> None:
         """The shadow stage's endpoint config, which the stack creates beside the canary config
@@ -543,6 +551,8 @@ class Account:
         key = f"{service}.{model.name}"
         if model.name == "Invoke":
             key += " " + json.loads(params["Payload"])["action"]
+        if model.name in COMPONENT_OPERATIONS and "InferenceComponentName" in params:
+            key += " " + params["InferenceComponentName"]
         self.calls.append(key)
         fault = self._fault(key)
         if isinstance(fault, BaseException):
