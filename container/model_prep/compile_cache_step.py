@@ -20,6 +20,13 @@ job's ``release`` channel as :data:`ENGINE_FILE`) and ``VLLM_CACHE_ROOT`` set to
 (``serving.compile_cache``). The release manifest then lists every file of the cache with its
 sha256, and its ``compile_cache`` entry says what it was made on and with.
 
+The engine sees the release where the serving image carries it (``/opt/ml/model``: the serving
+settings' MODEL_PATH and LORA_PATH), linked there for the start: vLLM hashes its configuration,
+the model's path included (vllm/config/model.py ``ModelConfig.compute_hash`` ignores the
+tokenizer's path, not the model's), into the cache's key (vllm/compilation/backends.py:
+``torch_compile_cache/<hash>``), so a cache made from the job's work directory would be missed by
+every instance.
+
 An engine that cannot start with the release's settings, or an adapter that cannot answer, fails
 the job: such a release would not serve either.
 
@@ -88,17 +95,46 @@ def read_engine(path: Path) -> dict[str, str]:
     return raw
 
 
+def serving_root() -> Path:
+    """Where the serving image carries a release: the directory of the settings' MODEL_PATH."""
+    default = serving("settings").Settings.model_fields["model_path"].default
+    return Path(default).parent
+
+
+def link_release(model: Path, root: Path) -> list[Path]:
+    """``root/base`` and ``root/lora`` as links to the release's (none when ``root`` is the
+    release); the links made, for the caller to remove."""
+    if root.resolve() == model.resolve():
+        return []
+    root.mkdir(parents=True, exist_ok=True)
+    made = []
+    for name in ("base", "lora"):
+        link, target = root / name, (model / name).resolve()
+        if link.is_symlink():
+            link.unlink()
+        elif link.exists():
+            raise CompileCacheError(
+                f"{link} exists and is not the release's {name}: the engine must see the "
+                f"release at {root}, where the serving image carries it"
+            )
+        if target.exists():
+            link.symlink_to(target, target_is_directory=True)
+            made.append(link)
+    return made
+
+
 def engine_environment(
-    model: Path, engine: Mapping[str, str], *, device: str, cache: Path, port: int, state: Path
+    root: Path, engine: Mapping[str, str], *, device: str, cache: Path, port: int, state: Path
 ) -> dict[str, str]:
-    """The entrypoint's environment: the release's engine settings on the prepared model, the
-    cache root, this machine only. MANIFEST_PATH is empty: the release manifest is written
-    after this step (it lists the cache); the files were checked when they were prepared."""
+    """The entrypoint's environment: the release's engine settings on the release at ``root``
+    (the serving image's path), the cache root, this machine only. MANIFEST_PATH is empty: the
+    release manifest is written after this step (it lists the cache); the files were checked
+    when they were prepared."""
     return {
         **os.environ,
         **engine,
-        "MODEL_PATH": str(model / "base"),
-        "LORA_PATH": str(model / "lora"),
+        "MODEL_PATH": str(root / "base"),
+        "LORA_PATH": str(root / "lora"),
         "MANIFEST_PATH": "",
         "SERVING_DEVICE": device,
         "VLLM_HOST": "127.0.0.1",
@@ -133,30 +169,63 @@ def _stop(proc: subprocess.Popen[bytes], wait: float) -> int | None:
 
 
 def produce(
-    model: Path, engine: Mapping[str, str], *, device: str, work: Path
+    model: Path,
+    engine: Mapping[str, str],
+    *,
+    device: str,
+    work: Path,
+    serve_at: Path | None = None,
 ) -> dict[str, object]:
     """Start the serving entrypoint once on ``model`` (a prepared release: ``base/``,
-    ``lora/``) with ``engine`` and ``VLLM_CACHE_ROOT=model/compile_cache``; ask the base model
-    and each adapter once; stop it; write the cache manifest. Returns the release manifest's
-    ``compile_cache`` entry. Raises :class:`CompileCacheError` naming what failed, with the
-    engine log's last lines."""
+    ``lora/``), seen at ``serve_at`` (default :func:`serving_root`), with ``engine`` and
+    ``VLLM_CACHE_ROOT=model/compile_cache``; ask the base model and each adapter once; stop it;
+    write the cache manifest. Returns the release manifest's ``compile_cache`` entry. Raises
+    :class:`CompileCacheError` naming what failed, with the engine log's last lines."""
     settings = serving("settings")
-    state_mod = serving("state")
-    warmup = serving("warmup")
     compile_cache = serving("compile_cache")
     cache = model / CACHE_DIR
     if cache.exists():
         raise CompileCacheError(f"{cache} exists: a cache is made by one start, from empty")
     cache.mkdir(parents=True)
     work.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    state_file = work / "compile-cache-state.json"
-    log_path = work / "compile-cache-engine.log"
-    env = engine_environment(model, engine, device=device, cache=cache, port=port, state=state_file)
+    root = serve_at or serving_root()
+    env = engine_environment(
+        root, engine, device=device, cache=cache, port=free_port(),
+        state=work / "compile-cache-state.json",
+    )  # fmt: skip
     try:
         s = settings.load(env)
     except settings.SettingsError as exc:
         raise CompileCacheError(f"the release's engine settings: {exc}") from exc
+    links = link_release(model, root)
+    try:
+        ready_s, names = start_once(s, env, work / "compile-cache-engine.log")
+    finally:
+        for link in links:
+            link.unlink()
+    try:
+        machine = compile_cache.write_manifest(cache, device)
+    except SystemExit as exc:  # this machine cannot be named: a cache no start would use
+        raise CompileCacheError(str(exc)) from exc
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    return {
+        "path": CACHE_DIR,
+        **machine,
+        "model_path": s.model_path,
+        "engine": dict(sorted(engine.items())),
+        "answered": names,
+        "ready_seconds": round(ready_s, 1),
+        "files": len(files),
+        "size_bytes": sum(p.stat().st_size for p in files),
+        "sha256": tree_digest(cache),
+    }
+
+
+def start_once(s: Any, env: dict[str, str], log_path: Path) -> tuple[float, list[str]]:
+    """The entrypoint started with ``env`` (``s``: its settings), ready, asked once per model,
+    stopped with SIGTERM: (seconds to ready, the models that answered)."""
+    state_mod = serving("state")
+    warmup = serving("warmup")
     names = [s.served_model_name, *s.adapters()]
     started = time.monotonic()
     with log_path.open("wb") as log:
@@ -168,7 +237,7 @@ def produce(
     try:
         deadline = started + s.startup_timeout_seconds + WARMUP_ALLOWANCE_SECONDS
         while True:  # the entrypoint's state file turning ready is the event
-            status = state_mod.read_state(state_file)["status"]
+            status = state_mod.read_state(s.serving_state_file)["status"]
             if status == "ready":
                 break
             if proc.poll() is not None or status == "unhealthy":
@@ -195,21 +264,7 @@ def produce(
         raise CompileCacheError(
             f"the serving engine exited {code} on SIGTERM (expected 0):\n{_tail(log_path)}"
         )
-    try:
-        machine = compile_cache.write_manifest(cache, device)
-    except SystemExit as exc:  # this machine cannot be named: a cache no start would use
-        raise CompileCacheError(str(exc)) from exc
-    files = [p for p in cache.rglob("*") if p.is_file()]
-    return {
-        "path": CACHE_DIR,
-        **machine,
-        "engine": dict(sorted(engine.items())),
-        "answered": names,
-        "ready_seconds": round(ready_s, 1),
-        "files": len(files),
-        "size_bytes": sum(p.stat().st_size for p in files),
-        "sha256": tree_digest(cache),
-    }
+    return ready_s, names
 
 
 def summary(facts: Mapping[str, Any]) -> str:

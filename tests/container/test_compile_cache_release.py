@@ -58,7 +58,8 @@ def prepare(tiny_src: Path, tmp: Path, engine: dict[str, str]) -> subprocess.Com
         [sys.executable, "-m", "container.model_prep.prepare", "--base-model",
          str(tiny_src / "base"), "--adapters", adapters_arg(tiny_src), "--quantization", "none",
          "--workdir", str(tmp / "work"), "--out", str(tmp / "out"),
-         "--compile-cache-engine", str(engine_file), "--device", "cpu"],
+         "--compile-cache-engine", str(engine_file), "--device", "cpu",
+         "--compile-cache-serve-at", str(tmp / "serve")],
         cwd=REPO, capture_output=True, text=True, timeout=1500,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
@@ -100,6 +101,29 @@ def test_the_release_manifest_lists_the_cache_with_its_digest_and_what_answered(
     assert {k: entry[k] for k in compile_cache.KEYS} == compile_cache.this_machine("cpu")
     assert entry["answered"] == ["base", *sorted(ADAPTERS)]  # the base model and every adapter
     assert entry["engine"]["VLLM_MAX_NUM_SEQS"] == "8"  # the settings it was made with
+    # the engine saw the release where the serving image carries it (the model's path is in
+    # vLLM's cache key), through links gone once it stopped
+    serve = release.parent / "serve"
+    assert entry["model_path"] == str(serve / "base")
+    assert serve.is_dir() and list(serve.iterdir()) == []
+
+
+def test_the_release_is_seen_at_the_serving_path_through_links_never_over_other_files(
+    tmp_path: Path,
+) -> None:
+    release = tmp_path / "out"
+    for name in ("base", "lora"):
+        (release / name).mkdir(parents=True)
+    assert compile_cache_step.serving_root() == Path("/opt/ml/model")  # the image's MODEL_PATH/..
+    serve = tmp_path / "serve"
+    links = compile_cache_step.link_release(release, serve)
+    assert [p.resolve() for p in links] == [release / "base", release / "lora"]
+    assert compile_cache_step.link_release(release, release) == []  # already there
+    for link in links:
+        link.unlink()
+    (serve / "base").mkdir()  # something else at the serving path: never replaced
+    with pytest.raises(compile_cache_step.CompileCacheError, match="is not the release's base"):
+        compile_cache_step.link_release(release, serve)
 
 
 def test_the_image_layout_uses_the_shipped_cache_and_checks_it_with_the_model(
