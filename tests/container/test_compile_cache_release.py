@@ -11,6 +11,7 @@ start writes ``torch_compile_cache/`` as well (docs/measurements/start_phases_h1
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -197,3 +198,32 @@ def test_an_engine_that_cannot_start_with_the_releases_settings_fails_the_step(
     assert any("model-prep FAILED: the serving engine exited" in line for line in last), last[-5:]
     assert "--no-such-engine-flag" in done.stderr
     assert not (tmp_path / "out" / MANIFEST_NAME).exists()
+
+
+def test_the_job_hands_the_release_channels_engine_settings_to_the_step(tmp_path: Path) -> None:
+    """job.py: engine.json beside inputs.json (make prepare-model writes both) becomes the step's
+    engine; a SageMaker job without it is refused before any work; local mode without it makes
+    a release without a cache (said by prepare)."""
+    from container.model_prep import job
+    from container.model_prep.release import build_inputs
+
+    inputs = build_inputs(
+        base_source="hf://org/model", base_revision="0" * 40, quantization="none",
+        min_agreement=0.5, max_lora_rank=16, adapters=[],
+    )  # fmt: skip
+
+    def args(*extra: str) -> argparse.Namespace:
+        return job.parser().parse_args(
+            ["--inputs", str(tmp_path / "inputs.json"), "--publish", "s3://bucket/models",
+             "--workdir", str(tmp_path / "w"), *extra]
+        )  # fmt: skip
+
+    local = job.prepare_args(inputs, args("--local"))
+    assert local.compile_cache_engine is None and local.device == "cpu"
+    assert local.compile_cache_serve_at == tmp_path / "w" / "serve"
+    with pytest.raises(ValueError, match=r"no engine settings at .*engine\.json"):
+        job.prepare_args(inputs, args())
+    (tmp_path / compile_cache_step.ENGINE_FILE).write_text(json.dumps(ENGINE))
+    on_gpu = job.prepare_args(inputs, args())
+    assert on_gpu.compile_cache_engine == tmp_path / compile_cache_step.ENGINE_FILE
+    assert on_gpu.device == "gpu" and on_gpu.compile_cache_serve_at is None  # /opt/ml/model
