@@ -7,6 +7,7 @@ from typing import Any
 
 from container.model_prep.manifest import summary
 from sizing.capacity import pool_capacities
+from sizing.compile_cache_plan import cache_section, render_cache
 from sizing.component_plan import components_section, render_components
 from sizing.day_timeline import day_section, render_day
 from sizing.engine_start import render_start, start_section
@@ -184,6 +185,7 @@ def build_plan(cfg: DeploymentConfig, templates: dict[str, dict[str, Any]]) -> d
             sorted({INSTANCE_CATALOG[cfg.variants[n].instance_type].gpu for n in VARIANT_NAMES}),
             cfg.deployment.startup_health_check_timeout_seconds,
         ),
+        "compile_cache": cache_section(cfg),
         "cost": cost_section(cfg),
         "components": components_section(cfg),
         "rollout": rollout_section(cfg),
@@ -591,6 +593,8 @@ def render_plan(plan: dict[str, Any], *, alarm_list: bool = True) -> str:
     lines += render_variants(plan)
     if plan.get("start"):  # the engine's start, measured (sizing/engine_start.py)
         lines += render_start(plan["start"])
+    if plan.get("compile_cache"):  # whose start the release's cache shortens
+        lines += render_cache(plan["compile_cache"])
     lines += render_cost(plan["cost"])
     lines += render_components(plan.get("components"))  # the component shape (issue 45)
     if plan.get("targets"):  # SageMaker beside Bedrock (sizing/target_costs.py)

@@ -103,7 +103,8 @@ class ScaleOutTime:
     measured_cached_seconds: float = 0.0
     measured_edge_seconds: float = 0.0
     measured_uncached_seconds: float = 0.0
-    #: The same without a compile cache: today's, no release ships one yet.
+    #: The same without a compile cache: a variant on another GPU than the preparation job's
+    #: (sizing/compile_cache_plan.py), or a release made before the job made one.
     measured_cold_cached_seconds: float = 0.0
 
 
@@ -264,8 +265,9 @@ def render_scale_out(s: dict[str, object]) -> list[str]:
             f"P50: {s['measured_cached_seconds']:g} s cached ({s['measured_edge_seconds']:g} s at "
             f"the start's pessimistic edge), {s['measured_uncached_seconds']:g} s for a new tag, "
             "with a matching compile cache; "
-            f"{s['measured_cold_cached_seconds']:g} s cached without one (today: no release ships "
-            f"one yet); the simulator and the fleet solver still use {s['cached_seconds']:g} s "
+            f"{s['measured_cold_cached_seconds']:g} s cached without one (another GPU than the "
+            f"preparation job's: the compile cache line); the simulator and the fleet solver "
+            f"still use {s['cached_seconds']:g} s "
             "(prod's "
             "fleet was solved on it)"
         )

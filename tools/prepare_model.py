@@ -40,9 +40,11 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from container.model_prep import artifact
+from container.model_prep.compile_cache_step import ENGINE_FILE
 from container.model_prep.manifest import summary
 from container.model_prep.release import ReleaseInputs
 from sizing.fit import load_config
+from stacks.constructs.endpoint import container_environment
 from stacks.constructs.image import JOB_IMAGE_TAG_PREFIX
 from stacks.model_release_stack import PREP_ROLE_OUTPUT
 from tools import REPO_ROOT
@@ -60,11 +62,13 @@ from typed_config import (
 from typed_config.generated_names import JOB_TIME_FORMAT, training_job_name
 
 JOB_DOCKERFILE = REPO_ROOT / "container" / "Dockerfile.model-prep"
-#: What the job image is built from: its Dockerfile, the quantization pins, the job's code.
+#: What the job image is built from: its Dockerfile, the quantization pins, the job's code and
+#: the serving entrypoint it starts to make the compile cache.
 JOB_IMAGE_INPUTS = (
     JOB_DOCKERFILE,
     REPO_ROOT / "container" / "requirements-quant.txt",
     REPO_ROOT / "container" / "model_prep",
+    REPO_ROOT / "container" / "serving",
 )
 #: SageMaker training jobs log to this group, one stream per instance: <job>/algo-1-<epoch>
 #: (SageMaker Developer Guide, "Log Amazon SageMaker AI events with Amazon CloudWatch").
@@ -168,6 +172,13 @@ class JobSpec:
     environment: dict[str, str] | None = None
 
 
+def engine_settings(cfg: DeploymentConfig) -> dict[str, str]:
+    """The engine settings the job makes the release's compile cache with: the primary
+    variant's container environment, as its SageMaker Model sets it (one definition:
+    ``container_environment``); ``engine.json`` in the ``release`` channel."""
+    return container_environment(cfg, "primary")
+
+
 def new_job(
     cfg: DeploymentConfig,
     session: Any,
@@ -180,7 +191,8 @@ def new_job(
 ) -> JobSpec:
     """A job on the release inputs, ready to create: the job image in ECR (built and pushed when
     missing), the release stack's job role, a fresh name under ``name_prefix``, the inputs
-    uploaded under ``<prefix>/jobs/<name>/input/`` (the ``release`` channel). ``overrides``:
+    and the engine settings (:func:`engine_settings`) uploaded under ``<prefix>/jobs/<name>/input/``
+    (the ``release`` channel). ``overrides``:
     JobSpec's fields for another job on the same image (tools/bedrock_package.py)."""
     image = job_image_uri(cfg, account)
     ecr = session.client("ecr")
@@ -197,6 +209,8 @@ def new_job(
     s3 = session.client("s3")
     s3.put_object(Bucket=where.bucket, Key=f"{jobs}/input/inputs.json",
                   Body=json.dumps(inputs.to_json(), indent=2).encode())  # fmt: skip
+    s3.put_object(Bucket=where.bucket, Key=f"{jobs}/input/{ENGINE_FILE}",
+                  Body=json.dumps(engine_settings(cfg), indent=2).encode())  # fmt: skip
     return JobSpec(
         name=name,
         image=image,

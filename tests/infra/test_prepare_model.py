@@ -17,8 +17,10 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from container.model_prep import artifact
+from container.model_prep.compile_cache_step import ENGINE_FILE
 from container.model_prep.manifest import write_manifest
 from container.model_prep.release import ReleaseInputs
+from stacks.constructs.endpoint import container_environment
 from tools import prepare_model
 from typed_config import ModelPrepConfig, artifact_location_uri, release_inputs
 
@@ -259,6 +261,11 @@ def test_the_job_request_is_what_model_prep_configures(aws, cfg) -> None:
     key = inputs_uri.split("/", 3)[3] + "inputs.json"
     sent = json.loads(aws.client("s3").get_object(Bucket=where.bucket, Key=key)["Body"].read())
     assert ReleaseInputs.from_json(sent) == release_inputs(cfg)
+    # the engine settings the job makes the compile cache with: the primary Model's environment
+    engine = aws.client("s3").get_object(Bucket=where.bucket, Key=key.replace("inputs.json",
+                                         ENGINE_FILE))["Body"].read()  # fmt: skip
+    assert json.loads(engine) == container_environment(spot, "primary")
+    assert json.loads(engine)["VLLM_MAX_NUM_SEQS"] == str(spot.engine.max_num_seqs)
     # the token's secret is named, never the token itself
     assert req["Environment"] == {"MODEL_ARTIFACT_LOCATION": artifact_location_uri(cfg, ACCOUNT),
                                   "HF_TOKEN_SECRET": "hf/token"}  # fmt: skip

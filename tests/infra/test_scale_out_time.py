@@ -158,8 +158,9 @@ def test_the_solver_keeps_awss_p50_and_the_plan_says_what_it_would_use(prod_cfg)
     assert (
         f"{t.measured_cached_seconds:g} s cached ({t.measured_edge_seconds:g} s at the start's "
         f"pessimistic edge), {t.measured_uncached_seconds:g} s for a new tag, with a matching "
-        f"compile cache; {t.measured_cold_cached_seconds:g} s cached without one (today: no "
-        f"release ships one yet); the simulator and the fleet solver still use "
+        f"compile cache; {t.measured_cold_cached_seconds:g} s cached without one (another GPU "
+        f"than the preparation job's: the compile cache line); the simulator and the fleet "
+        "solver still use "
         f"{t.cached_seconds:g} s"
     ) in text
     warned = "WARNING: with the measured engine start a new tag's instance serves" in text
