@@ -133,7 +133,7 @@ class Shaping(ShapingMiddleware):
         s = _settings()
         config = ShapingConfig(
             base_model=s.served_model_name,
-            adapters=frozenset(s.adapters()),
+            adapters=frozenset(s.startup_adapters()),
             default_adapter=s.default_adapter,
             budget=BudgetConfig(
                 max_model_len=s.vllm_max_model_len,
