@@ -65,7 +65,9 @@ from urllib.parse import parse_qs
 from . import warmup
 from .admission import ADAPTERS_PATH, ASGIApp, Message, Receive, Scope, Send, read_body, send_error
 
-log = logging.getLogger("serving.runtime_adapters")
+#: Under vLLM's logger: in vLLM's process only the "vllm" logger's INFO lines reach the container's
+#: log (the root logger stays at WARNING), and an adapter's load is worth a line at INFO.
+log = logging.getLogger("vllm.serving.runtime_adapters")
 
 ADAPTER_HEADER = b"x-amzn-sagemaker-adapter-identifier"
 #: Warmup requests per loaded adapter: the startup warmup's short and long shapes.
