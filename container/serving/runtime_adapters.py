@@ -31,7 +31,9 @@ model-hosting-container-standards offers):
   when the load answers, so no client request reaches an unwarmed adapter. A warmup that fails
   unloads the adapter again and answers 422 naming why (503 when the engine died meanwhile).
 - **A bad load is a 4xx with the reason**, never a 5xx: vLLM's 500 for an adapter it cannot load
-  becomes 400 naming the adapter, its source and vLLM's reason. 503 + Retry-After only while the
+  becomes 400 naming the adapter, its source and vLLM's reason; vLLM's own 4xx keep their status
+  and name the source too (inside the server vLLM's message reads "No adapter found for
+  <path>"). 503 + Retry-After only while the
   engine is dead or the server drains (the load belongs on another instance).
 - **An unknown adapter is a 4xx**: the shaping hook's 400 listing the known ones (vLLM's own
   answer would be 404); an adapter being loaded or warmed is unknown until its load answers.
@@ -136,6 +138,15 @@ class Captured:
             if data.get("detail"):
                 return str(data["detail"])[:500]
         return text[:500]
+
+    def error_type(self) -> str:
+        """vLLM's error type (``NotFoundError``, ``InvalidUserInput``, ...), else BadRequest."""
+        try:
+            error = json.loads(self.body).get("error")
+        except (ValueError, AttributeError):
+            error = None
+        kind = error.get("type") if isinstance(error, dict) else None
+        return str(kind) if kind else "BadRequest"
 
     async def send(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
@@ -266,7 +277,12 @@ class AdapterControl:
             )  # fmt: skip
             return
         if answer.status != 200 or not name:
-            await answer.send(send)  # vLLM's own 4xx, with its reason
+            # vLLM's own 4xx (no adapter at the path: 404; loaded already, a field missing:
+            # 400), naming what was asked for: vLLM's message hides the path ("<path>").
+            await send_error(
+                send, answer.status, f"adapter {name!r} could not be loaded from {src!r}: "
+                f"{answer.error_message()}", answer.error_type(),
+            )  # fmt: skip
             return
         why = await self.warm(scope, name)
         if why is None:
