@@ -8,6 +8,13 @@ the same adapter through Bedrock Runtime's InvokeModel, answered in the same Ope
                         max_tokens=256)
     answer.body["choices"][0]["message"]["content"], answer.served_by   # "sagemaker" | "bedrock"
 
+    # the component shape (issue 45): one inference component per adapter, dev at zero copies
+    route = FallbackRoute(sagemaker_runtime, bedrock_runtime, endpoint_name="mangaassist-vllm-dev",
+                          bedrock_models=..., inference_components={
+                              "base": "mangaassist-dev-base",
+                              "manga_domain": "mangaassist-dev-lora-manga-domain"},
+                          cold_start=ColdStart(max_wait_seconds=600))
+
 When it falls back, and why only then (each from AWS's InvokeEndpoint API reference,
 https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpoint.html):
 
