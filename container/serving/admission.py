@@ -4,7 +4,8 @@ Routes: vLLM 0.32 mounts many more routes than this endpoint serves (``/v1/respo
 ``/v1/messages``, ``/v1/chat/completions/batch``, embeddings, pooling, LoRA loading, profiling,
 sleep/wake, ... depending on flags). Only :data:`SERVED_PATHS` pass; every other path (and every
 websocket) is refused with a 404 naming the served ones, so no generation route reaches the
-engine without admission and shaping.
+engine without admission and shaping. With SERVING_ADAPTERS_AT_RUNTIME, SageMaker's adapter routes
+pass too (:data:`ADAPTERS_PATH`); vLLM's own ``/v1/load_lora_adapter`` stays refused.
 
 Admission: at ADMISSION_MAX_INFLIGHT in-flight requests, answer 429 at once.
 
@@ -32,6 +33,15 @@ ENGINE_PATHS = frozenset({"/invocations", "/v1/chat/completions", "/v1/completio
 OPEN_PATHS = frozenset({"/ping", "/health", "/metrics", "/v1/models", "/version"})
 #: Everything this endpoint serves; any other path is refused before it reaches vLLM.
 SERVED_PATHS = ENGINE_PATHS | OPEN_PATHS
+#: SageMaker's adapter contract (``POST /adapters``, ``DELETE /adapters/{name}``), served only
+#: with SERVING_ADAPTERS_AT_RUNTIME (serving/runtime_adapters.py). Never throttled: SageMaker's
+#: control plane calls it, and a 429 would fail the adapter component's creation.
+ADAPTERS_PATH = "/adapters"
+
+
+def is_adapter_route(path: str) -> bool:
+    """``/adapters`` or ``/adapters/<name>``."""
+    return path == ADAPTERS_PATH or path.startswith(ADAPTERS_PATH + "/")
 
 
 class Admission:
@@ -61,8 +71,10 @@ class AdmissionMiddleware:
         max_inflight: int,
         retry_after_seconds: int = 1,
         on_reject: Callable[[], None] | None = None,
+        adapter_routes: bool = False,
     ) -> None:
         self.app = app
+        self.adapter_routes = adapter_routes
         self.admission = Admission(max_inflight)
         self.retry_after = str(retry_after_seconds).encode()
         self.on_reject = on_reject
@@ -78,14 +90,14 @@ class AdmissionMiddleware:
             return
         path = scope["path"]
         if path not in ENGINE_PATHS:
-            if path in OPEN_PATHS:
+            if path in OPEN_PATHS or (self.adapter_routes and is_adapter_route(path)):
                 await self.app(scope, receive, send)
             else:
+                served = sorted(SERVED_PATHS | ({ADAPTERS_PATH} if self.adapter_routes else set()))
                 await send_error(
                     send,
                     404,
-                    f"route {path} is not served by this endpoint; "
-                    f"served: {', '.join(sorted(SERVED_PATHS))}",
+                    f"route {path} is not served by this endpoint; served: {', '.join(served)}",
                     "NotFound",
                 )
             return
@@ -128,3 +140,21 @@ async def _reject(send: Send, retry_after: bytes, limit: int) -> None:
         "TooManyRequests",
         ((b"retry-after", retry_after),),
     )
+
+
+async def read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it grows past ``limit`` bytes."""
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)

@@ -12,6 +12,9 @@
 3. wait for the engine (/health);
 4. warm up every adapter and a short and a long prompt shape, then each request option that
    vLLM compiles or builds on first use (logprobs, structured output, ...: warmup.OPTION_PROBES);
+   with SERVING_ADAPTERS_AT_RUNTIME the base alone at the first start (adapters arrive through
+   SageMaker's adapter contract, each warmed before its load answers: runtime_adapters.py), and
+   after an engine restart every adapter loaded before it, loaded again;
 5. mark ready (the ping hook answers 200 from then on).
 
 Each phase is logged with its duration. SIGTERM: the state goes ``draining`` (ping 503, new
@@ -48,7 +51,7 @@ import urllib.request
 from pathlib import Path
 from types import FrameType
 
-from . import compile_cache, warmup
+from . import compile_cache, runtime_adapters, warmup
 from . import settings as settings_mod
 from .log_relay import relay
 from .state import State, write_state
@@ -109,7 +112,11 @@ def validate(s: settings_mod.Settings) -> dict[str, object]:
         )
         if not ok:
             raise StartupError("no usable GPU (nvidia-smi -L failed); set SERVING_DEVICE=cpu")
-    return {"manifest_files_checked": checked, "adapters": sorted(s.adapters())}
+    return {
+        "manifest_files_checked": checked,
+        "adapters": sorted(s.startup_adapters()),
+        "adapters_at_runtime": s.serving_adapters_at_runtime,
+    }
 
 
 def vllm_env(
@@ -131,6 +138,9 @@ def vllm_env(
             "VLLM_KEEP_ALIVE_ON_ENGINE_DEATH": "1",
         }
     )
+    if s.serving_adapters_at_runtime:
+        # vLLM's switch for SageMaker's adapter routes (serving/runtime_adapters.py)
+        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "true"
     return env
 
 
@@ -230,6 +240,8 @@ class Supervisor:
         )
         self.phase("compile_cache", t, used=self.cache.use)
 
+        if s.serving_adapters_at_runtime:  # a new container has no adapter loaded yet
+            runtime_adapters.write_record(s.runtime_adapters_file, {})
         t = time.monotonic()
         self.bind()
         self.proc = self.start_vllm()
@@ -249,23 +261,30 @@ class Supervisor:
         ``t_all``: when the first startup began (its summary is logged before ready)."""
         self.state(State.WARMING_UP)
         t = time.monotonic()
-        names = [self.s.served_model_name, *self.s.adapters()]
-        room = (
-            self.s.vllm_max_model_len
-            - self.s.budget_generation_reserve_tokens
-            - self.s.budget_system_tokens
-        )
-        requests = warmup.plan(names, self.s.warmup_num_requests, long_prompt_bytes=room // 2)
+        names = [self.s.served_model_name, *self.s.startup_adapters()]
+        room = warmup.long_prompt_bytes(
+            self.s.vllm_max_model_len, self.s.budget_system_tokens,
+            self.s.budget_generation_reserve_tokens,
+        )  # fmt: skip
+        requests = warmup.plan(names, self.s.warmup_num_requests, long_prompt_bytes=room)
         if requests:
             requests += warmup.option_plan(self.s.served_model_name)
+        # After an engine restart, the adapters SageMaker loaded into the old engine, again
+        # (each warmed by its load); none at the first start (the record starts empty).
+        reloaded = runtime_adapters.read_record(self.s.runtime_adapters_file)
+        if not self.s.serving_adapters_at_runtime:
+            reloaded = {}
         try:
             warmup.run(self.s.port, requests)
+            for name, src in reloaded.items():
+                runtime_adapters.register(self.s.port, name, src)
         except (warmup.WarmupError, OSError) as exc:
             if self.stopping.is_set():
                 return self.wait_exit()
             log.error("warmup failed: %s", exc)
             return self.fail()
-        self.phase("warmup", t, requests=len(requests), adapters=len(names))
+        self.phase("warmup", t, requests=len(requests), adapters=len(names),
+                   runtime_adapters_reloaded=len(reloaded))  # fmt: skip
         if self.stopping.is_set():
             return self.wait_exit()
         if t_all is not None:

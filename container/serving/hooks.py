@@ -9,7 +9,8 @@ image, ``container.serving`` in the repo):
   (404 for routes this endpoint does not serve) and 429 at the admission limit.
 - ``CUSTOM_FASTAPI_MIDDLEWARE_PRE_POST_PROCESS=<pkg>.hooks:Shaping`` (innermost): limits (413),
   request checks, adapter, context budget, 503 + Retry-After while the engine is dead or the
-  server drains.
+  server drains; with SERVING_ADAPTERS_AT_RUNTIME, SageMaker's adapter routes too
+  (runtime_adapters.py).
 
 Starlette builds each middleware as ``cls(app)``: the settings come from the environment the
 entrypoint handed to vLLM, parsed by the one registry.
@@ -20,11 +21,12 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections.abc import Callable
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from . import counters, settings
+from . import counters, runtime_adapters, settings, warmup
 from .admission import AdmissionMiddleware, ASGIApp, Scope
 from .budget import BudgetConfig, TokenCounter, counter_from_tokenizer
 from .shaping import Hooks, ShapingConfig, ShapingMiddleware
@@ -117,6 +119,7 @@ class Admission(AdmissionMiddleware):
             max_inflight=s.admission_max_inflight,
             retry_after_seconds=s.admission_retry_after_seconds,
             on_reject=counters.ADMISSION_REJECTIONS.inc,
+            adapter_routes=s.serving_adapters_at_runtime,
         )
 
 
@@ -130,7 +133,7 @@ class Shaping(ShapingMiddleware):
         s = _settings()
         config = ShapingConfig(
             base_model=s.served_model_name,
-            adapters=frozenset(s.adapters()),
+            adapters=frozenset(s.startup_adapters()),
             default_adapter=s.default_adapter,
             budget=BudgetConfig(
                 max_model_len=s.vllm_max_model_len,
@@ -145,11 +148,40 @@ class Shaping(ShapingMiddleware):
         if s.default_adapter:
             config.resolve(s.default_adapter)  # fail at startup on a DEFAULT_ADAPTER typo
         _token_counter()  # load the tokenizer now, not on the first request
+        draining = _DrainFlag(s.serving_state_file)
         hooks = Hooks(
             on_trim=counters.BUDGET_TRIMS.inc,
             on_done=_done,
             on_engine_unavailable=counters.ENGINE_UNAVAILABLE.inc,
             engine_dead=engine_dead,
-            draining=_DrainFlag(s.serving_state_file),
+            draining=draining,
         )
-        super().__init__(app, config=config, counter=_token_counter, hooks=hooks)
+        control = None
+        if s.serving_adapters_at_runtime:
+            control = _adapter_control(s, engine_dead, draining)
+        super().__init__(
+            app, config=config, counter=_token_counter, hooks=hooks, adapter_control=control
+        )
+
+
+def _adapter_control(
+    s: settings.Settings, dead: Callable[[Scope], bool], draining: Callable[[], bool]
+) -> Callable[[ASGIApp], runtime_adapters.AdapterControl]:
+    """SageMaker's adapter routes around vLLM's (SERVING_ADAPTERS_AT_RUNTIME), built on the
+    app inside the shaping hook."""
+    registry = runtime_adapters.Registry(s.runtime_adapters_file)
+    room = warmup.long_prompt_bytes(
+        s.vllm_max_model_len, s.budget_system_tokens, s.budget_generation_reserve_tokens
+    )
+
+    def build(inner: ASGIApp) -> runtime_adapters.AdapterControl:
+        return runtime_adapters.AdapterControl(
+            inner,
+            registry=registry,
+            long_prompt_bytes=room,
+            max_request_bytes=s.max_request_bytes,
+            retry_after_seconds=s.engine_restart_retry_after_seconds,
+            hooks=runtime_adapters.ControlHooks(dead, draining),
+        )
+
+    return build

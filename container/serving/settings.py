@@ -124,6 +124,18 @@ class Settings(BaseSettings):
     adapter_versions: str = ""
     """Each adapter's version, ``name=version,...`` (the config's adapters[].version): the
     per-adapter metrics also carry it as the AdapterVersion dimension."""
+    serving_adapters_at_runtime: EnvBool = False
+    """The inference-component shape (issue 45): adapters arrive at run time through SageMaker's
+    adapter contract (``POST /adapters``, ``DELETE /adapters/{name}``: vLLM's own routes, which
+    the entrypoint switches on with VLLM_ALLOW_RUNTIME_LORA_UPDATING) and none under LORA_PATH is
+    loaded at start: the base starts alone with LoRA enabled, and each adapter component's
+    version is the only one served under its name. A loaded adapter is warmed before its load
+    answers 200 (serving/runtime_adapters.py). Off: the baked adapters, as the variant shape
+    serves them."""
+    runtime_adapters_file: str = "/tmp/serving-adapters.json"
+    """With SERVING_ADAPTERS_AT_RUNTIME: where the hooks record the adapters loaded at run time
+    (name and source); after an engine restart the entrypoint loads and warms them again before
+    /ping turns 200."""
     # --- network ---
     vllm_port: PositiveInt = 8080
     """Port of vLLM's own HTTP server (/ping, /invocations, /v1/*)."""
@@ -242,6 +254,16 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _default_adapter_is_baked(self) -> Settings:
+        if self.serving_adapters_at_runtime and self.default_adapter:
+            raise ValueError(
+                f"DEFAULT_ADAPTER={self.default_adapter!r} names a baked adapter, but with "
+                "SERVING_ADAPTERS_AT_RUNTIME=1 none is loaded at start: unset DEFAULT_ADAPTER "
+                "(a request naming no adapter gets the base model) or the runtime setting"
+            )
+        return self
+
     @property
     def port(self) -> int:
         """SAGEMAKER_BIND_TO_PORT wins over VLLM_PORT (the accept-bind-to-port contract)."""
@@ -255,6 +277,11 @@ class Settings(BaseSettings):
         """ADAPTER_VERSIONS as {adapter: version}."""
         pairs = (item.partition("=") for item in self.adapter_versions.split(",") if item.strip())
         return {name.strip(): version.strip() for name, _, version in pairs if version.strip()}
+
+    def startup_adapters(self) -> dict[str, str]:
+        """The adapters vLLM loads at start (``--lora-modules``), warms and serves by name: the
+        baked ones, or none with SERVING_ADAPTERS_AT_RUNTIME."""
+        return {} if self.serving_adapters_at_runtime else self.adapters()
 
     def adapters(self) -> dict[str, str]:
         """Adapter name -> directory: every sub-directory of LORA_PATH with an adapter config."""
@@ -349,8 +376,9 @@ def engine_default(config_field: str) -> Any:
 
 def vllm_args(settings: Settings, adapters: Mapping[str, str] | None = None) -> list[str]:
     """The `vllm serve` flags (vLLM 0.32) for these settings. ``adapters`` defaults to the
-    adapters found under LORA_PATH."""
-    adapters = settings.adapters() if adapters is None else adapters
+    adapters found under LORA_PATH (none with SERVING_ADAPTERS_AT_RUNTIME: LoRA is enabled and
+    every adapter arrives through the adapter contract)."""
+    adapters = settings.startup_adapters() if adapters is None else adapters
     args = [
         "--model", settings.model_path,
         "--served-model-name", settings.served_model_name,
@@ -369,13 +397,14 @@ def vllm_args(settings: Settings, adapters: Mapping[str, str] | None = None) -> 
     ]  # fmt: skip
     if settings.vllm_enforce_eager:
         args.append("--enforce-eager")
-    if adapters:
+    if adapters or settings.serving_adapters_at_runtime:
         args += [
             "--enable-lora",
             "--max-loras", str(settings.vllm_max_loras),
             "--max-lora-rank", str(settings.vllm_max_lora_rank),
-            "--lora-modules",
         ]  # fmt: skip
+    if adapters:
+        args.append("--lora-modules")
         args += [
             json.dumps({"name": name, "path": path, "base_model_name": settings.served_model_name})
             for name, path in adapters.items()

@@ -8,7 +8,9 @@ budget, engine-death answers.
   logged with its traceback and answered 400 naming it, never a 500 (5XX feeds the rollback
   alarms: a hook's 500 would let any client roll a deployment back).
 - Adapter: the ``X-Amzn-SageMaker-Adapter-Identifier`` header, else the body's ``model``, else
-  DEFAULT_ADAPTER (empty: the base model). An unknown name is a 400 listing the known ones.
+  DEFAULT_ADAPTER (empty: the base model). An unknown name is a 400 listing the known ones. With
+  SERVING_ADAPTERS_AT_RUNTIME the known ones include the adapters loaded through SageMaker's
+  adapter routes once warmed, which this hook also answers (:mod:`runtime_adapters`).
   vLLM's /invocations copies the header into the body's ``model`` and, with no header, replaces
   the body's model by the base model (seen on vLLM 0.32); so the resolved name is written to the
   header for /invocations and to the body for /v1/*.
@@ -42,7 +44,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import answer_timing
-from .admission import ENGINE_PATHS, ASGIApp, Message, Receive, Scope, Send, send_error
+from .admission import (
+    ENGINE_PATHS,
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    is_adapter_route,
+    read_body,
+    send_error,
+)
 from .budget import BudgetConfig, BudgetError, TokenCounter, apply_budget
 from .request_checks import (
     LimitExceeded,
@@ -54,10 +66,10 @@ from .request_checks import (
     check_tools,
 )
 from .request_schema import check_fields
+from .runtime_adapters import ADAPTER_HEADER, AdapterControl
 
 log = logging.getLogger("serving.shaping")
 
-ADAPTER_HEADER = b"x-amzn-sagemaker-adapter-identifier"
 #: The response header SageMaker returns to the client as InvokeEndpoint's CustomAttributes
 #: (at most 1024 visible ASCII characters): what the context budget dropped, when it dropped any.
 DROPPED_HEADER = b"x-amzn-sagemaker-custom-attributes"
@@ -119,11 +131,13 @@ class ShapingConfig:
     max_messages: int = 1024
     engine_retry_after_seconds: int = 30
 
-    def resolve(self, requested: str | None) -> str:
+    def resolve(self, requested: str | None, runtime: frozenset[str] = frozenset()) -> str:
+        """The adapter a request names (or the default); ``runtime``: the adapters loaded at run
+        time and warmed (serving/runtime_adapters.py)."""
         name = requested or self.default_adapter or self.base_model
-        if name == self.base_model or name in self.adapters:
+        if name == self.base_model or name in self.adapters or name in runtime:
             return name
-        known = ", ".join([self.base_model, *sorted(self.adapters)])
+        known = ", ".join([self.base_model, *sorted(self.adapters | runtime)])
         raise RequestError(f"unknown adapter {name!r}; known adapters: {known}")
 
 
@@ -136,13 +150,13 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 def shape_body(
     body: dict[str, Any], header_adapter: str | None, config: ShapingConfig,
-    counter: TokenCounter | None,
+    counter: TokenCounter | None, runtime: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, Any], str, Dropped]:  # fmt: skip
     """Validate and rewrite one request body. Returns (body, adapter, what the budget dropped)."""
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise RequestError("'model' must be a string naming an adapter")
-    adapter = config.resolve(header_adapter or model)
+    adapter = config.resolve(header_adapter or model, runtime)
     check_sequences(body)
     body = {**body, "model": adapter}
     messages = body.get("messages")
@@ -188,7 +202,7 @@ class Prepared:
 
 def prepare(
     raw: bytes, header_adapter: str | None, config: ShapingConfig,
-    counter: TokenCounter | None,
+    counter: TokenCounter | None, runtime: frozenset[str] = frozenset(),
 ) -> Prepared:  # fmt: skip
     """Parse, check, shape and re-serialize one body. Never raises: every failure is an answer."""
     try:
@@ -200,7 +214,7 @@ def prepare(
             return Prepared(error=(400, f"body is not valid JSON: {exc}", "BadRequest"))
         if not isinstance(parsed, dict):
             return Prepared(error=(400, "body must be a JSON object", "BadRequest"))
-        body, adapter, dropped = shape_body(parsed, header_adapter, config, counter)
+        body, adapter, dropped = shape_body(parsed, header_adapter, config, counter, runtime)
         return Prepared(json.dumps(body).encode(), adapter, dropped)
     except LimitExceeded as exc:
         return Prepared(error=(413, str(exc), "PayloadTooLarge"))
@@ -232,11 +246,14 @@ class ShapingMiddleware:
         config: ShapingConfig,
         counter: Callable[[], TokenCounter | None],
         hooks: Hooks | None = None,
+        adapter_control: Callable[[ASGIApp], AdapterControl] | None = None,
     ) -> None:
         self.app = app
         self.config = config
         self.counter = counter
         self.hooks = hooks or Hooks()
+        #: SageMaker's adapter routes (SERVING_ADAPTERS_AT_RUNTIME), built on this app
+        self.adapter_control = adapter_control(app) if adapter_control is not None else None
         self.retry_after = str(config.engine_retry_after_seconds).encode()
 
     async def _unavailable(self, send: Send, message: str) -> None:
@@ -248,6 +265,10 @@ class ShapingMiddleware:
         await send_error(send, 503, message, "ServiceUnavailable", headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        control = self.adapter_control
+        if control is not None and scope["type"] == "http" and is_adapter_route(scope["path"]):
+            await control(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["path"] not in ENGINE_PATHS:
             await self.app(scope, receive, send)
             return
@@ -269,7 +290,7 @@ class ShapingMiddleware:
         limit = self.config.max_request_bytes
         declared = _declared_length(scope)
         too_big = declared is not None and declared > limit
-        raw = None if too_big else await _read_body(receive, limit)
+        raw = None if too_big else await read_body(receive, limit)
         if raw is None:
             await send_error(
                 send,
@@ -279,7 +300,8 @@ class ShapingMiddleware:
             )
             return
         header_adapter = _header(scope, ADAPTER_HEADER)
-        args = (raw, header_adapter, self.config, self.counter())
+        runtime = control.registry.names() if control is not None else frozenset()
+        args = (raw, header_adapter, self.config, self.counter(), runtime)
         if len(raw) >= SHAPING_OFFLOAD_BYTES:
             done = await asyncio.get_running_loop().run_in_executor(_POOL, prepare, *args)
         else:
@@ -355,24 +377,6 @@ def _with_header(send: Send, header: tuple[bytes, bytes]) -> Send:
         await send(message)
 
     return sending
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole body, or None as soon as it grows past ``limit`` bytes."""
-    chunks = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
 
 
 async def _send_all(send: Send, messages: Iterable[Message]) -> None:

@@ -47,6 +47,11 @@ class WarmupRequest:
     body: dict[str, object]
 
 
+def long_prompt_bytes(max_model_len: int, system_tokens: int, reserve_tokens: int) -> int:
+    """The long shape's size: half of what the context budget leaves the conversation."""
+    return (max_model_len - reserve_tokens - system_tokens) // 2
+
+
 def plan(adapters: list[str], total: int, long_prompt_bytes: int) -> list[WarmupRequest]:
     """Every (adapter, shape) pair once, then round-robin until ``total`` requests."""
     if total <= 0:

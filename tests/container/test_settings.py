@@ -17,7 +17,7 @@ STACK_ENV = {
     "WARMUP_NUM_REQUESTS", "DEFAULT_ADAPTER", "ADMISSION_MAX_INFLIGHT",
     "SHUTDOWN_TIMEOUT_SECONDS", "BUDGET_SYSTEM_TOKENS", "BUDGET_RETRIEVAL_TOKENS",
     "BUDGET_GENERATION_RESERVE_TOKENS", "METRICS_INTERVAL_SECONDS", "ENDPOINT_NAME",
-    "VARIANT_NAME", "SERVING_DEVICE", "SAGEMAKER_BIND_TO_PORT",
+    "VARIANT_NAME", "SERVING_DEVICE", "SAGEMAKER_BIND_TO_PORT", "SERVING_ADAPTERS_AT_RUNTIME",
 }  # fmt: skip
 REMOVED_FLAGS = {
     "--disable-log-requests", "--scheduler-delay-factor", "--swap-space",
@@ -124,6 +124,34 @@ def test_translation_to_current_vllm_flags(tmp_path) -> None:  # type: ignore[no
 def test_no_adapters_means_no_lora_flags(tmp_path) -> None:  # type: ignore[no-untyped-def]
     args = settings.vllm_args(settings.load({"LORA_PATH": str(tmp_path / "none")}))
     assert "--enable-lora" not in args
+
+
+def test_adapters_at_runtime_enable_lora_and_load_no_baked_adapter(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The component shape: LoRA on (its limits from the settings), no --lora-modules though
+    adapters are baked, vLLM's adapter routes switched on, the base alone warmed at start."""
+    from container.serving.entrypoint import vllm_env
+
+    monkeypatch.delenv("VLLM_ALLOW_RUNTIME_LORA_UPDATING", raising=False)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "adapter_config.json").write_text("{}")
+    env = {"LORA_PATH": str(tmp_path), "SERVING_ADAPTERS_AT_RUNTIME": "1",
+           "VLLM_MAX_LORAS": "6", "VLLM_MAX_LORA_RANK": "32"}  # fmt: skip
+    s = settings.load(env)
+    args = settings.vllm_args(s)
+    assert "--enable-lora" in args and "--lora-modules" not in args
+    assert flag(args, "--max-loras") == "6" and flag(args, "--max-lora-rank") == "32"
+    assert s.startup_adapters() == {} and list(s.adapters()) == ["a"]
+    assert vllm_env(s)["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "true"
+    variant = settings.load({"LORA_PATH": str(tmp_path)})
+    assert "--lora-modules" in settings.vllm_args(variant)
+    assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING" not in vllm_env(variant)
+
+
+def test_a_default_adapter_with_adapters_at_runtime_is_refused_naming_both() -> None:
+    with pytest.raises(
+        settings.SettingsError, match=r"DEFAULT_ADAPTER='a'.*SERVING_ADAPTERS_AT_RUNTIME=1"
+    ):
+        settings.load({"SERVING_ADAPTERS_AT_RUNTIME": "1", "DEFAULT_ADAPTER": "a"})
 
 
 def test_sagemaker_bind_to_port_overrides_vllm_port() -> None:

@@ -17,7 +17,7 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from clients.bedrock_fallback import FallbackFailed, FallbackRoute, imported_models
+from clients.bedrock_fallback import ColdStart, FallbackFailed, FallbackRoute, imported_models
 from container.model_prep.artifact import ArtifactLocation
 from tools.bedrock_import import Package, record
 
@@ -143,3 +143,117 @@ def test_the_route_reads_the_copies_make_bedrock_import_recorded() -> None:
         package = Package("m-0123456789abcdef", "d" * 64, {}, where)
         record(s3, package, "manga_domain", {"model": "manga_domain", "imported_model_arn": ARN})
         assert imported_models(s3, where.uri("m-0123456789abcdef")) == {"manga_domain": ARN}
+
+
+# --- a cold (scaled-to-zero) inference component: issue 45 ---------------------------------
+
+#: InvokeEndpoint's documented answer while a component has no copy (clients/bedrock_fallback.py).
+NO_CAPACITY = (
+    "Inference Component has no capacity to process this request. ApplicationAutoScaling may be "
+    "in-progress (if configured) or try to increase the capacity by invoking "
+    "UpdateInferenceComponentRuntimeConfig API."
+)
+COMPONENTS = {"base": "mangaassist-dev-base", "manga_domain": "mangaassist-dev-lora-manga-domain"}
+
+
+def no_copy(stub: Stubber, component: str = COMPONENTS["manga_domain"]) -> None:
+    stub.add_client_error(
+        "invoke_endpoint", "ValidationError", NO_CAPACITY, http_status_code=400,
+        expected_params=invoke_params(component),
+    )  # fmt: skip
+
+
+def invoke_params(component: str) -> dict[str, Any]:
+    """The component names the adapter: the body carries none."""
+    request = {"messages": MESSAGES, "max_tokens": 64, "temperature": 0.0}
+    return {"EndpointName": ENDPOINT, "InferenceComponentName": component,
+            "ContentType": "application/json", "Accept": "application/json",
+            "Body": json.dumps(request).encode()}  # fmt: skip
+
+
+def cold_route(sm: Any, br: Any, slept: list[float], **cold: float) -> FallbackRoute:
+    return FallbackRoute(
+        sm, br, endpoint_name=ENDPOINT, bedrock_models={"manga_domain": ARN},
+        inference_components=COMPONENTS,
+        cold_start=ColdStart(**cold) if cold else None, sleep=slept.append,
+    )  # fmt: skip
+
+
+def test_a_cold_component_is_retried_with_backoff_until_its_first_copy_serves(clients) -> None:
+    sm, br, sm_stub, _ = clients
+    for _ in range(3):
+        no_copy(sm_stub)
+    sm_stub.add_response("invoke_endpoint", {"Body": body("From the first copy.")},
+                         invoke_params(COMPONENTS["manga_domain"]))  # fmt: skip
+    slept: list[float] = []
+    answer = cold_route(sm, br, slept, max_wait_seconds=600).chat(
+        MESSAGES, adapter="manga_domain", max_tokens=64
+    )
+    assert answer.served_by == "sagemaker" and answer.fallback_reason is None
+    assert answer.attempts == 4 and slept == [5.0, 10.0, 20.0] and answer.waited_seconds == 35.0
+    assert answer.body["choices"][0]["message"]["content"] == "From the first copy."
+
+
+def test_past_the_bound_the_cold_component_falls_back_to_bedrock_naming_it(clients) -> None:
+    """Delays 5, 10, 20, 40, then 25 (trimmed to the 100 s bound): six calls, never a seventh."""
+    sm, br, sm_stub, br_stub = clients
+    for _ in range(6):
+        no_copy(sm_stub)
+    bedrock_answers(br_stub)
+    slept: list[float] = []
+    answer = cold_route(sm, br, slept, max_wait_seconds=100).chat(
+        MESSAGES, adapter="manga_domain", max_tokens=64
+    )
+    assert slept == [5.0, 10.0, 20.0, 40.0, 25.0] and sum(slept) == 100.0
+    assert answer.served_by == "bedrock" and answer.attempts == 6 and answer.waited_seconds == 100
+    assert answer.fallback_reason == (
+        "inference component 'mangaassist-dev-lora-manga-domain' has no copy (scaled to zero; "
+        "SageMaker answered ValidationError 'no capacity') after 6 attempt(s) over 100 s of backoff"
+    )
+
+
+def test_by_default_a_cold_component_falls_back_at_once(clients) -> None:
+    sm, br, sm_stub, br_stub = clients
+    no_copy(sm_stub)
+    bedrock_answers(br_stub)
+    slept: list[float] = []
+    answer = cold_route(sm, br, slept).chat(MESSAGES, adapter="manga_domain", max_tokens=64)
+    assert answer.served_by == "bedrock" and answer.attempts == 1 and slept == []
+    assert "has no copy (scaled to zero" in str(answer.fallback_reason)
+
+
+def test_a_cold_component_without_a_bedrock_copy_fails_naming_both(clients) -> None:
+    sm, br, sm_stub, _ = clients
+    for _ in range(3):
+        no_copy(sm_stub, COMPONENTS["base"])
+    slept: list[float] = []
+    with pytest.raises(FallbackFailed) as caught:
+        cold_route(sm, br, slept, max_wait_seconds=15).chat(MESSAGES, adapter=None, max_tokens=64)
+    assert caught.value.attempts == 3 and caught.value.waited_seconds == 15 and slept == [5, 10]
+    assert "'mangaassist-dev-base' has no copy" in str(caught.value)
+    assert "adapter 'base' has no Bedrock copy" in str(caught.value)
+
+
+def test_any_other_validation_error_is_the_clients_own_and_never_retried(clients) -> None:
+    sm, br, sm_stub, _ = clients
+    sm_stub.add_client_error("invoke_endpoint", "ValidationError",
+                             "Inference component mangaassist-dev-base not found.",
+                             http_status_code=400)  # fmt: skip
+    slept: list[float] = []
+    with pytest.raises(ClientError):
+        cold_route(sm, br, slept, max_wait_seconds=600).chat(MESSAGES, adapter=None, max_tokens=64)
+    assert slept == []
+
+
+def test_an_adapter_without_a_component_is_a_configuration_error(clients) -> None:
+    sm, br, _, _ = clients
+    with pytest.raises(ValueError, match=r"adapter 'jp_style' has no inference component"):
+        cold_route(sm, br, []).chat(MESSAGES, adapter="jp_style", max_tokens=64)
+
+
+def test_the_backoff_never_sleeps_past_its_bound() -> None:
+    for bound in (0, 1, 5, 7.5, 64, 600, 3600):
+        delays = list(ColdStart(max_wait_seconds=bound).delays())
+        assert sum(delays) == bound and all(0 < d <= 60 for d in delays)
+    with pytest.raises(ValueError, match="max_wait_seconds >= 0"):
+        ColdStart(max_wait_seconds=-1)
