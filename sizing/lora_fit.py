@@ -246,11 +246,14 @@ def gpu_share(pts: Sequence[Point]) -> float:
     """Share of LoRA's added step time during which the GPU runs a kernel: the added GPU busy
     time (nvidia-smi utilisation x step, LoRA minus base) over the added step time, summed over
     the points that recorded utilisation. The rest is host work or synchronisation."""
-    rec = [p for p in pts if p.base_gpu_busy_s is not None and p.lora_gpu_busy_s is not None]
-    if not rec:
+    busy = added = 0.0
+    for p in pts:
+        if p.base_gpu_busy_s is not None and p.lora_gpu_busy_s is not None:
+            busy += p.lora_gpu_busy_s - p.base_gpu_busy_s
+            added += p.added_s
+    if not added:
         raise ValueError("no point recorded the GPU's utilisation")
-    busy = sum(p.lora_gpu_busy_s - p.base_gpu_busy_s for p in rec)  # type: ignore[operator]
-    return max(0.0, min(1.0, busy / sum(p.added_s for p in rec)))
+    return max(0.0, min(1.0, busy / added))
 
 
 def analyse_runs(pts: Sequence[Point] | None = None) -> dict[str, Any]:
