@@ -436,7 +436,7 @@ def render(res: dict[str, Any]) -> str:
     runcol = "production_loo_rms" in res
     out += [
         "",
-        ("run".rjust(11) if runcol else "")
+        ("run".rjust(10) + " " if runcol else "")
         + f"{'prompt':>6} {'C':>3} {'tok/step':>8} {'base rpm':>8} {'LoRA rpm':>8} "
         f"{'pred':>7} {'err':>6} {'LOO':>6} {'ratio':>5} {'pred':>5} {'step base':>9} "
         f"{'LoRA':>6} {'pred':>6} {'err':>6}  (steps in ms)",
