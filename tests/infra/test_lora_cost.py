@@ -113,3 +113,19 @@ def test_a_config_with_adapters_plans_on_lora_and_one_without_does_not():
     assert efficiency(bare, "A10G", "central").lora_gpu_step_s == 0
     assert efficiency(CFG, "A10G", "central").lora_gpu_step_s > 0
     assert "LoRA form" not in [i.name for i in planned_band(bare, "A10G").inputs]
+
+
+def test_the_hit_rate_input_is_the_prefix_hit_rate_modules_error(monkeypatch):
+    from sizing import serving_speed
+
+    wide = planned_band(CFG, "A10G")
+    monkeypatch.setattr(serving_speed, "hit_rate_error", lambda strategy: 0.0)
+    serving_speed._hit_rate_throughput_error.cache_clear()
+    try:
+        none = planned_band(CFG, "A10G")
+    finally:
+        serving_speed._hit_rate_throughput_error.cache_clear()
+    hit = next(i for i in none.inputs if i.name == "prefix hit rate")
+    assert hit.low == hit.high == 0
+    assert next(i for i in wide.inputs if i.name == "prefix hit rate").low > 0
+    assert none.low > wide.low and none.high < wide.high
