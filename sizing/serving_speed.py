@@ -148,7 +148,7 @@ class PlanBand:
             return 0.0
         g, h = (self.low, self.host_low) if edge == "pessimistic" else (self.high, self.host_high)
         eg, eh = 1 / g - 1, 1 / h - 1  # relative stretch of each side's time
-        a, b = self.gpu_share * eg, (1 - self.gpu_share) * eh
+        a, b = self.gpu_share * abs(eg), (1 - self.gpu_share) * abs(eh)
         return 1.0 if a + b == 0 else math.hypot(a, b) / (a + b)
 
     def factor(self, edge: Edge) -> float:

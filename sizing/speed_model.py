@@ -535,8 +535,8 @@ _BAND_SOURCES = {
 #: is not the bench host's and is unmeasured: +-25 %, the width the GPU bands give thin evidence.
 HOST_BAND = (0.75, 1.25)
 HOST_BAND_SOURCE = (
-    "host x0.75..x1.25: the H100 fit's host-dominated idle TTFTs err -24..+61 %, median 10 %; "
-    "the instance's CPU unmeasured"
+    "the H100 fit's host-dominated idle TTFTs err -24..+61 %, median 10 %; the instance's CPU "
+    "unmeasured"
 )
 
 

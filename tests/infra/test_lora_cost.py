@@ -98,6 +98,8 @@ def test_the_band_combines_the_inputs_and_is_narrower_than_their_worst_cases_mul
     assert band.low <= band.factor("pessimistic") < 1
     assert band.host_low <= band.host_factor("pessimistic") < 1
     assert band.factor("central") == band.host_factor("central") == 1
+    assert 1 < band.factor("optimistic") <= band.high
+    assert 1 < band.host_factor("optimistic") <= band.host_high
 
 
 def test_the_planning_edge_uses_the_band_on_gpu_terms_and_the_host_band_on_host_terms():
