@@ -33,9 +33,12 @@ engine), ``ITL mean' = step'``.
 
     python -m sizing.lora_fit [docs/measurements/lora_http_*.json]
 
-prints every point's measured and predicted LoRA throughput and ITL with their error, the
-coefficients and every form's leave-one-out error. This module does not change the speed model
-(sizing/serving_speed.py): it says what the measured form is.
+With no path it reads every run of :data:`RUNS` (the HTTP run, the production path; the in-process
+runs with the default and the fp8 KV cache, kept and shown), chooses the form by leave-one-out error
+over all of their points, fits its coefficients on the production path and prints every point's
+measured and predicted LoRA throughput and step with their error, the production points' also
+leave-one-out (:func:`analyse_runs`): what sizing/lora_cost.py commits and the speed model plans
+on. With a path it fits that one windows file alone.
 """
 
 from __future__ import annotations
