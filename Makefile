@@ -186,6 +186,12 @@ prepare-model: PREFLIGHT_FOR := prepare-model
 prepare-model: venv preflight ## deploy | prepare config/ENV.yaml's model release on a SageMaker GPU job (once per inputs)
 	$(PY) -m tools.prepare_model --env $(ENV)
 
+# The speed model's error against every measured point (H100 fit, published GPU points, every LoRA
+# run) and the plan's combined band per GPU for ENV (sizing/speed_evidence.py).
+.PHONY: speed-evidence
+speed-evidence: venv ## simulator | the speed model's error against each measured point and ENV's plan band
+	$(PY) -m sizing.speed_evidence --env $(ENV)
+
 # The quoted plan and simulator blocks in README.md and docs/*.md, regenerated from the commands
 # (tools/doc_blocks.py; tests/infra/test_doc_blocks.py fails while one differs).
 .PHONY: docs-blocks

@@ -1,46 +1,61 @@
-"""What serving through a LoRA adapter costs (vLLM 0.26.0, measured on the device).
+"""What serving through a LoRA adapter costs: added time per engine step, from every run kept as
+evidence (issue 42 item 2). ``python -m sizing.lora_fit`` recomputes every figure below and prints
+each measured point against the model; tests/infra/test_lora_cost.py holds these constants to it.
 
-docs/measurements/lora_fp8kv_h100_vllm0.26.md: one H100 80GB, the Llama-3-8B architecture in
-W4A16 (compressed-tensors, random weights), CUDA graphs, closed loop, 1,200 prompt + 180 output
-tokens; the same engine with ``enable_lora``, ``max_loras 4``, ``max_lora_rank 16`` and three
-rank-16 adapters on the seven projections, round robin, against the same engine without LoRA in
-the same device call (2026-11-27):
+**The evidence** (sizing.lora_fit.RUNS), vLLM 0.26.0 on one H100, the Llama-3-8B architecture in
+W4A16, three rank-16 adapters on the seven projections, round robin, against the same engine
+without LoRA:
 
-| in flight | req/min, no LoRA | req/min, LoRA | ratio | TTFT p50 (s) | decode tok/s per seq |
-|---|---|---|---|---|---|
-| 8  | 438   | 267 | 0.61 | 0.041 -> 0.088 | 170 -> 104 |
-| 32 | 930   | 560 | 0.60 | 0.047 -> 0.178 | 90 -> 56 |
-| 74 | 1,134 | 646 | 0.57 | 0.082 -> 0.183 | 47 -> 28 |
+- ``http``: ``vllm serve`` over HTTP, both engines resident on one GPU and measured back to back,
+  prompts of 600 / 1,500 / 2,500 tokens at 32 / 64 / 96 in flight, 8 points
+  (docs/measurements/lora_http_start_h100_vllm0.26.md). **The production path** (SageMaker
+  calls vLLM's own server; prod runs the default KV cache), so the coefficients come from it.
+- ``in-process``: vLLM's ``AsyncLLM`` without the API server, 1,200 prompt tokens, 8 / 32 / 74 in
+  flight, two LoRA runs (docs/measurements/lora_fp8kv_h100_vllm0.26.md). Kept and shown; not the
+  production path: no API-server process shares the host with the engine.
+- ``fp8-kv``: the same with ``kv_cache_dtype fp8`` on both engines, 74 / 128 in flight. Kept and
+  shown; not the production path (prod does not run an fp8 cache), and its 22-32 % speed-up
+  over LoRA with the default cache is not explained.
 
-(A second call at 74 with an FP8 KV cache served 846 req/min with LoRA: the spread between calls
-is wide, so the lowest ratio is planned on.) The brief's "< 5 ms" per adapter does not hold; the
-issue's external "a quarter to a third" does not either: on this engine LoRA keeps 57-61 % of the
-throughput, and the time to first token grows 2.1-3.8 x.
+**The form.** Of the candidate forms (a cost per step, per batched token, per running sequence,
+their sums), the one with the lowest leave-one-out error over all 17 points is a cost per step
+plus one per running sequence (:data:`LORA_FORM`); fitted on the production path it is
+:data:`LORA_STEP_S` + :data:`LORA_SEQ_S` x running sequences. Its error (:data:`LORA_ERROR`) is
+the RMS of each production point's error predicted by a fit without it; the in-process runs
+come out 1-36 % slower than it predicts (least at 74 in flight) and the fp8 runs 21-24 % slower:
+the production path costs more than either. Every point is planned on the one form; no run is
+preferred because it is the lowest.
 
-How the speed model takes it (sizing.serving_speed.with_lora): two factors on the step-cost
-constants, fitted on a 0.03 grid to the three points above. Decode (bandwidth shares, the
-per-step and per-sequence overheads) at :data:`LORA_DECODE_FACTOR`; prefill (the compute shares
-and the per-request lag) at :data:`LORA_PREFILL_FACTOR`. The model then gives throughput ratios
-0.62 / 0.58 / 0.57 (measured 0.61 / 0.60 / 0.57) and TTFT p50 0.088 / 0.097 / 0.159 s (measured
-0.088 / 0.178 / 0.183): it matches the lowest throughput ratio, where the fleet is sized, and is
-optimistic on TTFT at 32-74 in flight (tests/infra/test_lora_cost.py holds these). Carried to other
-GPUs as the same shares, like the rest of the model: the punica kernels' cost relative to the base
-GEMMs on an A10G is not measured (no A10G here), which docs/speed-model.md says.
+**What it touches.** The added time is its own term of a step (sizing.speed_model
+``StepCost.seconds``); it does not slow the KV-cache reads, the weight reads or the host's
+per-step, per-sequence and per-request costs, which LoRA does not touch.
+
+**Carried to other GPUs** (the assumption, stated): :data:`LORA_GPU_SHARE` of the added time is
+kernel time, the share during which the GPU ran a kernel (nvidia-smi utilisation x step, LoRA
+minus base, over the added step time, pooled over the HTTP points; 0.09-0.80 by point: the LoRA
+engine leaves the GPU idle most at short prompts). That kernel time (the Punica shrink/expand
+kernels: rank 16 against a hidden size of 4,096 is ~16 FLOPs per byte read, far below any
+catalog GPU's ridge point, so memory-bound) scales with the GPU's effective memory bandwidth, as
+the model's other bandwidth terms do, and takes the GPU's error band with them. The rest is host
+work or synchronisation: it stays as measured and takes the host's band. vLLM logged "Using
+default LoRA kernel configs" in every run: tuned configs were not measured.
 """
 
 from __future__ import annotations
 
-#: (in flight, req/min without LoRA, with LoRA, TTFT p50 s without, with): the device's figures.
-MEASURED: tuple[tuple[int, float, float, float, float], ...] = (
-    (8, 438.0, 267.0, 0.0414, 0.0879),
-    (32, 930.0, 560.0, 0.0468, 0.1784),
-    (74, 1134.0, 646.0, 0.0822, 0.1834),
-)
-#: Share of the decode terms' speed with LoRA (fitted; see the module docstring).
-LORA_DECODE_FACTOR = 0.66
-#: Share of the prefill terms' speed with LoRA (fitted).
-LORA_PREFILL_FACTOR = 0.5
+#: The form sizing.lora_fit chooses over every run (its ``FORMS`` key).
+LORA_FORM = "step+sequence"
+#: Added seconds per engine step, whatever the batch (H100, the production path).
+LORA_STEP_S = 0.008474
+#: Added seconds per running sequence per step (H100, the production path).
+LORA_SEQ_S = 0.00009415
+#: Share of the added time that is GPU kernel time (carried by bandwidth); the rest is host time.
+LORA_GPU_SHARE = 0.43
+#: Relative error of the LoRA engine's throughput under this form (leave-one-out RMS over the
+#: production path's points): an input of the plan's band (sizing.serving_speed.planned_band).
+LORA_ERROR = 0.150
 LORA_SOURCE = (
-    f"LoRA: decode x{LORA_DECODE_FACTOR:g}, prefill x{LORA_PREFILL_FACTOR:g}, fitted to an H100 "
-    "run of vLLM 0.26 with 3 rank-16 adapters (57-61 % of the throughput; sizing/lora_cost.py)"
+    f"LoRA: +{LORA_STEP_S * 1e3:.1f} ms per step + {LORA_SEQ_S * 1e6:.0f} us per running sequence "
+    f"({LORA_GPU_SHARE:.0%} kernel time carried by bandwidth, the rest host), fitted to vLLM 0.26 "
+    f"over HTTP on an H100 with 3 rank-16 adapters, error +-{LORA_ERROR:.0%} (sizing/lora_cost.py)"
 )

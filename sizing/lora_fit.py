@@ -33,9 +33,12 @@ engine), ``ITL mean' = step'``.
 
     python -m sizing.lora_fit [docs/measurements/lora_http_*.json]
 
-prints every point's measured and predicted LoRA throughput and ITL with their error, the
-coefficients and every form's leave-one-out error. This module does not change the speed model
-(sizing/serving_speed.py): it says what the measured form is.
+With no path it reads every run of :data:`RUNS` (the HTTP run, the production path; the in-process
+runs with the default and the fp8 KV cache, kept and shown), chooses the form by leave-one-out error
+over all of their points, fits its coefficients on the production path and prints every point's
+measured and predicted LoRA throughput and step with their error, the production points' also
+leave-one-out (:func:`analyse_runs`): what sizing/lora_cost.py commits and the speed model plans
+on. With a path it fits that one windows file alone.
 """
 
 from __future__ import annotations
@@ -81,6 +84,11 @@ class Point:
     prefill_per_step: float
     base_itl_p50: float | None = None
     lora_itl_p50: float | None = None
+    #: Which run the point comes from (:data:`RUNS`); "" for a windows file read alone.
+    run: str = ""
+    #: GPU busy time per step (nvidia-smi utilisation x step) of each engine, where recorded.
+    base_gpu_busy_s: float | None = None
+    lora_gpu_busy_s: float | None = None
 
     @property
     def added_s(self) -> float:
@@ -130,9 +138,155 @@ def points(windows: Sequence[dict[str, Any]]) -> list[Point]:
                 prefill_per_step=rate * p / o * step,
                 base_itl_p50=b["itl_s"].get("p50"),
                 lora_itl_p50=lo["itl_s"].get("p50"),
+                base_gpu_busy_s=_busy(b, step),
+                lora_gpu_busy_s=_busy(lo, _step(lo)),
             )
         )
     return out
+
+
+def _busy(w: dict[str, Any], step: float) -> float | None:
+    util = (w.get("gpu") or {}).get("util_pct_p50")
+    return None if util is None else util / 100 * step
+
+
+MEASUREMENTS = DEFAULT.parent
+IN_PROCESS = MEASUREMENTS / "lora_fp8kv_h100_vllm0.26.json"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run kept as evidence: where it is, and whether it is the path production serves."""
+
+    name: str
+    production: bool
+    why: str
+
+
+#: Every LoRA run kept as evidence (issue 42: "keep every run; no lowest run wins"). The form is
+#: chosen over all of them; the coefficients the speed model plans on come from the production
+#: path, and every other run is shown against them with its error.
+RUNS: dict[str, Run] = {
+    r.name: r
+    for r in (
+        Run(
+            "http",
+            True,
+            "vllm serve over HTTP, default KV cache (lora_http_h100_vllm0.26.json): the path "
+            "production serves (SageMaker -> vLLM's own server; prod.yaml sets no kv_cache_dtype)",
+        ),
+        Run(
+            "in-process",
+            False,
+            "AsyncLLM in-process, default KV cache, two LoRA runs against one base run "
+            "(lora_fp8kv_h100_vllm0.26.json, calls 2 and 4): no API server process, so none of "
+            "its host work competes with the engine's; not the production path",
+        ),
+        Run(
+            "fp8-kv",
+            False,
+            "AsyncLLM in-process with kv_cache_dtype fp8, LoRA + fp8 against fp8 without LoRA "
+            "(lora_fp8kv_h100_vllm0.26.json, calls 3 and 4): a cache dtype production does not "
+            "run, and a 22-32 % speed-up over LoRA with the default cache that is not explained",
+        ),
+    )
+}
+
+
+def _phase_point(run: str, b: dict[str, Any], lo: dict[str, Any]) -> Point:
+    """A point from two in-process phases: the mean step is the mean number in flight over the
+    output token rate (each running sequence decodes one token a step)."""
+    p, o = b["prompt"], b["output"]
+    rate = b["output_tps"]
+    step = b["mean_in_flight"] / rate
+    return Point(
+        prompt=p,
+        in_flight=b["concurrency"],
+        output=o,
+        base_rpm=b["requests_per_minute"],
+        lora_rpm=lo["requests_per_minute"],
+        base_step_s=step,
+        lora_step_s=lo["mean_in_flight"] / lo["output_tps"],
+        tokens_per_step=rate * (p + o) / o * step,
+        decode_per_step=rate * step,
+        prefill_per_step=rate * p / o * step,
+        run=run,
+    )
+
+
+def in_process_points(path: Path = IN_PROCESS) -> list[Point]:
+    """The in-process runs (default KV: each LoRA call against the base of call 2; fp8 KV: each
+    LoRA + fp8 call against fp8 without LoRA of call 3), every phase that pairs."""
+    data = json.loads(path.read_text())
+    phases = {
+        (r["device_call"], r["engine"]): {ph["concurrency"]: ph for ph in r["phases"]}
+        for r in data["runs"]
+    }
+    pairs = (
+        ("in-process", (2, "w4a16-base-cost"), ((2, "w4a16-lora-cost"), (4, "w4a16-lora-cost"))),
+        ("fp8-kv", (3, "w4a16-fp8kv"), ((3, "w4a16-lora-fp8kv"), (4, "w4a16-lora-fp8kv"))),
+    )
+    out = []
+    for run, base_key, lora_keys in pairs:
+        base = phases[base_key]
+        for key in lora_keys:
+            for c, ph in sorted(phases[key].items()):
+                if c in base:
+                    out.append(_phase_point(run, base[c], ph))
+    return out
+
+
+def evidence() -> list[Point]:
+    """Every point of every run in :data:`RUNS`."""
+    http = [
+        Point(**{**p.__dict__, "run": "http"})
+        for p in points(json.loads(DEFAULT.read_text())["windows"])
+    ]
+    return http + in_process_points()
+
+
+def gpu_share(pts: Sequence[Point]) -> float:
+    """Share of LoRA's added step time during which the GPU runs a kernel: the added GPU busy
+    time (nvidia-smi utilisation x step, LoRA minus base) over the added step time, summed over
+    the points that recorded utilisation. The rest is host work or synchronisation."""
+    busy = added = 0.0
+    for p in pts:
+        if p.base_gpu_busy_s is not None and p.lora_gpu_busy_s is not None:
+            busy += p.lora_gpu_busy_s - p.base_gpu_busy_s
+            added += p.added_s
+    if not added:
+        raise ValueError("no point recorded the GPU's utilisation")
+    return max(0.0, min(1.0, busy / added))
+
+
+def analyse_runs(pts: Sequence[Point] | None = None) -> dict[str, Any]:
+    """The form chosen by leave-one-out over every run's points; its coefficients fitted on the
+    production run's points; every point predicted by them (the production run's also
+    leave-one-out: the error the plan states for LoRA is their RMS)."""
+    pts = list(pts if pts is not None else evidence())
+    form, scores = choose(pts)
+    prod = [p for p in pts if RUNS[p.run].production]
+    coef = fit(prod, form)
+    rows = []
+    for p in pts:
+        pr = predict(p, coef)
+        row = _row(p, pr)
+        row["run"] = p.run
+        if RUNS[p.run].production:
+            loo = predict(p, fit([q for q in prod if q is not p], form))
+            row["loo_rpm_err"] = round(loo["req_per_min"] / p.lora_rpm - 1, 4)
+        rows.append(row)
+    loo_errs = [r["loo_rpm_err"] for r in rows if "loo_rpm_err" in r]
+    return {
+        "form": form,
+        "chosen_by_loo": form,
+        "coefficients": coef,
+        "loo_rms_rel_error": scores,
+        "negative_term": sorted(f for f in scores if not physical(pts, f)),
+        "production_loo_rms": math.sqrt(sum(e * e for e in loo_errs) / len(loo_errs)),
+        "gpu_share": gpu_share(prod),
+        "points": rows,
+    }
 
 
 def _solve(a: list[list[float]], y: list[float]) -> list[float]:
@@ -221,25 +375,7 @@ def analyse(windows: Sequence[dict[str, Any]], form: str | None = None) -> dict[
     coef = fit(pts, form)
     rows = []
     for p in pts:
-        pr = predict(p, coef)
-        rows.append(
-            {
-                "prompt": p.prompt,
-                "in_flight": p.in_flight,
-                "base_rpm": p.base_rpm,
-                "lora_rpm": p.lora_rpm,
-                "pred_rpm": round(pr["req_per_min"], 1),
-                "rpm_err": round(pr["req_per_min"] / p.lora_rpm - 1, 4),
-                "ratio": round(p.lora_rpm / p.base_rpm, 3),
-                "pred_ratio": round(pr["req_per_min"] / p.base_rpm, 3),
-                "base_step_ms": round(p.base_step_s * 1e3, 2),
-                "lora_step_ms": round(p.lora_step_s * 1e3, 2),
-                "pred_step_ms": round(pr["step_s"] * 1e3, 2),
-                "step_err": round(pr["step_s"] / p.lora_step_s - 1, 4),
-                "tokens_per_step": round(p.tokens_per_step, 1),
-                "added_ms": round(p.added_s * 1e3, 3),
-            }
-        )
+        rows.append(_row(p, predict(p, coef)))
     return {
         "form": form,
         "chosen_by_loo": chosen,
@@ -250,44 +386,78 @@ def analyse(windows: Sequence[dict[str, Any]], form: str | None = None) -> dict[
     }
 
 
+def _row(p: Point, pr: dict[str, float]) -> dict[str, Any]:
+    return {
+        "prompt": p.prompt,
+        "in_flight": p.in_flight,
+        "base_rpm": p.base_rpm,
+        "lora_rpm": p.lora_rpm,
+        "pred_rpm": round(pr["req_per_min"], 1),
+        "rpm_err": round(pr["req_per_min"] / p.lora_rpm - 1, 4),
+        "ratio": round(p.lora_rpm / p.base_rpm, 3),
+        "pred_ratio": round(pr["req_per_min"] / p.base_rpm, 3),
+        "base_step_ms": round(p.base_step_s * 1e3, 2),
+        "lora_step_ms": round(p.lora_step_s * 1e3, 2),
+        "pred_step_ms": round(pr["step_s"] * 1e3, 2),
+        "step_err": round(pr["step_s"] / p.lora_step_s - 1, 4),
+        "tokens_per_step": round(p.tokens_per_step, 1),
+        "added_ms": round(p.added_s * 1e3, 3),
+    }
+
+
+TERM_UNITS = {
+    "one": (1e3, "ms per step"),
+    "tokens": (1e6, "us per batched token"),
+    "decode": (1e6, "us per running sequence (decode token)"),
+    "prefill": (1e6, "us per prefill token"),
+}
+
+
 def render(res: dict[str, Any]) -> str:
     c = res["coefficients"]
-    terms = []
-    for k, v in c.items():
-        terms.append(
-            {
-                "one": f"{v * 1e3:.3f} ms per step",
-                "tokens": f"{v * 1e6:.3f} us per batched token",
-                "decode": f"{v * 1e6:.3f} us per running sequence (decode token)",
-                "prefill": f"{v * 1e6:.3f} us per prefill token",
-            }[k]
-        )
+    terms = [f"{v * TERM_UNITS[k][0]:.3f} {TERM_UNITS[k][1]}" for k, v in c.items()]
+    runs = "production run" if "production_loo_rms" in res else "points"
     out = [
         f"LoRA's added time per engine step, form '{res['form']}' "
-        f"(leave-one-out choice: '{res['chosen_by_loo']}'): " + " + ".join(terms),
+        f"(leave-one-out choice: '{res['chosen_by_loo']}'), fitted on the {runs}: "
+        + " + ".join(terms),
         "leave-one-out RMS error of LoRA req/min by form: "
         + ", ".join(
             f"{f} {'n/a' if s is None else f'{s * 100:.1f} %'}"
             f"{' (a negative term)' if f in res.get('negative_term', ()) else ''}"
             for f, s in res["loo_rms_rel_error"].items()
         ),
+    ]
+    if "production_loo_rms" in res:
+        out.append(
+            f"the LoRA form's error (planned on): {res['production_loo_rms'] * 100:.1f} % RMS, "
+            "each production point predicted by a fit without it; GPU-busy share of the added "
+            f"time {res['gpu_share']:.2f} (the rest is host work)"
+        )
+        for r in RUNS.values():
+            out.append(f"  run {r.name}: {'PRODUCTION PATH' if r.production else 'kept'}: {r.why}")
+    runcol = "production_loo_rms" in res
+    out += [
         "",
-        f"{'prompt':>6} {'C':>3} {'tok/step':>8} {'base rpm':>8} {'LoRA rpm':>8} {'pred':>7} "
-        f"{'err':>6} {'ratio':>5} {'pred':>5} {'step base':>9} {'LoRA':>6} {'pred':>6} "
-        f"{'err':>6}  (steps in ms)",
+        ("run".rjust(10) + " " if runcol else "")
+        + f"{'prompt':>6} {'C':>3} {'tok/step':>8} {'base rpm':>8} {'LoRA rpm':>8} "
+        f"{'pred':>7} {'err':>6} {'LOO':>6} {'ratio':>5} {'pred':>5} {'step base':>9} "
+        f"{'LoRA':>6} {'pred':>6} {'err':>6}  (steps in ms)",
     ]
     for r in res["points"]:
+        loo = f"{r['loo_rpm_err'] * 100:>5.1f}%" if "loo_rpm_err" in r else f"{'':>6}"
         out.append(
-            f"{r['prompt']:>6} {r['in_flight']:>3} {r['tokens_per_step']:>8.0f} "
-            f"{r['base_rpm']:>8.0f} {r['lora_rpm']:>8.0f} {r['pred_rpm']:>7.0f} "
-            f"{r['rpm_err'] * 100:>5.1f}% {r['ratio']:>5.2f} {r['pred_ratio']:>5.2f} "
-            f"{r['base_step_ms']:>9.2f} {r['lora_step_ms']:>6.2f} {r['pred_step_ms']:>6.2f} "
-            f"{r['step_err'] * 100:>5.1f}%"
+            (f"{r['run']:>10} " if runcol else "") + f"{r['prompt']:>6} {r['in_flight']:>3} "
+            f"{r['tokens_per_step']:>8.0f} {r['base_rpm']:>8.0f} {r['lora_rpm']:>8.0f} "
+            f"{r['pred_rpm']:>7.0f} {r['rpm_err'] * 100:>5.1f}% {loo} {r['ratio']:>5.2f} "
+            f"{r['pred_ratio']:>5.2f} {r['base_step_ms']:>9.2f} {r['lora_step_ms']:>6.2f} "
+            f"{r['pred_step_ms']:>6.2f} {r['step_err'] * 100:>5.1f}%"
         )
-    errs = [abs(r["rpm_err"]) for r in res["points"]]
-    if errs:
+    for run in dict.fromkeys(r.get("run", "") for r in res["points"]):
+        errs = [abs(r["rpm_err"]) for r in res["points"] if r.get("run", "") == run]
         out.append(
-            f"\nin-sample |error| of LoRA req/min: max {max(errs) * 100:.1f} %, "
+            f"{'in-sample' if run in ('', 'http') else 'out-of-sample'} |error| of LoRA req/min"
+            f"{f' ({run})' if run else ''}: max {max(errs) * 100:.1f} %, "
             f"mean {sum(errs) / len(errs) * 100:.1f} % over {len(errs)} points"
         )
     return "\n".join(out)
@@ -297,20 +467,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m sizing.lora_fit", description=__doc__.split("\n\n")[0]
     )
-    ap.add_argument("path", nargs="?", default=str(DEFAULT), help="lora-ab JSON (its 'windows')")
+    ap.add_argument(
+        "path",
+        nargs="?",
+        default=None,
+        help="one lora-ab JSON (its 'windows') alone; default: every run of RUNS",
+    )
     ap.add_argument(
         "--form",
         choices=sorted(FORMS),
         default=None,
-        help="fit this form instead of the chosen one",
+        help="fit this form instead of the chosen one (with a path)",
     )
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
-    data = json.loads(Path(a.path).read_text())
-    if not points(data["windows"]):
-        print(f"{a.path}: no point with both a base and a LoRA window without errors")
-        return 1
-    res = analyse(data["windows"], a.form)
+    if a.path is None:
+        res = analyse_runs()
+    else:
+        data = json.loads(Path(a.path).read_text())
+        if not points(data["windows"]):
+            print(f"{a.path}: no point with both a base and a LoRA window without errors")
+            return 1
+        res = analyse(data["windows"], a.form)
     print(json.dumps(res, indent=1) if a.json else render(res))
     return 0
 

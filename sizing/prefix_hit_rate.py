@@ -38,3 +38,16 @@ ROUTING_SIM_HIT_RATE: dict[str, float] = {
 
 def routing_hit_rate(strategy: str | None) -> float:
     return ROUTING_SIM_HIT_RATE[strategy or "RANDOM"]
+
+
+#: The error of a planned hit rate, absolute (+-): the spread of the routing simulation's figure
+#: for one strategy over the windows and fleet sizes of the table above on fleets that hold their
+#: load (RANDOM 33.2-39.4 %, LEAST_OUTSTANDING_REQUESTS 33.0-39.5 %; PREFIX_AWARE 56.6-61 % on
+#: fleets with headroom): about 6 points. An input of the plan's band
+#: (sizing.serving_speed.planned_band), which turns it into throughput with the speed model.
+HIT_RATE_ERROR = 0.06
+
+
+def hit_rate_error(strategy: str | None) -> float:
+    """The absolute error of :func:`routing_hit_rate` for ``strategy`` (:data:`HIT_RATE_ERROR`)."""
+    return HIT_RATE_ERROR

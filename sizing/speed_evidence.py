@@ -1,6 +1,10 @@
-"""The speed model against published measurements on other GPUs: ``python -m sizing.speed_evidence
-[--fit]``.
+"""The model's error against every measured point, in one command: ``python -m
+sizing.speed_evidence [--fit] [--env prod]`` (``make speed-evidence``). It prints the H100 fit's
+figures (sizing.speed_fit), the published points on other GPUs (below), every LoRA run's points
+(sizing.lora_fit), each measured against the model with its error, and the plan's combined band
+per GPU for a config (sizing.serving_speed.planned_band).
 
+The published points:
 Reads ``docs/measurements/published_gpu_points.json`` (published vLLM figures of Llama-3-8B-class
 models on the A10G, L4, A100, ..., each with its source and settings), runs the model's own
 workload simulation (:func:`sizing.speed_model.simulate`) at each point's settings and prints the
@@ -257,11 +261,37 @@ def report(errs: list[PointError]) -> str:
     return "\n".join(lines)
 
 
+def plan_bands(env: str) -> str:
+    """The plan's band (sizing.serving_speed.planned_band) for ``config/<env>.yaml`` on each
+    catalog GPU: each input's error, the combined band, the host band and the edges."""
+    from sizing.fit import load_config  # the config floor: only for this report
+    from sizing.serving_speed import planned_band
+
+    cfg = load_config(POINTS.parents[2] / "config" / f"{env}.yaml", env=env)
+    lines = [f"the plan's band for config/{env}.yaml (throughput multipliers):"]
+    for gpu in GPUS:
+        b = planned_band(cfg, gpu)
+        ins = ", ".join(f"{i.name} -{i.low:.1%}/+{i.high:.1%}" for i in b.inputs)
+        lines.append(
+            f"  {gpu:10} GPU terms x{b.low:.3f}..x{b.high:.3f} (root sum of squares of {ins}; "
+            f"worst cases multiplied x{b.worst_case_product:.3f}); host x{b.host_low:.2f}.."
+            f"x{b.host_high:.2f}; pessimistic edge x{b.factor('pessimistic'):.3f} GPU, "
+            f"x{b.host_factor('pessimistic'):.3f} host (step {b.gpu_share:.0%} GPU)"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m sizing.speed_evidence", description=__doc__)
     ap.add_argument("--fit", action="store_true", help="fit each GPU's efficiency first")
+    ap.add_argument("--env", default="prod", help="config whose plan band is printed [%(default)s]")
     args = ap.parse_args(argv)
+    from sizing import lora_fit, speed_fit  # the H100 fit and the LoRA runs
+
+    print("== the speed model against the H100 measurements (python -m sizing.speed_fit)")
+    print(speed_fit.report(speed_fit.errors()))
     points = load()
+    print("\n== the speed model against published points on other GPUs")
     if args.fit:
         for gpu in sorted({p.gpu for p in points if p.use == "fit"}):
             print(f"{gpu}: efficiency={fit_gpu(gpu, points)} (committed {GPUS[gpu].efficiency})")
@@ -269,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     print(report(errs))
     for gpu in sorted({p.gpu for p in points if p.use == "fit"}):
         print(f"{gpu}: band {band(gpu, errs)}")
+    print("\n== LoRA's added time per step against every LoRA run (python -m sizing.lora_fit)")
+    print(lora_fit.render(lora_fit.analyse_runs()))
+    print("\n== " + plan_bands(args.env))
     return 0
 
 

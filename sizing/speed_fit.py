@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from sizing.speed_model import (
+    BASE_FIELDS,
     FITTED,
     MEASURED_GPU,
     Efficiency,
@@ -205,7 +206,7 @@ def loss(eff: Efficiency, obs: list[Observation]) -> float:
 
 def fit(obs: list[Observation], start: Efficiency = FITTED, iterations: int = 160) -> Efficiency:
     """Nelder-Mead over the logarithms of the Efficiency constants."""
-    names = [f.name for f in fields(Efficiency)]
+    names = list(BASE_FIELDS)
 
     def make(x: list[float]) -> Efficiency:
         vals = [math.exp(v) for v in x]
@@ -214,12 +215,12 @@ def fit(obs: list[Observation], start: Efficiency = FITTED, iterations: int = 16
             min(v, 0.98) if n not in ("overhead_s", "per_seq_s", "request_s") else v
             for n, v in zip(names, vals, strict=True)
         ]
-        return Efficiency(*vals)
+        return replace(start, **dict(zip(names, vals, strict=True)))
 
     def f(x: list[float]) -> float:
         return loss(make(x), obs)
 
-    x0 = [math.log(v) for v in astuple(start)]
+    x0 = [math.log(getattr(start, n)) for n in names]
     simplex = [x0] + [
         [v + (0.15 if i == j else 0.0) for j, v in enumerate(x0)] for i in range(len(x0))
     ]

@@ -116,9 +116,41 @@ class Efficiency:
     #: Share of a shared prefix's KV reads that still go to memory for the 2nd..nth sequence
     #: (0: read once per step and served from L2 after; 1: read once per sequence).
     shared_kv_read: float = 0.2885
+    #: LoRA's added time per step (sizing/lora_cost.py; 0 without adapters), in its own terms: the
+    #: kernel part, in seconds on the reference GPU (:data:`LORA_REFERENCE_BANDWIDTH`), read like
+    #: the bandwidth terms (a slower or mis-modelled GPU stretches it); the host part in seconds.
+    #: Each per step and per running sequence. LoRA leaves every other term alone.
+    lora_gpu_step_s: float = 0.0
+    lora_gpu_seq_s: float = 0.0
+    lora_host_step_s: float = 0.0
+    lora_host_seq_s: float = 0.0
+
+
+#: The fields ``python -m sizing.speed_fit --fit`` searches (the base engine's; LoRA's are
+#: sizing.lora_fit's).
+BASE_FIELDS = (
+    "bandwidth",
+    "w4_bandwidth",
+    "compute",
+    "compute_w4",
+    "overhead_s",
+    "per_seq_s",
+    "request_s",
+    "shared_kv_read",
+)
+#: GPU terms: shares of a GPU's peaks (an error band on the GPU multiplies them).
+GPU_FIELDS = ("bandwidth", "w4_bandwidth", "compute", "compute_w4")
+#: Host terms: CPU work per step, per running sequence and per request (the host's own band
+#: divides them; a GPU band leaves them alone).
+HOST_FIELDS = ("overhead_s", "per_seq_s", "request_s", "lora_host_step_s", "lora_host_seq_s")
 
 
 FITTED = Efficiency()
+#: Effective bandwidth (bytes/s) at which LoRA's measured kernel time was spent: the H100's peak
+#: at the fitted share. On another GPU the kernel time is x this / that GPU's effective bandwidth.
+LORA_REFERENCE_BANDWIDTH = (
+    GPUS[MEASURED_GPU].bandwidth_gbps * 1e9 * GPUS[MEASURED_GPU].efficiency * FITTED.bandwidth
+)
 
 
 @dataclass(frozen=True)
@@ -147,7 +179,10 @@ class StepCost:
         linear = max(read, 2 * self.linear_params * tokens / flops)
         kv = kv_tokens * self.kv_bytes_per_token / (bw * e.bandwidth)
         attn = self.attn_flops_per_pair * pairs / (peak * e.compute)
-        return e.overhead_s + e.per_seq_s * running + linear + kv + attn
+        lora = (e.lora_gpu_step_s + e.lora_gpu_seq_s * running) * LORA_REFERENCE_BANDWIDTH / (
+            bw * e.bandwidth
+        ) + (e.lora_host_step_s + e.lora_host_seq_s * running)
+        return e.overhead_s + e.per_seq_s * running + linear + kv + attn + lora
 
 
 def linear_params(arch: ModelArchitecture) -> int:
@@ -493,6 +528,18 @@ _BAND_SOURCES = {
 }
 
 
+#: The host's band: (pessimistic, optimistic) multipliers on the host terms' speed (per-step,
+#: per-sequence and per-request CPU work, LoRA's host part), apart from any GPU band. The H100
+#: fit's host-dominated figures (the idle TTFT of a cached prompt: ``request_s`` + one 16-token
+#: step) err -24..+61 %, median 10 % (``python -m sizing.speed_fit``); the serving instance's CPU
+#: is not the bench host's and is unmeasured: +-25 %, the width the GPU bands give thin evidence.
+HOST_BAND = (0.75, 1.25)
+HOST_BAND_SOURCE = (
+    "the H100 fit's host-dominated idle TTFTs err -24..+61 %, median 10 %; the instance's CPU "
+    "unmeasured"
+)
+
+
 def speed_band(gpu: str) -> tuple[float, float]:
     """(pessimistic, optimistic) multipliers on the model's throughput for ``gpu``: the measured
     or published error of the speed model there (docs/speed-model.md), the default where no
@@ -517,6 +564,7 @@ __all__ = [
     "DEFAULT_SPEED_BAND",
     "FITTED",
     "GPUS",
+    "HOST_BAND",
     "SPEED_BANDS",
     "Efficiency",
     "EngineLimits",

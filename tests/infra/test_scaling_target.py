@@ -5,7 +5,9 @@ the instance can do."""
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 from typing import Any
 
 import aws_cdk as cdk
@@ -14,6 +16,7 @@ from aws_cdk.assertions import Template
 
 from sizing.plan import build_plan, render_plan
 from sizing.scaling_target import concurrency_target, target_basis, unmet_slo_warnings
+from sizing.speed_plan import speed_at
 from stacks.app_builder import build_stacks
 from stacks.constructs.scaling import ScalingProps, controller_scaling
 from tests.infra.conftest import parse
@@ -33,8 +36,15 @@ def _ttft(raw: dict[str, Any], ms: float) -> dict[str, Any]:
 #: rate) TTFT p50 holds up to the KV cache's 73 sequences at 1,000 ms; the brief's 200 ms is out
 #: of reach there (385 ms alone), so these tests state their own limits.
 A10G_TTFT_HOLDS_MS = 1000
-#: ... and at 600 ms it holds only up to 27 in flight: below the KV cache, so it binds.
-A10G_TTFT_BINDS_MS = 600
+#: ... and a limit it holds only up to about 30 in flight binds below the KV cache: the TTFT p50
+#: the planning speed gives at 30 in flight (sizing.speed_plan.speed_at), rounded up to 10 ms.
+BINDS_AT = 30
+
+
+def _binds_ms(raw: dict[str, Any]) -> float:
+    cfg = _cfg(_a10g(copy.deepcopy(raw)))
+    ttft = speed_at(cfg, "ml.g5.xlarge", BINDS_AT).ttft_p50_s
+    return math.ceil(ttft * 100) * 10
 
 
 def _a10g(raw: dict[str, Any], ttft_ms: float = A10G_TTFT_HOLDS_MS) -> dict[str, Any]:
@@ -72,12 +82,14 @@ def test_prod_target_is_bound_by_the_kv_cache_and_the_ttft_slo_holds_there(
 
 
 def test_a_tighter_ttft_slo_binds_the_target_below_the_kv_cache(mutate) -> None:
-    cfg = _cfg(_a10g(mutate("project", "mangaassist"), A10G_TTFT_BINDS_MS))
+    raw = mutate("project", "mangaassist")
+    limit = _binds_ms(raw)
+    cfg = _cfg(_a10g(raw, limit))
     basis = target_basis(cfg, "primary")
     assert basis.binding == "TTFT p50"
     assert 0 < basis.concurrency < basis.kv_bound
     ttft = next(b for b in basis.slo if b.slo == "TTFT p50")
-    assert ttft.limit == A10G_TTFT_BINDS_MS and basis.concurrency == ttft.concurrency
+    assert ttft.limit == limit and basis.concurrency == ttft.concurrency
     assert concurrency_target(cfg, "primary") == round(0.85 * basis.concurrency, 2)
     # the plan says which bound binds and why, and the target it gives
     text = render_plan(build_plan(cfg, {}))
@@ -89,7 +101,8 @@ def test_a_tighter_ttft_slo_binds_the_target_below_the_kv_cache(mutate) -> None:
 
 
 def test_the_synthesized_target_value_is_the_slo_bound(mutate) -> None:
-    cfg = _cfg(_a10g(mutate("project", "mangaassist"), A10G_TTFT_BINDS_MS))
+    raw = mutate("project", "mangaassist")
+    cfg = _cfg(_a10g(raw, _binds_ms(raw)))
     app = cdk.App()
     _, endpoint = build_stacks(app, cfg)
     policies = Template.from_stack(endpoint).find_resources(
@@ -104,13 +117,15 @@ def test_the_synthesized_target_value_is_the_slo_bound(mutate) -> None:
     # the canary's policy is the controller's with rollout.shadow (canary_scaling.py): the same
     # figure, handed to it in SHADOW_STAGE
     canary = controller_scaling(ScalingProps.from_config(cfg), "canary").tracking["TargetValue"]
-    assert canary == concurrency_target(cfg, "canary") < 62.05  # 0.85 x the A10G's KV bound 73
+    # below 0.85 x the A10G's KV bound: the TTFT SLO binds it
+    assert canary == concurrency_target(cfg, "canary") < 0.85 * target_basis(cfg, "canary").kv_bound
     shadow_env = json.dumps(Template.from_stack(endpoint).to_json())
     assert f'\\"TargetValue\\":{canary}' in shadow_env
 
 
 def test_an_slo_left_out_of_slos_does_not_bind(mutate) -> None:
-    raw = _a10g(mutate("project", "mangaassist"), A10G_TTFT_BINDS_MS)
+    raw = mutate("project", "mangaassist")
+    raw = _a10g(raw, _binds_ms(raw))
     raw["scaling"]["variants"]["primary"]["target_tracking"]["slos"] = []
     cfg = _cfg(raw)
     assert target_basis(cfg, "primary").binding == "KV cache"
@@ -128,7 +143,10 @@ def test_an_unmet_slo_that_may_bind_is_said_once_in_the_plan_with_what_to_do(mut
     # reachability is judged at the central estimate (LoRA, 384 of 1,200 prompt tokens cached),
     # never at the pessimistic edge (x0.85 on the A10G: 5,793 ms)
     assert "at the central estimate" in warning
-    assert "the best for the typical request (1200+180 tokens, 384 cached) is 4,924 ms" in warning
+    best = target_basis(cfg, "primary").central_bound("latency_p99").best
+    assert f"the best for the typical request (1200+180 tokens, 384 cached) is {best:,.0f} ms" in (
+        warning
+    )
     # it does not bind: the KV cache still does, and the warning says what to do either way
     assert "the target follows the KV cache (73 in flight)" in warning
     assert "To meet it: a faster instance type (variants.primary.instance_type)" in warning
