@@ -302,6 +302,29 @@ def test_the_execution_role_reads_the_published_archives_and_nothing_else_there(
     }
 
 
+def _alarm_names(t: Template) -> set[str]:
+    """Each alarm by the name its description gives (``[LEVEL] <variant>/<rule>: why``)."""
+    return {
+        str(a["Properties"].get("AlarmDescription", "")).split("] ", 1)[-1].split(":", 1)[0]
+        for a in t.find_resources("AWS::CloudWatch::Alarm").values()
+    }
+
+
+def test_monitoring_watches_the_one_variant_and_nothing_pages_while_at_zero(
+    endpoint: Template,
+) -> None:
+    """No alarm on a canary the shape does not have; at scale to zero no alarm that breaches on
+    missing data (no engine publishes while idle, by design): dev would page every night."""
+    names = _alarm_names(endpoint)
+    assert "primary/high-ttft" in names
+    assert not [n for n in names if n.startswith("canary/")]
+    assert "primary/no-healthy-capacity" not in names
+    breaching = endpoint.find_resources(
+        "AWS::CloudWatch::Alarm", {"Properties": {"TreatMissingData": "breaching"}}
+    )
+    assert breaching == {}
+
+
 def test_the_variant_shape_has_no_components(prod_templates: dict[str, Template]) -> None:
     assert prod_templates["endpoint"].find_resources("AWS::SageMaker::InferenceComponent") == {}
 
@@ -309,6 +332,7 @@ def test_the_variant_shape_has_no_components(prod_templates: dict[str, Template]
 def test_without_scale_to_zero_no_wake_alarm_is_built() -> None:
     t = synth_templates(load_config(PROD_IC, env="prod"))["endpoint"]
     assert len(t.find_resources("AWS::SageMaker::InferenceComponent")) == 4
+    assert "primary/no-healthy-capacity" in _alarm_names(t)  # always a copy: its absence pages
     assert (
         t.find_resources(
             "AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "NoCapacityInvocationFailures"}}
