@@ -379,3 +379,21 @@ def test_the_plan_prints_copies_per_instance_and_both_targets() -> None:
 
 def test_the_variant_shape_prints_no_component_lines() -> None:
     assert components_section(load_config(REPO_ROOT / "config" / "dev.yaml", env="dev")) is None
+
+
+def test_the_plan_gives_the_adapter_release_rules_the_config_sets() -> None:
+    """The shape's lines say how an adapter rolls out: inference_components.rollout's bake and
+    watch, and each evidence figure it leaves unset taken from the canary's (rollout:)."""
+    raw = _raw(PROD_IC)
+    raw["inference_components"]["rollout"] = {"bake_minutes": 7, "min_invocations": 40}
+    cfg = _parse(raw)
+    c = components_section(cfg)
+    assert c is not None
+    assert c["adapter_rollout"] == {
+        "bake_minutes": 7,
+        "min_invocations": 40,
+        "max_error_rate_increase_percent": cfg.rollout.max_error_rate_increase_percent,
+        "watch_minutes": 10,
+    }
+    line = next(x for x in render_components(c) if "adapter releases" in x)
+    assert "bakes 7 min, needs >= 40 invocations" in line
