@@ -33,6 +33,7 @@ from sizing.fleet_cost import plan_cost
 from sizing.scale_out_time import time_to_serve
 from sizing.scaling_target import concurrency_target
 from typed_config import DeploymentConfig
+from typed_config.adapter_rollout import evidence_thresholds
 from typed_config.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 from typed_config.components import GPUS_PER_COPY
 
@@ -78,6 +79,8 @@ def components_section(cfg: DeploymentConfig) -> dict[str, Any] | None:
     floor_instances = max(floor_instances, ic.instances.min)
     always_on = floor_instances * price * HOURS_PER_MONTH
     variant = plan_cost(cfg).monthly_usd
+    # the adapter release's rules: inference_components.rollout, else the canary's (rollout:)
+    evidence = evidence_thresholds(ic.rollout, cfg.rollout)
     section: dict[str, Any] = {
         "instance_type": ic.instance_type,
         "gpus_per_instance": inst.gpu_count,
@@ -95,6 +98,12 @@ def components_section(cfg: DeploymentConfig) -> dict[str, Any] | None:
         "monthly_at_max": round(ic.instances.max * price * HOURS_PER_MONTH, 2),
         "variant_monthly_at_floors": round(variant, 2),
         "scales_to_zero": ic.scales_to_zero,
+        "adapter_rollout": {
+            "bake_minutes": ic.rollout.bake_minutes,
+            "min_invocations": evidence.min_invocations,
+            "max_error_rate_increase_percent": evidence.max_error_rate_increase_percent,
+            "watch_minutes": ic.rollout.watch_minutes,
+        },
     }
     if ic.scales_to_zero:
         cooldown_h = ic.base.scale_in_cooldown_seconds / 3600
@@ -136,6 +145,15 @@ def render_components(c: dict[str, Any] | None) -> list[str]:
         f"({c['instances']['min']} instance(s) always on), at most ${c['monthly_at_max']:,.0f}; "
         f"the variant shape's floors: ${c['variant_monthly_at_floors']:,.0f}/month",
     ]
+    r = c.get("adapter_rollout")
+    if r:
+        lines.append(
+            f"          adapter releases: one adapter version at a time (make release-adapter), "
+            f"no image build, the base untouched: a candidate component bakes "
+            f"{r['bake_minutes']} min, needs >= {r['min_invocations']} invocations and a 5XX "
+            f"rate at most {r['max_error_rate_increase_percent']:g} points above the live "
+            f"version's, then the swap is watched {r['watch_minutes']} min"
+        )
     z = c.get("zero")
     if z:
         saved = c["variant_monthly_at_floors"] - z["monthly_at_zero"]

@@ -602,11 +602,17 @@ def render_plan(plan: dict[str, Any], *, alarm_list: bool = True) -> str:
     r = plan["rollout"]
     bg = r["blue_green"]
     step = f" {bg['step']}" if bg["step"] else ""
+    controller = (
+        # the component shape builds neither (stacks/endpoint_stack.py _component_shape); its
+        # adapters roll out on their own components (the shape's lines above)
+        "canary controller and smoke gate: not built in the component shape"
+        if plan.get("components")
+        else f"canary controller steps {r['canary_controller_steps_percent']} baking "
+        f"{r['bake_minutes']} min; smoke gate {'on' if r['smoke_gate'] else 'off'}"
+    )
     lines.append(
         f"  rollout blue/green {bg['type']}{step}, wait {bg['wait_interval_seconds']} s, "
-        f"auto-rollback on {bg['auto_rollback_alarms']}; canary controller steps "
-        f"{r['canary_controller_steps_percent']} baking {r['bake_minutes']} min; smoke gate "
-        f"{'on' if r['smoke_gate'] else 'off'}"
+        f"auto-rollback on {bg['auto_rollback_alarms']}; {controller}"
     )
     lines += [f"          WARNING: {w}" for w in plan.get("canary_comparison", [])]
     lines += render_deploy(plan["deploy"])

@@ -189,6 +189,8 @@ class EndpointStack(Stack):
             emails=cfg.notifications.emails,
             rollback_alarms=self.rollback_alarms,
             key=self.key,
+            variant_names=("primary",),
+            idle_at_zero=ic.scales_to_zero,
         )
         self._grant_image_pull(image)
         policy = self.serving.role.node.find_child("DefaultPolicy")

@@ -14,6 +14,8 @@ Sources (the spec after the colon, split like a shell line):
 
 - ``plan ENV``: what ``make synth ENV=<ENV>`` prints (tools/synth.py's plan text, a real synth
   of config/<ENV>.yaml into a temporary directory).
+- ``plan ENV CONFIG``: what ``make synth ENV=<ENV> CONFIG=<CONFIG>`` prints, for a config file of
+  the repository other than config/<ENV>.yaml (an example under config/examples/).
 - ``quotas ENV``: what ``make quotas ENV=<ENV>`` prints (the SageMaker quotas the plan needs and
   the commands that request them; offline).
 - ``simulator capacity --env ENV`` and ``simulator validate --env ENV``: what
@@ -130,6 +132,13 @@ class Generator:
         if words[0] == "plan" and len(words) == 2:
             env = words[1]
             return f"make synth ENV={env}", plan_text(env, self.work / f"cdk.out-{env}")
+        if words[0] == "plan" and len(words) == 3:
+            env, config = words[1], words[2]
+            if not (REPO_ROOT / config).is_file():
+                raise BlockError(f"plan {env} {config}: no such config file in the repository")
+            out = self.work / f"cdk.out-{env}-{Path(config).stem}"
+            text = plan_text(env, out, config=REPO_ROOT / config)
+            return f"make synth ENV={env} CONFIG={config}", text
         if words[0] == "quotas" and len(words) == 2:
             env = words[1]
             cfg = load_config(config_path(REPO_ROOT, env), env=env)
@@ -149,7 +158,7 @@ class Generator:
                 raise BlockError(f"{' '.join(run)} failed ({done.returncode}):\n{done.stderr}")
             return f".venv/bin/python -m simulator {' '.join(args)}", done.stdout
         raise BlockError(
-            f"unknown source {' '.join(words)!r}: plan ENV, quotas ENV, or simulator "
+            f"unknown source {' '.join(words)!r}: plan ENV [CONFIG], quotas ENV, or simulator "
             f"{'|'.join(SIMULATOR_COMMANDS)} --env ENV"
         )
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, field_validator
 
+from typed_config.adapter_rollout import AdapterRollout
 from typed_config.aws_limits import SAGEMAKER_INFERENCE_COMPONENT
 from typed_config.base import Strict, section_rule
 from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message
@@ -109,12 +110,6 @@ class BaseComponent(Strict):
     60 in AWS's example)."""
 
 
-class ComponentRollout(Strict):
-    """How one adapter version replaces another on its component (``make release-adapter``).
-    Its fields belong to the adapter release path (issue 45 item 2, typed_config/adapter_rollout.py
-    on its own branch); this section keeps its place in the config with the default."""
-
-
 class InferenceComponentsConfig(Strict):
     """The component shape (module docstring). With this section the synthesized endpoint has one
     variant (``primary``) with managed instance scaling and no model, a base component from the
@@ -130,8 +125,10 @@ class InferenceComponentsConfig(Strict):
     copies."""
     base: BaseComponent
     """The base model's component: copies and their scaling."""
-    rollout: ComponentRollout = ComponentRollout()
-    """How an adapter version rolls out on its component (the adapter release path)."""
+    rollout: AdapterRollout = AdapterRollout()
+    """How an adapter version rolls out on its component: ``make release-adapter``'s bake,
+    evidence and watch (typed_config/adapter_rollout.py; each evidence figure left unset is the
+    canary's, ``rollout:``)."""
 
     @field_validator("instance_type")
     @classmethod

@@ -185,6 +185,17 @@ def adapter_component_name(project: str, env: str, adapter: str) -> str:
     return f"{env_prefix(project, env)}-lora-{adapter.replace('_', '-')}"
 
 
+#: The one object an adapter version is published as (:func:`adapter_artifact_key`).
+ADAPTER_ARCHIVE = "adapter.tar.gz"
+
+
 def adapter_artifact_key(adapter: str, version: str) -> str:
-    """Where one adapter version is published on its own in the models bucket (issue 45)."""
-    return f"adapters/{adapter}/{version}/"
+    """Where one adapter version is published on its own in the models bucket (issue 45):
+    the archive ``adapters/<adapter>/<version>/adapter.tar.gz`` (its ``manifest.json`` beside it).
+
+    An archive, not a prefix: an adapter component's ``Container.ArtifactUrl`` "must point to a
+    single gzip compressed tar archive (.tar.gz suffix)" (SageMaker API reference,
+    InferenceComponentContainerSpecification, and botocore's sagemaker service model;
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_InferenceComponentContainerSpecification.html).
+    tools/adapter_release/publish.py builds and uploads it."""
+    return f"adapters/{adapter}/{version}/{ADAPTER_ARCHIVE}"

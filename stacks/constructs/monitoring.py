@@ -63,19 +63,29 @@ class Monitoring(Construct):
         emails: Sequence[str] = (),
         rollback_alarms: RollbackAlarms,
         key: kms.IKey,
+        variant_names: Sequence[VariantName] = VARIANT_NAMES,
+        idle_at_zero: bool = False,
     ) -> None:
+        """``variant_names``: the variants the endpoint has (the component shape has only
+        ``primary``: a canary's alarms there would watch a variant that never exists, and its
+        no-healthy-capacity alarm, breaching on missing data, would page forever).
+        ``idle_at_zero``: the endpoint scales to zero, where no engine publishes by design, so
+        the no-healthy-capacity alarm is not built (it would be in ALARM every idle hour); a
+        request that finds nothing serving is the wake-from-zero alarm's
+        (stacks/constructs/inference_components.py)."""
         super().__init__(scope, construct_id)
         self._endpoint = endpoint
         self.topic = self._encrypted_topic(key, emails)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
         self.critical: list[cloudwatch.Alarm] = [*rollback_alarms.all]
-        for variant in VARIANT_NAMES:
+        for variant in variant_names:
             self._variant_alarms(
                 variant,
                 thresholds,
                 adapter_names,
                 metrics_interval_seconds,
                 queue_step_scaling=variant in queue_step_variants,
+                idle_at_zero=idle_at_zero,
             )
         self._slo_alarms(thresholds)
         self._notify(cw_actions.SnsAction(self.topic))
@@ -116,9 +126,13 @@ class Monitoring(Construct):
         metrics_interval_seconds: int,
         *,
         queue_step_scaling: bool,
+        idle_at_zero: bool = False,
     ) -> None:
-        """An alarm per rule of ``variant`` (alarm_rules.variant_rules), ``<variant>/<rule>``."""
+        """An alarm per rule of ``variant`` (alarm_rules.variant_rules), ``<variant>/<rule>``;
+        at scale to zero none of those that breach on missing data (``__init__``)."""
         for rule in variant_rules(thresholds, adapter_names, queue_step_scaling=queue_step_scaling):
+            if idle_at_zero and rule.missing == cloudwatch.TreatMissingData.BREACHING:
+                continue
             period = _rule_period(rule, metrics_interval_seconds)
             metric = self._endpoint.metric(
                 variant,

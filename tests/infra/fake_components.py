@@ -7,7 +7,11 @@ part of :class:`tests.infra.fake_account.Account`; issue 45).
   documented rules: an adapter needs its base, a name exists once, a component changes only when
   settled). A component is ``Creating`` for :data:`CREATE_SECONDS`, ``Updating`` for
   :data:`UPDATE_SECONDS`, ``Deleting`` for :data:`DELETE_SECONDS` of the account's clock, then
-  InService (or Failed, for an artifact in :attr:`ComponentsMixin.unloadable`) or gone.
+  InService (or Failed, for an artifact in :attr:`ComponentsMixin.unloadable` and for an adapter
+  whose ``ArtifactUrl`` is not a ``.tar.gz``: the API reference's InferenceComponentContainer-
+  Specification says it "must point to a single gzip compressed tar archive (.tar.gz suffix)";
+  AWS does not say whether the call refuses another URL or the copy fails to load it, so the
+  fake takes the call and fails the load, the later of the two) or gone.
 - SageMaker runtime: InvokeEndpoint naming a component answers from the version it runs: an
   artifact in :attr:`ComponentsMixin.bad_artifacts` answers a model error (the container's 5XX,
   ModelError), the others 200; each invocation is counted for CloudWatch at the account's time.
@@ -84,7 +88,10 @@ class ComponentsMixin:
                 if c["status"] == "Deleting":
                     del self.components[name]
                 else:
-                    failed = c["artifact"] in self.unloadable
+                    artifact = c["artifact"]
+                    failed = artifact in self.unloadable or not (
+                        artifact is None or artifact.endswith(".tar.gz")
+                    )
                     c["status"] = "Failed" if failed else "InService"
 
     def _component_call(self, operation: str, p: dict[str, Any]) -> Any:

@@ -6,17 +6,21 @@ the base component as it was, no endpoint config, model or image touched.
 
 The account is tests/infra/fake_account.py with its inference components
 (tests/infra/fake_components.py), refusing what SageMaker refuses (tests/sagemaker_refusals.py);
-S3 and STS are moto's. The config is prod.yaml with manga_domain's version raised to the one
-released; until the ``inference_components`` section exists (typed_config/components.py), the
-rollout settings are :data:`ROLLOUT` through tools.adapter_release.target.rollout_settings.
+S3 and STS are moto's. The config is prod in the component shape
+(config/examples/prod-components.yaml) with manga_domain's version raised to the one released and
+:data:`ROLLOUT` as its ``inference_components.rollout``.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import io
 import json
+import os
 import shlex
 import subprocess
+import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,17 +32,22 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 import tools.adapter_release.__main__ as cli
-from container.model_prep.manifest import write_manifest
+from container.model_prep.manifest import sha256, write_manifest
 from sizing.fit import load_config
-from tools.adapter_release import target as target_module
+from tools.adapter_release.publish import AdapterRefused, build_archive, prepared_adapter
 from typed_config import artifact_bucket_name, config_path
-from typed_config.adapter_rollout import AdapterRollout
-from typed_config.generated_names import adapter_component_name, base_component_name
+from typed_config.generated_names import (
+    ADAPTER_ARCHIVE,
+    adapter_artifact_key,
+    adapter_component_name,
+    base_component_name,
+)
 
-from .conftest import raw_config
 from .fake_account import REGISTRY, Account
 
 REPO = Path(__file__).resolve().parents[2]
+#: prod in the component shape: the config an adapter release runs on.
+COMPONENTS_CONFIG = REPO / "config/examples/prod-components.yaml"
 T0 = datetime(2026, 12, 1, 18, 0, tzinfo=UTC)
 ADAPTER, OLD, NEW = "manga_domain", "v3", "v4"
 RELEASE = "m-0123456789abcdef"
@@ -65,12 +74,12 @@ FORBIDDEN = (
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    raw = copy.deepcopy(raw_config("prod"))
+    raw = yaml.safe_load(COMPONENTS_CONFIG.read_text())
     (entry,) = [a for a in raw["adapters"] if a["name"] == ADAPTER]
     entry["version"] = NEW
+    raw["inference_components"]["rollout"] = ROLLOUT
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "prod.yaml").write_text(yaml.safe_dump(raw))
-    monkeypatch.setattr(target_module, "rollout_settings", lambda cfg: AdapterRollout(**ROLLOUT))
     with mock_aws():
         cfg = load_config(config_path(tmp_path, "prod"), env="prod")
         image = f"{REGISTRY}/{cfg.image.repository_name}:a1b2c3"
@@ -80,19 +89,24 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         base = base_component_name(cfg.project, cfg.env)
         live = adapter_component_name(cfg.project, cfg.env, ADAPTER)
         account.seed_component(base, model="mangaassist-prod-base-model")
-        account.seed_component(live, artifact=f"s3://{bucket}/adapters/{ADAPTER}/{OLD}/", base=base)
+        account.seed_component(live, artifact=url(bucket, OLD), base=base)
         account.alarms_at[ALARM] = None
         account.calls.clear()
         yield account, cfg, bucket, base, live, prepared(tmp_path / "release")
 
 
-def prepared(root: Path, *, agreement: float = 0.95) -> Path:
+def url(bucket: str, version: str) -> str:
+    """An adapter component's ArtifactUrl for ``version`` (the shared contract)."""
+    return f"s3://{bucket}/{adapter_artifact_key(ADAPTER, version)}"
+
+
+def prepared(root: Path, *, agreement: float = 0.95, weights: str = "weights of v4") -> Path:
     """A prepared release (as container/model_prep/prepare.py writes one) holding manga_domain
     at the new version and general_support, with the gate's figures for each."""
     for rel, text in {
         "base/config.json": "{}",
         f"lora/{ADAPTER}/adapter_config.json": json.dumps({"r": 16}),
-        f"lora/{ADAPTER}/adapter_model.safetensors": "weights of v4",
+        f"lora/{ADAPTER}/adapter_model.safetensors": weights,
         "lora/general_support/adapter_config.json": json.dumps({"r": 16}),
     }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +160,7 @@ def test_one_adapter_version_is_published_gated_and_promoted_end_to_end(world: A
     before = copy.deepcopy(account.components[base])
     rc, calls = release(world)
     assert rc == 0
-    new_url = f"s3://{bucket}/adapters/{ADAPTER}/{NEW}/"
+    new_url = url(bucket, NEW)
     assert served(world) == {base: (None, "InService"), live: (new_url, "InService")}
     assert account.components[base] == before
     untouched(world, calls)
@@ -166,20 +180,26 @@ def test_one_adapter_version_is_published_gated_and_promoted_end_to_end(world: A
     probes = [i for i, c in enumerate(calls) if c.startswith("sagemaker-runtime.InvokeEndpoint")]
     assert len(probes) == 2 * ROLLOUT["min_invocations"] and max(probes) < first_metric
     assert calls.index(changes[1]) > first_metric
-    # published on its own, with a manifest of its digests, written once
+    # published on its own as one archive (the ArtifactUrl) with a manifest of its digests
     s3 = boto3.client("s3", region_name=cfg.region)
-    manifest = json.loads(
-        s3.get_object(Bucket=bucket, Key=f"adapters/{ADAPTER}/{NEW}/manifest.json")["Body"].read()
-    )
+    prefix = f"adapters/{ADAPTER}/{NEW}/"
     listed = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
-    assert listed == {
-        f"adapters/{ADAPTER}/{NEW}/{f}"
-        for f in ("adapter_config.json", "adapter_model.safetensors", "manifest.json")
-    }
-    assert manifest["release"] == RELEASE and set(manifest["files"]) == {
-        "adapter_config.json",
-        "adapter_model.safetensors",
-    }
+    assert listed == {prefix + ADAPTER_ARCHIVE, prefix + "manifest.json"}
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "manifest.json")["Body"].read())
+    body = s3.get_object(Bucket=bucket, Key=prefix + ADAPTER_ARCHIVE)["Body"].read()
+    assert manifest["release"] == RELEASE
+    assert manifest["archive"]["sha256"] == hashlib.sha256(body).hexdigest()
+    assert manifest["archive"]["bytes"] == len(body)
+    unpacked = members(body)  # the PEFT files at the archive's root, as the release holds them
+    assert (
+        set(unpacked)
+        == set(manifest["files"])
+        == {
+            "adapter_config.json",
+            "adapter_model.safetensors",
+        }
+    )
+    assert {n: hashlib.sha256(b).hexdigest() for n, b in unpacked.items()} == manifest["files"]
     # a second run finds it live and changes nothing
     account.calls.clear()
     rc, again = release(world)
@@ -190,8 +210,8 @@ def test_a_version_answering_5xx_is_rolled_back_by_the_metric_the_rules_read(
     world: Any, capsys: Any
 ) -> None:
     account, _, bucket, base, live, _ = world
-    old_url = f"s3://{bucket}/adapters/{ADAPTER}/{OLD}/"
-    account.bad_artifacts.add(f"s3://{bucket}/adapters/{ADAPTER}/{NEW}/")
+    old_url = url(bucket, OLD)
+    account.bad_artifacts.add(url(bucket, NEW))
     rc, calls = release(world)
     assert rc == 1
     assert "evidence: canary 5XX rate 100.00% exceeds" in capsys.readouterr().err
@@ -203,7 +223,7 @@ def test_a_version_answering_5xx_is_rolled_back_by_the_metric_the_rules_read(
 
 def test_an_alarm_after_the_swap_puts_the_previous_version_back(world: Any) -> None:
     account, _, bucket, base, live, _ = world
-    old_url = f"s3://{bucket}/adapters/{ADAPTER}/{OLD}/"
+    old_url = url(bucket, OLD)
     # the alarm goes off after the bake and the evidence: during the watch of the live component
     account.alarms_at[ALARM] = account.now + (ROLLOUT["bake_minutes"] + 6) * 60
     rc, calls = release(world)
@@ -224,7 +244,7 @@ def test_a_swap_the_aws_call_refuses_leaves_the_live_version_and_drops_the_candi
     assert f"sagemaker.UpdateInferenceComponent {live} (failed: ThrottlingException)" in calls
     assert served(world) == {
         base: (None, "InService"),
-        live: (f"s3://{bucket}/adapters/{ADAPTER}/{OLD}/", "InService"),
+        live: (url(bucket, OLD), "InService"),
     }
     untouched(world, calls)
 
@@ -266,6 +286,89 @@ def test_a_dry_run_reads_and_writes_nothing(world: Any) -> None:
     )
 
 
+def members(archive: bytes) -> dict[str, bytes]:
+    """``{name: content}`` of a published adapter archive; every member a plain file with no
+    date, owner or directory of its own (what makes the archive reproducible)."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        infos = tar.getmembers()
+        assert [i.name for i in infos] == sorted(i.name for i in infos)
+        assert all(
+            i.isfile()
+            and (i.mtime, i.uid, i.gid, i.uname, i.gname, i.mode) == (0, 0, 0, "", "", 0o644)
+            and "/" not in i.name
+            for i in infos
+        ), [(i.name, i.mtime, i.uid, i.mode) for i in infos]
+        return {i.name: tar.extractfile(i).read() for i in infos}  # type: ignore[union-attr]
+
+
+def test_the_same_files_make_the_same_archive_whatever_their_dates(tmp_path: Path) -> None:
+    adapter = prepared_adapter(prepared(tmp_path / "release"), ADAPTER, NEW)
+    first = build_archive(adapter, tmp_path / "first.tar.gz")
+    for f in adapter.root.iterdir():
+        os.utime(f, (1_900_000_000, 1_900_000_000))  # touched: another date on disk
+    assert build_archive(adapter, tmp_path / "again.tar.gz") == first
+    assert (tmp_path / "first.tar.gz").read_bytes() == (tmp_path / "again.tar.gz").read_bytes()
+    assert set(members((tmp_path / "first.tar.gz").read_bytes())) == set(adapter.files)
+    other = prepared_adapter(prepared(tmp_path / "other", weights="weights of v5"), ADAPTER, NEW)
+    assert build_archive(other, tmp_path / "other.tar.gz") != first
+
+
+def test_a_file_changed_since_the_release_was_verified_is_not_archived(tmp_path: Path) -> None:
+    adapter = prepared_adapter(prepared(tmp_path / "release"), ADAPTER, NEW)
+    (adapter.root / "adapter_model.safetensors").write_text("tampered")
+    with pytest.raises(AdapterRefused, match=r"adapter_model\.safetensors: sha256 differs"):
+        build_archive(adapter, tmp_path / "a.tar.gz")
+
+
+def _objects(cfg: Any, bucket: str) -> dict[str, bytes]:
+    s3 = boto3.client("s3", region_name=cfg.region)
+    return {
+        o["Key"]: s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+        for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])
+    }
+
+
+def test_a_version_published_with_other_files_is_refused_and_left_as_it_was(
+    world: Any, capsys: Any
+) -> None:
+    account, cfg, bucket, _, _, root = world
+    assert release(world)[0] == 0
+    published = _objects(cfg, bucket)
+    account.calls.clear()
+    rc = cli.main(
+        ["--env", "prod", "--adapter", ADAPTER, "--version", NEW],
+        clients=account.clients(),
+        release_root=prepared(root.parent / "retrained", weights="other weights, same version"),
+        root=account.root,
+    )
+    assert rc == 1
+    assert f"{url(bucket, NEW)} is published with other files" in capsys.readouterr().err
+    assert _objects(cfg, bucket) == published
+    assert not [c for c in account.calls if c.startswith("sagemaker.")]
+
+
+def test_an_archive_a_stopped_run_left_is_taken_only_if_it_is_this_one(
+    world: Any, tmp_path: Path, capsys: Any
+) -> None:
+    _, cfg, bucket, _, live, root = world
+    s3 = boto3.client("s3", region_name=cfg.region)
+    key = adapter_artifact_key(ADAPTER, NEW)
+    # another content under the key and no manifest: never overwritten
+    other = prepared_adapter(prepared(tmp_path / "other", weights="other"), ADAPTER, NEW)
+    build_archive(other, tmp_path / "other.tar.gz")
+    s3.put_object(Bucket=bucket, Key=key, Body=(tmp_path / "other.tar.gz").read_bytes())
+    assert release(world)[0] == 1
+    assert "exists with no manifest.json and other content" in capsys.readouterr().err
+    assert set(_objects(cfg, bucket)) == {key}
+    # this very archive (a run stopped before its manifest): kept, the manifest written
+    build_archive(prepared_adapter(root, ADAPTER, NEW), tmp_path / "this.tar.gz")
+    s3.put_object(Bucket=bucket, Key=key, Body=(tmp_path / "this.tar.gz").read_bytes())
+    assert release(world)[0] == 0
+    manifest = json.loads(_objects(cfg, bucket)[f"adapters/{ADAPTER}/{NEW}/manifest.json"])
+    assert manifest["archive"]["sha256"] == sha256(tmp_path / "this.tar.gz")
+    assert served(world)[live] == (url(bucket, NEW), "InService")
+
+
 def test_a_version_other_than_the_configs_is_refused_naming_the_field(
     world: Any, capsys: Any
 ) -> None:
@@ -293,7 +396,7 @@ def test_the_account_refuses_what_sagemaker_refuses_for_components(world: Any) -
         assert caught.value.response["Error"]["Code"] == "ValidationException"
         return str(caught.value)
 
-    adapter = {"Container": {"ArtifactUrl": "s3://b/adapters/x/v1/"}}
+    adapter = {"Container": {"ArtifactUrl": f"s3://b/{adapter_artifact_key('x', 'v1')}"}}
     # the service model's constraints (pattern and length of a name, the range of a bake)
     assert "regular expression pattern" in refused(
         sm.create_inference_component,
@@ -356,6 +459,27 @@ def test_the_account_refuses_what_sagemaker_refuses_for_components(world: Any) -
     )
     account.sleep(600)
     sm.delete_inference_component(InferenceComponentName="lora-y")  # settled: taken
+
+
+def test_an_adapter_component_on_a_prefix_not_an_archive_fails_to_load(world: Any) -> None:
+    """The URL before issue 45's archive (a prefix of loose files) fails the component."""
+    account, cfg, _, base, _, _ = world
+    sm = account.clients()["sagemaker"]
+    for name, where in (
+        ("lora-x", "s3://b/adapters/x/v1/"),
+        ("lora-y", f"s3://b/{adapter_artifact_key('y', 'v1')}"),
+    ):
+        sm.create_inference_component(
+            InferenceComponentName=name,
+            EndpointName=cfg.endpoint_name,
+            Specification={"BaseInferenceComponentName": base, "Container": {"ArtifactUrl": where}},
+        )
+    account.sleep(600)
+    status = {
+        n: sm.describe_inference_component(InferenceComponentName=n)["InferenceComponentStatus"]
+        for n in ("lora-x", "lora-y")
+    }
+    assert status == {"lora-x": "Failed", "lora-y": "InService"}
 
 
 def test_make_release_adapter_runs_the_tool_with_its_arguments() -> None:

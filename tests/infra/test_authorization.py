@@ -1,4 +1,5 @@
-"""The authorization check (tools/authorization/) on the synthesized templates of dev and prod,
+"""The authorization check (tools/authorization/) on the synthesized templates of dev and prod
+(and the component shape's dev example, config/examples/dev-components.yaml),
 by AWS's own data: the Service Authorization Reference's required resource types per action and
 IAM's evaluation of the real policies, never the product's own mapping of AWS.
 
@@ -20,7 +21,7 @@ from tools.authorization import aws_iam, execution_role
 from tools.authorization.check import denials
 from tools.authorization.templates import Deployment
 
-from .test_execution_policy import ACCOUNT, deployed_through_bootstrap, names, synth
+from .test_execution_policy import ACCOUNT, APPS, EXAMPLES, deployed_through_bootstrap, names, synth
 
 
 @cache
@@ -39,10 +40,12 @@ def execution_policies(env: str) -> dict[str, list[dict[str, Any]]]:
     return {execution_role.PRINCIPAL: list(ep.policy_documents(names(cfg)).values())}
 
 
-@pytest.mark.parametrize("env", ["dev", "prod"])
+@pytest.mark.parametrize("env", APPS)
 def test_the_execution_policies_allow_every_request_cloudformation_makes(env: str) -> None:
     requests, _ = execution_role_requests(env)
-    assert len(requests) > 500  # every handler permission of ~100 resources
+    # every handler permission of ~100 resources (~70 in the component shape: no canary
+    # controller, smoke gate or variant scaling)
+    assert len(requests) > (400 if env in EXAMPLES else 500)
     denied = denials(requests, execution_policies(env), ACCOUNT)
     assert denied == [], (
         f"{len(denied)} requests of {env}'s deploy the execution policy does not allow; extend "
@@ -146,3 +149,20 @@ def _submitter(s3: Any) -> None:
 
     with ThreadPoolExecutor(1) as pool:
         pool.submit(s3.head_bucket, Bucket="b").result()
+
+
+def test_the_check_fails_on_the_component_shape_without_its_inference_component_grant() -> None:
+    """The component shape's requests reach the evaluator: without the InferenceComponents
+    statement, CloudFormation's creates of the base and adapter components (on
+    ``inference-component/<project>-<env>-...``) are denied, named."""
+    requests, _ = execution_role_requests("dev-components")
+    policies = copy.deepcopy(execution_policies("dev-components"))
+    for doc in policies[execution_role.PRINCIPAL]:
+        doc["Statement"] = [s for s in doc["Statement"] if s["Sid"] != "InferenceComponents"]
+    denied = {
+        (d.request.action, d.request.resource.split(":")[-1].split("/")[0])
+        for d in denials(requests, policies, ACCOUNT)
+    }
+    assert ("sagemaker:CreateInferenceComponent", "inference-component") in denied
+    assert ("sagemaker:DeleteInferenceComponent", "inference-component") in denied
+    assert {resource for _, resource in denied} == {"inference-component"}

@@ -22,6 +22,11 @@ EXPECTED = {
     ("docs/simulator.md", 'simulator capacity --env prod from="primary:" to="admission limit"'),
     ("docs/simulator.md", "simulator validate --env prod"),
     ("README.md", "quotas prod"),
+    (
+        "docs/inference-components.md",
+        'plan dev config/examples/dev-components.yaml from="shape   inference components" '
+        'to="a month at zero"',
+    ),
 }
 
 
@@ -82,6 +87,8 @@ END = "<!-- end generated -->\n"
         (MARK.format("simulator run --env prod") + END,
          "page.md:1: unknown source 'simulator run --env prod'"),
         (MARK.format("plan prod") + MARK.format("plan dev"), "page.md:2: a generated block opens"),
+        (MARK.format("plan dev config/examples/nope.yaml") + END,
+         "page.md:1: plan dev config/examples/nope.yaml: no such config file"),
     ],
 )  # fmt: skip
 def test_a_marker_that_cannot_be_generated_names_its_file_and_line(

@@ -1,6 +1,8 @@
 """The product's CloudFormation execution policies (stacks/constructs/execution_policy.py) against
 what the stacks create: every resource type in the synthesized templates of dev and prod (each
-with a deploy_access section, so the deploy-access stack is among them) is covered, every
+with a deploy_access section, so the deploy-access stack is among them) and of the component
+shape's dev example (config/examples/dev-components.yaml: inference components and their copy
+scaling, issue 45) is covered, every
 permission its CloudFormation handlers need is granted or said why not, and nothing else is.
 
 The handlers' permissions are the CloudFormation registry schemas (``handlers``: create, read,
@@ -21,6 +23,7 @@ from typing import Any
 import aws_cdk as cdk
 import cfnlint
 import pytest
+import yaml
 
 from stacks.app_builder import build_stacks, cdk_json_context
 from stacks.constructs import execution_policy as ep
@@ -75,13 +78,22 @@ def action_resource_types(action: str) -> list[str] | None:
     return None if found is None else list(found.get("Resources", []))
 
 
+#: Apps checked besides each environment's: ``{name: its config}`` (the component shape).
+EXAMPLES = {"dev-components": REPO_ROOT / "config" / "examples" / "dev-components.yaml"}
+#: Every app the execution policies are checked against.
+APPS = ("dev", "prod", *EXAMPLES)
+
+
 def with_access(env: str) -> DeploymentConfig:
-    raw = raw_config(env)
+    """``env``'s config (or an example's, by its :data:`EXAMPLES` name) with a deploy_access
+    section."""
+    example = EXAMPLES.get(env)
+    raw = raw_config(env) if example is None else yaml.safe_load(example.read_text())
     raw["deploy_access"] = {
         "repository": "my-org/mangaassist-serving",
         "oidc_provider": "create",
     }
-    return parse(raw, env=env)
+    return parse(raw, env=raw["env"])
 
 
 @cache
@@ -93,7 +105,7 @@ def synth(env: str) -> tuple[DeploymentConfig, dict[str, dict[str, Any]]]:
     return cfg, {s.stack_name: s.template for s in app.synth().stacks}
 
 
-@pytest.fixture(params=["dev", "prod"])
+@pytest.fixture(params=APPS)
 def synthesized(request) -> tuple[DeploymentConfig, dict[str, dict[str, Any]]]:
     return synth(request.param)
 
@@ -159,8 +171,9 @@ def test_every_resource_type_of_dev_and_prod_is_covered(synthesized) -> None:
     )
 
 
-def test_custom_resources_are_invoked_through_a_granted_function(synthesized) -> None:
-    cfg, templates = synthesized
+@pytest.mark.parametrize("env", ["dev", "prod"])  # the component shape has no smoke gate
+def test_custom_resources_are_invoked_through_a_granted_function(env: str) -> None:
+    cfg, templates = synth(env)
     functions = [s for s in statements(cfg) if "lambda:InvokeFunction" in s["Action"]]
     found = 0
     for stack, template in deployed_through_bootstrap(cfg, templates).items():
@@ -177,10 +190,10 @@ def test_custom_resources_are_invoked_through_a_granted_function(synthesized) ->
 
 
 def test_nothing_is_granted_that_no_resource_type_needs() -> None:
-    """Each environment's policies grant the same actions (only names differ), so what dev's or
-    prod's resource types need, together, bounds them."""
+    """Each environment's policies grant the same actions (only names differ), so what dev's,
+    prod's and the component shape's resource types need, together, bounds them."""
     needed: set[str] = set()
-    for env in ("dev", "prod"):
+    for env in APPS:
         cfg, templates = synth(env)
         for rtype in resource_types(deployed_through_bootstrap(cfg, templates)):
             if not rtype.startswith("Custom::"):

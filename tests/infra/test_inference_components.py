@@ -15,7 +15,11 @@ from sizing.component_plan import components_section, render_components
 from sizing.fit import load_config
 from sizing.scaling_target import concurrency_target
 from stacks.constructs.inference_components import COPY_DIMENSION, COPY_METRIC
-from typed_config import ConfigError, DeploymentConfig
+from tools.authorization.aws_iam import Request
+from tools.authorization.check import denials
+from tools.authorization.runtime import role_policies
+from tools.authorization.templates import Deployment, Ref
+from typed_config import ConfigError, DeploymentConfig, artifact_bucket_name, stack_name
 from typed_config.catalog import HOURS_PER_MONTH, INSTANCE_CATALOG
 from typed_config.generated_names import (
     adapter_artifact_key,
@@ -125,8 +129,13 @@ def dev_ic() -> DeploymentConfig:
 
 
 @pytest.fixture(scope="module")
-def endpoint(dev_ic: DeploymentConfig) -> Template:
-    return synth_templates(dev_ic)["endpoint"]
+def templates(dev_ic: DeploymentConfig) -> dict[str, Template]:
+    return synth_templates(dev_ic)
+
+
+@pytest.fixture(scope="module")
+def endpoint(templates: dict[str, Template]) -> Template:
+    return templates["endpoint"]
 
 
 def _components(t: Template) -> dict[str, dict[str, Any]]:
@@ -172,6 +181,8 @@ def test_each_adapter_component_names_the_base_and_its_published_version(
         assert joined.startswith("s3://") and joined.endswith(
             "/" + adapter_artifact_key(a.name, a.version or "")
         )
+        # "must point to a single gzip compressed tar archive (.tar.gz suffix)" (API reference)
+        assert joined.endswith(f"/{a.version}/adapter.tar.gz")
         assert "ComputeResourceRequirements" not in spec  # the base's resources
     base_spec = comps[base]["Specification"]
     assert base_spec["ComputeResourceRequirements"]["NumberOfAcceleratorDevicesRequired"] == 1
@@ -234,6 +245,86 @@ def test_scale_to_zero_wakes_on_the_first_failed_request(
     )
 
 
+def _actions(statement: dict[str, Any]) -> list[str]:
+    actions = statement["Action"]
+    return [actions] if isinstance(actions, str) else list(actions)
+
+
+def _ecr_only(statement: dict[str, Any]) -> bool:
+    return all(a.startswith("ecr:") for a in _actions(statement))
+
+
+def test_the_execution_role_reads_the_published_archives_and_nothing_else_there(
+    templates: dict[str, Template], dev_ic: DeploymentConfig
+) -> None:
+    """SageMaker fetches an adapter component's ArtifactUrl as the endpoint config's
+    ExecutionRoleArn. Its policies, judged by IAM's evaluator (tools/authorization), allow
+    s3:GetObject on each published archive, not the model releases beside them nor another
+    bucket; and kms:Decrypt of the SSE-KMS bucket's key only through S3 (``kms:ViaService``) for
+    that bucket (the ``aws:s3:arn`` encryption context S3 sends). The pinned evaluator never
+    matches a context key with colons after the variable (``kms:EncryptionContext:aws:s3:arn``),
+    so that condition is read from the statement itself."""
+    account = "123456789012"
+    stacks = {stack_name(dev_ic, part): t.to_json() for part, t in templates.items()}
+    d = Deployment(stacks, "aws", dev_ic.region, account)
+    (config,) = templates["endpoint"].find_resources("AWS::SageMaker::EndpointConfig").values()
+    role = Ref(
+        stack_name(dev_ic, "endpoint"), config["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
+    )
+    # the image pull's statements (ECR actions only) name the bootstrap asset repository through
+    # an Fn::Sub the check does not render; none of them can allow S3 or KMS
+    statements = [
+        st for doc in role_policies(d, role) for st in doc["Statement"] if not _ecr_only(st)
+    ]
+    principal, bucket = "endpoint execution role", artifact_bucket_name(dev_ic, account)
+
+    def get(resource: str) -> Request:
+        return Request(principal, "s3:GetObject", f"arn:aws:s3:::{resource}", "adapter component")
+
+    archives = [
+        get(f"{bucket}/{adapter_artifact_key(a.name, a.version or '')}") for a in dev_ic.adapters
+    ]
+    outside = [
+        get(f"{bucket}/prepared/m-0123456789abcdef/manifest.json"),
+        get(f"another-bucket/{adapter_artifact_key('x', 'v1')}"),
+    ]
+    policies = {principal: [{"Version": "2012-10-17", "Statement": statements}]}
+    denied = {x.request for x in denials([*archives, *outside], policies, account)}
+    assert denied == set(outside)
+    (decrypt,) = [
+        st
+        for st in statements
+        if "kms:Decrypt" in _actions(st) and st["Resource"].endswith(":key/*")
+    ]
+    assert decrypt["Condition"] == {
+        "StringEquals": {"kms:ViaService": f"s3.{dev_ic.region}.amazonaws.com"},
+        "StringLike": {"kms:EncryptionContext:aws:s3:arn": f"arn:aws:s3:::{bucket}*"},
+    }
+
+
+def _alarm_names(t: Template) -> set[str]:
+    """Each alarm by the name its description gives (``[LEVEL] <variant>/<rule>: why``)."""
+    return {
+        str(a["Properties"].get("AlarmDescription", "")).split("] ", 1)[-1].split(":", 1)[0]
+        for a in t.find_resources("AWS::CloudWatch::Alarm").values()
+    }
+
+
+def test_monitoring_watches_the_one_variant_and_nothing_pages_while_at_zero(
+    endpoint: Template,
+) -> None:
+    """No alarm on a canary the shape does not have; at scale to zero no alarm that breaches on
+    missing data (no engine publishes while idle, by design): dev would page every night."""
+    names = _alarm_names(endpoint)
+    assert "primary/high-ttft" in names
+    assert not [n for n in names if n.startswith("canary/")]
+    assert "primary/no-healthy-capacity" not in names
+    breaching = endpoint.find_resources(
+        "AWS::CloudWatch::Alarm", {"Properties": {"TreatMissingData": "breaching"}}
+    )
+    assert breaching == {}
+
+
 def test_the_variant_shape_has_no_components(prod_templates: dict[str, Template]) -> None:
     assert prod_templates["endpoint"].find_resources("AWS::SageMaker::InferenceComponent") == {}
 
@@ -241,6 +332,7 @@ def test_the_variant_shape_has_no_components(prod_templates: dict[str, Template]
 def test_without_scale_to_zero_no_wake_alarm_is_built() -> None:
     t = synth_templates(load_config(PROD_IC, env="prod"))["endpoint"]
     assert len(t.find_resources("AWS::SageMaker::InferenceComponent")) == 4
+    assert "primary/no-healthy-capacity" in _alarm_names(t)  # always a copy: its absence pages
     assert (
         t.find_resources(
             "AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "NoCapacityInvocationFailures"}}
@@ -287,3 +379,21 @@ def test_the_plan_prints_copies_per_instance_and_both_targets() -> None:
 
 def test_the_variant_shape_prints_no_component_lines() -> None:
     assert components_section(load_config(REPO_ROOT / "config" / "dev.yaml", env="dev")) is None
+
+
+def test_the_plan_gives_the_adapter_release_rules_the_config_sets() -> None:
+    """The shape's lines say how an adapter rolls out: inference_components.rollout's bake and
+    watch, and each evidence figure it leaves unset taken from the canary's (rollout:)."""
+    raw = _raw(PROD_IC)
+    raw["inference_components"]["rollout"] = {"bake_minutes": 7, "min_invocations": 40}
+    cfg = _parse(raw)
+    c = components_section(cfg)
+    assert c is not None
+    assert c["adapter_rollout"] == {
+        "bake_minutes": 7,
+        "min_invocations": 40,
+        "max_error_rate_increase_percent": cfg.rollout.max_error_rate_increase_percent,
+        "watch_minutes": 10,
+    }
+    line = next(x for x in render_components(c) if "adapter releases" in x)
+    assert "bakes 7 min, needs >= 40 invocations" in line

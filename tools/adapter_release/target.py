@@ -3,9 +3,9 @@ component and its candidate component, and the rollout settings, read from the c
 place.
 
 The names are the shared contract (typed_config/generated_names.py: ``base_component_name``,
-``adapter_component_name``). The settings are ``inference_components.rollout`` where the config
-has that section (typed_config/components.py, ic-infra's), else the defaults of
-typed_config/adapter_rollout.py.
+``adapter_component_name``, ``adapter_artifact_key``). The settings are
+``inference_components.rollout`` (typed_config/components.py, typed by
+typed_config/adapter_rollout.py), its defaults where the config leaves it out.
 """
 
 from __future__ import annotations
@@ -50,10 +50,11 @@ class ReleaseTarget:
 
 
 def rollout_settings(cfg: DeploymentConfig) -> AdapterRollout:
-    """``inference_components.rollout`` when the config has the section, else the defaults."""
-    section = getattr(cfg, "inference_components", None)
-    rollout = getattr(section, "rollout", None)
-    return rollout if isinstance(rollout, AdapterRollout) else AdapterRollout()
+    """``inference_components.rollout`` (its defaults where the section leaves it out); the
+    defaults for a config without the section (a variant-shape endpoint, which the rollout
+    refuses before any change)."""
+    section = cfg.inference_components
+    return AdapterRollout() if section is None else section.rollout
 
 
 def release_target(cfg: DeploymentConfig, adapter: str, version: str) -> ReleaseTarget:
