@@ -10,9 +10,10 @@ from sizing import speed_model
 from sizing.fit import load_config
 from sizing.lora_cost import MEASURED
 from sizing.serving_speed import efficiency, serves_adapters, with_lora
+from tests.fixtures import config_fixture
 
 REPO = Path(__file__).resolve().parents[2]
-CFG = load_config(REPO / "config" / "prod.yaml", env="prod")
+CFG = load_config(config_fixture("prod"), env="prod")
 
 
 def _speed(concurrency: int, eff: speed_model.Efficiency) -> speed_model.Speed:

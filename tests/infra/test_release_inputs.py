@@ -12,11 +12,10 @@ import pytest
 from botocore.stub import Stubber
 
 from sizing.deploy_options import DeployOptions
+from tests.fixtures import config_fixture
 from tools import deploy as tool
 from tools import synth
 from typed_config import ConfigError
-
-from .conftest import REPO_ROOT
 
 
 def ctx(**values: str) -> DeployOptions:
@@ -103,7 +102,7 @@ def test_synth_takes_a_config_path(tmp_path: Path, capsys) -> None:
     """``make synth CONFIG=path``: a file outside config/ (an example, a draft), validated the
     same way; its errors name that file."""
     draft = tmp_path / "draft.yaml"
-    text = (REPO_ROOT / "config" / "prod.yaml").read_text()
+    text = (config_fixture("prod")).read_text()
     draft.write_text(text.replace("\nendpoint_name: ", "\nendpoint_name: draft-", 1))
     rc = synth.main(["--env", "prod", "--config", str(draft), "--out", str(tmp_path / "out")])
     assert rc == 0

@@ -15,6 +15,7 @@ from simulator.assumptions import Assumptions
 from simulator.run import simulate
 from simulator.traces import BUILTIN, resolve
 from sizing.fit import load_config
+from tests.fixtures import config_fixture
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "simulator.md"
@@ -35,7 +36,7 @@ def test_the_table_quotes_every_built_in_trace() -> None:
 
 @pytest.mark.parametrize("trace", list(BUILTIN))
 def test_each_quoted_row_is_what_the_simulator_computes(trace: str) -> None:
-    cfg = load_config(REPO / "config" / "prod.yaml", env="prod")
+    cfg = load_config(config_fixture("prod"), env="prod")
     s = simulate(cfg, resolve(trace), Assumptions()).summary
     requests, rejected, pct, minutes, hours, cost = quoted_rows()[trace]
     assert int(requests.replace(",", "")) == s["requests"]

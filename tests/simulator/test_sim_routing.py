@@ -25,6 +25,7 @@ from simulator.routing_windows import Window
 from simulator.sessions import Segment, Session, SessionModel, build_request, prefix_key
 from sizing import speed_model
 from sizing.fit import load_config
+from tests.fixtures import config_fixture
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +37,7 @@ def cfg() -> Any:
 
 @pytest.fixture(scope="module")
 def prod() -> Any:
-    return load_config(REPO / "config" / "prod.yaml", env="prod")
+    return load_config(config_fixture("prod"), env="prod")
 
 
 def window(rpm: float, instances: int, minutes: int = 3, warmup: int = 3) -> Window:
@@ -148,7 +149,7 @@ def test_the_prompt_stays_within_the_context_budget_and_trimming_breaks_the_hist
 
 
 def test_the_prefix_cache_matches_whole_blocks_and_evicts_the_least_recent() -> None:
-    budget = budget_of(load_config(REPO / "config" / "prod.yaml", env="prod"))
+    budget = budget_of(load_config(config_fixture("prod"), env="prod"))
     model = SessionModel()
     cache = PrefixCache(10_000, 16)
     sessions = [Session(i, 3, [20, 20, 20], [300, 300, 300], [180, 180, 180]) for i in range(3)]
