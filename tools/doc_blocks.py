@@ -50,7 +50,7 @@ from pathlib import Path
 from sizing.fit import load_config
 from tools import REPO_ROOT
 from tools.figures import COMMAND as FIGURES_COMMAND
-from tools.figures import GENERATED
+from tools.figures import GENERATED, shown_command
 from tools.preflight import quota_report
 from tools.synth import plan_text
 from typed_config import config_path
@@ -141,7 +141,7 @@ class Generator:
             path = GENERATED / env / name
             if not path.is_file():
                 raise BlockError(f"no {path.relative_to(REPO_ROOT)}: run {FIGURES_COMMAND}")
-            return f"cat {path.relative_to(REPO_ROOT)}", path.read_text()
+            return shown_command(env, name), path.read_text()
         if words[0] == "quotas" and len(words) == 2:
             env = words[1]
             cfg = load_config(config_path(REPO_ROOT, env), env=env)
@@ -183,7 +183,7 @@ class Generator:
         lines = excerpt(text, options.get("from"), options.get("to"))
         if raw:
             return lines
-        head = [] if options or words[0] == "figures" else [f"$ {command}"]
+        head = [] if options else [f"$ {command}"]
         return ["```", *head, *lines, "```"]
 
 

@@ -18,6 +18,8 @@ The files, per environment (:data:`FIGURES`):
 - ``simulate.md``: ``make simulate``'s summary over the built-in traces (a Markdown table).
 - ``blast-radius.txt``: ``python -m simulator blast-radius --env <env>``'s tables (the bad builds
   through the canary steps, with and without the shadow stage).
+- ``rollout.txt``: ``python -m simulator rollout --env <env>``'s table (the canary rollout on a
+  normal day, capacity first against weights only).
 - ``routing.txt``: ``python -m simulator routing --env <env>``'s tables (the routing strategies
   on the fleet in service at each window).
 - ``inputs.json``: the SHA-256 of what the figures were generated from: the config and the
@@ -155,6 +157,11 @@ def routing_figure(ctx: Context) -> str:
     return "\n".join(kept).rstrip() + "\n"
 
 
+def rollout_figure(ctx: Context) -> str:
+    """The canary rollout replay's table (capacity first, and weights only before it)."""
+    return _simulator(ctx, "rollout", "--no-charts")
+
+
 def simulate_figure(ctx: Context) -> str:
     """``make simulate``'s summary per built-in trace (default assumptions), as a table."""
     from simulator.assumptions import Assumptions
@@ -181,17 +188,28 @@ class Figure:
     name: str
     make: Callable[[Context], str]
     slow: bool  # minutes: the golden test checks its inputs' digest instead of regenerating it
+    shows: str = ""  # the command whose output it is ({env}): a doc block's "$ ..." line
 
 
+SIM = ".venv/bin/python -m simulator"
 FIGURES = (
-    Figure("plan.txt", plan_figure, slow=False),
+    Figure("plan.txt", plan_figure, slow=False, shows="make synth ENV={env}"),
     Figure("alarms.json", alarms_figure, slow=False),
-    Figure("quotas.txt", quotas_figure, slow=False),
-    Figure("capacity.txt", capacity_figure, slow=False),
+    Figure("quotas.txt", quotas_figure, slow=False, shows="make quotas ENV={env}"),
+    Figure("capacity.txt", capacity_figure, slow=False, shows=SIM + " capacity --env {env}"),
     Figure("simulate.md", simulate_figure, slow=True),
-    Figure("blast-radius.txt", blast_radius_figure, slow=True),
-    Figure("routing.txt", routing_figure, slow=True),
+    Figure(
+        "blast-radius.txt", blast_radius_figure, slow=True, shows=SIM + " blast-radius --env {env}"
+    ),
+    Figure("rollout.txt", rollout_figure, slow=True, shows=SIM + " rollout --env {env}"),
+    Figure("routing.txt", routing_figure, slow=True, shows=SIM + " routing --env {env}"),
 )
+
+
+def shown_command(env: str, name: str) -> str:
+    """The command a generated file's content is the output of (for a doc block's first line)."""
+    shows = next((f.shows for f in FIGURES if f.name == name), "")
+    return shows.format(env=env) if shows else f"{COMMAND} (docs/generated/{env}/{name})"
 
 
 def _digest(paths: Iterable[Path]) -> str:
