@@ -24,8 +24,8 @@ EXPECTED = {
     ("docs/simulator.md", "simulator validate --env prod"),
     ("docs/simulator.md", "figures prod simulate.md raw"),
     ("docs/simulator.md", "figures prod routing.txt"),
-    ("docs/day2-canary.md", "figures prod rollout.txt"),
-    ("docs/day2-canary.md", "figures prod blast-radius.txt"),
+    ("docs/canary-studies.md", "figures prod rollout.txt"),
+    ("docs/canary-studies.md", "figures prod blast-radius.txt"),
     ("README.md", "figures prod quotas.txt"),
 }
 

@@ -200,7 +200,7 @@ def test_the_default_bound_is_the_rollouts_total_bake_plus_a_margin_per_step(wai
     per_step = ro.bake_minutes + ro.check_interval_minutes + ASSUMED_READY_SECONDS / 60
     steps = math.ceil(len(ro.steps_percent) * per_step)
     assert steps == 364
-    # longer than the rollout the simulator replays on prod's normal day (docs/day2-canary.md)
+    # longer than the rollout the simulator replays on prod's normal day (docs/canary-studies.md)
     assert steps > 5 * 60 + 35
     # prod's releases start with the shadow stage: its max_minutes and its two moves on top
     assert ro.shadow is not None
