@@ -21,7 +21,7 @@ from aws_cdk.assertions import Template
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config, parse_config
 from stacks.app_builder import build_stacks, cdk_json_context
-from tests.fixtures import config_fixture, shipped_path
+from tests.fixtures import CONFIG_DIR, config_fixture, shipped_path
 from tests.infra.aws_calls import AWS_CALLS
 from typed_config import ConfigError, DeploymentConfig
 from typed_config.error_report import item_path
@@ -56,9 +56,7 @@ def raw_config(env: str) -> dict[str, Any]:
 
 
 def parse(raw: dict[str, Any], env: str = "prod") -> DeploymentConfig:
-    return parse_config(
-        raw, env=env, source=Path(f"config/{env}.yaml"), base_dir=config_fixture(env).parent
-    )
+    return parse_config(raw, env=env, source=Path(f"config/{env}.yaml"), base_dir=CONFIG_DIR)
 
 
 def invalid(path: str, value: Any, why: str, *, where: str | None = None) -> Any:
