@@ -198,6 +198,15 @@ speed-evidence: venv ## simulator | the speed model's error against each measure
 docs-blocks: venv ## development | regenerate the plan and simulator output quoted in README.md and docs/*.md
 	$(PY) -m tools.doc_blocks
 
+# Every shipped environment's figures (plan, alarms, quotas, capacity, simulate summary, blast
+# radius) into docs/generated/<env>/, then the doc blocks that quote them (tools/figures.py;
+# tests/infra/test_generated_figures.py fails while one differs). A fleet change: edit
+# config/ENV.yaml, run this, review the diff. FIGURES_ENV=prod limits it to one environment.
+.PHONY: figures
+figures: venv ## development | regenerate docs/generated/<env>/ from config/*.yaml and the doc blocks quoting them (FIGURES_ENV=)
+	$(PY) -m tools.figures $(if $(FIGURES_ENV),--env $(FIGURES_ENV))
+	$(PY) -m tools.doc_blocks
+
 clean: ## development | remove cdk.out and tool caches (the venvs, node_modules and build/ stay: make distclean)
 	rm -rf $(CLEAN_PATHS)
 

@@ -18,6 +18,10 @@ Sources (the spec after the colon, split like a shell line):
   the repository other than config/<ENV>.yaml (an example under config/examples/).
 - ``quotas ENV``: what ``make quotas ENV=<ENV>`` prints (the SageMaker quotas the plan needs and
   the commands that request them; offline).
+- ``figures ENV FILE``: ``docs/generated/ENV/FILE`` as committed (tools/figures.py writes it:
+  ``make figures``). The way a page quotes a shipped figure: the file is regenerated from
+  config/ENV.yaml by one command, and tests/infra/test_generated_figures.py fails while it
+  differs. With ``raw`` the lines go in unfenced (a Markdown table).
 - ``simulator capacity --env ENV`` and ``simulator validate --env ENV``: what
   ``python -m simulator ...`` prints. Only these two: they run in seconds and print no timings
   or paths, so a test can regenerate them on every run (``run``, ``scenarios``, ``routing`` and
@@ -47,6 +51,8 @@ from pathlib import Path
 
 from sizing.fit import load_config
 from tools import REPO_ROOT
+from tools.figures import COMMAND as FIGURES_COMMAND
+from tools.figures import GENERATED, shown_command
 from tools.preflight import quota_report
 from tools.synth import plan_text
 from typed_config import config_path
@@ -139,6 +145,12 @@ class Generator:
             out = self.work / f"cdk.out-{env}-{Path(config).stem}"
             text = plan_text(env, out, config=REPO_ROOT / config)
             return f"make synth ENV={env} CONFIG={config}", text
+        if words[0] == "figures" and len(words) == 3:
+            env, name = words[1], words[2]
+            path = GENERATED / env / name
+            if not path.is_file():
+                raise BlockError(f"no {path.relative_to(REPO_ROOT)}: run {FIGURES_COMMAND}")
+            return shown_command(env, name), path.read_text()
         if words[0] == "quotas" and len(words) == 2:
             env = words[1]
             cfg = load_config(config_path(REPO_ROOT, env), env=env)
@@ -158,23 +170,28 @@ class Generator:
                 raise BlockError(f"{' '.join(run)} failed ({done.returncode}):\n{done.stderr}")
             return f".venv/bin/python -m simulator {' '.join(args)}", done.stdout
         raise BlockError(
-            f"unknown source {' '.join(words)!r}: plan ENV [CONFIG], quotas ENV, or simulator "
-            f"{'|'.join(SIMULATOR_COMMANDS)} --env ENV"
+            f"unknown source {' '.join(words)!r}: figures ENV FILE, plan ENV [CONFIG], quotas ENV, "
+            f"or simulator {'|'.join(SIMULATOR_COMMANDS)} --env ENV"
         )
 
     def block(self, spec: str) -> list[str]:
         """The lines a block with ``spec`` holds: a fenced block of the command's output."""
         words, options = [], {}
+        raw = False
         for word in shlex.split(spec):
             key, eq, value = word.partition("=")
             if eq and key in ("from", "to"):
                 options[key] = value
+            elif word == "raw":
+                raw = True
             else:
                 words.append(word)
         if not words:
             raise BlockError("an empty spec")
         command, text = self.output(words)
         lines = excerpt(text, options.get("from"), options.get("to"))
+        if raw:
+            return lines
         head = [] if options else [f"$ {command}"]
         return ["```", *head, *lines, "```"]
 

@@ -1,4 +1,9 @@
-"""Fixtures shared by the infrastructure tests: configs and templates synthesized once."""
+"""Fixtures shared by the infrastructure tests: configs and templates synthesized once.
+
+The configs are the frozen ones under tests/fixtures/configs (tests/fixtures/__init__.py), not
+config/*.yaml: a change to the shipped configs needs no test edit. ``prod_cfg`` and friends keep
+their names (the frozen prod is today's prod's shape); a test of the shipped file itself uses
+``shipped_cfg`` and asserts no figure."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from aws_cdk.assertions import Template
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config, parse_config
 from stacks.app_builder import build_stacks, cdk_json_context
+from tests.fixtures import CONFIG_DIR, config_fixture, shipped_path
 from tests.infra.aws_calls import AWS_CALLS
 from typed_config import ConfigError, DeploymentConfig
 from typed_config.error_report import item_path
@@ -34,17 +40,23 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def load_env(env: str) -> DeploymentConfig:
-    return load_config(REPO_ROOT / "config" / f"{env}.yaml", env=env)
+    """The frozen ``<env>`` config (tests/fixtures/configs)."""
+    return load_config(config_fixture(env), env=env)
+
+
+def load_shipped(env: str) -> DeploymentConfig:
+    """``config/<env>.yaml`` as shipped: for tests that check the shipped file passes, never for
+    its figures."""
+    return load_config(shipped_path(env), env=env)
 
 
 def raw_config(env: str) -> dict[str, Any]:
-    return yaml.safe_load((REPO_ROOT / "config" / f"{env}.yaml").read_text())
+    """The frozen ``<env>`` config as parsed YAML."""
+    return yaml.safe_load(config_fixture(env).read_text())
 
 
 def parse(raw: dict[str, Any], env: str = "prod") -> DeploymentConfig:
-    return parse_config(
-        raw, env=env, source=Path(f"config/{env}.yaml"), base_dir=REPO_ROOT / "config"
-    )
+    return parse_config(raw, env=env, source=Path(f"config/{env}.yaml"), base_dir=CONFIG_DIR)
 
 
 def invalid(path: str, value: Any, why: str, *, where: str | None = None) -> Any:

@@ -12,12 +12,13 @@ import pytest
 from sizing.fair_comparison import comparison_warnings
 from sizing.fit import load_config
 from sizing.plan import build_plan, render_plan
+from tests.fixtures import config_fixture
 from typed_config import ConfigError
 from typed_config.error_report import item_label, item_path
 
 from .conftest import REPO_ROOT
 
-PROD = (REPO_ROOT / "config" / "prod.yaml").read_text()
+PROD = (config_fixture("prod")).read_text()
 
 
 def _edited(tmp_path: Path, old: str, new: str) -> Path:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from sizing.fit import load_config, parse_config
+from tests.fixtures import config_fixture
 from tools import schema as schema_tool
 from typed_config import ConfigError, DeploymentConfig
 from typed_config.base import PATTERN_WORDS
@@ -228,7 +229,7 @@ def test_a_value_that_misses_its_pattern_is_told_what_a_valid_one_looks_like(
 def test_an_empty_section_means_its_defaults(tmp_path: Path, section: str) -> None:
     """``model_prep:`` with nothing under it (YAML null) is the section left out, not "Input
     should be a valid dictionary"."""
-    text = (REPO_ROOT / "config" / "dev.yaml").read_text()
+    text = (config_fixture("dev")).read_text()
     raw = yaml.safe_load(text)
     source = raw["model"]["source"]
     raw["model"]["source"] = "local://models/base"  # not gated: model_prep's defaults hold

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sizing.fit import load_config
+from tests.fixtures import config_fixture
 from typed_config import ConfigError
 from typed_config.yaml_source import parse_yaml
 
@@ -18,7 +19,7 @@ from .conftest import REPO_ROOT
 
 
 def _dev_with(tmp_path: Path, extra: str) -> tuple[Path, int]:
-    text = (REPO_ROOT / "config" / "dev.yaml").read_text()
+    text = (config_fixture("dev")).read_text()
     path = tmp_path / "dev.yaml"
     path.write_text(text.rstrip("\n") + "\n" + extra)
     return path, len(text.rstrip("\n").splitlines()) + 1
@@ -41,7 +42,7 @@ def test_a_second_smoke_gate_block_is_refused_naming_both_lines(tmp_path) -> Non
 def test_a_duplicate_key_inside_a_section_is_refused(tmp_path) -> None:
     path = tmp_path / "dev.yaml"
     path.write_text(
-        (REPO_ROOT / "config" / "dev.yaml").read_text().replace(
+        (config_fixture("dev")).read_text().replace(
             "smoke_gate:\n  enabled: true\n", "smoke_gate:\n  enabled: true\n  enabled: false\n"
         )
     )  # fmt: skip
@@ -80,7 +81,7 @@ def test_the_simulator_refuses_the_duplicate_too(tmp_path) -> None:
 
 
 def _prod_edited(tmp_path: Path, old: str, new: str) -> Path:
-    text = (REPO_ROOT / "config" / "prod.yaml").read_text()
+    text = (config_fixture("prod")).read_text()
     assert old in text
     path = tmp_path / "prod.yaml"
     path.write_text(text.replace(old, new, 1))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from stacks.deploy_access_stack import (
     PREP_ROLE_EXPORT,
     DeployAccessStack,
 )
+from tests.fixtures import fixture_root
 from tools import deploy_access
 from tools.validate import run_cfn_lint, run_checkov
 from typed_config import DeploymentConfig, github_subjects, preparation_job_version_prefix
@@ -621,7 +621,7 @@ def copy_configs(tmp_path: Path, **sections: dict[str, Any] | None) -> Path:
     env (None: no section)."""
     import yaml
 
-    shutil.copytree(REPO_ROOT / "config", tmp_path / "config")
+    fixture_root(tmp_path)
     for env, section in sections.items():
         raw = raw_config(env)
         if section is not None:

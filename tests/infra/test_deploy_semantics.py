@@ -16,6 +16,7 @@ from aws_cdk.assertions import Match, Template
 from sizing.deploy_options import DeployOptions
 from sizing.update_semantics import green_fleet_size, retained_properties, weights_after_update
 from typed_config import ConfigError
+from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 from .conftest import parse, synth_templates
 
@@ -277,25 +278,39 @@ def test_plan_says_what_a_deploy_does_to_the_fleet(mutate, prod_cfg, prod_templa
 
     plan = build_plan(prod_cfg, {k: t.to_json() for k, t in prod_templates.items()})
     d = plan["deploy"]
+    kind = prod_cfg.variants.primary.instance_type
+    assert prod_cfg.variants.canary.instance_type == kind  # the frozen prod: one type
+    bounds = prod_cfg.scaling.variants
+    primary_max, canary_max = bounds["primary"].max_capacity, bounds["canary"].max_capacity
+    initial = sum(v.initial_instance_count for v in (prod_cfg.variants.primary,
+                                                     prod_cfg.variants.canary))  # fmt: skip
     assert d["keeps"] == ["DesiredInstanceCount", "DesiredWeight"] and d["resets"] == []
-    assert d["minutes"] == 27.8  # 465 s to serve + 600 s bake + 600 s termination wait
-    assert d["at_max_capacity"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 216}  # (54+54) x 2
-    # The promotion deploy lands while the canary holds its 100 % step bounds (54, prod's canary
-    # ceiling too): (54 + 54) x 2.
-    assert d["at_promotion"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 216}
-    assert d["instance_quota_needed"] == {"ml.g6e.xlarge": 216}
-    assert d["at_initial_counts"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 14}  # (4+3) x 2
+    # serve a new tag's instances + bake + termination wait
+    wait = prod_cfg.deployment.traffic_shift.wait_interval_seconds
+    assert d["minutes"] == round(
+        (ASSUMED_READY_SECONDS + wait + prod_cfg.deployment.termination_wait_seconds) / 60, 1
+    )
+    # blue + green: both fleets at once
+    assert d["at_max_capacity"]["peak_instances_by_type"] == {kind: 2 * (primary_max + canary_max)}
+    # The promotion deploy lands while the canary holds its 100 % step bounds (up to the
+    # primary's ceiling, and the frozen prod's canary ceiling is that too).
+    assert canary_max == primary_max
+    assert d["at_promotion"]["peak_instances_by_type"] == {kind: 2 * (primary_max + canary_max)}
+    assert d["instance_quota_needed"] == {kind: 2 * (primary_max + canary_max)}
+    assert d["at_initial_counts"]["peak_instances_by_type"] == {kind: 2 * initial}
     assert d["guardrail"]["min_instances_per_variant"] == 2
     text = render_plan(plan)
-    assert "instance quota for endpoint usage needed: 216 x ml.g6e.xlarge" in text
-    assert "promotion deploy (canary on its 100% step bounds): blue 108 + green 108" in text
+    need = 2 * (primary_max + canary_max)
+    assert f"instance quota for endpoint usage needed: {need} x {kind}" in text
+    half = primary_max + canary_max
+    assert f"promotion deploy (canary on its 100% step bounds): blue {half} + green {half}" in text
     assert "keeps DesiredInstanceCount, DesiredWeight; resets nothing" in text
     # A canary ceiling below its 100 % step's bounds: the quota is the promotion's, not max's.
     small = deploy_section(parse(mutate("scaling.variants.canary.max_capacity", 3)))
     at_max = small["at_max_capacity"]["peak_instances_by_type"]
-    assert at_max == {"ml.g6e.xlarge": 114}  # (54 + 3) x 2
-    assert small["at_promotion"]["peak_instances_by_type"] == {"ml.g6e.xlarge": 216}
-    assert small["instance_quota_needed"] == {"ml.g6e.xlarge": 216}
+    assert at_max == {kind: 2 * (primary_max + 3)}
+    assert small["at_promotion"]["peak_instances_by_type"] == {kind: need}
+    assert small["instance_quota_needed"] == {kind: need}
 
 
 def test_linear_instance_steps_must_fit_the_execution_timeout_on_the_largest_fleet(mutate) -> None:

@@ -9,15 +9,19 @@ templates were deployed in which order and that every stubbed call was made.
 from __future__ import annotations
 
 import io
+import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 
 from sizing.deploy_options import DeployOptions
+from tests.fixtures import fixture_root
 from tools import deploy as tool
 from typed_config import DeploymentConfig
 
@@ -390,12 +394,17 @@ def main(
     *argv: str, stub: Callable[[Stubber, Stubber], None], now: datetime = NIGHT
 ) -> tuple[int, Recorder]:
     """``make deploy ENV=prod`` (tools.deploy.main) on stubbed clients at ``now`` (default: a
-    night in every zone, no schedule's floor due): its exit code and what it deployed; every
-    stubbed call was made."""
+    night in every zone, no schedule's floor due), reading the frozen prod
+    (tests/fixtures/configs): its exit code and what it deployed; every stubbed call was made."""
     sm, sms, aas, aass = clients()
     stub(sms, aass)
     deploy = Recorder()
-    with sms, aass:
+    with (
+        tempfile.TemporaryDirectory() as root,
+        patch.object(tool, "REPO_ROOT", fixture_root(Path(root))),
+        sms,
+        aass,
+    ):
         rc = tool.main(
             ["--env", "prod", *argv],
             clients={

@@ -17,9 +17,10 @@ from sizing.serving_speed import (
     serves_adapters,
     with_lora,
 )
+from tests.fixtures import config_fixture
 
 REPO = Path(__file__).resolve().parents[2]
-CFG = load_config(REPO / "config" / "dev.yaml", env="dev")
+CFG = load_config(config_fixture("dev"), env="dev")
 ARCH = CFG.architecture
 
 

@@ -16,6 +16,7 @@ from moto import mock_aws
 from container.model_prep import artifact, release
 from container.model_prep.manifest import ManifestError, sha256, verify_tree, write_manifest
 from sizing.fit import load_config, parse_config
+from tests.fixtures import config_fixture, fixture_root
 from tools import model_release
 from typed_config import ConfigError, release_inputs
 from typed_config.model_catalog import KNOWN_MODELS
@@ -295,10 +296,11 @@ def test_fetch_without_credentials_names_them_and_writes_nothing(
 
 
 def test_fetch_reuses_a_verified_copy_without_calling_aws(tmp_path: Path, monkeypatch, capsys):
-    cfg = load_config(Path("config/prod.yaml"), env="prod")
+    cfg = load_config(config_fixture("prod"), env="prod")
     version = release_inputs(cfg).version
     copy = prepared(tmp_path, version)
     monkeypatch.setattr(model_release, "artifact_dir", lambda v: copy)
+    monkeypatch.setattr(model_release, "REPO_ROOT", fixture_root(tmp_path / "repo"))
     monkeypatch.setattr(model_release, "aws_account", lambda s: pytest.fail("called AWS"))
     ref = tmp_path / "prod.ref"
     assert model_release.main(["fetch", "--env", "prod", "--ref-file", str(ref)]) == 0

@@ -14,6 +14,7 @@ from sizing.capacity import CapacityError, estimate, weight_bytes
 from sizing.deploy_options import DeployOptions
 from sizing.fit import check_deployable, load_config
 from sizing.fit_advice import shorter_context, what_would_fit
+from tests.fixtures import config_fixture
 from typed_config import ConfigError, EngineConfig
 from typed_config.catalog import INSTANCE_CATALOG, UNPRICED
 from typed_config.model_catalog import KNOWN_MODELS
@@ -33,7 +34,7 @@ def _load(tmp_path: Path, raw: dict[str, Any] | str, env: str = "dev"):
 
 def _with_source(env: str, source: str) -> str:
     """config/<env>.yaml as committed with only model.source changed."""
-    text = (REPO_ROOT / "config" / f"{env}.yaml").read_text()
+    text = (config_fixture(env)).read_text()
     assert text.count(f"source: {EIGHT_B}") == 1
     return text.replace(f"source: {EIGHT_B}", f"source: {source}")
 

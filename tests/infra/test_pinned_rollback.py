@@ -9,9 +9,10 @@ from pathlib import Path
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
 from sizing.speed_plan import rollback_latency_problems
+from tests.fixtures import config_fixture
 
 REPO = Path(__file__).resolve().parents[2]
-PROD = load_config(REPO / "config" / "prod.yaml", env="prod")
+PROD = load_config(config_fixture("prod"), env="prod")
 
 
 def _pinned(ctx: dict[str, str]):  # type: ignore[no-untyped-def]

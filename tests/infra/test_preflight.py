@@ -12,6 +12,7 @@ import pytest
 from botocore.stub import Stubber
 
 from tools import preflight
+from typed_config import DeploymentConfig
 
 REGION = "us-east-1"
 ACCOUNT = "111122223333"
@@ -134,18 +135,24 @@ def capacity_clients(monkeypatch, applied, defaults=None, role: bool = True):
     return clients, stubs
 
 
+def peak_need(cfg: DeploymentConfig) -> int:
+    """The frozen prod's endpoint need: blue + green at max capacity (its largest, above the
+    shadow stage's and equal to the promotion deploy's)."""
+    return 2 * sum(v.max_capacity for v in cfg.scaling.variants.values())
+
+
 def test_quotas_below_the_plans_peak_name_the_increase(monkeypatch, prod_cfg) -> None:
-    """prod's plan needs 216 ml.g6e.xlarge for endpoint usage (blue + green at max capacity and
-    at the promotion deploy: 2 x (54 + 54)) and one training instance; an account at the default
-    of 4 is told so."""
+    """The plan needs blue + green at max capacity for endpoint usage and one training instance;
+    an account at the default of 4 is told so, with the command that asks for the need."""
+    need = peak_need(prod_cfg)
     applied = [quota(ENDPOINT_QUOTA, 4, "L-1234ABCD")]
     defaults = [quota(ENDPOINT_QUOTA, 2, "L-1234ABCD"), quota(JOB_QUOTA, 0, "L-5678EFGH")]
     clients, stubs = capacity_clients(monkeypatch, applied, defaults)
     problems = preflight.capacity_check(prod_cfg, clients.get)
     assert problems == [
-        f"quota '{ENDPOINT_QUOTA}' is 4, the plan needs 216: `aws service-quotas "
+        f"quota '{ENDPOINT_QUOTA}' is 4, the plan needs {need}: `aws service-quotas "
         f"request-service-quota-increase --region {REGION} --service-code sagemaker "
-        "--quota-code L-1234ABCD --desired-value 216`",
+        f"--quota-code L-1234ABCD --desired-value {need}`",
         f"quota '{JOB_QUOTA}' is 0, the plan needs 1: `aws service-quotas "
         f"request-service-quota-increase --region {REGION} --service-code sagemaker "
         "--quota-code L-5678EFGH --desired-value 1`",
@@ -155,7 +162,7 @@ def test_quotas_below_the_plans_peak_name_the_increase(monkeypatch, prod_cfg) ->
 
 
 def test_enough_quota_and_the_role_pass_without_reading_defaults(monkeypatch, prod_cfg) -> None:
-    applied = [quota(ENDPOINT_QUOTA, 216, "L-1"), quota(JOB_QUOTA, 2, "L-2")]
+    applied = [quota(ENDPOINT_QUOTA, peak_need(prod_cfg), "L-1"), quota(JOB_QUOTA, 2, "L-2")]
     clients, stubs = capacity_clients(monkeypatch, applied)
     assert preflight.capacity_check(prod_cfg, clients.get) == []
     for s in stubs.values():
@@ -167,7 +174,9 @@ def test_an_unknown_type_is_named_and_a_missing_scaling_role_is_a_note(
 ) -> None:
     """Issue 31: AWS creates the service-linked role at the first RegisterScalableTarget, so its
     absence on a fresh account does not stop a deploy; the note says how to create it."""
-    clients, _ = capacity_clients(monkeypatch, [quota(ENDPOINT_QUOTA, 216, "L-1")], [], role=False)
+    clients, _ = capacity_clients(
+        monkeypatch, [quota(ENDPOINT_QUOTA, peak_need(prod_cfg), "L-1")], [], role=False
+    )
     notes: list[str] = []
     problems = preflight.capacity_check(prod_cfg, clients.get, notes=notes)
     assert problems == [f"no quota '{JOB_QUOTA}' in {REGION}: is the type offered there?"]
@@ -256,7 +265,7 @@ def attached(aws: StubbedSession, *arns: str) -> None:
 def test_iam_and_ecr_targets_check_the_edge_only_not_prods_quota(
     monkeypatch, capsys, target
 ) -> None:
-    """deploy-access changes IAM, deploy-repository ECR: neither waits for prod's 216 instances of
+    """deploy-access changes IAM, deploy-repository ECR: neither waits for prod's instances of
     endpoint quota (no Service Quotas or Secrets Manager client is even asked for). Each deploys
     through the bootstrap's roles, so each checks the execution role's policies."""
     aws = StubbedSession(monkeypatch, "sts", "ssm", "iam").ready_edge()

@@ -12,11 +12,10 @@ import pytest
 from botocore.stub import Stubber
 
 from sizing.deploy_options import DeployOptions
+from tests.fixtures import config_fixture
 from tools import deploy as tool
 from tools import synth
 from typed_config import ConfigError
-
-from .conftest import REPO_ROOT
 
 
 def ctx(**values: str) -> DeployOptions:
@@ -57,7 +56,7 @@ def test_bad_release_inputs_name_the_field(prod_cfg, given, named) -> None:
     # the config's file, the field and its line, the options that made it wrong
     message = str(err.value)
     assert message.startswith(f"deploy options {given} break the config:\n")
-    assert "config/prod.yaml: 1 invalid value(s)" in message
+    assert "prod.yaml: 1 invalid value(s)" in message  # the file it was loaded from
     assert re.search(
         rf"^  {re.escape(named)}( \(line \d+\))?: '.*' is not an? .* \(with the "
         r"deploy options\)$",
@@ -91,7 +90,8 @@ def test_every_deploy_step_carries_the_release_inputs(prod_cfg, tmp_path: Path) 
 
 def test_synth_prints_the_release_inputs_in_the_plan(tmp_path: Path, capsys) -> None:
     release = ["--image-tag", "canary=sha-2", "--artifact", "m-0123456789abcdef"]
-    rc = synth.main(["--env", "prod", "--out", str(tmp_path / "out"), *release])
+    frozen = str(config_fixture("prod"))
+    rc = synth.main(["--env", "prod", "--config", frozen, "--out", str(tmp_path / "out"), *release])
     out = capsys.readouterr().out
     assert rc == 0
     assert "image: sha-2" in out  # the canary's line
@@ -103,7 +103,7 @@ def test_synth_takes_a_config_path(tmp_path: Path, capsys) -> None:
     """``make synth CONFIG=path``: a file outside config/ (an example, a draft), validated the
     same way; its errors name that file."""
     draft = tmp_path / "draft.yaml"
-    text = (REPO_ROOT / "config" / "prod.yaml").read_text()
+    text = (config_fixture("prod")).read_text()
     draft.write_text(text.replace("\nendpoint_name: ", "\nendpoint_name: draft-", 1))
     rc = synth.main(["--env", "prod", "--config", str(draft), "--out", str(tmp_path / "out")])
     assert rc == 0

@@ -14,6 +14,7 @@ import pytest
 from sizing.fit import load_config
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, healthy_latency_p99_ms
 from stacks.app_builder import build_stacks, cdk_json_context
+from tests.fixtures import config_fixture
 from typed_config import ConfigError
 
 from .conftest import REPO_ROOT, load_env, parse
@@ -50,7 +51,7 @@ def test_a_threshold_the_healthy_fleet_crosses_is_refused_naming_both_figures(
 def test_adding_a_slower_pool_names_the_unwritten_field_the_pool_and_its_line(tmp_path) -> None:
     """Issue 32: a config adding an instance pool failed on a field the user never wrote, with
     a message that read backwards and a target (63) the plan did not show (62.05)."""
-    text = (REPO_ROOT / "config" / "prod.yaml").read_text()
+    text = (config_fixture("prod")).read_text()
     written = "  rollback_model_latency_p99_ms: 55000\n"
     assert written in text
     text = text.replace(written, "").replace(

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures import fixture_root
 from tools import runner_disk
+
+
+@pytest.fixture(autouse=True)
+def frozen_prod(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``make runner-disk ENV=prod`` reads the frozen prod (tests/fixtures/configs)."""
+    root = fixture_root(tmp_path_factory.mktemp("repo"))
+    monkeypatch.setattr(runner_disk, "REPO_ROOT", root)
 
 
 def test_the_figure_is_the_sum_of_its_terms(prod_cfg) -> None:

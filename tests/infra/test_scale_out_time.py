@@ -10,6 +10,7 @@ from simulator.assumptions import Assumptions
 from sizing.capacity import weight_bytes
 from sizing.plan import build_plan, render_plan
 from sizing.scale_out_time import GPU_BASE_GB, PUBLISHED_P50, measured_layers, time_to_serve
+from tests.fixtures import config_fixture
 from tests.infra.conftest import REPO_ROOT as REPO
 from tests.infra.conftest import parse
 from typed_config.instance_start import ASSUMED_READY_SECONDS
@@ -81,8 +82,8 @@ def test_the_simulator_scales_out_with_the_plans_figure_and_deploys_with_the_bou
 def test_make_simulate_prints_the_scale_out_figure_it_uses(prod_cfg, tmp_path, capsys) -> None:
     from simulator.cli import main
 
-    rc = main(["run", "--env", "prod", "--trace", "off-peak-night", "--no-charts",
-               "--out", str(tmp_path)])  # fmt: skip
+    rc = main(["run", "--env", "prod", "--config", str(config_fixture("prod")),
+               "--trace", "off-peak-night", "--no-charts", "--out", str(tmp_path)])  # fmt: skip
     out = capsys.readouterr().out
     t = time_to_serve(prod_cfg, "primary")
     assert rc == 0

@@ -16,6 +16,8 @@ import yaml
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from tests.fixtures import config_fixture
+
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -378,7 +380,7 @@ def race(world: World, on_call: int, action: Any) -> None:
 
 def write_test_config(root: Path) -> Path:
     """``root/config/test.yaml``: prod.yaml with env ``test`` and the world's endpoint name."""
-    raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
+    raw = yaml.safe_load((config_fixture("prod")).read_text())
     raw.update(env="test", endpoint_name=ENDPOINT)
     # these deploys are about rollouts, not images: CDK may build (prod itself refuses it)
     raw["image"]["deploy_builds"] = True

@@ -21,6 +21,7 @@ import yaml
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
 from sizing.fit import load_config, parse_config
+from tests.fixtures import config_fixture
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
 from tests.lambdas.conftest import (
     BAKE,
@@ -150,7 +151,7 @@ def test_without_a_timeout_setting_the_wait_has_no_deadline_as_before() -> None:
 
 
 def test_the_default_is_three_instance_starts_and_one_check() -> None:
-    prod = load_config(REPO / "config" / "prod.yaml", env="prod").rollout
+    prod = load_config(config_fixture("prod"), env="prod").rollout
     assert prod.capacity_timeout_minutes is None  # prod.yaml leaves it to the default
     starts = CAPACITY_WAIT_INSTANCE_STARTS * ASSUMED_READY_SECONDS / 60  # 3 x 465 s = 23.25 min
     expected = math.ceil(starts + prod.check_interval_minutes)
@@ -167,7 +168,7 @@ def test_the_default_is_three_instance_starts_and_one_check() -> None:
     ],
 )
 def test_a_capacity_timeout_is_validated_naming_the_field(value: Any, says: str) -> None:
-    raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
+    raw = yaml.safe_load((config_fixture("prod")).read_text())
     raw["rollout"]["capacity_timeout_minutes"] = value
     with pytest.raises(ConfigError, match=r"rollout\.capacity_timeout_minutes: ") as err:
         parse_config(raw, env="prod", source=Path("prod.yaml"), base_dir=REPO / "config")

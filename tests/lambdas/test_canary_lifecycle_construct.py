@@ -33,6 +33,7 @@ from stacks.constructs.rollout_state_machine import (
     ROLLBACK_RETRIES,
     TICK_RETRIES,
 )
+from tests.fixtures import config_fixture
 from tests.lambdas.test_constructs import build, controller_env, rollout_states
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def prod(tmp_path_factory: pytest.TempPathFactory) -> Template:
-    cfg = load_config(REPO / "config" / "prod.yaml", env="prod")
+    cfg = load_config(config_fixture("prod"), env="prod")
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
     return Template.from_stack(build(app, "Prod", cfg))
 

@@ -33,6 +33,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
 from sizing.fit import load_config
+from tests.fixtures import config_fixture
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
 from tests.lambdas.conftest import (
     CHECK,
@@ -478,7 +479,7 @@ def test_the_wait_ticks_no_later_than_the_deadline() -> None:
 
 
 def test_the_rollback_capacity_timeout_is_one_instance_start_and_one_check() -> None:
-    prod = load_config(REPO / "config" / "prod.yaml", env="prod").rollout
+    prod = load_config(config_fixture("prod"), env="prod").rollout
     starts = ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS * ASSUMED_READY_SECONDS / 60  # 465 s
     assert math.ceil(starts + prod.check_interval_minutes) * 60 == TIMEOUT
     assert prod.rollback_capacity_timeout_seconds == TIMEOUT
@@ -497,7 +498,7 @@ def test_the_lambda_reads_the_rollback_timeout_from_its_environment() -> None:
 
 @pytest.fixture(scope="module")
 def prod(tmp_path_factory: pytest.TempPathFactory) -> Template:
-    cfg = load_config(REPO / "config" / "prod.yaml", env="prod")
+    cfg = load_config(config_fixture("prod"), env="prod")
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("cdk.out")))
     return Template.from_stack(build(app, "Prod", cfg))
 

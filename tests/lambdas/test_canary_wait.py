@@ -25,6 +25,7 @@ from botocore.stub import Stubber
 import tools.canary as cli
 from lambdas.canary_controller import names
 from sizing.fit import load_config
+from tests.fixtures import config_fixture
 from tests.lambdas.conftest import ENDPOINT, FakeLambda, World, write_test_config
 from typed_config.instance_start import ASSUMED_READY_SECONDS
 
@@ -194,12 +195,12 @@ def test_the_bound_passing_first_exits_3_and_leaves_the_rollout_running(wait) ->
 
 
 def test_the_default_bound_is_the_rollouts_total_bake_plus_a_margin_per_step(wait) -> None:
-    cfg = load_config(REPO / "config" / "prod.yaml", env="prod")
+    cfg = load_config(config_fixture("prod"), env="prod")
     ro = cfg.rollout
     per_step = ro.bake_minutes + ro.check_interval_minutes + ASSUMED_READY_SECONDS / 60
     steps = math.ceil(len(ro.steps_percent) * per_step)
     assert steps == 364
-    # longer than the rollout the simulator replays on prod's normal day (docs/day2-canary.md)
+    # longer than the rollout the simulator replays on prod's normal day (docs/canary-studies.md)
     assert steps > 5 * 60 + 35
     # prod's releases start with the shadow stage: its max_minutes and its two moves on top
     assert ro.shadow is not None

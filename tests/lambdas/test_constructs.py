@@ -21,6 +21,7 @@ from sizing.rollout_plan import rollout_capacity_plan
 from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.smoke_gate import SmokeGate
+from tests.fixtures import config_fixture
 from tools.validate import run_cfn_lint, run_checkov, templates_in
 from typed_config import VARIANT_NAMES, DeploymentConfig, RolloutConfig, SmokeGateConfig
 
@@ -81,8 +82,8 @@ def outdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def stacks(outdir: Path) -> dict[str, cdk.Stack]:
-    prod = load_config(REPO / "config" / "prod.yaml", env="prod")
-    dev = load_config(REPO / "config" / "dev.yaml", env="dev")
+    prod = load_config(config_fixture("prod"), env="prod")
+    dev = load_config(config_fixture("dev"), env="dev")
     dev = dev.model_copy(update={"smoke_gate": SmokeGateConfig(enabled=False)})
     app = cdk.App(outdir=str(outdir))
     built = {"prod": build(app, "Prod", prod), "dev": build(app, "DevNoGate", dev)}
@@ -352,7 +353,7 @@ def test_evidence_settings_are_validated_naming_the_field(field: str, value: Any
     from sizing.fit import parse_config
     from typed_config import ConfigError
 
-    raw = yaml.safe_load((REPO / "config" / "prod.yaml").read_text())
+    raw = yaml.safe_load((config_fixture("prod")).read_text())
     raw["rollout"][field] = value
     with pytest.raises(ConfigError, match=rf"rollout\.{field}: "):
         parse_config(raw, env="prod", source=Path("prod.yaml"), base_dir=REPO / "config")

@@ -30,6 +30,7 @@ from lambdas.canary_controller.settings import (
 from sizing.fit import load_config
 from sizing.rollout_plan import rollout_capacity_plan
 from stacks.constructs.canary_controller import CanaryController
+from tests.fixtures import config_fixture
 from tests.lambdas.test_constructs import ACCOUNT, EXTRA_ALARM, REGION, build
 from typed_config import VARIANT_NAMES, DeploymentConfig, RolloutConfig
 
@@ -79,7 +80,7 @@ class Built:
 
 
 def config(env: str) -> DeploymentConfig:
-    return load_config(REPO / "config" / f"{env}.yaml", env=env)
+    return load_config(config_fixture(env), env=env)
 
 
 @pytest.fixture(scope="module", params=["dev", "prod", "prod-extra-alarm"])

@@ -24,6 +24,7 @@ import aws_cdk as cdk
 import pytest
 
 from sizing.fit import load_config
+from tests.fixtures import config_fixture
 from tests.lambdas.test_constructs import build
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,7 +67,7 @@ def functions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, 
     Provider framework's own, CDK's code, left out) in a synthesized prod stack."""
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = cdk.App(outdir=str(outdir))
-    build(app, "Prod", load_config(REPO / "config" / "prod.yaml", env="prod"))
+    build(app, "Prod", load_config(config_fixture("prod"), env="prod"))
     app.synth()
     template = json.loads((outdir / "Prod.template.json").read_text())
     assets: dict[str, Any] = json.loads((outdir / "Prod.assets.json").read_text())["files"]

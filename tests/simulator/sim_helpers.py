@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -16,9 +15,10 @@ from simulator.run import Result, simulate
 from simulator.traces import Trace
 from sizing.fit import parse_config
 from sizing.scaling_target import BRIEF_PREFIX_HIT_RATE
+from tests.fixtures import config_fixture
 from typed_config import DeploymentConfig
 
-PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
+PROD = config_fixture("prod")
 #: The constant per-instance speed the simulator defaulted to before issue 24 (45 tok/s decode,
 #: 10,000 tok/s prefill: 73 sequences / 4.03 s = 1,086 requests/minute per ml.g5.xlarge). The
 #: tests of scaling, deploy and rollout mechanics keep it: their hand-checked counts need a fixed,

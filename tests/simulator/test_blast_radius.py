@@ -9,7 +9,6 @@ and the shadow stage can and cannot see shows on its own."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -39,10 +38,10 @@ from simulator.shadow_replay import replay_shadow
 from simulator.traces import normal_day
 from sizing.fit import load_config
 from sizing.rollout_alarms import Timing, WatchedAlarm, comparable_loads
+from tests.fixtures import config_fixture
 from typed_config.shadow import ShadowStage
 
-PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "day2-canary.md"
+PROD = config_fixture("prod")
 START = START_HOUR_JST * 60
 
 
@@ -105,7 +104,7 @@ def test_a_healthy_build_passes_the_canary_steps_and_a_shadow_at_the_primarys_lo
 def test_a_healthy_build_is_held_not_passed_by_a_peak_sized_shadow(shadowed) -> None:  # type: ignore[no-untyped-def]
     """The peak-sized shadow carries the primary's load per instance only in the peak's minute:
     no like-load evidence a pass can stand on, so the stage holds to the trace's end and fails,
-    nothing served (the price of never passing without evidence; docs/day2-canary.md)."""
+    nothing served (the price of never passing without evidence; docs/canary-studies.md)."""
     healthy = shadowed["healthy"]
     assert (healthy.stage, healthy.served, healthy.status) == ("shadow", 0.0, "FAILED (shadow)")
     assert "no evidence with the shadow's load at least the primary's" in healthy.reason
@@ -145,7 +144,7 @@ def test_the_ratio_is_compared_only_at_like_loads(prod) -> None:  # type: ignore
     """The healthy replay's minutes: where the canary's invocations per instance are above the
     primary's, the ratio alarms read 0 (what the metric math's inner IF gives), and those are
     the minutes where a healthy canary is slower for its load alone (above prod's 1.5 x); at like
-    loads a healthy canary is never slower than the primary. The price (docs/day2-canary.md):
+    loads a healthy canary is never slower than the primary. The price (docs/canary-studies.md):
     minutes not compared, all of the 75 % step's (its canary is sized for its share at the
     target while the primary keeps the instances of 50 %, then its evening floor)."""
     shares = adapter_shares(prod)
@@ -283,16 +282,17 @@ def test_an_insufficient_comparison_is_never_a_pass(calm) -> None:  # type: igno
     assert (o.stage, o.served) == ("shadow", 0.0)
 
 
-def test_make_simulate_prints_the_tables_docs_day2_canary_quotes(tmp_path, capsys, prod) -> None:  # type: ignore[no-untyped-def]
-    """`simulator blast-radius --env prod` (make simulate's step): the canary steps alone, then a
-    shadow stage first with each shadow fleet load; the JSON beside them; docs/day2-canary.md
-    quotes the tables as they are today (regenerate the block when the config or the rules
-    change). With the shadow fleet tracking the primary's load (the controller's) or at it, every
-    bad build is stopped in the shadow stage, nothing served, and the healthy one passes: the
-    issue's goal."""
-    assert main(["blast-radius", "--env", "prod", "--out", str(tmp_path)]) == 0
+def test_make_simulate_prints_the_tables_and_writes_the_report(tmp_path, capsys, prod) -> None:  # type: ignore[no-untyped-def]
+    """`simulator blast-radius` (make simulate's step) on the frozen prod: the canary steps
+    alone, then a shadow stage first with each shadow fleet load; the JSON beside them. With the
+    shadow fleet tracking the primary's load (the controller's) or at it, every bad build is
+    stopped in the shadow stage, nothing served, and the healthy one passes: the issue's goal.
+    (The tables docs/canary-studies.md quotes are shipped prod's: docs/generated/prod/
+    blast-radius.txt, checked by tests/infra/test_generated_figures.py.)"""
+    config = str(config_fixture("prod"))
+    assert main(["blast-radius", "--env", "prod", "--config", config, "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out.split("\nwrote blast-radius.json")[0].rstrip()
-    assert printed in DOC.read_text(), "docs/day2-canary.md's blast-radius block is stale"
+    assert printed.count("canary only") == 1 and printed.count("then canary steps") == 3
     report = json.loads((tmp_path / "blast-radius.json").read_text())
     titles = [r["release"] for r in report]
     canary = "as configured" if prod.rollout.shadow is None else "without the shadow stage"

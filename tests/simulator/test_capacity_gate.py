@@ -14,6 +14,7 @@ from simulator.fleet_scenarios import RUNNERS
 from simulator.fleet_solver import apply, current
 from simulator.slo_gate import evaluate
 from sizing.fit import load_config, parse_config
+from tests.fixtures import config_fixture
 from typed_config import SCENARIO_NAMES, ConfigError, DeploymentConfig
 from typed_config.yaml_source import read_yaml
 
@@ -21,17 +22,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _prod() -> DeploymentConfig:
-    return load_config(REPO / "config" / "prod.yaml", env="prod")
+    return load_config(config_fixture("prod"), env="prod")
 
 
 def _raw() -> dict[str, Any]:
-    raw = read_yaml(REPO / "config" / "prod.yaml")
+    raw = read_yaml(config_fixture("prod"))
     assert isinstance(raw, dict)
     return copy.deepcopy(raw)
 
 
 def _parse(raw: dict[str, Any]) -> DeploymentConfig:
-    return parse_config(raw, env="prod", source=REPO / "config/prod.yaml", base_dir=REPO / "config")
+    return parse_config(
+        raw, env="prod", source=config_fixture("prod"), base_dir=config_fixture("prod").parent
+    )
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,9 +22,10 @@ from simulator.assumptions import Assumptions
 from simulator.fleet_solver import Bounds, Solution, _repair, lead_cron, solve_type
 from simulator.slo_gate import Miss
 from sizing.fit import parse_config
+from tests.fixtures import config_fixture
 from typed_config import DeploymentConfig
 
-DEV = Path(__file__).resolve().parents[2] / "config" / "dev.yaml"
+DEV = config_fixture("dev")
 ITYPE = "ml.g5.xlarge"
 
 SPEEDS = (35.0, 60.0)  # decode tokens/s per sequence

@@ -13,13 +13,14 @@ from simulator.traces import resolve
 from sizing.fit import load_config
 from sizing.prefix_hit_rate import ROUTING_SIM_HIT_RATE, routing_hit_rate
 from sizing.serving_speed import planned_hit_rate
+from tests.fixtures import config_fixture
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def peak() -> dict[str, float]:
-    cfg = load_config(REPO / "config" / "prod.yaml", env="prod")
+    cfg = load_config(config_fixture("prod"), env="prod")
     (window,) = windows(resolve("normal-day"), None, starts=("20:00",), instances=8)
     rates: dict[str, float] = {}
     for r in compare(cfg, window).results:
@@ -37,6 +38,6 @@ def test_each_planned_rate_is_the_simulations_within_3_points_and_never_above(
 
 
 def test_the_brief_72_percent_is_not_planned_on() -> None:
-    cfg = load_config(REPO / "config" / "prod.yaml", env="prod")
+    cfg = load_config(config_fixture("prod"), env="prod")
     assert planned_hit_rate(cfg) == routing_hit_rate("PREFIX_AWARE") < 0.72
     assert routing_hit_rate(None) == ROUTING_SIM_HIT_RATE["RANDOM"]

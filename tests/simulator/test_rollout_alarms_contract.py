@@ -5,7 +5,6 @@ functions monitoring.py builds them with. A change on either side fails here."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -31,8 +30,9 @@ from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.monitoring import _rule_period
 from stacks.constructs.relative_latency import RelativeLatencyAlarms
 from stacks.constructs.rollback_alarms import RollbackAlarms
+from tests.fixtures import config_fixture
 
-PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
+PROD = config_fixture("prod")
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ controller's own functions per-minute loads of both fleets and the answers' minu
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from lambdas.canary_controller.shadow_compare import MIN_LIKE_LOAD_MINUTES
@@ -17,9 +15,10 @@ from simulator.traces import normal_day
 from sizing.fit import load_config
 from sizing.rollout_alarms import RELATIVE_LATENCY
 from sizing.shadow_plan import shadow_instances
+from tests.fixtures import config_fixture
 from typed_config.shadow import ShadowStage
 
-PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
+PROD = config_fixture("prod")
 START = START_HOUR_JST * 60
 
 

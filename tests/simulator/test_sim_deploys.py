@@ -25,9 +25,10 @@ from simulator.traces import BUILTIN
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
 from sizing.update_semantics import update_phases
+from tests.fixtures import config_fixture
 
 PROD = legacy_prod()
-COMMITTED = load_config(Path(__file__).resolve().parents[2] / "config" / "prod.yaml", env="prod")
+COMMITTED = load_config(config_fixture("prod"), env="prod")
 TICK = 10
 
 

@@ -15,9 +15,10 @@ from lambdas.canary_controller import rules
 from simulator.cli import main
 from simulator.rollout import controller_rules, simulate_rollout
 from sizing.fit import load_config
+from tests.fixtures import config_fixture
 from typed_config import RolloutConfig
 
-PROD = Path(__file__).resolve().parents[2] / "config" / "prod.yaml"
+PROD = config_fixture("prod")
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,9 @@ def test_the_scenario_replays_the_controllers_evidence_rule(prod) -> None:  # ty
 
 
 def test_make_simulate_writes_the_rollout_report(tmp_path: Path) -> None:
-    assert main(["rollout", "--env", "prod", "--out", str(tmp_path), "--no-charts"]) == 0
+    config = str(config_fixture("prod"))
+    args = ["rollout", "--env", "prod", "--config", config, "--out", str(tmp_path), "--no-charts"]
+    assert main(args) == 0
     report = json.loads((tmp_path / "canary-rollout.json").read_text())
     first, before = report["capacity_first"], report["weights_only_before"]
     # short only at the fleet's ceiling (a sizing warning, exit 0), never by the rollout's order

@@ -4,8 +4,9 @@ routing strategy does to vLLM's prefix cache on the same multi-turn sessions.
 Each test replays a few minutes of constant traffic on a small fleet with one seed, so every
 strategy sees the same sessions; assertions are on behaviour (hit rates, shares), never on time.
 The fleet is prod's before issue 36 (sim_helpers.legacy_prod: ml.g5.xlarge, whose 73 sequences
-a hot instance fills at these rates), not the solved ml.g6e.xlarge; the afternoon table quoted in
-docs/simulator.md is the committed prod config's."""
+a hot instance fills at these rates), not the solved ml.g6e.xlarge; the tables docs/simulator.md
+quotes are shipped prod's (docs/generated/prod/routing.txt; tests/infra/
+test_generated_figures.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from simulator.routing_windows import Window
 from simulator.sessions import Segment, Session, SessionModel, build_request, prefix_key
 from sizing import speed_model
 from sizing.fit import load_config
+from tests.fixtures import config_fixture
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,7 +38,7 @@ def cfg() -> Any:
 
 @pytest.fixture(scope="module")
 def prod() -> Any:
-    return load_config(REPO / "config" / "prod.yaml", env="prod")
+    return load_config(config_fixture("prod"), env="prod")
 
 
 def window(rpm: float, instances: int, minutes: int = 3, warmup: int = 3) -> Window:
@@ -148,7 +150,7 @@ def test_the_prompt_stays_within_the_context_budget_and_trimming_breaks_the_hist
 
 
 def test_the_prefix_cache_matches_whole_blocks_and_evicts_the_least_recent() -> None:
-    budget = budget_of(load_config(REPO / "config" / "prod.yaml", env="prod"))
+    budget = budget_of(load_config(config_fixture("prod"), env="prod"))
     model = SessionModel()
     cache = PrefixCache(10_000, 16)
     sessions = [Session(i, 3, [20, 20, 20], [300, 300, 300], [180, 180, 180]) for i in range(3)]
@@ -184,25 +186,3 @@ def test_the_prefill_cost_is_the_speed_models_marginal_token(cfg) -> None:
     step = cost.seconds(1, 0.0, big + 1, 0.0) - cost.seconds(1, 0.0, big, 0.0)
     assert p.seconds_per_token == pytest.approx(step, rel=1e-6)
     assert "sizing/speed_model.py" in p.describe()
-
-
-def test_the_afternoon_table_quoted_in_docs_is_what_make_simulate_prints(prod) -> None:
-    """docs/simulator.md quotes `make simulate ENV=prod`'s routing tables; the 15:00 one (rows
-    and notes) is recomputed here with the same code, config and seed (the 20:00 one costs as
-    much again and moves with the same code)."""
-    import re
-
-    from simulator.routing import compare
-    from simulator.routing_report import table
-    from simulator.routing_windows import windows
-    from simulator.traces import resolve
-
-    doc = (REPO / "docs" / "simulator.md").read_text()
-    section = doc.split("## Routing: ", 1)[1].split("\n## ", 1)[0]
-    block = section.split("== routing, normal-day 15:00 JST", 1)[1].split("\n\n", 1)[0]
-    header = re.search(r": (\d+) primary instances", block)
-    assert header, "no 15:00 routing table in docs/simulator.md"
-    (w,) = windows(resolve("normal-day"), None, starts=("15:00",), instances=int(header[1]))
-    printed = table(compare(prod, w)).splitlines()
-    quoted = [line for line in block.splitlines()[1:] if line.strip() and "```" not in line]
-    assert quoted and quoted == printed[1 : 1 + len(quoted)]
