@@ -241,13 +241,13 @@ def _scale_out_source(cfg: DeploymentConfig, variant: VariantName, a: Assumption
             "decision (--provision-seconds + --startup-seconds)"
         )
     t = time_to_serve(cfg, variant)
+    start = "from the release's compile cache" if t.planned_with_cache else "cold (no cache)"
     return (
-        f"a scale-out serves {t.cached_seconds:g} s after the decision (AWS's P50 with the image "
-        f"cached, sizing/scale_out_time.py; {t.uncached_seconds:g} s uncached for this "
-        f"{t.image_gb:g} GB image); a new tag's instances {a.new_tag_seconds:g} s (the plan's "
-        f"per-start bound); with the engine's start measured on a GPU a scale-out would serve "
-        f"{t.measured_cached_seconds:g} s after it ({t.measured_edge_seconds:g} s at the edge), "
-        "not used until the fleet is solved again (sizing/engine_start.py)"
+        f"a scale-out serves {t.planned_seconds:g} s after the decision (AWS's P50 with the image "
+        f"cached, {t.cached_seconds:g} s, its assumed engine start replaced by the measured one "
+        f"{start} at its pessimistic edge: sizing/scale_out_time.py, sizing/engine_start.py; "
+        f"{t.uncached_seconds:g} s uncached for this {t.image_gb:g} GB image); a new tag's "
+        f"instances {a.new_tag_seconds:g} s (the plan's per-start bound)"
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from sizing.engine_start import EngineStart, measured
+from sizing.scale_out_time import uses_compile_cache
 from typed_config import VARIANT_NAMES, DeploymentConfig
 from typed_config.catalog import INSTANCE_CATALOG
 
@@ -46,7 +47,7 @@ def cache_section(cfg: DeploymentConfig, m: EngineStart | None = None) -> dict[s
                     "who": name if len(pools) == 1 else f"{name} pool {pool.priority}",
                     "instance_type": pool.instance_type,
                     "gpu": gpu,
-                    "uses_cache": job_gpu is not None and gpu == job_gpu,
+                    "uses_cache": uses_compile_cache(cfg, pool.instance_type),
                 }
             )
     return {

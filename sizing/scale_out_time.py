@@ -54,6 +54,7 @@ from pathlib import Path
 from sizing.capacity import lora_bytes, weight_bytes
 from sizing.engine_start import measured
 from typed_config import DeploymentConfig, VariantName
+from typed_config.catalog import INSTANCE_CATALOG
 from typed_config.instance_start import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
 
 GB = 1e9
@@ -106,6 +107,12 @@ class ScaleOutTime:
     #: The same without a compile cache: a variant on another GPU than the preparation job's
     #: (sizing/compile_cache_plan.py), or a release made before the job made one.
     measured_cold_cached_seconds: float = 0.0
+    #: What the simulator, the capacity gate and the fleet solver plan on (issue 46 item 3): the
+    #: measured start of this instance type's start (from the release's compile cache where the
+    #: preparation job runs on the same GPU, cold otherwise) at its pessimistic edge.
+    planned_seconds: float = 0.0
+    #: Whether ``planned_seconds`` counts the start from the compile cache (else cold).
+    planned_with_cache: bool = False
 
 
 @lru_cache(maxsize=4)
@@ -198,6 +205,8 @@ def time_to_serve(
         ),
     )
     engine = cached_pub - ASSUMED_STARTUP_SECONDS
+    warm = uses_compile_cache(cfg, itype)
+    own_start = start.warm_seconds if warm else start.cold_seconds
     return ScaleOutTime(
         instance_type=itype,
         image_gb=image_gb,
@@ -208,12 +217,22 @@ def time_to_serve(
         measured_edge_seconds=round(engine + start.warm_seconds + start.error_seconds),
         measured_uncached_seconds=round(engine + start.warm_seconds + image_gb * per_gb),
         measured_cold_cached_seconds=round(engine + start.cold_seconds),
+        planned_seconds=round(engine + own_start + start.error_seconds),
+        planned_with_cache=warm,
     )
+
+
+def uses_compile_cache(cfg: DeploymentConfig, instance_type: str) -> bool:
+    """Whether an instance of ``instance_type`` starts from the release's compile cache: the
+    preparation job that makes it runs on the same GPU (sizing/compile_cache_plan.py)."""
+    gpu = INSTANCE_CATALOG.get(instance_type)
+    job = INSTANCE_CATALOG.get(cfg.model_prep.instance_type)
+    return gpu is not None and job is not None and gpu.gpu == job.gpu
 
 
 def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, object]:
     """The plan's scale-out figures for ``variant``; the simulator's scale-outs use
-    ``cached_seconds`` (simulator.assumptions), and deploys and the canary controller's waits
+    ``planned_seconds`` (simulator.assumptions), and deploys and the canary controller's waits
     keep their per-start bound (typed_config.instance_start.ASSUMED_READY_SECONDS), which must not
     be below ``uncached_seconds``."""
     t = time_to_serve(cfg, variant)
@@ -222,7 +241,7 @@ def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, 
         {
             "priority": pool.priority,
             "instance_type": pool.instance_type,
-            "cached_seconds": time_to_serve(cfg, variant, pool.instance_type).cached_seconds
+            "cached_seconds": time_to_serve(cfg, variant, pool.instance_type).planned_seconds
             + (pool.priority - 1) * ICE_SECONDS,
             "published": pool.instance_type in PUBLISHED_P50,
         }
@@ -239,6 +258,8 @@ def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, 
         "measured_edge_seconds": t.measured_edge_seconds,
         "measured_uncached_seconds": t.measured_uncached_seconds,
         "measured_cold_cached_seconds": t.measured_cold_cached_seconds,
+        "planned_seconds": t.planned_seconds,
+        "planned_with_cache": t.planned_with_cache,
         "terms": [t.__dict__ for t in t.terms],
     }
 
@@ -249,28 +270,24 @@ def render_scale_out(s: dict[str, object]) -> list[str]:
         f"{terms[n]['value']:g} {n}" for n in ("GPU base image", "product layers", "weights",
                                                "adapters")
     )  # fmt: skip
+    start_s = terms["engine start, measured"]["value"]
+    assumed_s = terms["engine start in AWS's P50"]["value"]
+    planned = float(s["planned_seconds"])  # type: ignore[arg-type]
+    how = (
+        "from the release's compile cache"
+        if s["planned_with_cache"]
+        else "cold: another GPU than the preparation job's, the compile cache line"
+    )
     lines = [
-        f"          scale-out: a new instance serves {s['cached_seconds']:g} s after launch with "
-        f"the image cached (SageMaker's container caching: the simulator's figure), "
-        f"{s['uncached_seconds']:g} s for a tag not yet cached ({s['image_gb']:g} GB image = "
-        f"{image} GB; {terms['image pull']['value']:g} s/GB)",
+        f"          scale-out: a new instance serves {planned:g} s after launch with the image "
+        f"cached (the simulator's, the capacity gate's and the fleet solver's figure): AWS's P50 "
+        f"{s['cached_seconds']:g} s with its assumed {assumed_s:g} s engine start replaced by the "
+        f"measured start {how}, at its pessimistic edge ({s['measured_edge_seconds']:g} s with "
+        f"the cache, {s['measured_cold_cached_seconds']:g} s + the error without; measured "
+        f"{start_s:g} s with it); {s['measured_uncached_seconds']:g} s for a tag not yet cached "
+        f"({s['image_gb']:g} GB image = {image} GB; {terms['image pull']['value']:g} s/GB)",
         *(f"            - {n}: {t['source']}" for n, t in terms.items()),
     ]
-    if s.get("measured_cached_seconds"):
-        start_s = terms["engine start, measured"]["value"]
-        assumed_s = terms["engine start in AWS's P50"]["value"]
-        lines.append(
-            f"          with the engine's start measured ({start_s:g} s) for the {assumed_s:g} s "
-            "assumed in AWS's "
-            f"P50: {s['measured_cached_seconds']:g} s cached ({s['measured_edge_seconds']:g} s at "
-            f"the start's pessimistic edge), {s['measured_uncached_seconds']:g} s for a new tag, "
-            "with a matching compile cache; "
-            f"{s['measured_cold_cached_seconds']:g} s cached without one (another GPU than the "
-            f"preparation job's: the compile cache line); the simulator and the fleet solver "
-            f"still use {s['cached_seconds']:g} s "
-            "(prod's "
-            "fleet was solved on it)"
-        )
     for f in s.get("fallbacks") or []:  # type: ignore[attr-defined]
         lines.append(
             f"            - a scale-out that falls back to pool {f['priority']} "

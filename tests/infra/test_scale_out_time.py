@@ -8,12 +8,13 @@ import pytest
 
 from simulator.assumptions import Assumptions
 from sizing.capacity import weight_bytes
+from sizing.engine_start import measured
 from sizing.plan import build_plan, render_plan
 from sizing.scale_out_time import GPU_BASE_GB, PUBLISHED_P50, measured_layers, time_to_serve
 from tests.fixtures import config_fixture
 from tests.infra.conftest import REPO_ROOT as REPO
 from tests.infra.conftest import parse
-from typed_config.instance_start import ASSUMED_READY_SECONDS
+from typed_config.instance_start import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
 
 
 def test_prod_serves_after_awss_cached_p50_and_pays_the_pull_for_a_new_tag(prod_cfg) -> None:
@@ -36,10 +37,10 @@ def test_the_plan_prints_each_term_with_its_source(prod_cfg) -> None:
     text = render_plan(build_plan(prod_cfg, {}))
     t = time_to_serve(prod_cfg, "primary")
     assert (
-        f"scale-out: a new instance serves 216 s after launch with the image cached "
-        f"(SageMaker's container caching: the simulator's figure), {t.uncached_seconds} s for a "
-        "tag not yet cached"
+        f"scale-out: a new instance serves {t.planned_seconds:g} s after launch with the image "
+        "cached (the simulator's, the capacity gate's and the fleet solver's figure)"
     ) in text
+    assert f"{t.measured_uncached_seconds:g} s for a tag not yet cached" in text
     for term in t.terms:
         assert f"- {term.name}: {term.source}" in text
     assert "exceeds the 465 s per start" not in text
@@ -71,7 +72,7 @@ def test_the_simulator_scales_out_with_the_plans_figure_and_deploys_with_the_bou
     a = Assumptions()
     assert (
         a.scale_out_seconds(prod_cfg, "primary")
-        == time_to_serve(prod_cfg, "primary").cached_seconds
+        == time_to_serve(prod_cfg, "primary").planned_seconds
     )
     assert a.new_tag_seconds == ASSUMED_READY_SECONDS
     # an explicit what-if applies to every new instance, as before
@@ -88,14 +89,9 @@ def test_make_simulate_prints_the_scale_out_figure_it_uses(prod_cfg, tmp_path, c
     t = time_to_serve(prod_cfg, "primary")
     assert rc == 0
     assert (
-        f"scale-out (primary): a scale-out serves {t.cached_seconds:g} s after the decision "
-        f"(AWS's P50 with the image cached, sizing/scale_out_time.py; {t.uncached_seconds:g} s "
-        "uncached"
-    ) in out
-    assert (
-        f"with the engine's start measured on a GPU a scale-out would serve "
-        f"{t.measured_cached_seconds:g} s after it ({t.measured_edge_seconds:g} s at the edge), "
-        "not used until the fleet is solved again"
+        f"scale-out (primary): a scale-out serves {t.planned_seconds:g} s after the decision "
+        f"(AWS's P50 with the image cached, {t.cached_seconds:g} s, its assumed engine start "
+        "replaced by the measured one from the release's compile cache at its pessimistic edge"
     ) in out
 
 
@@ -105,7 +101,7 @@ def test_a_pool_variant_prints_when_a_fallback_pool_serves() -> None:
 
     cfg = load_config(REPO / "config" / "examples" / "prod-pools.yaml", env="prod")
     text = render_plan(build_plan(cfg, {}))
-    served = time_to_serve(cfg, "primary", "ml.g6.xlarge").cached_seconds + ICE_SECONDS
+    served = time_to_serve(cfg, "primary", "ml.g6.xlarge").planned_seconds + ICE_SECONDS
     assert (
         f"a scale-out that falls back to pool 2 (ml.g6.xlarge) serves {served:g} s after launch, "
         f"cached: {ICE_SECONDS:g} s per pool passed over (assumed: AWS publishes no figure); "
@@ -152,17 +148,15 @@ def test_the_measured_scale_out_swaps_the_assumed_start_for_the_measured_one(pro
     assert t.measured_cached_seconds > t.cached_seconds
 
 
-def test_the_solver_keeps_awss_p50_and_the_plan_says_what_it_would_use(prod_cfg) -> None:
+def test_the_solver_plans_on_the_measured_start_and_the_plan_says_so(prod_cfg) -> None:
     t = time_to_serve(prod_cfg, "primary")
-    assert Assumptions().scale_out_seconds(prod_cfg, "primary") == t.cached_seconds
+    assert Assumptions().scale_out_seconds(prod_cfg, "primary") == t.planned_seconds
+    assert t.planned_seconds == t.measured_edge_seconds  # prod's job runs on its serving GPU
     text = render_plan(build_plan(prod_cfg, {}))
     assert (
-        f"{t.measured_cached_seconds:g} s cached ({t.measured_edge_seconds:g} s at the start's "
-        f"pessimistic edge), {t.measured_uncached_seconds:g} s for a new tag, with a matching "
-        f"compile cache; {t.measured_cold_cached_seconds:g} s cached without one (another GPU "
-        f"than the preparation job's: the compile cache line); the simulator and the fleet "
-        "solver still use "
-        f"{t.cached_seconds:g} s"
+        f"AWS's P50 {t.cached_seconds:g} s with its assumed 75 s engine start replaced by the "
+        "measured start from the release's compile cache, at its pessimistic edge "
+        f"({t.measured_edge_seconds:g} s with the cache"
     ) in text
     warned = "WARNING: with the measured engine start a new tag's instance serves" in text
     assert warned == (t.uncached_seconds <= ASSUMED_READY_SECONDS < t.measured_uncached_seconds)
@@ -212,3 +206,23 @@ def test_a_startup_health_check_shorter_than_a_cold_start_is_a_plan_warning(
         f"{warning} 180 s is below a start without the compile cache ({m.cold_seconds:g} s + "
         f"{m.error_seconds:g} s): such an instance fails its startup health check"
     ) in text
+
+
+def test_the_planned_start_is_the_measured_one_at_its_edge_warm_only_on_the_jobs_gpu(
+    prod_cfg, mutate
+) -> None:
+    """Issue 46 item 3: the simulator's scale-out replaces the start assumed inside AWS's P50 by
+    the measured one at its pessimistic edge; from the compile cache only where the preparation
+    job (which makes the cache) runs on the same GPU, cold elsewhere."""
+    m = measured()
+    warm = time_to_serve(prod_cfg, "primary")
+    assert prod_cfg.model_prep.instance_type == prod_cfg.variants["primary"].instance_type
+    assert warm.planned_with_cache
+    engine = warm.cached_seconds - ASSUMED_STARTUP_SECONDS
+    assert warm.planned_seconds == round(engine + m.warm_seconds + m.error_seconds)
+    cfg = parse(mutate("model_prep.instance_type", "ml.g5.2xlarge"))  # an A10G job, L40S serving
+    cold = time_to_serve(cfg, "primary")
+    assert not cold.planned_with_cache
+    assert cold.planned_seconds - warm.planned_seconds == pytest.approx(
+        m.cold_seconds - m.warm_seconds, abs=1
+    )
