@@ -43,6 +43,10 @@ MB = 1024 * 1024
 #: 216.7 h of a 730 h month. An assumption of the plan, printed with the figure.
 DEV_BUSY_HOURS_PER_DAY = 10
 DEV_BUSY_DAYS_PER_WEEK = 5
+#: Where the busy hours start (local time of the traces, Asia/Tokyo) and which weekdays are busy
+#: (Monday 0): the simulator's idle week (simulator/components.py) replays the same schedule.
+DEV_BUSY_START_HOUR = 8
+DEV_BUSY_WEEKDAYS = tuple(range(DEV_BUSY_DAYS_PER_WEEK))
 DEV_BUSY_HOURS = DEV_BUSY_HOURS_PER_DAY * DEV_BUSY_DAYS_PER_WEEK * 52 / 12
 #: Busy spells a month (one per working day): each ends with a scale-in cooldown at one copy.
 DEV_BUSY_SPELLS = DEV_BUSY_DAYS_PER_WEEK * 52 / 12
