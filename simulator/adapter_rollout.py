@@ -113,9 +113,7 @@ def replay_release(
     """One release of ``adapter`` whose new version behaves as ``build`` (module docstring)."""
     ro = section(cfg).rollout
     thresholds = evidence_thresholds(ro, cfg.rollout)
-    rules = EvidenceRules(
-        thresholds.min_invocations, thresholds.max_error_rate_increase_percent
-    )
+    rules = EvidenceRules(thresholds.min_invocations, thresholds.max_error_rate_increase_percent)
     tr = trace or scaled(cfg, normal_day())
     share = (shares or adapter_shares(cfg))[adapter]
     users = np.asarray(tr.rpm, dtype=float) * share  # the adapter's requests per minute
@@ -143,35 +141,29 @@ def replay_release(
             break
         now = min(give_up, now + check)
     in_bake = float(users[start_minute:bake_end].sum())
-    common = {
-        "adapter": adapter,
-        "build": build,
-        "probes": probes,
-        "adapter_requests_in_bake": in_bake,
-        "evidence": ev,
-        "answered_probes": float(probes),
-        "day_requests": float(tr.rpm.sum()),
-        "alarms_not_replayed": tuple(ro.alarm_names),
-    }
+
+    def outcome(result: str, reason: str, after: int, users_answered: float) -> AdapterOutcome:
+        return AdapterOutcome(
+            adapter=adapter,
+            build=build,
+            result=result,
+            reason=reason,
+            decided_after_minutes=after,
+            probes=probes,
+            adapter_requests_in_bake=in_bake,
+            evidence=ev,
+            answered_probes=float(probes),
+            answered_users=users_answered,
+            failed=(probes + users_answered) * bad,
+            day_requests=float(tr.rpm.sum()),
+            alarms_not_replayed=tuple(ro.alarm_names),
+        )
+
     if verdict != "ok":
         reason = f"evidence: {why}" if verdict == "worse" else f"no evidence: {why}"
-        return AdapterOutcome(
-            result="rolled back",
-            reason=reason,
-            decided_after_minutes=now - start_minute,
-            answered_users=0.0,
-            failed=probes * bad,
-            **common,
-        )
-    after = float(users[now:].sum())  # the swap: the adapter's every request, to the day's end
-    return AdapterOutcome(
-        result="promoted",
-        reason=why,
-        decided_after_minutes=now - start_minute + ro.watch_minutes,
-        answered_users=after,
-        failed=(probes + after) * bad,
-        **common,
-    )
+        return outcome("rolled back", reason, now - start_minute, 0.0)
+    # the swap: the adapter's every request from then to the day's end
+    return outcome("promoted", why, now - start_minute + ro.watch_minutes, float(users[now:].sum()))
 
 
 def replay_releases(
@@ -182,9 +174,7 @@ def replay_releases(
     radius's one-adapter build)."""
     shares = dict(shares or adapter_shares(cfg))
     adapter = min(shares, key=lambda n: (shares[n], n))
-    return [
-        replay_release(cfg, adapter, b, shares=shares) for b in bad_builds({adapter: 1.0})
-    ]
+    return [replay_release(cfg, adapter, b, shares=shares) for b in bad_builds({adapter: 1.0})]
 
 
 def table(outcomes: list[AdapterOutcome]) -> str:
@@ -205,9 +195,7 @@ def table(outcomes: list[AdapterOutcome]) -> str:
             f"{o.users_share_of_day_percent:>6.3f}%  {o.reason}"
         )
     if first.alarms_not_replayed:
-        lines.append(
-            f"  alarms not replayed (names only): {', '.join(first.alarms_not_replayed)}"
-        )
+        lines.append(f"  alarms not replayed (names only): {', '.join(first.alarms_not_replayed)}")
     else:
         lines.append(
             "  no alarm watched (inference_components.rollout.alarm_names is empty): only the "

@@ -228,7 +228,7 @@ def evaluate_components(cfg: DeploymentConfig, a: Assumptions | None = None) -> 
     ic = section(cfg)
     gone = unreachable(cfg)
     held = [x for x in cfg.fleet.slos if x not in gone]
-    soft = {b.scenario: b.reason for b in cfg.fleet.best_effort}
+    soft: dict[str, str] = {str(b.scenario): b.reason for b in cfg.fleet.best_effort}
     verdicts = []
     for name, trace in scenario_traces(cfg, a):
         if trace is None:
@@ -236,8 +236,6 @@ def evaluate_components(cfg: DeploymentConfig, a: Assumptions | None = None) -> 
             continue
         run = simulate_components(cfg, trace, a)
         verdicts.append(
-            ComponentVerdict(
-                name, soft.get(name), _misses(cfg, a, name, run, held), summary(run)
-            )
+            ComponentVerdict(name, soft.get(name), _misses(cfg, a, name, run, held), summary(run))
         )
     return ComponentGateReport(cfg.env, ic.instance_type, a.speed_edge, held, verdicts)

@@ -21,8 +21,9 @@ Every ``tick_seconds`` (the variant replay's rules, :mod:`simulator.engine`, whe
    rule: one capacity change at a time).
 2. **Traffic.** Each serving copy is one engine of :mod:`simulator.capacity` (the instance model
    with one GPU), the pooled FIFO queue and the 429 beyond ``admission_max_inflight`` per copy
-   (:func:`simulator.capacity.admit`). With no copy serving every request fails with InvokeEndpoint's
-   ValidationError "Inference Component has no capacity to process this request" and counts in
+   (:func:`simulator.capacity.admit`). With no copy serving every request fails with
+   InvokeEndpoint's ValidationError "Inference Component has no capacity to process this
+   request" and counts in
    ``NoCapacityInvocationFailures`` (clients/bedrock_fallback.py cites both): a **cold** request,
    counted apart from the 429s. The client route (``ColdStart``) retries or falls back; the replay
    records how long each cold request would wait for the first copy.
@@ -72,6 +73,8 @@ from sizing.scale_out_time import time_to_serve
 from typed_config import DeploymentConfig
 from typed_config.components import InferenceComponentsConfig
 from typed_config.scaling import StepAdjustment, StepPolicy
+
+assert WAKE_ALARM_SECONDS == 60, "the wake policy's period below is the wake alarm's"
 
 #: The metric SageMaker emits for a request that finds no copy: the stack's wake alarm reads it
 #: (stacks/constructs/inference_components.py NO_CAPACITY_METRIC; tests round-trip the two).
@@ -145,7 +148,7 @@ def wake_policy(ic: InferenceComponentsConfig) -> StepPolicy:
         statistic="Sum",
         comparison=">=",
         threshold=1.0,
-        period_seconds=int(WAKE_ALARM_SECONDS),
+        period_seconds=60,  # WAKE_ALARM_SECONDS, the stack's alarm period
         evaluation_periods=1,
         datapoints_to_alarm=1,
         cooldown_seconds=ic.base.scale_out_cooldown_seconds,
@@ -228,7 +231,7 @@ class ComponentSimulation:
             starting = any(r > t for r in copies)
             if not (a.serialize_updates and starting):
                 if desired > len(copies):
-                    before = len(instances)
+                    had = len(instances)
                     while len(copies) < desired:
                         k = len(copies) // per  # packed: copy j on instance j // per
                         if k >= len(instances):
@@ -236,8 +239,8 @@ class ComponentSimulation:
                                 break  # no instance left to place it on: it stays pending
                             instances.append(t + self.times.on_new_instance)
                         copies.append(max(t + self.times.on_free_gpu, instances[k]))
-                    if len(instances) != before:
-                        acts.append((t, "instances", before, len(instances), "placement"))
+                    if len(instances) != had:
+                        acts.append((t, "instances", had, len(instances), "placement"))
                 elif desired < len(copies):
                     copies.sort()
                     del copies[desired:]
@@ -316,9 +319,7 @@ class ComponentSimulation:
         series = s.arrays()
         series["cold"] = np.asarray(cold, dtype=float)
         series.update({k: np.asarray(v, dtype=float) for k, v in rec.items()})
-        return ComponentRun(
-            tr, dt, inst, inst.price_per_hour, per, series, acts, self.times
-        )
+        return ComponentRun(tr, dt, inst, inst.price_per_hour, per, series, acts, self.times)
 
 
 def simulate_components(cfg: DeploymentConfig, trace: Trace, a: Assumptions) -> ComponentRun:
@@ -447,9 +448,9 @@ def summary(run: ComponentRun) -> dict[str, object]:
         "nights_at_zero": nights_at_zero(run),
         "copy_scale_outs": sum(1 for x in acts if x[1] == "copies" and x[3] > x[2]),
         "instance_scale_outs": sum(1 for x in acts if x[1] == "instances" and x[3] > x[2]),
-        "first_instance_added": None if first_instance is None else _when(
-            run.trace.start, first_instance[0] / 60
-        ),
+        "first_instance_added": None
+        if first_instance is None
+        else _when(run.trace.start, first_instance[0] / 60),
         "instance_hours": round(hours, 2),
         "cost_usd": round(cost, 2),
         "cost_per_month_usd": round(monthly(cost, minutes)),
