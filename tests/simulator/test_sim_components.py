@@ -199,3 +199,19 @@ def test_the_component_gate_passes_dev_and_names_what_it_does_not_replay(
     assert names["deploy-at-peak"].not_replayed and not names["deploy-at-peak"].figures
     assert "idle-week" in names  # scale to zero: the plan's idle week is held too
     assert "NOT REPLAYED deploy-at-peak" in report.render()
+
+
+def test_the_plan_describes_a_base_update_not_a_variant_blue_green(
+    dev_ic: DeploymentConfig,
+) -> None:
+    from sizing.plan import build_plan, render_plan
+
+    lines = render_plan(build_plan(dev_ic, {}), alarm_list=False).splitlines()
+    deploy = [x for x in lines if x.startswith("  deploy")]
+    assert deploy and "UpdateInferenceComponent" in deploy[0]
+    assert not any("blue/green," in x or "rollout blue/green" in x for x in lines)
+    assert any("sets no DeploymentConfig" in x for x in lines)
+    variant = render_plan(
+        build_plan(load_config(REPO / "config" / "dev.yaml", env="dev"), {}), alarm_list=False
+    )
+    assert "  deploy  blue/green" in variant and "UpdateInferenceComponent" not in variant
