@@ -215,3 +215,18 @@ def test_the_plan_describes_a_base_update_not_a_variant_blue_green(
         build_plan(load_config(REPO / "config" / "dev.yaml", env="dev"), {}), alarm_list=False
     )
     assert "  deploy  blue/green" in variant and "UpdateInferenceComponent" not in variant
+
+
+def test_the_cli_gates_the_shape_a_components_config_ships(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from simulator.cli import main
+
+    assert main(["gate", "--config", str(DEV_IC), "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "capacity-gate.json").read_text())
+    assert report["shape"] == "inference_components" and report["passed"] is True
+    assert main(["rollout", "--config", str(DEV_IC), "--out", str(tmp_path)]) == 0
+    assert "rollout: skipped" in capsys.readouterr().out
+    assert not (tmp_path / "canary-rollout.json").exists()
