@@ -1,17 +1,19 @@
 # Scaling policy simulator (issue 6): replay traffic traces against config/$(ENV).yaml's policy.
-#   make simulate ENV=prod [TRACE=file.csv] [BASELINE=config/other.yaml]
-SIM_OUT = sim-out/$(ENV)
+#   make simulate ENV=prod [TRACE=file.csv] [BASELINE=config/other.yaml] [CONFIG=path]
+SIM_OUT = sim-out/$(if $(CONFIG),$(basename $(notdir $(CONFIG))),$(ENV))
+# CONFIG=path replays that file instead of config/$(ENV).yaml (a components config: its own shape)
+SIM_CONFIG = $(if $(CONFIG),--config $(CONFIG),--env $(ENV))
 
 .PHONY: simulate test-simulator fleet capacity-gate test-capacity-gate
 simulate: venv ## simulator | replay traces, a deploy at peak, a canary rollout, bad builds' blast radius and the routing comparison against ENV
-	$(PY) -m simulator run --env $(ENV) --out $(SIM_OUT) \
+	$(PY) -m simulator run $(SIM_CONFIG) --out $(SIM_OUT) \
 		$(if $(TRACE),--trace $(TRACE)) $(if $(BASELINE),--baseline $(BASELINE))
-	$(PY) -m simulator validate --env $(ENV) --out $(SIM_OUT)
-	$(PY) -m simulator scenarios --env $(ENV) --out $(SIM_OUT)
-	$(PY) -m simulator rollout --env $(ENV) --out $(SIM_OUT)
-	$(PY) -m simulator blast-radius --env $(ENV) --out $(SIM_OUT)
-	$(PY) -m simulator routing --env $(ENV) --out $(SIM_OUT)
-	$(PY) -m simulator gate --env $(ENV) --out $(SIM_OUT)
+	$(PY) -m simulator validate $(SIM_CONFIG) --out $(SIM_OUT)
+	$(PY) -m simulator scenarios $(SIM_CONFIG) --out $(SIM_OUT)
+	$(PY) -m simulator rollout $(SIM_CONFIG) --out $(SIM_OUT)
+	$(PY) -m simulator blast-radius $(SIM_CONFIG) --out $(SIM_OUT)
+	$(PY) -m simulator routing $(SIM_CONFIG) --out $(SIM_OUT)
+	$(PY) -m simulator gate $(SIM_CONFIG) --out $(SIM_OUT)
 
 test-simulator: venv ## development | tests/simulator
 	$(VENV)/bin/pytest -q tests/simulator
@@ -25,7 +27,7 @@ fleet: venv ## simulator | the cheapest fleet per instance type holding ENV's SL
 	$(PY) -m simulator fleet --env $(ENV) --out $(SIM_OUT) $(foreach c,$(CANDIDATES),--candidate $(c))
 
 capacity-gate: venv ## simulator | fail when ENV's fleet misses an SLO in a scenario of its fleet: section (runs in make test)
-	$(PY) -m simulator gate --env $(ENV) --out $(SIM_OUT)
+	$(PY) -m simulator gate $(SIM_CONFIG) --out $(SIM_OUT)
 
 test-capacity-gate: venv ## development | the capacity gate on the committed dev and prod configs
 	$(MAKE) --no-print-directory capacity-gate ENV=dev

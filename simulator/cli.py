@@ -19,6 +19,11 @@ Commands:
              -> <out>/capacity-gate.json
   fleet      the cheapest fleet per instance type that passes the gate (simulator/fleet_solver.py)
              -> <out>/fleet.json
+  components the component shape (inference_components:): copies, instances, cold requests and
+             the month's cost beside the variant shape's on the same traffic, and an adapter
+             release replayed like a canary (simulator/components.py, adapter_rollout.py)
+             -> <out>/components.json. With such a config, `run` is this command, `gate` holds
+             this shape, and the variant-only replays say they are skipped.
 """
 
 from __future__ import annotations
@@ -187,7 +192,86 @@ def output_dir(args: argparse.Namespace, env: str, label: str) -> Path:
     return Path("sim-out") / env
 
 
+def _variant_only(args: argparse.Namespace, what: str) -> bool:
+    """True (and says so) when the config ships the component shape: ``what`` replays variants."""
+    cfg = _config(args)
+    if cfg.inference_components is None:
+        return False
+    print(f"{what}: skipped: {cfg.env} ships the component shape (inference_components:), which "
+          "this replay does not model; `python -m simulator components` replays it")  # fmt: skip
+    return True
+
+
+def cmd_components(args: argparse.Namespace) -> int:
+    from simulator.adapter_rollout import replay_releases
+    from simulator.adapter_rollout import table as release_table
+    from simulator.component_gate import scenario_traces
+    from simulator.components import simulate_components, summary
+
+    cfg, a = _config(args), _assumptions(args)
+    ic = cfg.inference_components
+    if ic is None:
+        raise SimulationError(
+            f"{cfg.env}: no inference_components section; `python -m simulator run` replays the "
+            "variant shape"
+        )
+    started = time.perf_counter()
+    report: dict[str, object] = {"config": cfg.env, "traces": {}}
+    traces = report["traces"]
+    assert isinstance(traces, dict)
+    print(
+        f"component shape, {cfg.env}: {ic.copies_per_instance} cop"
+        f"{'y' if ic.copies_per_instance == 1 else 'ies'} per {ic.instance_type}, copies "
+        f"{ic.base.copies.min}-{ic.base.copies.max} at {ic.base.target_requests_per_copy:g} "
+        f"concurrent requests per copy, instances {ic.instances.min}-{ic.instances.max}"
+    )
+    for name, tr in scenario_traces(cfg, a):
+        if tr is None:
+            continue
+        s = summary(simulate_components(cfg, tr, a))
+        variant = simulate(cfg, tr, a).summary
+        s["variant_shape_cost_per_month_usd"] = variant["cost_per_month_usd"]
+        s["variant_shape_rejected_429"] = variant["rejected_429"]
+        traces[name] = s
+        copies, inst = s["copies"], s["instances"]
+        assert isinstance(copies, dict) and isinstance(inst, dict)
+        print(
+            f"  {name}: copies {copies['min']}-{copies['max']}, instances {inst['min']}-"
+            f"{inst['max']} ({s['copy_scale_outs']} copy and {s['instance_scale_outs']} instance "
+            f"scale-outs); ${s['cost_per_month_usd']:,}/month vs the variant shape's "
+            f"${variant['cost_per_month_usd']:,} on the same traffic; 429s {s['rejected_429']:,} "
+            f"(variant shape {variant['rejected_429']:,})"
+        )
+        if ic.scales_to_zero and (s["minutes_at_zero"] or s["cold_failures"]):
+            spells = s["cold_spells"]
+            assert isinstance(spells, list)
+            print(
+                f"      at zero {s['minutes_at_zero']:,} min, {s['nights_at_zero']} night(s) at "
+                f"zero; {s['cold_failures']:,} cold requests (NoCapacityInvocationFailures, not "
+                f"429s) in {len(spells)} wake(s), the longest wait {s['longest_cold_wait_s']} s "
+                "until the first copy served (the client route retries or falls back); at most "
+                f"{s['copies_desired_max']} copies asked"
+            )
+    print(f"  start times: {_start_line(cfg, a)}")
+    outcomes = replay_releases(cfg, dict(_share(x) for x in args.adapter_share))
+    print(release_table(outcomes))
+    report["adapter_releases"] = [o.as_dict() for o in outcomes]
+    out = output_dir(args, cfg.env, "")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "components.json").write_text(json.dumps(report, indent=2, default=str))
+    print(f"wrote components.json to {out}/ in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def _start_line(cfg: DeploymentConfig, a: Assumptions) -> str:
+    from simulator.components import start_times
+
+    return start_times(cfg, a).source
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if _config(args).inference_components is not None:
+        return cmd_components(args)
     cfg, a = _config(args), _assumptions(args)
     baseline = _load(Path(args.baseline)) if args.baseline else None
     base_a = replace(a, disabled_policies=())  # --disable-policy applies to the candidate only
@@ -290,6 +374,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from simulator.validation import one_piece
 
+    if _variant_only(args, "validate"):
+        return 0
     cfg, a = _config(args), _assumptions(args)
     report = one_piece(cfg, a)
     out = output_dir(args, cfg.env, "")
@@ -321,6 +407,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     """Operator scenarios (simulator/scenarios.py): each writes its JSON and charts to --out."""
     from simulator.scenarios import SCENARIOS
 
+    if _variant_only(args, "scenarios"):
+        return 0
     cfg, a = _config(args), _assumptions(args)
     names = args.scenario or list(SCENARIOS)
     unknown = sorted(set(names) - set(SCENARIOS))
@@ -343,6 +431,8 @@ def cmd_rollout(args: argparse.Namespace) -> int:
     from simulator.rollout import NAME, simulate_rollout
     from simulator.rollout_report import chart, table
 
+    if _variant_only(args, "rollout"):
+        return 0
     cfg, a = _config(args), _assumptions(args)
     after = simulate_rollout(cfg, a)
     before = simulate_rollout(cfg, a, capacity_first=False)
@@ -382,6 +472,8 @@ def cmd_blast_radius(args: argparse.Namespace) -> int:
     from simulator.blast_radius import blast_radius, with_shadow, without_shadow
     from simulator.blast_radius_report import table
 
+    if _variant_only(args, "blast-radius"):
+        return 0
     cfg, a = _config(args), _assumptions(args)
     shares = adapter_shares(cfg, dict(_share(x) for x in args.adapter_share))
     started = time.perf_counter()
@@ -429,6 +521,8 @@ def cmd_routing(args: argparse.Namespace) -> int:
     from simulator.routing_windows import windows
     from simulator.sessions import SessionModel
 
+    if _variant_only(args, "routing"):
+        return 0
     cfg, a = _config(args), _assumptions(args)
     tr = resolve(args.routing_trace)
     started = time.perf_counter()
@@ -459,6 +553,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from simulator.slo_gate import evaluate
 
     cfg, a = _config(args), _assumptions(args)
+    if cfg.inference_components is not None:
+        return _component_gate(args, cfg, a)
     started = time.perf_counter()
     report = evaluate(cfg, a)
     print(report.render())
@@ -492,6 +588,45 @@ def cmd_gate(args: argparse.Namespace) -> int:
             f"error: {cfg.env}'s fleet misses its SLOs (above); `make fleet ENV={cfg.env}` "
             "prints the cheapest fleet that holds them, or mark a scenario "
             "fleet.best_effort with a reason",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _component_gate(args: argparse.Namespace, cfg: DeploymentConfig, a: Assumptions) -> int:
+    """The gate for a config that ships the component shape (simulator/component_gate.py)."""
+    from simulator.component_gate import evaluate_components
+
+    report = evaluate_components(cfg, a)
+    print(report.render())
+    out = output_dir(args, cfg.env, "")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "capacity-gate.json").write_text(
+        json.dumps(
+            {
+                "shape": "inference_components",
+                "passed": report.passed,
+                "held_slos": report.held_slos,
+                "scenarios": [
+                    {
+                        "scenario": v.scenario,
+                        "best_effort": v.best_effort,
+                        "not_replayed": v.not_replayed,
+                        "figures": v.figures,
+                        "misses": [m.__dict__ for m in v.misses],
+                    }
+                    for v in report.verdicts
+                ],
+            },
+            indent=2,
+            default=str,
+        )
+    )
+    if not report.passed:
+        print(
+            f"error: {cfg.env}'s component shape misses its SLOs (above): each miss names the "
+            "field that held the copies; or mark a scenario fleet.best_effort with a reason",
             file=sys.stderr,
         )
         return 1
@@ -557,6 +692,7 @@ def main(argv: list[str] | None = None) -> int:
         ("blast-radius", cmd_blast_radius),
         ("gate", cmd_gate),
         ("fleet", cmd_fleet),
+        ("components", cmd_components),
     )
     for name, func in commands:
         p = sub.add_parser(name)
@@ -579,6 +715,15 @@ def main(argv: list[str] | None = None) -> int:
             )
             p.add_argument("--baseline", help="a second config to compare against")
             p.add_argument("--label", help="name of the candidate in tables and charts")
+        if name in ("components", "run"):
+            p.add_argument(
+                "--adapter-share",
+                action="append",
+                default=[],
+                metavar="NAME=PERCENT",
+                help="with inference_components: an adapter's share of the traffic in the "
+                "adapter release's replay (repeatable; the rest split evenly)",
+            )
         if name == "blast-radius":
             p.add_argument(
                 "--adapter-share",

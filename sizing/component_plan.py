@@ -18,6 +18,23 @@ figure here is built from its parts, each with its source:
   ``measured_edge_seconds``. An instance that left the endpoint at zero has no image cache on the
   new one: the uncached figure is printed beside it as the bound.
 
+**A base update** (a new image or model: ``make deploy``) updates the base component in place:
+CloudFormation calls UpdateInferenceComponent, whose ``DeploymentConfig`` "contains the desired
+deployment strategy and rollback settings" (API reference, UpdateInferenceComponent,
+https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateInferenceComponent.html): a
+``RollingUpdatePolicy`` whose ``MaximumBatchSize`` is "between 5% to 50% of the copy count"; "for
+each step, SageMaker AI provisions capacity on the new endpoint fleet, routes traffic to that
+fleet, and terminates capacity on the old endpoint fleet", ``WaitIntervalInSeconds`` (0-3600) is
+"the baking period, during which SageMaker AI monitors alarms for each batch on the new fleet",
+``RollbackMaximumBatchSize`` defaults to 100 % of the capacity (API reference,
+InferenceComponentRollingUpdatePolicy,
+https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_InferenceComponentRollingUpdatePolicy.html),
+and ``AutoRollbackConfiguration`` names the alarms. Not a variant's blue/green: no second endpoint
+fleet, no traffic shift between variants, no canary controller. The template sets no
+``DeploymentConfig`` on the base component (stacks/constructs/inference_components.py), and the
+simulator does not replay a base update (its gate reports deploy-at-peak as not replayed): the
+plan's line says both.
+
 **A month at zero.** dev is idle outside working hours; :data:`DEV_BUSY_HOURS` states the schedule
 the plan prices (AWS's own monthly convention, 730 h). At zero a copy runs only in busy hours,
 plus one scale-in cooldown after each busy spell; the variant shape bills its floors all month.
@@ -43,6 +60,10 @@ MB = 1024 * 1024
 #: 216.7 h of a 730 h month. An assumption of the plan, printed with the figure.
 DEV_BUSY_HOURS_PER_DAY = 10
 DEV_BUSY_DAYS_PER_WEEK = 5
+#: Where the busy hours start (local time of the traces, Asia/Tokyo) and which weekdays are busy
+#: (Monday 0): the simulator's idle week (simulator/components.py) replays the same schedule.
+DEV_BUSY_START_HOUR = 8
+DEV_BUSY_WEEKDAYS = tuple(range(DEV_BUSY_DAYS_PER_WEEK))
 DEV_BUSY_HOURS = DEV_BUSY_HOURS_PER_DAY * DEV_BUSY_DAYS_PER_WEEK * 52 / 12
 #: Busy spells a month (one per working day): each ends with a scale-in cooldown at one copy.
 DEV_BUSY_SPELLS = DEV_BUSY_DAYS_PER_WEEK * 52 / 12
@@ -124,6 +145,21 @@ def components_section(cfg: DeploymentConfig) -> dict[str, Any] | None:
             "measured one (sizing/scale_out_time.py, sizing/engine_start.py)",
         }
     return section
+
+
+def render_component_deploy(c: dict[str, Any]) -> list[str]:
+    """The plan's deploy line in the component shape (module docstring: a base update)."""
+    return [
+        "  deploy  the base component updated in place (make deploy: CloudFormation's "
+        "UpdateInferenceComponent), not a variant blue/green: AWS's rolling update replaces "
+        "copies in batches of 5-50 % of the copy count on new capacity, each baked "
+        "WaitIntervalInSeconds (0-3600 s) while AutoRollbackConfiguration's alarms are watched "
+        "(InferenceComponentDeploymentConfig)",
+        "          the template sets no DeploymentConfig on the base component: no batches, "
+        "bake or alarm rollback of SageMaker's are configured, and the simulator does not "
+        f"replay a base update; an adapter version needs no deploy (make release-adapter): "
+        f"{', '.join(c['adapters']) or 'no adapter'}",
+    ]
 
 
 def render_components(c: dict[str, Any] | None) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any
 from container.model_prep.manifest import summary
 from sizing.capacity import pool_capacities
 from sizing.compile_cache_plan import cache_section, render_cache
-from sizing.component_plan import components_section, render_components
+from sizing.component_plan import components_section, render_component_deploy, render_components
 from sizing.day_timeline import day_section, render_day
 from sizing.engine_start import render_start, start_section
 from sizing.fair_comparison import comparison_warnings
@@ -611,11 +611,14 @@ def render_plan(plan: dict[str, Any], *, alarm_list: bool = True) -> str:
         f"{r['bake_minutes']} min; smoke gate {'on' if r['smoke_gate'] else 'off'}"
     )
     lines.append(
-        f"  rollout blue/green {bg['type']}{step}, wait {bg['wait_interval_seconds']} s, "
+        f"  rollout adapters one at a time (above); {controller}"
+        if plan.get("components")  # the component shape has no variant blue/green
+        else f"  rollout blue/green {bg['type']}{step}, wait {bg['wait_interval_seconds']} s, "
         f"auto-rollback on {bg['auto_rollback_alarms']}; {controller}"
     )
     lines += [f"          WARNING: {w}" for w in plan.get("canary_comparison", [])]
-    lines += render_deploy(plan["deploy"])
+    comp = plan.get("components")
+    lines += render_component_deploy(comp) if comp else render_deploy(plan["deploy"])
     lines += render_fleet(plan["fleet"])
     lines += render_shadow(plan.get("shadow"))
     if alarm_list:
