@@ -15,10 +15,10 @@ peak):
 
 The bad build's requests are those routed to the canary from the release's start until its weight
 is 0 (a rollback moves it at the tick that decides it when the primary holds the traffic, as the
-controller's ``_drive_rollback`` does); a build never stopped keeps its share to the day's end
-(after COMPLETED it has 100 %: what the promotion would then make permanent). The share is of the
-whole day's requests (the trace's sum). The endpoint update between the stages is not replayed:
-it delays the canary but serves no user from the bad build.
+controller's ``DecisionApplier.drive_rollback`` does); a build never stopped keeps its share to the
+day's end (after COMPLETED it has 100 %: what the promotion would then make permanent). The share
+is of the whole day's requests (the trace's sum). The endpoint update between the stages is not
+replayed: it delays the canary but serves no user from the bad build.
 """
 
 from __future__ import annotations

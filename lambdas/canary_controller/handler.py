@@ -48,10 +48,15 @@ State: one DynamoDB item per endpoint (``store.py``). Weights are relative: step
 canary ``p`` and primary ``100 - p``. Every rollout ends COMPLETED, ROLLED_BACK or FAILED with an
 SNS notification, each of which releases the lock. Promotion is a config change and a deploy.
 Every AWS call handles both kinds of failure, an error answer (ClientError) and none at all
-(BotoCoreError): see ``aws.py``, ``decisions.py`` and ``controller_io.py`` for what each does.
+(BotoCoreError): see ``aws.py``, ``decisions.py``, ``record.py`` and ``executions.py`` for what
+each does.
 
-The actions are here; the decisions applied (steps forward, rollback steps, refusals) are in
-``decisions.py``, the record and the AWS calls in ``controller_io.py``.
+The actions are here, served by :class:`Controller`, which is composed of parts with one job
+each (no inheritance): the decision core is pure (``rules.decide``, ``shadow_stage.decide``:
+state and observation in, decision out); ``decisions.py`` applies its answers (steps forward,
+rollback steps, refusals); ``record.py`` is the state store; ``endpoint_io.py`` and
+``shadow_io.py`` are the AWS adapters of the endpoint and the shadow stage; ``executions.py``
+starts and hands on the Step Functions executions; ``notifier.py`` tells the operator.
 """
 
 from __future__ import annotations
@@ -348,8 +353,9 @@ class Controller:
 
     def _abandon(self, state: RolloutState, why: str) -> dict[str, Any]:
         """Nothing can drive the rollout: FAILED (the lock released), the bounds it raised put
-        back as far as is safe without knowing the canary's weight (``_release_bounds``: its
-        minimum, not its maximum), and the operator told."""
+        back as far as is safe without knowing the canary's weight
+        (``DecisionApplier.release_bounds``: its minimum, not its maximum), and the operator
+        told."""
         new = self.record.decide(
             state,
             "abort",
