@@ -172,7 +172,7 @@ def test_the_ratio_is_compared_only_at_like_loads(prod) -> None:  # type: ignore
             if row["canary_arrivals"] >= self.floor:
                 by_step.setdefault(row["canary_weight"], []).append(self._comparable(row))
 
-    watch = Watch(prod, Assumptions(), healthy, shares, START)
+    watch = Watch(prod, Assumptions(), healthy, shares, START, rollout_capacity_plan(prod))
     simulate_rollout(without_shadow(prod), start_minute=START, watch=watch)
     alike = [r for ok, r in seen if ok]
     unlike = [r for ok, r in seen if not ok]
