@@ -15,10 +15,10 @@ peak):
 
 The bad build's requests are those routed to the canary from the release's start until its weight
 is 0 (a rollback moves it at the tick that decides it when the primary holds the traffic, as the
-controller's ``_drive_rollback`` does); a build never stopped keeps its share to the day's end
-(after COMPLETED it has 100 %: what the promotion would then make permanent). The share is of the
-whole day's requests (the trace's sum). The endpoint update between the stages is not replayed:
-it delays the canary but serves no user from the bad build.
+controller's ``DecisionApplier.drive_rollback`` does); a build never stopped keeps its share to the
+day's end (after COMPLETED it has 100 %: what the promotion would then make permanent). The share
+is of the whole day's requests (the trace's sum). The endpoint update between the stages is not
+replayed: it delays the canary but serves no user from the bad build.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lambdas.canary_controller.capacity import CapacityPlan
 from simulator.alarm_eval import AlarmEval
 from simulator.assumptions import Assumptions
 from simulator.bad_builds import (
@@ -37,7 +38,7 @@ from simulator.bad_builds import (
     bad_builds,
     minute_signals,
 )
-from simulator.rollout import START_HOUR_JST, simulate_rollout
+from simulator.rollout import START_HOUR_JST, replay_rollout
 from simulator.shadow_replay import ShadowLoad, replay_shadow
 from simulator.traces import Trace, normal_day
 from sizing.rollout_alarms import comparable_loads, watched_alarms
@@ -60,6 +61,7 @@ class AlarmWatch:
         build: Build,
         shares: Mapping[str, float],
         start_minute: int,
+        plan: CapacityPlan,
     ) -> None:
         self.build, self.shares, self.start = build, shares, start_minute
         self.alarms = [AlarmEval(x, existing=True) for x in watched_alarms(cfg)]
@@ -70,7 +72,7 @@ class AlarmWatch:
             self.canary_curve if primary == canary else LatencyCurve(cfg, primary, a)
         )
         self.floor = cfg.rollout.latency_ratio_min_invocations_per_minute
-        self.canary_per_primary = rollout_capacity_plan(cfg).canary_per_primary
+        self.canary_per_primary = plan.canary_per_primary
 
     def observe(self, minute: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(alarms in ALARM, alarms in INSUFFICIENT_DATA) as a tick at ``minute`` reads them."""
@@ -167,6 +169,7 @@ class Outcome:
 
 def _canary(
     cfg: DeploymentConfig,
+    plan: CapacityPlan,
     a: Assumptions,
     build: Build,
     shares: Mapping[str, float],
@@ -174,8 +177,8 @@ def _canary(
     release_start: int,
     canary_start: int,
 ) -> Outcome:
-    watch = AlarmWatch(cfg, a, build, shares, canary_start)
-    res = simulate_rollout(cfg, a, trace=tr, start_minute=canary_start, watch=watch)
+    watch = AlarmWatch(cfg, a, build, shares, canary_start, plan)
+    res = replay_rollout(cfg, plan, a, trace=tr, start_minute=canary_start, watch=watch)
     day = float(sum(tr.rpm))
     served = sum(row["canary_arrivals"] for row in res["rows"][canary_start:])
     stop = next((m for m, kind, _ in res["decisions"] if kind == "rollback"), None)
@@ -215,9 +218,11 @@ def replay(
     trace: Trace | None = None,
     start_minute: int = START_HOUR_JST * 60,
     shadow_load: ShadowLoad = "tracking",
+    plan: CapacityPlan,
 ) -> Outcome:
     """One build through ``cfg``'s release (shadow stage when ``rollout.shadow`` is set; its
-    fleet's load: :mod:`simulator.shadow_replay`)."""
+    fleet's load: :mod:`simulator.shadow_replay`). ``plan``: the canary's capacity plan
+    (``sizing.rollout_plan.rollout_capacity_plan``), derived once per run by the caller."""
     a = a or Assumptions()
     tr = trace or normal_day()
     stage = cfg.rollout.shadow
@@ -225,14 +230,14 @@ def replay(
     if stage is not None:
         curve = LatencyCurve(cfg, cfg.variants.canary.instance_type, a)
         s = replay_shadow(
-            cfg, stage, build, shares, tr, curve,
+            cfg, stage, build, shares, tr, curve, plan,
             start_minute=start_minute, shadow_load=shadow_load, a=a,
         )  # fmt: skip
         if s.outcome != "pass":
             day = float(sum(tr.rpm))
             return Outcome(build, "shadow", s.minutes, 0.0, day, s.reason, 0, "FAILED (shadow)")
         canary_start = s.end_minute
-    return _canary(cfg, a, build, shares, tr, start_minute, canary_start)
+    return _canary(cfg, plan, a, build, shares, tr, start_minute, canary_start)
 
 
 def with_shadow(cfg: DeploymentConfig, stage: ShadowStage | None = None) -> DeploymentConfig:
@@ -254,8 +259,11 @@ def blast_radius(
     trace: Trace | None = None,
     shadow_load: ShadowLoad = "tracking",
 ) -> list[Outcome]:
-    """Every build of :func:`bad_builds` (the healthy one first) through ``cfg``'s release."""
+    """Every build of :func:`bad_builds` (the healthy one first) through ``cfg``'s release, on
+    the one capacity plan derived for it (``sizing.rollout_plan``)."""
     shares = shares or adapter_shares(cfg)
+    plan = rollout_capacity_plan(cfg)
     return [
-        replay(cfg, b, shares, a, trace=trace, shadow_load=shadow_load) for b in bad_builds(shares)
+        replay(cfg, b, shares, a, trace=trace, shadow_load=shadow_load, plan=plan)
+        for b in bad_builds(shares)
     ]

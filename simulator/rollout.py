@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller import store
+from lambdas.canary_controller.capacity import CapacityPlan
 from lambdas.canary_controller.state import RolloutState
 from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model, warm_start_count
@@ -65,6 +66,12 @@ class CanaryWatch(Protocol):
 
 def controller_rules(cfg: DeploymentConfig) -> r.Rules:
     """The Rules the deployed Lambda gets from its environment (stacks/constructs)."""
+    return planned_rules(cfg, rollout_capacity_plan(cfg))
+
+
+def planned_rules(cfg: DeploymentConfig, plan: CapacityPlan) -> r.Rules:
+    """:func:`controller_rules` on a capacity plan the caller derived once
+    (``sizing.rollout_plan.rollout_capacity_plan``)."""
     ro = cfg.rollout
     return r.Rules(
         steps=tuple(ro.steps_percent),
@@ -74,7 +81,7 @@ def controller_rules(cfg: DeploymentConfig) -> r.Rules:
             ro.min_canary_invocations_per_step, ro.max_error_rate_increase_percent
         ),
         evidence_timeout_seconds=ro.evidence_timeout_minutes * 60,
-        plan=rollout_capacity_plan(cfg),
+        plan=plan,
         capacity_timeout_seconds=ro.capacity_timeout_seconds,
         rollback_capacity_timeout_seconds=ro.rollback_capacity_timeout_seconds,
     )
@@ -181,9 +188,26 @@ def simulate_rollout(
 ) -> dict[str, Any]:
     """Replay one rollout; returns per-minute series, the steps and a summary. ``watch``: the
     canary's errors and alarms (:class:`CanaryWatch`)."""
+    return replay_rollout(
+        cfg, rollout_capacity_plan(cfg), a, trace=trace, start_minute=start_minute,
+        capacity_first=capacity_first, watch=watch,
+    )  # fmt: skip
+
+
+def replay_rollout(
+    cfg: DeploymentConfig,
+    plan: CapacityPlan,
+    a: Assumptions | None = None,
+    *,
+    trace: Trace | None = None,
+    start_minute: int = START_HOUR_JST * 60,
+    capacity_first: bool = True,
+    watch: CanaryWatch | None = None,
+) -> dict[str, Any]:
+    """:func:`simulate_rollout` on a capacity plan the caller derived once."""
     a = a or Assumptions()
     tr = trace or normal_day()
-    rules = controller_rules(cfg)
+    rules = planned_rules(cfg, plan)
     (plo, phi, _), changes = timeline(cfg.scaling, "primary", tr.start, tr.end)
     w0 = cfg.variants.primary.initial_weight + cfg.variants.canary.initial_weight
     rpm0 = float(tr.rpm[0])
@@ -295,13 +319,13 @@ def simulate_rollout(
         "steps": steps,
         "decisions": decisions,
         "status": state["status"],
-        "summary": _summary(cfg, a, tr, rows, steps, state, start_minute, ended_minute),
+        "summary": _summary(cfg, plan, a, tr, rows, steps, state, start_minute, ended_minute),
     }
 
 
-def ceiling_fields(plan: r.CapacityPlan, percents: list[float]) -> list[str]:
-    """The config field that sets the canary's ceiling at each of ``percents`` (the controller's
-    rule, lambdas/canary_controller/rules.py build_plan: the higher of the canary's own
+def ceiling_fields(plan: CapacityPlan, percents: list[float]) -> list[str]:
+    """The config field that sets the canary's ceiling at each of ``percents`` (the plan's rule,
+    sizing/rollout_plan.py build_plan: the higher of the canary's own
     max_capacity and the canary instances that serve that share of the primary's max fleet)."""
     out = []
     for p in percents:
@@ -319,6 +343,7 @@ def ceiling_fields(plan: r.CapacityPlan, percents: list[float]) -> list[str]:
 
 def _summary(
     cfg: DeploymentConfig,
+    plan: CapacityPlan,
     a: Assumptions,
     tr: Trace,
     rows: list[dict[str, Any]],
@@ -365,7 +390,7 @@ def _summary(
             1 for x in over if x["canary_launched"] >= x["canary_max"]
         ),
         "ceiling_fields": ceiling_fields(
-            controller_rules(cfg).plan,
+            plan,
             sorted({x["canary_weight"] for x in over if x["canary_launched"] >= x["canary_max"]}),
         ),
         "canary_peak_rpm": round(max((x["canary_arrivals"] for x in live), default=0.0)),

@@ -51,6 +51,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from lambdas.canary_controller.capacity import CapacityPlan
 from lambdas.canary_controller.shadow_compare import (
     Answer,
     LikeLoads,
@@ -64,7 +65,6 @@ from lambdas.canary_controller.shadow_stage import ShadowEvidence
 from simulator.assumptions import Assumptions
 from simulator.bad_builds import Build, LatencyCurve, Percentiles, lognormal_sigma
 from simulator.traces import Trace
-from sizing.rollout_plan import rollout_capacity_plan
 from sizing.scaling_target import concurrency_target
 from sizing.shadow_plan import shadow_instances
 from typed_config import DeploymentConfig
@@ -101,7 +101,9 @@ class ShadowResult:
 class TrackingFleet:
     """Both fleets' whole instance counts minute by minute for ``tracking`` (module docstring)."""
 
-    def __init__(self, cfg: DeploymentConfig, stage: ShadowStage, curve: LatencyCurve) -> None:
+    def __init__(
+        self, cfg: DeploymentConfig, stage: ShadowStage, curve: LatencyCurve, plan: CapacityPlan
+    ) -> None:
         target = concurrency_target(cfg, "primary")
         #: Requests a minute one primary instance takes at its target (Little's law with the
         #: speed model's median time at the target).
@@ -109,7 +111,7 @@ class TrackingFleet:
         bounds = cfg.scaling.variants["primary"]
         self.low, self.high = bounds.min_capacity, bounds.max_capacity
         self.sample = stage.sample_percent
-        self.per_primary = rollout_capacity_plan(cfg).canary_per_primary
+        self.per_primary = plan.canary_per_primary
         self.peak = shadow_instances(cfg)
         self.primary, self.shadow = self.low, self.peak
 
@@ -184,6 +186,7 @@ def replay_shadow(
     shares: Mapping[str, float],
     trace: Trace,
     curve: LatencyCurve,
+    plan: CapacityPlan,
     *,
     start_minute: int,
     shadow_load: ShadowLoad = "tracking",
@@ -199,12 +202,12 @@ def replay_shadow(
     peak-sized shadow ``rpm / peak`` (its share of the peak, on a fleet sized for that share), the
     ``target`` one 1, the ``tracking`` ones from :class:`TrackingFleet`'s whole counts (a
     comparison due while its endpoint updates waits, as the controller's does); the shadow's
-    handed over in its own instances (``/ canary_per_primary``) and converted back by
-    ``LikeLoads.of`` as the controller does."""
+    handed over in its own instances (``/ canary_per_primary`` of ``plan``, the capacity plan the
+    caller derived once) and converted back by ``LikeLoads.of`` as the controller does."""
     rng = np.random.default_rng(seed)
     target = concurrency_target(cfg, "primary")
     peak = float(max(trace.rpm))
-    per_primary = rollout_capacity_plan(cfg).canary_per_primary
+    per_primary = plan.canary_per_primary
     primary_speed = curve.at(target)
     primary: list[Answer] = []
     shadow: list[Answer] = []
@@ -214,7 +217,7 @@ def replay_shadow(
     result = ShadowResult("fail", start_minute, start_minute, "")
     interval = stage.compare_interval_minutes
     last = min(trace.minutes, start_minute + stage.max_minutes)
-    fleet = TrackingFleet(cfg, stage, curve)
+    fleet = TrackingFleet(cfg, stage, curve, plan)
     due = interval
     for minute in range(start_minute, last):
         rpm = float(trace.rpm[minute])

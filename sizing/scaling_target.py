@@ -31,15 +31,13 @@ from dataclasses import dataclass, replace
 
 from sizing import speed_model
 from sizing.capacity import pool_capacities
-from sizing.serving_speed import PLANNING_EDGE, Edge, efficiency, planned_hit_rate
+from sizing.serving_speed import BLOCK, PLANNING_EDGE, Edge, efficiency, planned_hit_rate
 from typed_config import DeploymentConfig, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
 
 #: The brief's measured prefix-cache hit rate (~72 %): no longer planned on (the routing simulation
 #: finds 33-58 %, sizing/prefix_hit_rate.py); kept for ``--prefix-cache-hit-rate 0.72`` what-ifs.
 BRIEF_PREFIX_HIT_RATE = 0.72
-#: vLLM's KV-cache block: a prefix is cached in whole blocks.
-BLOCK = 16
 
 #: ``target_tracking.slos`` entries: the speed model's name for each and the monitoring field
 #: that holds its limit.

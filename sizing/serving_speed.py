@@ -54,6 +54,8 @@ Edge = Literal["pessimistic", "central", "optimistic"]
 EDGES: tuple[Edge, ...] = get_args(Edge)
 #: The edge every sizing decision uses (the gate, the solver, the scaling target, make simulate).
 PLANNING_EDGE: Edge = "pessimistic"
+#: vLLM's KV-cache block: a prefix is cached in whole blocks.
+BLOCK = 16
 
 
 def scaled(eff: speed_model.Efficiency, factor: float) -> speed_model.Efficiency:
@@ -208,8 +210,6 @@ def _hit_rate_throughput_error(
     hit: float,
     error: float,
 ) -> tuple[float, float]:
-    from sizing.scaling_target import BLOCK  # the scaling target imports this module
-
     eff = with_lora(speed_model.FITTED) if lora else speed_model.FITTED
 
     def rpm(h: float) -> float:

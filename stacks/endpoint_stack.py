@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from lambdas.canary_controller.capacity import CapacityPlan
 from sizing.component_plan import copy_memory_mb
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.shadow_plan import shadow_instances
@@ -104,6 +105,8 @@ class EndpointStack(Stack):
             self._component_shape(cfg, image)
             return
         self.scaling = self._scaling(cfg, suspend_scaling)
+        # The canary's capacity plan, derived once: its like-load bound and the controller's steps
+        plan = rollout_capacity_plan(cfg)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -121,10 +124,10 @@ class EndpointStack(Stack):
             "RelativeLatency",
             endpoint=endpoint,
             rollout=cfg.rollout,
-            canary_per_primary=rollout_capacity_plan(cfg).canary_per_primary,
+            canary_per_primary=plan.canary_per_primary,
         )
         self.shadow = self._shadow_stage(cfg)
-        self.canary = self._canary_controller(cfg)
+        self.canary = self._canary_controller(cfg, plan)
         self.smoke_gate = SmokeGate(
             self,
             "SmokeGate",
@@ -276,14 +279,15 @@ class EndpointStack(Stack):
             bucket_name=capture_bucket_name(cfg, cfg.account or Aws.ACCOUNT_ID),
         )
 
-    def _canary_controller(self, cfg: DeploymentConfig) -> CanaryController:
-        """The canary rollout's controller, rolling back on the canary's alarms."""
+    def _canary_controller(self, cfg: DeploymentConfig, plan: CapacityPlan) -> CanaryController:
+        """The canary rollout's controller, rolling back on the canary's alarms; ``plan``: its
+        capacity plan (``sizing.rollout_plan``), handed to the Lambda in its environment."""
         return CanaryController(
             self,
             "CanaryController",
             endpoint=self.endpoint_ref,
             rollout=cfg.rollout,
-            capacity_plan=rollout_capacity_plan(cfg),
+            capacity_plan=plan,
             alarms=[
                 self.rollback_alarms.errors["canary"],
                 self.rollback_alarms.latency["canary"],

@@ -27,24 +27,19 @@ What SageMaker gives this shape, each from AWS's documentation:
   During that time, any attempts to invoke the endpoint will produce an error".
 
 The rules (each an error naming the field and the fix): the ones within this section below; the
-ones against the rest of the config in :func:`component_errors` (called by
-``DeploymentConfig.cross_section_errors``).
+ones against the rest of the config in ``typed_config.loader.component_errors`` (called by
+``DeploymentConfig.cross_section_errors``, beside the other rules that read the whole config).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import Field, field_validator
 
 from typed_config.adapter_rollout import AdapterRollout
-from typed_config.aws_limits import SAGEMAKER_INFERENCE_COMPONENT
 from typed_config.base import Strict, section_rule
 from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message
-from typed_config.generated_names import adapter_component_name, base_component_name
-
-if TYPE_CHECKING:
-    from typed_config.loader import DeploymentConfig
 
 #: GPUs one copy of the base component takes: the engine runs on one GPU (the capacity model and
 #: the container have no tensor parallelism), so an instance holds one copy per GPU.
@@ -115,7 +110,7 @@ class InferenceComponentsConfig(Strict):
     variant (``primary``) with managed instance scaling and no model, a base component from the
     baked image, and one adapter component per entry of ``adapters`` (from its published version
     in the models bucket). ``variants`` and ``scaling`` then describe the variant shape the plan
-    compares it with; the rules tying them to this section are :func:`component_errors`."""
+    compares it with; the rules tying them to this section are ``loader.component_errors``."""
 
     instance_type: str
     """The instances' SageMaker type (ml.<family>.<size>), one of the instance catalog's; the same
@@ -173,92 +168,3 @@ class InferenceComponentsConfig(Strict):
         if errors:
             raise ValueError("\n".join(errors))
         return self
-
-
-def component_errors(cfg: DeploymentConfig) -> list[str]:
-    """Each rule between ``inference_components`` and the rest of the config this one breaks, as
-    ``field: why and the fix``; none without the section."""
-    ic = cfg.inference_components
-    if ic is None:
-        return []
-    errors = []
-    primary = cfg.variants.primary
-    if primary.instance_type != ic.instance_type:
-        errors.append(
-            f"inference_components.instance_type: {ic.instance_type} differs from "
-            f"variants.primary.instance_type ({primary.instance_type}), which the capacity check "
-            "and the plan size the GPU by; name the same type in both"
-        )
-    for vname in ("primary", "canary"):
-        if cfg.variants[vname].instance_pools:
-            errors.append(
-                f"variants.{vname}.instance_pools: not built with inference_components (the "
-                "component shape places copies on inference_components.instance_type only); "
-                "remove instance_pools or the inference_components section"
-            )
-    if cfg.variants.canary.initial_weight != 0:
-        errors.append(
-            f"variants.canary.initial_weight: {cfg.variants.canary.initial_weight:g} with "
-            "inference_components: the component shape has no canary variant (an adapter "
-            "version rolls out on its own component: inference_components.rollout); set 0"
-        )
-    if cfg.rollout.shadow is not None:
-        errors.append(
-            "rollout.shadow: the shadow stage swaps variant endpoint configs; the component shape "
-            "has none to swap; remove rollout.shadow or the inference_components section"
-        )
-    if cfg.scaling.schedules or cfg.scaling.release_calendar:
-        field = "schedules" if cfg.scaling.schedules else "release_calendar"
-        errors.append(
-            f"scaling.{field}: scheduled actions set variant capacity; with "
-            "inference_components SageMaker's managed instance scaling owns the instances and "
-            "the copies scale on inference_components.base.copies; remove scaling.schedules "
-            "and scaling.release_calendar"
-        )
-    errors += [
-        f"scaling.variants.{v}.step_policies: variant step scaling is not built with "
-        "inference_components (the copies scale on concurrent requests per copy); remove them"
-        for v, sc in cfg.scaling.variants.items()
-        if sc.step_policies
-    ]
-    if ic.base.target_requests_per_copy > cfg.engine.admission_max_inflight:
-        errors.append(
-            f"inference_components.base.target_requests_per_copy: "
-            f"{ic.base.target_requests_per_copy:g} exceeds engine.admission_max_inflight "
-            f"({cfg.engine.admission_max_inflight}): a copy refuses requests (429) before its "
-            "scaling target is reached, so scale-out never fires; lower the target"
-        )
-    errors += _name_errors(cfg)
-    for i, adapter in enumerate(cfg.adapters):
-        if adapter.version is None:
-            errors.append(
-                f"adapters.{i}.version: required with inference_components: adapter "
-                f"{adapter.name!r} is published and deployed by version "
-                "(adapters/<name>/<version>/ in the models bucket); add e.g. version: v1"
-            )
-    return errors
-
-
-def _name_errors(cfg: DeploymentConfig) -> list[str]:
-    """Each component name SageMaker would refuse (InferenceComponentName: at most 63 letters,
-    digits and hyphens, botocore's ``InferenceComponentName`` shape), with the fix."""
-    errors = []
-    base = base_component_name(cfg.project, cfg.env)
-    problems = SAGEMAKER_INFERENCE_COMPONENT.problems(base)
-    if problems:
-        errors.append(
-            f"project: {cfg.project!r} with env {cfg.env!r} makes the base component name "
-            f"{base!r}, which SageMaker refuses ({'; '.join(problems)}); shorten project"
-        )
-    for i, adapter in enumerate(cfg.adapters):
-        name = adapter_component_name(cfg.project, cfg.env, adapter.name)
-        problems = SAGEMAKER_INFERENCE_COMPONENT.problems(name)
-        if problems:
-            room = SAGEMAKER_INFERENCE_COMPONENT.max_length - len(name) + len(adapter.name)
-            errors.append(
-                f"adapters.{i}.name: {adapter.name!r} makes the adapter component name {name!r}, "
-                f"which SageMaker refuses ({'; '.join(problems)}; "
-                f"{SAGEMAKER_INFERENCE_COMPONENT.source}); shorten the adapter name to at most "
-                f"{max(room, 0)} characters"
-            )
-    return errors

@@ -29,6 +29,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from typed_config.aws_limits import SAGEMAKER_INFERENCE_COMPONENT
 from typed_config.base import (
     ENV_PATTERN,
     PATTERN_WORDS,
@@ -41,7 +42,7 @@ from typed_config.base import (
 )
 from typed_config.bedrock import BedrockConfig, bedrock_errors
 from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message
-from typed_config.components import InferenceComponentsConfig, component_errors
+from typed_config.components import InferenceComponentsConfig
 from typed_config.deploy_access import DeployAccessConfig
 from typed_config.deployment import (
     FIRST_TURN_BYTES,
@@ -55,7 +56,12 @@ from typed_config.deployment import (
 )
 from typed_config.error_report import ConfigSource
 from typed_config.fleet import FleetConfig
-from typed_config.generated_names import bedrock_model_name_errors, project_env_name_errors
+from typed_config.generated_names import (
+    adapter_component_name,
+    base_component_name,
+    bedrock_model_name_errors,
+    project_env_name_errors,
+)
 from typed_config.model import (
     AdapterConfig,
     BaseModelConfig,
@@ -746,3 +752,92 @@ def config_path(repo_root: Path, env: str) -> Path:
             " (docs/make-it-yours.md)"
         )
     return path
+
+
+def component_errors(cfg: DeploymentConfig) -> list[str]:
+    """Each rule between ``inference_components`` and the rest of the config this one breaks, as
+    ``field: why and the fix``; none without the section."""
+    ic = cfg.inference_components
+    if ic is None:
+        return []
+    errors = []
+    primary = cfg.variants.primary
+    if primary.instance_type != ic.instance_type:
+        errors.append(
+            f"inference_components.instance_type: {ic.instance_type} differs from "
+            f"variants.primary.instance_type ({primary.instance_type}), which the capacity check "
+            "and the plan size the GPU by; name the same type in both"
+        )
+    for vname in ("primary", "canary"):
+        if cfg.variants[vname].instance_pools:
+            errors.append(
+                f"variants.{vname}.instance_pools: not built with inference_components (the "
+                "component shape places copies on inference_components.instance_type only); "
+                "remove instance_pools or the inference_components section"
+            )
+    if cfg.variants.canary.initial_weight != 0:
+        errors.append(
+            f"variants.canary.initial_weight: {cfg.variants.canary.initial_weight:g} with "
+            "inference_components: the component shape has no canary variant (an adapter "
+            "version rolls out on its own component: inference_components.rollout); set 0"
+        )
+    if cfg.rollout.shadow is not None:
+        errors.append(
+            "rollout.shadow: the shadow stage swaps variant endpoint configs; the component shape "
+            "has none to swap; remove rollout.shadow or the inference_components section"
+        )
+    if cfg.scaling.schedules or cfg.scaling.release_calendar:
+        field = "schedules" if cfg.scaling.schedules else "release_calendar"
+        errors.append(
+            f"scaling.{field}: scheduled actions set variant capacity; with "
+            "inference_components SageMaker's managed instance scaling owns the instances and "
+            "the copies scale on inference_components.base.copies; remove scaling.schedules "
+            "and scaling.release_calendar"
+        )
+    errors += [
+        f"scaling.variants.{v}.step_policies: variant step scaling is not built with "
+        "inference_components (the copies scale on concurrent requests per copy); remove them"
+        for v, sc in cfg.scaling.variants.items()
+        if sc.step_policies
+    ]
+    if ic.base.target_requests_per_copy > cfg.engine.admission_max_inflight:
+        errors.append(
+            f"inference_components.base.target_requests_per_copy: "
+            f"{ic.base.target_requests_per_copy:g} exceeds engine.admission_max_inflight "
+            f"({cfg.engine.admission_max_inflight}): a copy refuses requests (429) before its "
+            "scaling target is reached, so scale-out never fires; lower the target"
+        )
+    errors += _name_errors(cfg)
+    for i, adapter in enumerate(cfg.adapters):
+        if adapter.version is None:
+            errors.append(
+                f"adapters.{i}.version: required with inference_components: adapter "
+                f"{adapter.name!r} is published and deployed by version "
+                "(adapters/<name>/<version>/ in the models bucket); add e.g. version: v1"
+            )
+    return errors
+
+
+def _name_errors(cfg: DeploymentConfig) -> list[str]:
+    """Each component name SageMaker would refuse (InferenceComponentName: at most 63 letters,
+    digits and hyphens, botocore's ``InferenceComponentName`` shape), with the fix."""
+    errors = []
+    base = base_component_name(cfg.project, cfg.env)
+    problems = SAGEMAKER_INFERENCE_COMPONENT.problems(base)
+    if problems:
+        errors.append(
+            f"project: {cfg.project!r} with env {cfg.env!r} makes the base component name "
+            f"{base!r}, which SageMaker refuses ({'; '.join(problems)}); shorten project"
+        )
+    for i, adapter in enumerate(cfg.adapters):
+        name = adapter_component_name(cfg.project, cfg.env, adapter.name)
+        problems = SAGEMAKER_INFERENCE_COMPONENT.problems(name)
+        if problems:
+            room = SAGEMAKER_INFERENCE_COMPONENT.max_length - len(name) + len(adapter.name)
+            errors.append(
+                f"adapters.{i}.name: {adapter.name!r} makes the adapter component name {name!r}, "
+                f"which SageMaker refuses ({'; '.join(problems)}; "
+                f"{SAGEMAKER_INFERENCE_COMPONENT.source}); shorten the adapter name to at most "
+                f"{max(room, 0)} characters"
+            )
+    return errors

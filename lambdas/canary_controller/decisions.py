@@ -32,20 +32,23 @@ is 0 its bounds are restored, then the primary's put back (``rules.primary_resto
 
 Every way out of a rollout puts back the bounds it raised: a rollback's restore (above); an
 abandoned rollout (the endpoint Failed or gone), a rollback past its deadline (``timeout``) and a
-rollout nothing drives any more (``handler``) through :meth:`DecisionApplier._release_bounds`. A
+rollout nothing drives any more (``handler``) through :meth:`DecisionApplier.release_bounds`. A
 COMPLETED rollout keeps the last step's bounds: its canary carries 100 % of the traffic until the
 promotion's deploy replaces them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from . import aws, canary_scaling, shadow_stage, store
+from . import aws, shadow_stage, store
 from . import rules as r
-from .controller_io import ControllerIO
-from .settings import RolloutConflict
-from .shadow_fleet import ShadowFleet
+from .endpoint_io import EndpointIO
+from .notifier import Notifier
+from .record import RolloutRecord
+from .settings import RolloutConflict, Settings
+from .shadow_io import ShadowIO
 from .state import DecisionKind, Intent, RolloutState
 
 #: Attempts of a rollback's conditional write against concurrent ticks before giving up.
@@ -73,17 +76,38 @@ ROLLBACK_SUBJECT = END_SUBJECTS["restore"] + ": {}"
 ROLLBACK_SHORT_SUBJECT = END_SUBJECTS["restore"] + ", primary had {} of {} needed: {}"
 
 
-class DecisionApplier(ControllerIO):
-    def _advance(self, state: RolloutState) -> dict[str, Any]:
+class DecisionApplier:
+    """Applies the decision core's answers (``rules.decide``, ``shadow_stage.decide``) through the
+    endpoint's adapter, the shadow stage's and the record, and tells the operator how a rollout
+    ended. Composed of its parts; it holds no client of its own."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        record: RolloutRecord,
+        endpoint: EndpointIO,
+        shadow: ShadowIO,
+        notifier: Notifier,
+        clock: Callable[[], float],
+    ) -> None:
+        self.s = settings
+        self.record = record
+        self.endpoint = endpoint
+        self.shadow = shadow
+        self.notifier = notifier
+        self.clock = clock
+
+    def advance(self, state: RolloutState) -> dict[str, Any]:
         now = int(self.clock())
         # The watched alarms are the canary's: no canary serves in the shadow stage.
         alarms = state["status"] == r.RUNNING and not shadow_stage.in_shadow(state)
-        obs = self.observe(alarms=alarms)
+        obs = self.endpoint.observe(alarms=alarms)
         recorded = state.get("intent")
         if recorded:
             resolved = self._resolve_intent(state, recorded, obs)
             if resolved is None:
-                return self._result(self._current(), duplicate=True)
+                return self.record.result(self.record.current(), duplicate=True)
             state = resolved
         return self._apply(state, self._decide_next(state, obs, now), now, obs)
 
@@ -102,13 +126,13 @@ class DecisionApplier(ControllerIO):
             sent_at, said = state.get("shadow_probes_sent_at"), state.get("shadow_probes", "")
 
             def ground(start: int, end: int) -> shadow_stage.Ground:
-                return self.shadow_ground(start, end, sent_at, said)
+                return self.shadow.ground(start, end, sent_at, said)
 
             return shadow_stage.decide(
-                state, obs, self.s.shadow, now, self.shadow_evidence, self.s.rules.check_seconds,
-                self._shadow_fleet() if entering else None, ground,
+                state, obs, self.s.shadow, now, self.shadow.evidence, self.s.rules.check_seconds,
+                self.shadow.fleet() if entering else None, ground,
             )  # fmt: skip
-        return r.decide(state, obs, self.s.rules, now, self.evidence)
+        return r.decide(state, obs, self.s.rules, now, self.endpoint.evidence)
 
     def _resolve_intent(
         self, state: RolloutState, recorded: Intent, obs: r.Observation
@@ -125,20 +149,20 @@ class DecisionApplier(ControllerIO):
         if not landed:
             return {**state, "intent": None}
         d = r.intent_decision(recorded)
-        new = self._decide(
+        new = self.record.decide(
             state, d.kind, f"{d.reason} (recorded by the next tick: the tick that asked for it "
             "stopped before its record was written)",
         )  # fmt: skip
         new.update(r.transition(state, d, int(recorded["at"])))
         new.update({"intent": None, "refusals": 0})
-        return new if self._write(new, expect_seq=state["seq"]) else None
+        return new if self.record.write(new, expect_seq=state["seq"]) else None
 
     def _apply(
         self, state: RolloutState, d: r.Decision, now: int, obs: r.Observation | None = None
     ) -> dict[str, Any]:
-        seq, ep, canary = state["seq"], self.s.endpoint_name, self.s.canary_variant
+        seq, canary = state["seq"], self.s.canary_variant
         if d.kind == "rollback":
-            return self._begin_rollback(state, d.reason, d.record)
+            return self.begin_rollback(state, d.reason, d.record)
         if d.kind == "raise-primary":
             return self._raise_primary(state, d, now)
         if d.kind in ("abort", "timeout"):
@@ -150,15 +174,15 @@ class DecisionApplier(ControllerIO):
             pending = store.intending(
                 {**state, **(d.record or {})}, r.intent(state, d, obs, now), now
             )
-            if not self._write(pending, expect_seq=seq):
-                return self._result(self._current(), duplicate=True)
+            if not self.record.write(pending, expect_seq=seq):
+                return self.record.result(self.record.current(), duplicate=True)
             state, seq = pending, pending["seq"]
-        new = self._decide(state, d.kind, d.reason)
+        new = self.record.decide(state, d.kind, d.reason)
         if d.kind in END_SUBJECTS:
             if d.kind == "restore":
                 assert d.bounds is not None
                 try:
-                    aws.set_bounds(self.aas, ep, canary, *d.bounds)
+                    self.endpoint.set_bounds(canary, *d.bounds)
                     primary = self._restore_primary(state)
                 except aws.AWS_ERRORS as exc:
                     if not aws.retry_later(exc):
@@ -167,7 +191,7 @@ class DecisionApplier(ControllerIO):
                 new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}{primary}"
             elif d.kind == "shadow-end":
                 try:
-                    again = self._own_canary_scaling()
+                    again = self.shadow.own_canary_scaling()
                 except aws.AWS_ERRORS as exc:
                     if not aws.retry_later(exc):
                         raise
@@ -179,9 +203,9 @@ class DecisionApplier(ControllerIO):
             if d.kind == "scale":
                 assert d.bounds is not None and d.instances is not None
                 new.update(r.transition(state, d, now))
-                aws.set_bounds(self.aas, ep, canary, *d.bounds)
+                self.endpoint.set_bounds(canary, *d.bounds)
                 try:
-                    aws.set_instances(self.sm, ep, canary, d.instances)
+                    self.endpoint.set_instances(canary, d.instances)
                 except aws.AWS_ERRORS as exc:
                     if not aws.retry_later(exc):
                         raise
@@ -191,20 +215,20 @@ class DecisionApplier(ControllerIO):
                     )
             elif d.kind == "shift":
                 assert d.percent is not None
-                self.set_canary_weight(d.percent)
+                self.endpoint.set_canary_weight(d.percent)
                 new.update(r.transition(state, d, now))
             elif d.kind == "reapply":
-                self.set_canary_weight(0)
+                self.endpoint.set_canary_weight(0)
                 new.update(r.transition(state, d, now))
             elif d.kind in r.STAGE_MOVES:
                 assert d.endpoint_config is not None
                 if d.kind == "enter-shadow":
-                    new["last_reason"] += self._release_canary_scaling()
-                    self._size_shadow(d)
-                aws.update_endpoint(self.sm, ep, d.endpoint_config)
+                    new["last_reason"] += self.shadow.release_canary_scaling()
+                    self.shadow.size(d)
+                self.endpoint.update_endpoint(d.endpoint_config)
                 new.update(r.transition(state, d, now))
             elif d.kind == "canary-stage":
-                new["last_reason"] += self._own_canary_scaling()
+                new["last_reason"] += self.shadow.own_canary_scaling()
                 new.update(r.transition(state, d, now))
             else:  # bake, wait, hold: no AWS call
                 new.update(r.transition(state, d, now))
@@ -226,40 +250,6 @@ class DecisionApplier(ControllerIO):
         except aws.AWS_ERRORS as exc:
             return self._unrecorded(state, d, exc)
 
-    def _shadow_fleet(self) -> ShadowFleet | None:
-        """What the shadow's count at entry follows (``shadow_fleet``); its peak size is the
-        stack's shadow config's count (DescribeEndpointConfig, read once per Lambda instance and
-        config). A read that is refused for now enters the stack's config at its peak size this
-        time; any other failure raises."""
-        shadow = self.s.shadow
-        assert shadow is not None
-        if shadow.config_name not in self._shadow_peaks:
-            try:
-                self._shadow_peaks[shadow.config_name] = aws.shadow_config_count(
-                    self.sm, shadow.config_name, shadow.shadow_variant
-                )
-            except aws.AWS_ERRORS as exc:
-                if not aws.retry_later(exc):
-                    raise
-                print(f"shadow config not read ({aws.describe_error(exc)}): its peak size used")
-                return None
-        peak = self._shadow_peaks[shadow.config_name]
-        if peak is None:
-            return None
-        return ShadowFleet(shadow.sample_percent, self.s.rules.plan.canary_per_primary, peak)
-
-    def _size_shadow(self, d: r.Decision) -> None:
-        """The config ``enter-shadow`` moves to, when it is a sized copy of the stack's shadow
-        config (``aws.create_sized_config``)."""
-        shadow = self.s.shadow
-        assert shadow is not None and d.endpoint_config is not None
-        if d.shadow_instances is None or d.endpoint_config == shadow.config_name:
-            return
-        aws.create_sized_config(
-            self.sm, shadow.config_name, d.endpoint_config, shadow.shadow_variant,
-            d.shadow_instances,
-        )  # fmt: skip
-
     def _move_refused(
         self, state: RolloutState, d: r.Decision, exc: Exception, now: int,
         obs: r.Observation | None,
@@ -274,7 +264,7 @@ class DecisionApplier(ControllerIO):
         why = f"SageMaker refused the move to {d.endpoint_config}: {said}"
         print(why)
         if d.kind == "enter-shadow" and state["status"] == r.RUNNING:
-            return self._begin_rollback(state, why, {"shadow_end": r.FAILED})
+            return self.begin_rollback(state, why, {"shadow_end": r.FAILED})
         live = obs.endpoint_config_name if obs is not None else "its config"
         back = shadow_stage.move_back(self.s.endpoint_name, state.get("canary_config_name"))
         end = r.Decision(
@@ -284,31 +274,6 @@ class DecisionApplier(ControllerIO):
             subject=f"shadow stage: SageMaker refused the move back: {said}",
         )
         return self._give_up(state, end, now, obs)
-
-    def _release_canary_scaling(self) -> str:
-        """Before the move to the shadow config: the canary's scalable target deregistered, when
-        the controller owns it (``canary_scaling``); what was done, for the record's reason."""
-        spec = self.s.shadow.canary_scaling if self.s.shadow else None
-        if spec is None:
-            return ""
-        ep, canary = self.s.endpoint_name, self.s.canary_variant
-        if canary_scaling.release(self.aas, ep, canary):
-            return f"; the {canary}'s scalable target deregistered (it leaves the endpoint)"
-        return ""
-
-    def _own_canary_scaling(self) -> str:
-        """Back on the canary config: the canary's bounds and target tracking registered again,
-        when the controller owns them (``canary_scaling``)."""
-        spec = self.s.shadow.canary_scaling if self.s.shadow else None
-        if spec is None:
-            return ""
-        canary_scaling.register(
-            self.aas, self.s.endpoint_name, self.s.canary_variant, spec, sleep=self.sleep
-        )
-        return (
-            f"; {self.s.canary_variant} autoscaling registered again "
-            f"({spec.min_capacity}..{spec.max_capacity}, {spec.policy_name})"
-        )
 
     def _take_back(self, before: RolloutState, pending: RolloutState, exc: Exception) -> None:
         """An AWS call of an intent failed in a way that is not "not now" (AccessDenied, a missing
@@ -323,7 +288,7 @@ class DecisionApplier(ControllerIO):
         kind = intent["decision"]
         print(f"{kind} failed ({aws.describe_error(exc)}): its intent taken back")
         try:
-            self._write(before, expect_seq=pending["seq"])
+            self.record.write(before, expect_seq=pending["seq"])
         except aws.AWS_ERRORS as again:
             print(f"intent not taken back ({aws.describe_error(again)})")
 
@@ -334,22 +299,22 @@ class DecisionApplier(ControllerIO):
         why = f"{d.kind} made, its record not written ({aws.describe_error(exc)}): the next " \
             "tick records it from the intent written before it"  # fmt: skip
         print(why)
-        return {**self._result(pending, wait=d.wait_seconds), "last_reason": why}
+        return {**self.record.result(pending, wait=d.wait_seconds), "last_reason": why}
 
     def _give_up(
         self, state: RolloutState, d: r.Decision, now: int, obs: r.Observation | None
     ) -> dict[str, Any]:
         """``abort`` (the endpoint failed or is gone) and ``timeout`` (a rollback past its
         deadline): FAILED, which releases the lock, the bounds the rollout raised put back as far
-        as is safe (:meth:`_release_bounds`), the operator told (a timeout names what it waited
+        as is safe (:meth:`release_bounds`), the operator told (a timeout names what it waited
         for and how long)."""
-        new = self._decide(state, d.kind, d.reason)
+        new = self.record.decide(state, d.kind, d.reason)
         new.update(r.transition(state, d, now))
-        new["last_reason"] += self._release_bounds(state, obs)
+        new["last_reason"] += self.release_bounds(state, obs)
         new["intent"] = None
         return self._finish(new, state["seq"], d.subject or END_SUBJECTS[d.kind])
 
-    def _release_bounds(self, state: RolloutState, obs: r.Observation | None) -> str:
+    def release_bounds(self, state: RolloutState, obs: r.Observation | None) -> str:
         """Put back the scaling bounds of a rollout that ends without a rollback's restore;
         returns what to add to the reason. Best effort: a failed call is said, never raised.
 
@@ -362,15 +327,15 @@ class DecisionApplier(ControllerIO):
         does (``rules.primary_restore_bounds``)."""
         if obs is not None and obs.endpoint_status == "NotFound":
             return "; no bounds restored: the endpoint is gone"
-        plan, ep, canary = self.s.rules.plan, self.s.endpoint_name, self.s.canary_variant
+        plan, canary = self.s.rules.plan, self.s.canary_variant
         notes = []
         try:
-            live = aws.scalable_bounds(self.aas, ep, canary)
+            live = self.endpoint.bounds(canary)
             if live is not None:
                 idle = obs is not None and obs.canary_weight == 0
                 high = plan.canary_max if idle else max(plan.canary_max, live[1])
                 if live != (plan.canary_min, high):
-                    aws.set_bounds(self.aas, ep, canary, plan.canary_min, high)
+                    self.endpoint.set_bounds(canary, plan.canary_min, high)
                 kept = "" if high == plan.canary_max else " (its maximum kept: it may take traffic)"
                 notes.append(f"the canary's bounds back to {plan.canary_min}..{high}{kept}")
         except aws.AWS_ERRORS as exc:
@@ -387,7 +352,7 @@ class DecisionApplier(ControllerIO):
         count = int(state.get("refusals", 0)) + 1
         msg = aws.describe_error(exc)
         if state["status"] == r.RUNNING and count >= r.MAX_REFUSALS:
-            return self._begin_rollback(
+            return self.begin_rollback(
                 state, f"SageMaker refused (or did not answer) the {d.kind} {count} times: {msg}"
             )
         if state["status"] == r.ROLLING_BACK:
@@ -399,7 +364,7 @@ class DecisionApplier(ControllerIO):
             if late is not None:
                 return self._give_up(state, late, now, None)
         what = "refused by SageMaker" if aws.answered(exc) else "got no answer (it may have landed)"
-        new = self._decide(
+        new = self.record.decide(
             state, "wait", f"{d.kind} {what} ({msg}); retry {count} on the next tick"
         )
         new["refusals"] = count
@@ -407,10 +372,10 @@ class DecisionApplier(ControllerIO):
             new["intent"] = None  # refused: nothing landed; otherwise the intent stays
         result = self._store(new, state["seq"], wait=self.s.rules.check_seconds)
         if state["status"] == r.ROLLING_BACK and count == r.MAX_REFUSALS:
-            self.notify(f"canary rollback still refused after {count} attempts", new)
+            self.notifier.notify(f"canary rollback still refused after {count} attempts", new)
         return result
 
-    def _begin_rollback(
+    def begin_rollback(
         self, state: RolloutState, reason: str, record: RolloutState | None = None
     ) -> dict[str, Any]:
         """Record ROLLING_BACK before acting; a write lost to a concurrent tick is retried on the
@@ -419,28 +384,28 @@ class DecisionApplier(ControllerIO):
         a release ended in the shadow stage takes)."""
         for _ in range(WRITE_ATTEMPTS):
             if state["status"] == r.ROLLING_BACK:
-                return self._drive_rollback(state)
+                return self.drive_rollback(state)
             if state["status"] not in r.LOCKED:
-                return self._result(state)
-            new = self._decide(state, "rollback", reason)
+                return self.record.result(state)
+            new = self.record.decide(state, "rollback", reason)
             new.update(record or {})
             new.update(
                 {"status": r.ROLLING_BACK, "refusals": 0, "rollback_reason": reason, "intent": None}
             )
             new["rollback_started_at"] = new["updated_at"]  # its deadline counts from here
-            if self._write(new, expect_seq=state["seq"]):
-                return self._drive_rollback(new)
-            state = self._current()
+            if self.record.write(new, expect_seq=state["seq"]):
+                return self.drive_rollback(new)
+            state = self.record.current()
         raise RolloutConflict(f"could not record the rollback in {WRITE_ATTEMPTS} attempts; retry")
 
-    def _drive_rollback(self, state: RolloutState) -> dict[str, Any]:
+    def drive_rollback(self, state: RolloutState) -> dict[str, Any]:
         """As far as a rollback goes now: the primary's capacity first (``rules.decide``), then
         canary weight 0, tried at once even on an endpoint that is not InService (SageMaker refuses
         it while Updating; the ticks retry it), finishing at once if DescribeEndpoint already shows
         it. An endpoint that cannot be read gets weight 0 without the capacity step, as before."""
         now = int(self.clock())
         try:
-            obs = self.observe(alarms=False)
+            obs = self.endpoint.observe(alarms=False)
         except aws.AWS_ERRORS as exc:
             print(f"rollback without the primary's capacity step: {aws.describe_error(exc)}")
             return self._weight_now(state)
@@ -451,12 +416,12 @@ class DecisionApplier(ControllerIO):
 
     def _weight_now(self, state: RolloutState) -> dict[str, Any]:
         try:
-            self.set_canary_weight(0)
+            self.endpoint.set_canary_weight(0)
         except aws.AWS_ERRORS as exc:
             if not aws.retry_later(exc):
                 raise
             return self._refused(state, r.Decision("rollback", "weight 0"), exc)
-        return self._advance(state)
+        return self.advance(state)
 
     def _raise_primary(self, state: RolloutState, d: r.Decision, now: int) -> dict[str, Any]:
         """The primary's capacity for its full share, before the canary's weight moves: its
@@ -467,13 +432,13 @@ class DecisionApplier(ControllerIO):
         a refused desired count is asked for again on the next tick (the raised minimum scales
         the primary meanwhile, if it has a target)."""
         assert d.primary is not None
-        ep, primary = self.s.endpoint_name, self.s.primary_variant
-        new = self._decide(state, d.kind, d.reason)
+        primary = self.s.primary_variant
+        new = self.record.decide(state, d.kind, d.reason)
         new.update(r.transition(state, d, now))
         notes = []
         if "primary_bounds" not in state:
             try:
-                live = aws.scalable_bounds(self.aas, ep, primary)
+                live = self.endpoint.bounds(primary)
             except aws.AWS_ERRORS as exc:
                 return self._primary_failed(state, new, exc)
             bounds = r.primary_raise_bounds(d.primary.need, live)
@@ -482,17 +447,17 @@ class DecisionApplier(ControllerIO):
                 "set": None if bounds is None else list(bounds),
             }
             if bounds is not None:
-                if not self._write(new, expect_seq=state["seq"]):
-                    return self._result(self._current(), duplicate=True)
-                state, new = new, self._decide(new, d.kind, d.reason)
+                if not self.record.write(new, expect_seq=state["seq"]):
+                    return self.record.result(self.record.current(), duplicate=True)
+                state, new = new, self.record.decide(new, d.kind, d.reason)
                 try:
-                    aws.set_bounds(self.aas, ep, primary, *bounds)
+                    self.endpoint.set_bounds(primary, *bounds)
                 except aws.AWS_ERRORS as exc:
                     new["primary_bounds"] = {**new["primary_bounds"], "set": None}
                     return self._primary_failed(state, new, exc)
         if d.instances is not None:
             try:
-                aws.set_instances(self.sm, ep, primary, d.instances)
+                self.endpoint.set_instances(primary, d.instances)
             except aws.AWS_ERRORS as exc:
                 notes.append(
                     f"desired count not set ({aws.describe_error(exc)}), asked for again on the "
@@ -511,9 +476,9 @@ class DecisionApplier(ControllerIO):
         new["primary_raise_failed"] = failure
         new["last_reason"] = f"{new['last_reason']}; the primary's bounds could not be raised: " \
             f"{failure}; the canary's weight moves now"  # fmt: skip
-        if not self._write(new, expect_seq=state["seq"]):
-            return self._result(self._current(), duplicate=True)
-        return self._drive_rollback(new)
+        if not self.record.write(new, expect_seq=state["seq"]):
+            return self.record.result(self.record.current(), duplicate=True)
+        return self.drive_rollback(new)
 
     def _restore_primary(self, state: RolloutState) -> str:
         """Put back the primary's bounds a rollback raised (``rules.primary_restore_bounds``);
@@ -521,10 +486,10 @@ class DecisionApplier(ControllerIO):
         recorded = state.get("primary_bounds")
         if not recorded or not recorded.get("set"):
             return ""
-        ep, primary = self.s.endpoint_name, self.s.primary_variant
-        back, said = r.primary_restore_bounds(recorded, aws.scalable_bounds(self.aas, ep, primary))
+        primary = self.s.primary_variant
+        back, said = r.primary_restore_bounds(recorded, self.endpoint.bounds(primary))
         if back is not None:
-            aws.set_bounds(self.aas, ep, primary, *back)
+            self.endpoint.set_bounds(primary, *back)
         return f"; {said}"
 
     @staticmethod
@@ -544,21 +509,21 @@ class DecisionApplier(ControllerIO):
     def _store(
         self, new: RolloutState, seq: int, *, wait: int, moved_weight: bool = False
     ) -> dict[str, Any]:
-        if self._write(new, expect_seq=seq):
-            return self._result(new, wait=wait)
-        current = self._current()
+        if self.record.write(new, expect_seq=seq):
+            return self.record.result(new, wait=wait)
+        current = self.record.current()
         if moved_weight and current["status"] in (r.ROLLING_BACK, r.ROLLED_BACK):
             # A rollback was recorded while this tick moved the weight: put it back at once
             # (the rollback's own ticks also check the live weight before finishing).
             try:
-                self.set_canary_weight(0)
+                self.endpoint.set_canary_weight(0)
             except aws.AWS_ERRORS as again:
                 if not aws.retry_later(again):
                     raise
-        return self._result(current, duplicate=True)
+        return self.record.result(current, duplicate=True)
 
     def _finish(self, new: RolloutState, seq: int, subject: str) -> dict[str, Any]:
         result = self._store(new, seq, wait=0)
         if not result["duplicate"]:
-            self.notify(subject, new)
+            self.notifier.notify(subject, new)
         return result

@@ -48,22 +48,34 @@ State: one DynamoDB item per endpoint (``store.py``). Weights are relative: step
 canary ``p`` and primary ``100 - p``. Every rollout ends COMPLETED, ROLLED_BACK or FAILED with an
 SNS notification, each of which releases the lock. Promotion is a config change and a deploy.
 Every AWS call handles both kinds of failure, an error answer (ClientError) and none at all
-(BotoCoreError): see ``aws.py``, ``decisions.py`` and ``controller_io.py`` for what each does.
+(BotoCoreError): see ``aws.py``, ``decisions.py``, ``record.py`` and ``executions.py`` for what
+each does.
 
-The actions are here; the decisions applied (steps forward, rollback steps, refusals) are in
-``decisions.py``, the record and the AWS calls in ``controller_io.py``.
+The actions are here, served by :class:`Controller`, which is composed of parts with one job
+each (no inheritance): the decision core is pure (``rules.decide``, ``shadow_stage.decide``:
+state and observation in, decision out); ``decisions.py`` applies its answers (steps forward,
+rollback steps, refusals); ``record.py`` is the state store; ``endpoint_io.py`` and
+``shadow_io.py`` are the AWS adapters of the endpoint and the shadow stage; ``executions.py``
+starts and hands on the Step Functions executions; ``notifier.py`` tells the operator.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from . import aws, canary_scaling, shadow_stage, store
+from . import aws, store
 from . import rules as r
+from .clients import Clients
 from .decisions import WRITE_ATTEMPTS, DecisionApplier
+from .endpoint_io import EndpointIO
+from .executions import Executions, driver
+from .notifier import Notifier
+from .record import RolloutRecord
 from .settings import (
     EventError,
     RolloutConflict,
@@ -71,6 +83,7 @@ from .settings import (
     StartFailed,
     validate_event,
 )
+from .shadow_io import ShadowIO
 from .state import RolloutState
 
 # What importers of handler used before it was split keeps working (handler.X).
@@ -91,7 +104,84 @@ METHODS = {
 }
 
 
-class Controller(DecisionApplier):
+class _Client:
+    """``controller.<name>``: the parts' shared client of that name (``clients.Clients``);
+    setting it replaces it for every part (the tests' fakes and Stubbers)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, controller: Controller, owner: type | None = None) -> Any:
+        return getattr(controller.clients, self.name)
+
+    def __set__(self, controller: Controller, client: Any) -> None:
+        setattr(controller.clients, self.name, client)
+
+
+class Controller:
+    """The actions, composed of the controller's parts, each with one job: the record (the state
+    store, ``record.py``), the endpoint's AWS side (``endpoint_io.py``), the shadow stage's
+    (``shadow_io.py``), the executions (``executions.py``), the notifications (``notifier.py``)
+    and the applier of the decision core's answers (``decisions.py``). The parts share one set
+    of clients (``clients.py``) and one settings object (:attr:`s`, set on every part)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Any] = time.sleep,
+        **clients: Any,
+    ) -> None:
+        self.clients = Clients.create(settings.table_name, clients)
+        self.clock = clock
+        self.record = RolloutRecord(settings, self.clients, clock=clock, sleep=sleep)
+        self.endpoint = EndpointIO(settings, self.clients)
+        self.shadow = ShadowIO(settings, self.clients, clock=clock, sleep=sleep)
+        self.notifier = Notifier(settings, self.clients)
+        self.executions = Executions(
+            settings, self.clients, self.record, self.notifier, clock=clock
+        )
+        self.applier = DecisionApplier(
+            settings, record=self.record, endpoint=self.endpoint, shadow=self.shadow,
+            notifier=self.notifier, clock=clock,
+        )  # fmt: skip
+        self.s = settings
+
+    @property
+    def s(self) -> Settings:
+        return self._settings
+
+    @s.setter
+    def s(self, settings: Settings) -> None:
+        """New settings (the tests' variations of a world) reach every part."""
+        self._settings = settings
+        for part in (
+            self.record,
+            self.endpoint,
+            self.shadow,
+            self.notifier,
+            self.executions,
+            self.applier,
+        ):
+            part.s = settings
+
+    sm, cw, sns, sfn, aas, s3 = _Client(), _Client(), _Client(), _Client(), _Client(), _Client()
+    runtime, table = _Client(), _Client()
+
+    @property
+    def _save(self) -> Callable[..., None]:
+        """The record's one conditional write (``RolloutRecord._save``): the tests wrap it to
+        check every record the controller writes."""
+        return self.record._save
+
+    @_save.setter
+    def _save(self, save: Callable[..., None]) -> None:
+        self.record._save = save  # type: ignore[method-assign]
+
+    def load(self) -> RolloutState | None:
+        return self.record.load()
+
     def start(self, event: dict[str, Any]) -> dict[str, Any]:
         rollout_id = event["rollout_id"]
         current = self.load()
@@ -99,8 +189,8 @@ class Controller(DecisionApplier):
         if same and current and current.get("last_decision") != "start-failed":
             if current["status"] == RUNNING and current.get("last_decision") == "start":
                 # No tick yet: the first attempt may have stopped before StartExecution answered.
-                current = self._start_execution(current)
-            return self._result(current, duplicate=True)
+                current = self.executions.start(current)
+            return self.record.result(current, duplicate=True)
         if current and current["status"] in r.LOCKED:
             raise RolloutConflict(
                 f"rollout {current['rollout_id']!r} is already {current['status']} on "
@@ -108,7 +198,7 @@ class Controller(DecisionApplier):
                 f"{len(current['steps'])}, started by {current.get('requested_by', '?')}); "
                 "wait for it or run make canary-rollback"
             )
-        obs = self.observe()
+        obs = self.endpoint.observe()
         if obs.endpoint_status != "InService":
             raise RolloutConflict(
                 f"endpoint {self.s.endpoint_name} is {obs.endpoint_status}, not InService; "
@@ -119,9 +209,11 @@ class Controller(DecisionApplier):
         by = event.get("requested_by", "unknown")
         reason = "lock taken; first step on the next tick"
         if self.s.shadow is not None:
-            self._shadow_start_allowed(obs)
+            self.shadow.start_allowed(obs)
             reason = "lock taken; the shadow stage begins on the next tick"
-        state = self._fresh(rollout_id, RUNNING, by=by, decision="start", reason=reason, obs=obs)
+        state = self.record.fresh(
+            rollout_id, RUNNING, by=by, decision="start", reason=reason, obs=obs
+        )
         if self.s.shadow is not None:
             state.update(
                 {
@@ -130,62 +222,11 @@ class Controller(DecisionApplier):
                     "shadow_config_name": self.s.shadow.config_name,
                 }
             )
-        if not self._write(state, expect_seq=None):
+        if not self.record.write(state, expect_seq=None):
             raise RolloutConflict(
                 f"another rollout took the lock on {self.s.endpoint_name} just now"
             )
-        return self._result(self._start_execution(state))
-
-    def _shadow_start_allowed(self, obs: r.Observation) -> None:
-        """A rollout with a shadow stage starts on the canary config with nothing of the new
-        build served to users, and with a canary variant SageMaker may remove: the shadow config
-        has one production variant, and "removing a production variant that has auto scaling
-        configured" needs its scalable target deregistered first (SageMaker developer guide,
-        "Update endpoints that use auto scaling",
-        https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html). The stage
-        deregisters it itself when the controller owns the canary's scaling (``canary_scaling``:
-        a registered target whose only policy is the controller's), never a target someone else
-        owns."""
-        assert self.s.shadow is not None
-        ep, canary = self.s.endpoint_name, self.s.canary_variant
-        live, base = obs.endpoint_config_name, self.s.shadow.config_name
-        if shadow_stage.is_shadow_config(live, self.s.endpoint_name, base):
-            raise RolloutConflict(
-                f"endpoint {ep} already runs a shadow config ({obs.endpoint_config_name}: a "
-                "rollout that ended mid-stage): move it back to the canary config with "
-                f"{shadow_stage.move_back(ep, None)}; start "
-                "refused"
-            )
-        if obs.canary_weight > 0:
-            raise RolloutConflict(
-                f"the canary serves {obs.canary_share:.4g} % of requests: a shadow stage starts "
-                "with nothing of the new build served to users; make canary-rollback first"
-            )
-        initial = aws.initial_weight(self.sm, obs.endpoint_config_name, canary)
-        if initial:
-            raise RolloutConflict(
-                f"the canary config {obs.endpoint_config_name} gives the {canary} variant initial "
-                f"weight {initial:g}: back from the shadow config it would serve users at once; "
-                "a config with rollout.shadow sets variants.canary.initial_weight 0"
-            )
-        if aws.scalable_bounds(self.aas, ep, canary) is None:
-            return
-        spec = self.s.shadow.canary_scaling
-        if spec is None:
-            raise RolloutConflict(
-                f"the {canary} variant is registered for autoscaling and this controller does not "
-                "own its scaling: SageMaker removes it for the shadow stage only once it is "
-                "deregistered (endpoint-scaling-update); deploy the stack with rollout.shadow "
-                "(the controller then owns the canary's scaling), then start again"
-            )
-        foreign = canary_scaling.foreign_policies(self.aas, ep, canary, spec)
-        if foreign:
-            raise RolloutConflict(
-                f"the {canary} variant's scalable target has scaling policies that are not the "
-                f"controller's ({', '.join(foreign)}; its own is {spec.policy_name}): the stage "
-                "deregisters only a target it owns; deploy the stack with rollout.shadow (which "
-                "removes CloudFormation's canary target), then start again"
-            )
+        return self.record.result(self.executions.start(state))
 
     def tick(self, event: dict[str, Any]) -> dict[str, Any]:
         state = self.load()
@@ -194,10 +235,10 @@ class Controller(DecisionApplier):
         if state["rollout_id"] != event["rollout_id"]:
             return store.superseded(self.s.endpoint_name, event, state)
         if state["status"] not in r.LOCKED:
-            return self._result(state)
+            return self.record.result(state)
         if event["seq"] != state["seq"]:
-            return self._result(state, duplicate=True)
-        return self._advance(state)
+            return self.record.result(state, duplicate=True)
+        return self.applier.advance(state)
 
     def rollback(self, event: dict[str, Any]) -> dict[str, Any]:
         by = event.get("requested_by", "unknown")
@@ -207,27 +248,29 @@ class Controller(DecisionApplier):
         if rollout_id is not None and (state is None or state["rollout_id"] != rollout_id):
             return store.superseded(self.s.endpoint_name, event, state)
         if state is not None and state["status"] in r.LOCKED:
-            result = self._begin_rollback(state, reason)
+            result = self.applier.begin_rollback(state, reason)
             if rollout_id is None and result["status"] == ROLLING_BACK:
-                pending = self._current()
-                driven = self._start_driver(pending)
+                pending = self.record.current()
+                driven = self.executions.start_driver(pending)
                 if driven is None:
-                    self.notify("canary rollback pending: run make canary-rollback again", pending)
+                    self.notifier.notify(
+                        "canary rollback pending: run make canary-rollback again", pending
+                    )
                 else:
-                    result = self._result(driven)
+                    result = self.record.result(driven)
             return result
         if state is not None and rollout_id is not None:
-            return self._result(state)  # this execution's rollout already ended
+            return self.record.result(state)  # this execution's rollout already ended
         # Nothing holds the lock: a rollback of its own, driven by its own execution.
         own_id = f"rollback-{int(self.clock())}"
-        fresh = self._fresh(own_id, ROLLING_BACK, by=by, decision="rollback", reason=reason)
+        fresh = self.record.fresh(own_id, ROLLING_BACK, by=by, decision="rollback", reason=reason)
         fresh["rollback_reason"] = reason
         fresh["rollback_started_at"] = fresh["started_at"]  # its deadline counts from here
-        if not self._write(fresh, expect_seq=None):
-            return self._begin_rollback(self._current(), reason)
-        result = self._drive_rollback(fresh)
+        if not self.record.write(fresh, expect_seq=None):
+            return self.applier.begin_rollback(self.record.current(), reason)
+        result = self.applier.drive_rollback(fresh)
         if result["status"] == ROLLING_BACK:
-            result = self._result(self._start_execution(self._current()))
+            result = self.record.result(self.executions.start(self.record.current()))
         return result
 
     def continue_rollout(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -239,21 +282,21 @@ class Controller(DecisionApplier):
         if state["rollout_id"] != event["rollout_id"]:
             return {**store.superseded(self.s.endpoint_name, event, state), "handed_on": False}
         if state["status"] not in r.LOCKED:
-            return {**self._result(state), "handed_on": False}
+            return {**self.record.result(state), "handed_on": False}
         caller = event["execution_name"]
-        if self.driver(state) != caller:  # another execution drives the rollout: this one ends
-            return {**self._result(state, duplicate=True), "handed_on": True}
+        if driver(state) != caller:  # another execution drives the rollout: this one ends
+            return {**self.record.result(state, duplicate=True), "handed_on": True}
         name = f"{state['rollout_id'][:48]}-c{state['seq'] + 1}-{int(self.clock())}"
         why = f"execution {caller} handed the rollout on to {name} after " \
             f"{event.get('iteration', '?')} loop iterations (execution history limit)"  # fmt: skip
         try:
-            new = self._hand_to(state, name, why)
+            new = self.executions.hand_to(state, name, why)
         except aws.AWS_ERRORS as exc:
-            back = self._name_again(caller, name, exc)
-            return {**self._result(back), "handed_on": False}
+            back = self.executions.name_again(caller, name, exc)
+            return {**self.record.result(back), "handed_on": False}
         if new is None:  # another writer moved the record first: loop on, ask again
-            return {**self._result(self._current(), duplicate=True), "handed_on": False}
-        return {**self._result(new), "handed_on": True}
+            return {**self.record.result(self.record.current(), duplicate=True), "handed_on": False}
+        return {**self.record.result(new), "handed_on": True}
 
     def execution_ended(self, event: dict[str, Any]) -> dict[str, Any]:
         """``execution-ended``: the choice is in the module docstring. If even the record cannot
@@ -263,7 +306,7 @@ class Controller(DecisionApplier):
         try:
             return self._execution_ended(name, status)
         except (ClientError, BotoCoreError, RolloutConflict) as exc:
-            self.notify(
+            self.notifier.notify(
                 f"canary rollout execution {name} {status}: the controller could not act",
                 {
                     "endpoint_name": self.s.endpoint_name,
@@ -276,10 +319,10 @@ class Controller(DecisionApplier):
 
     def _execution_ended(self, name: str, status: str) -> dict[str, Any]:
         state = self.load()
-        if state is None or state["status"] not in r.LOCKED or self.driver(state) != name:
-            current = self.driver(state) if state else None
+        if state is None or state["status"] not in r.LOCKED or driver(state) != name:
+            current = driver(state) if state else None
             print(f"execution {name} {status}: not the one driving a locked rollout ({current})")
-            return self._result(state) if state else {"endpoint_name": self.s.endpoint_name}
+            return self.record.result(state) if state else {"endpoint_name": self.s.endpoint_name}
         lost = int(state.get("lost_executions", 0)) + 1
         why = f"execution {name} ended {status} while the rollout was {state['status']}"
         if lost >= MAX_LOST_EXECUTIONS:
@@ -289,48 +332,49 @@ class Controller(DecisionApplier):
         state = {**state, "lost_executions": lost}
         if state["status"] == RUNNING:
             try:
-                self._begin_rollback(state, f"{why}: nothing drove it any more")
+                self.applier.begin_rollback(state, f"{why}: nothing drove it any more")
             except aws.AWS_ERRORS as exc:  # recorded ROLLING_BACK, its first call failed
                 print(f"rollback after {name} {status}: {aws.describe_error(exc)}")
-            state = self._current()
+            state = self.record.current()
             if state["status"] == RUNNING:  # the rollback could not even be recorded
                 raise RolloutConflict(f"could not record the rollback after {why}")
             if state["status"] not in r.LOCKED:
-                return self._result(state)  # rolled back here, and notified
-        driven = self._start_driver({**state, "lost_executions": lost})
+                return self.record.result(state)  # rolled back here, and notified
+        driven = self.executions.start_driver({**state, "lost_executions": lost})
         if driven is None:
             return self._abandon(
-                self._current(), f"{why}; no execution could be started to drive the rollback"
+                self.record.current(), f"{why}; no execution could be started to drive the rollback"
             )
-        self.notify(
+        self.notifier.notify(
             f"canary rollout execution {status}: rolling back, driven by {driven['execution']}",
             driven,
         )
-        return self._result(driven)
+        return self.record.result(driven)
 
     def _abandon(self, state: RolloutState, why: str) -> dict[str, Any]:
         """Nothing can drive the rollout: FAILED (the lock released), the bounds it raised put
-        back as far as is safe without knowing the canary's weight (``_release_bounds``: its
-        minimum, not its maximum), and the operator told."""
-        new = self._decide(
+        back as far as is safe without knowing the canary's weight
+        (``DecisionApplier.release_bounds``: its minimum, not its maximum), and the operator
+        told."""
+        new = self.record.decide(
             state,
             "abort",
             f"{why}: recorded FAILED, lock released. The canary may still take traffic: "
             "make canary-status, then make canary-rollback",
         )
         new["status"] = FAILED
-        new["last_reason"] += self._release_bounds(state, None)
-        if not self._write(new, expect_seq=state["seq"]):
-            return self._result(self._current(), duplicate=True)
-        self.notify("canary rollout FAILED: no execution drives it", new)
-        return self._result(new)
+        new["last_reason"] += self.applier.release_bounds(state, None)
+        if not self.record.write(new, expect_seq=state["seq"]):
+            return self.record.result(self.record.current(), duplicate=True)
+        self.notifier.notify("canary rollout FAILED: no execution drives it", new)
+        return self.record.result(new)
 
     def status(self) -> dict[str, Any]:
         """The recorded state, read-only."""
         state = self.load()
         if state is None:
             return {"endpoint_name": self.s.endpoint_name, "status": None}
-        return self._result(state)
+        return self.record.result(state)
 
 
 def handler(

@@ -1,7 +1,9 @@
-"""The canary controller's rules without AWS: capacity per step, evidence, and the next decision.
+"""The canary controller's decision core without AWS: state and observation in, decision out.
 
-Pure functions on plain data, so the Lambda (``handler.py``), the stacks (the synth-time capacity
-plan) and the simulator (``simulator/rollout.py``) run the same rules. Nothing here imports boto3.
+Pure functions on plain data, so the Lambda (``handler.py``) and the simulator
+(``simulator/rollout.py``) run the same rules. Nothing here imports boto3. The capacity plan and
+its instance arithmetic are in ``capacity.py``, the evidence rule in ``evidence.py``; their names
+are importable from here as well.
 
 The loop, one decision per tick:
 
@@ -55,14 +57,20 @@ The loop, one decision per tick:
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Final
 
 from . import names
-from .state import DecisionKind, Intent, PrimaryBounds, RolloutState
+
+# What moved to capacity.py and evidence.py stays importable from here (the simulator,
+# tools/adapter_release and the tests write rules.judge, rules.CapacityPlan, ...).
+from .capacity import CapacityPlan, instances_for_step, primary_instances_needed
+from .capacity import StepCapacity as StepCapacity
+from .capacity import primary_raise_bounds as primary_raise_bounds
+from .capacity import primary_restore_bounds as primary_restore_bounds
+from .evidence import Evidence, EvidenceRules, judge
+from .state import DecisionKind, Intent, RolloutState
 
 # The statuses are defined in names.py (the stacks import them from there); kept here as well so
 # the controller, the simulator and the tests can keep writing ``rules.RUNNING``.
@@ -83,216 +91,6 @@ SHARE_TOLERANCE = 0.5
 #: Decisions that move the endpoint to another endpoint config (UpdateEndpoint): the shadow
 #: stage's way in and out (shadow_stage.py).
 STAGE_MOVES = ("enter-shadow", "leave-shadow")
-
-
-# ---------------------------------------------------------------------------- capacity
-
-
-@dataclass(frozen=True)
-class StepCapacity:
-    """The canary's scalable-target bounds while it holds ``percent`` of the traffic."""
-
-    percent: int
-    min_capacity: int
-    max_capacity: int
-
-
-@dataclass(frozen=True)
-class CapacityPlan:
-    """Computed at synth from sizing.capacity and the config; handed to the Lambda as JSON."""
-
-    #: Canary instances that serve what one primary instance serves (per-instance concurrency
-    #: of the primary's instance type / the canary's).
-    canary_per_primary: float
-    primary_max: int
-    #: The canary's configured bounds, restored after a rollback.
-    canary_min: int
-    canary_max: int
-    steps: tuple[StepCapacity, ...]
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    def from_primary_max(self, percent: float) -> int:
-        """Canary instances that serve ``percent`` % of what the primary's max fleet serves: a
-        step's ceiling, unless the canary's own max_capacity is higher (:func:`build_plan`)."""
-        return _ceil(percent / 100 * self.primary_max * self.canary_per_primary)
-
-    @classmethod
-    def from_json(cls, text: str) -> CapacityPlan:
-        raw = json.loads(text)
-        return cls(
-            canary_per_primary=float(raw["canary_per_primary"]),
-            primary_max=int(raw["primary_max"]),
-            canary_min=int(raw["canary_min"]),
-            canary_max=int(raw["canary_max"]),
-            steps=tuple(StepCapacity(**s) for s in raw["steps"]),
-        )
-
-
-def _ceil(x: float) -> int:
-    return math.ceil(round(x, 9))
-
-
-def build_plan(
-    steps: tuple[int, ...] | list[int],
-    *,
-    primary_min: int,
-    primary_max: int,
-    canary_min: int,
-    canary_max: int,
-    primary_concurrency: float,
-    canary_concurrency: float,
-) -> CapacityPlan:
-    """Per step ``p``: at most what ``p`` % of the primary's maximum fleet serves (so at peak the
-    canary can grow with its share as far as the primary could), at least ``p`` % of its minimum;
-    never below the canary's configured bounds."""
-    ratio = primary_concurrency / canary_concurrency
-    base = CapacityPlan(round(ratio, 6), primary_max, canary_min, canary_max, ())
-    plan = []
-    for p in steps:
-        lo = max(canary_min, _ceil(p / 100 * primary_min * ratio))
-        hi = max(canary_max, base.from_primary_max(p), lo)
-        plan.append(StepCapacity(p, lo, hi))
-    return CapacityPlan(round(ratio, 6), primary_max, canary_min, canary_max, tuple(plan))
-
-
-def instances_for_step(
-    plan: CapacityPlan,
-    index: int,
-    *,
-    primary_instances: int,
-    primary_weight: float,
-    canary_weight: float,
-) -> int:
-    """Canary instances step ``index`` needs before it gets its share.
-
-    Demand is measured in primary instances: the primary's instances divided by the share of
-    traffic they serve now (autoscaling sizes the primary to its share). The canary needs its
-    step's share of that demand, converted to its instance type, within the step's bounds.
-    """
-    step = plan.steps[index]
-    total = primary_weight + canary_weight
-    share = primary_weight / total if total > 0 else 0.0
-    demand = primary_instances / share if share > 0 else float(plan.primary_max)
-    need = _ceil(step.percent / 100 * demand * plan.canary_per_primary)
-    return min(max(need, step.min_capacity), step.max_capacity)
-
-
-def primary_instances_needed(
-    plan: CapacityPlan,
-    *,
-    primary_instances: int,
-    primary_weight: float,
-    canary_instances: int,
-    canary_weight: float,
-) -> int:
-    """Primary instances a rollback gives the primary before it takes the whole traffic.
-
-    Demand in primary instances, as :func:`instances_for_step` measures it: the primary's
-    instances plus the canary's converted back (``/ canary_per_primary``), each variant counted as
-    sized to its share; but no more than the primary's instances divided by its share while it has
-    one, since a canary at an early step runs its step's minimum, not its share (prod: 2 canary
-    instances at 5 %), and counting that floor as demand would make such a rollback wait an
-    instance start for instances nobody needs. Capped at the primary's configured maximum (its
-    scalable target could not hold more). Rounded to the nearest instance, not up: the primary's
-    autoscaling keeps headroom per instance (target tracking below what one serves), which takes
-    less than half an instance of extra load; rounding up would hold every rollback from the first
-    step (primary at 95 %) an instance start for 5 % more load.
-
-    Examples (same instance type): primary 2 at 0 %, canary 8 at 100 % -> 10, capped at 8;
-    primary 4 at 50 %, canary 3 -> 7; primary 4 at 95 %, canary 1 -> 4.2 -> 4 (no wait).
-    """
-    demand = primary_instances + canary_instances / plan.canary_per_primary
-    total = primary_weight + canary_weight
-    share = primary_weight / total if total > 0 else 0.0
-    if share > 0:
-        demand = min(demand, primary_instances / share)
-    return min(plan.primary_max, math.floor(round(demand, 9) + 0.5))
-
-
-def primary_raise_bounds(need: int, live: tuple[int, int] | None) -> tuple[int, int] | None:
-    """The primary's scalable-target bounds for a rollback that needs ``need`` instances, from its
-    live ``(MinCapacity, MaxCapacity)``: MinCapacity raised to ``need`` (RegisterScalableTarget
-    moves the count into the range, and no scale-in policy goes below it), MaxCapacity at least
-    that. None: nothing to register (no scalable target, whose registration would create one; or a
-    minimum already that high, never lowered)."""
-    if live is None or live[0] >= need:
-        return None
-    return (need, max(need, live[1]))
-
-
-def primary_restore_bounds(
-    recorded: PrimaryBounds | None, live: tuple[int, int] | None
-) -> tuple[tuple[int, int] | None, str]:
-    """What the rollback puts back on the primary's scalable target once the canary's weight is 0:
-    ``(bounds or None, what is said)``. ``recorded`` is the record's ``primary_bounds``
-    (``before``/``set``). The bounds found before the raise come back only if the target still
-    shows what the rollback set; otherwise a scheduled action or a deploy set them since, and they
-    are theirs."""
-    raised = recorded.get("set") if recorded else None
-    if not recorded or not raised:
-        return None, ""
-    before, done = recorded["before"], (raised[0], raised[1])
-    if before is not None and live == (before[0], before[1]):  # a restore whose record was lost
-        return None, f"the primary's bounds back to {before[0]}..{before[1]}"
-    if live != done:
-        now = "no scalable target" if live is None else f"{live[0]}..{live[1]}"
-        return None, (
-            f"the primary's bounds left at {now}: changed since the rollback set "
-            f"{done[0]}..{done[1]} (a scheduled action or a deploy)"
-        )
-    assert before is not None  # a raise is only registered on a target whose bounds were read
-    return (before[0], before[1]), f"the primary's bounds back to {before[0]}..{before[1]}"
-
-
-# ---------------------------------------------------------------------------- evidence
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """AWS/SageMaker Invocations and Invocation5XXErrors per variant over one window."""
-
-    canary_invocations: float
-    canary_errors: float
-    primary_invocations: float
-    primary_errors: float
-    #: Why the metrics could not be read (GetMetricData failed): no evidence either way.
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class EvidenceRules:
-    min_canary_invocations: int
-    #: The canary's 5XX rate may exceed the primary's by at most this many percentage points.
-    max_error_rate_increase_percent: float
-
-
-def judge(ev: Evidence, rules: EvidenceRules) -> tuple[str, str]:
-    """``("ok" | "insufficient" | "worse", reason)``. No traffic is no evidence, never health; nor
-    are metrics that could not be read."""
-    if ev.error is not None:
-        return "insufficient", f"the canary's metrics could not be read ({ev.error})"
-    if ev.canary_invocations < rules.min_canary_invocations:
-        return "insufficient", (
-            f"canary served {ev.canary_invocations:.0f} invocations in the window, fewer than "
-            f"the {rules.min_canary_invocations} required (rollout.min_canary_invocations_per_step)"
-        )
-    canary = 100 * ev.canary_errors / ev.canary_invocations
-    primary = (
-        100 * ev.primary_errors / ev.primary_invocations if ev.primary_invocations > 0 else 0.0
-    )
-    if canary > primary + rules.max_error_rate_increase_percent:
-        return "worse", (
-            f"canary 5XX rate {canary:.2f}% exceeds the primary's {primary:.2f}% by more than "
-            f"{rules.max_error_rate_increase_percent} points "
-            f"({ev.canary_errors:.0f}/{ev.canary_invocations:.0f} vs "
-            f"{ev.primary_errors:.0f}/{ev.primary_invocations:.0f})"
-        )
-    return "ok", (
-        f"{ev.canary_invocations:.0f} canary invocations, 5XX {canary:.2f}% vs primary "
-        f"{primary:.2f}%"
-    )
 
 
 # ---------------------------------------------------------------------------- decisions

@@ -36,12 +36,12 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from lambdas.canary_controller import canary_scaling
+from lambdas.canary_controller.capacity import CapacityPlan
 from lambdas.canary_controller.names import (
     controller_function_name,
     sized_shadow_config_prefix,
     state_machine_name,
 )
-from lambdas.canary_controller.rules import CapacityPlan
 from lambdas.canary_controller.settings import EnvVar, lambda_environment
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (

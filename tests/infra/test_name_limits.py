@@ -196,7 +196,7 @@ def test_every_execution_name_the_controller_starts_is_one_step_functions_accept
     1-80, and only ``0-9A-Za-z-_`` with logging. The controller names an execution by the
     rollout id (at most 80 of those, lambdas/canary_controller/settings.py), a retry
     ``<id, 60>-<epoch>``, a rollback driver ``<id, 60>-rb-<epoch>``
-    (lambdas/canary_controller/controller_io.py)."""
+    (lambdas/canary_controller/executions.py)."""
     longest = "r" + "_" * 79
     assert settings._ID.fullmatch(longest) and not settings._ID.fullmatch(longest + "r")
     epoch = 9_999_999_999  # ten digits until the year 2286

@@ -25,6 +25,7 @@ if str(REPO) not in sys.path:
 from lambdas.canary_controller import handler as ctl  # noqa: E402 - after the path setup
 from lambdas.canary_controller import names, rules  # noqa: E402
 from lambdas.canary_controller.state import HistoryEntry, Intent, RolloutState  # noqa: E402
+from sizing.rollout_plan import build_plan  # noqa: E402
 from tests.lambdas.aws_calls import AWS_CALLS  # noqa: E402
 
 
@@ -171,7 +172,7 @@ CHECK = 300
 PRIMARY_COUNT = 4
 MIN_INVOCATIONS = 100
 #: prod-like plan: primary 2..8, canary 1..2, same instance type.
-PLAN = rules.build_plan(
+PLAN = build_plan(
     STEPS, primary_min=2, primary_max=8, canary_min=1, canary_max=2,
     primary_concurrency=81, canary_concurrency=81,
 )  # fmt: skip

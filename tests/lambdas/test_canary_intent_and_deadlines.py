@@ -21,7 +21,7 @@ import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
 from lambdas.canary_controller import names
-from lambdas.canary_controller.controller_io import WRITE_BACKOFF_SECONDS
+from lambdas.canary_controller.record import WRITE_BACKOFF_SECONDS
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
 from tests.lambdas.conftest import (
     BAKE,

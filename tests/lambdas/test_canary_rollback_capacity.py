@@ -33,6 +33,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
 from sizing.fit import load_config
+from sizing.rollout_plan import build_plan
 from tests.fixtures import config_fixture
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
 from tests.lambdas.conftest import (
@@ -428,7 +429,7 @@ def test_the_primarys_need_is_the_demand_of_its_full_share(
 
 
 def test_a_canary_of_another_type_converts_back_to_primary_instances() -> None:
-    plan = r.build_plan(
+    plan = build_plan(
         [5, 100], primary_min=2, primary_max=8, canary_min=1, canary_max=2,
         primary_concurrency=80, canary_concurrency=40,
     )  # fmt: skip

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from lambdas.canary_controller import rules as r
+from sizing.rollout_plan import build_plan
 
 
 def test_plan_converts_between_instance_types() -> None:
     # A canary type that runs half the sequences needs twice the instances for the same share.
-    plan = r.build_plan(
+    plan = build_plan(
         [10, 50, 100], primary_min=2, primary_max=8, canary_min=1, canary_max=2,
         primary_concurrency=80, canary_concurrency=40,
     )  # fmt: skip
@@ -31,7 +32,7 @@ def test_plan_converts_between_instance_types() -> None:
 def test_instances_for_step_is_the_steps_share_of_demand(
     index: int, primary: int, weights: tuple[float, float], expected: int
 ) -> None:
-    plan = r.build_plan(
+    plan = build_plan(
         [5, 25, 50, 75, 100], primary_min=2, primary_max=8, canary_min=1, canary_max=2,
         primary_concurrency=81, canary_concurrency=81,
     )  # fmt: skip

@@ -38,6 +38,7 @@ from simulator.shadow_replay import replay_shadow
 from simulator.traces import normal_day
 from sizing.fit import load_config
 from sizing.rollout_alarms import Timing, WatchedAlarm, comparable_loads
+from sizing.rollout_plan import rollout_capacity_plan
 from tests.fixtures import config_fixture
 from typed_config.shadow import ShadowStage
 
@@ -95,7 +96,10 @@ def test_a_healthy_build_passes_the_canary_steps_and_a_shadow_at_the_primarys_lo
     assert (healthy.stage, healthy.status) == ("passed", "COMPLETED")
     assert healthy.furthest_step == 5  # 5 -> 25 -> 50 -> 75 -> 100
     shares = adapter_shares(calm)
-    at_target = replay(with_shadow(calm), bad_builds(shares)[0], shares, shadow_load="target")
+    at_target = replay(
+        with_shadow(calm), bad_builds(shares)[0], shares, shadow_load="target",
+        plan=rollout_capacity_plan(calm),
+    )  # fmt: skip
     assert (at_target.stage, at_target.status, at_target.furthest_step) == (
         "passed", "COMPLETED", 5
     )  # fmt: skip
@@ -167,7 +171,7 @@ def test_the_ratio_is_compared_only_at_like_loads(prod) -> None:  # type: ignore
             if row["canary_arrivals"] >= self.floor:
                 by_step.setdefault(row["canary_weight"], []).append(self._comparable(row))
 
-    watch = Watch(prod, Assumptions(), healthy, shares, START)
+    watch = Watch(prod, Assumptions(), healthy, shares, START, rollout_capacity_plan(prod))
     simulate_rollout(without_shadow(prod), start_minute=START, watch=watch)
     alike = [r for ok, r in seen if ok]
     unlike = [r for ok, r in seen if not ok]
@@ -255,9 +259,9 @@ def test_the_served_share_adds_up(calm, canary_only) -> None:  # type: ignore[no
     day = float(sum(normal_day().rpm))
     shares = adapter_shares(calm)
     build = next(b for b in bad_builds(shares) if b.key == "errors-2pct")
-    res = simulate_rollout(
-        calm, start_minute=START, watch=AlarmWatch(calm, Assumptions(), build, shares, START)
-    )
+    plan = rollout_capacity_plan(calm)
+    watch = AlarmWatch(calm, Assumptions(), build, shares, START, plan)
+    res = simulate_rollout(calm, start_minute=START, watch=watch)
     stop = next(m for m, kind, _ in res["decisions"] if kind == "rollback")
     served = sum(row["canary_arrivals"] for row in res["rows"][START:stop])
     assert all(row["canary_arrivals"] == 0 for row in res["rows"][stop:])
@@ -275,10 +279,11 @@ def test_an_insufficient_comparison_is_never_a_pass(calm) -> None:  # type: igno
     shares = adapter_shares(calm)
     healthy = bad_builds(shares)[0]
     curve = LatencyCurve(calm, calm.variants.canary.instance_type, Assumptions())
-    s = replay_shadow(calm, stage, healthy, shares, normal_day(), curve, start_minute=START)
+    plan = rollout_capacity_plan(calm)
+    s = replay_shadow(calm, stage, healthy, shares, normal_day(), curve, plan, start_minute=START)
     assert s.outcome == "fail" and "never a pass" in s.reason
     assert [o for _, o in s.comparisons] == ["insufficient", "insufficient"]
-    o = replay(with_shadow(calm, stage), healthy, shares)
+    o = replay(with_shadow(calm, stage), healthy, shares, plan=plan)
     assert (o.stage, o.served) == ("shadow", 0.0)
 
 
@@ -317,7 +322,8 @@ def test_make_simulate_prints_the_tables_and_writes_the_report(tmp_path, capsys,
 def test_a_shadow_fleet_at_the_primarys_load_sees_the_latency_regression(calm) -> None:  # type: ignore[no-untyped-def]
     shares = adapter_shares(calm)
     slow = next(b for b in bad_builds(shares) if b.key == "latency-2x")
-    o = replay(with_shadow(calm), slow, shares, shadow_load="target")
+    plan = rollout_capacity_plan(calm)
+    o = replay(with_shadow(calm), slow, shares, shadow_load="target", plan=plan)
     assert (o.stage, o.served) == ("shadow", 0.0)
     assert "latency p95" in o.reason
 

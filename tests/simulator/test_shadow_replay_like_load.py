@@ -14,6 +14,7 @@ from simulator.shadow_replay import TrackingFleet, replay_shadow
 from simulator.traces import normal_day
 from sizing.fit import load_config
 from sizing.rollout_alarms import RELATIVE_LATENCY
+from sizing.rollout_plan import rollout_capacity_plan
 from sizing.shadow_plan import shadow_instances
 from tests.fixtures import config_fixture
 from typed_config.shadow import ShadowStage
@@ -37,7 +38,7 @@ def _replay(prod, key: str, shadow_load: str, stage: ShadowStage | None = None):
     curve = LatencyCurve(prod, prod.variants.canary.instance_type, Assumptions())
     return replay_shadow(
         prod, stage or ShadowStage(), build, shares, normal_day(), curve,
-        start_minute=START, shadow_load=shadow_load,  # type: ignore[arg-type]
+        rollout_capacity_plan(prod), start_minute=START, shadow_load=shadow_load,  # type: ignore[arg-type]
     )  # fmt: skip
 
 
@@ -87,7 +88,7 @@ def test_the_tracking_fleet_is_sized_once_when_the_stage_starts(prod) -> None:  
     out, falls below when it scales in."""
     a = Assumptions()
     curve = LatencyCurve(prod, prod.variants.canary.instance_type, a)
-    fleet = TrackingFleet(prod, ShadowStage(), curve)
+    fleet = TrackingFleet(prod, ShadowStage(), curve, rollout_capacity_plan(prod))
     assert fleet.shadow == fleet.peak
     per = fleet.per_instance_rpm
     fleet.minute(0, 10 * per)  # primary 10 -> shadow 1 (from the peak size)

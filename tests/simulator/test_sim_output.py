@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 from sim_helpers import FAST, flat_trace, make_cfg, run
 
-from lambdas.canary_controller.rules import build_plan
 from simulator.charts import group_marks
 from simulator.report import capacity_lines, table
 from simulator.rollout import ceiling_fields
 from simulator.rollout_report import LEGEND
 from simulator.scenario_deploy import COLUMNS, ROWS, legend
+from sizing.rollout_plan import build_plan
 
 
 def _with_canary_share():
