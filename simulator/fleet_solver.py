@@ -135,14 +135,12 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
         r["max_capacity"] = max(b.primary_max, r["min_capacity"])
         sc = data["scaling"]["variants"][r.get("variant", "primary")]
         sc["max_capacity"] = max(sc["max_capacity"], r["max_capacity"])
-    # the routing threshold may not exceed what one instance of the new type runs
-    cap = estimate(cfg, b.instance_type).concurrency_at_typical_length
+    # the routing threshold follows the new type's scaling target (sizing.scaling_target.
+    # spill_threshold): derived, as a config that leaves it out has it
     for v in ("primary", "canary"):
         routing = data["variants"][v].get("routing")
         if routing and routing.get("concurrency_threshold"):
-            routing["concurrency_threshold"] = min(
-                routing["concurrency_threshold"], cap, cfg.engine.max_num_seqs
-            )
+            routing["concurrency_threshold"] = None
     out = _validate(cfg, data)
     # the scaling target binds only on SLOs this type holds (the gate's own rule)
     gone = set(unreachable(out))
