@@ -34,8 +34,8 @@ from sizing import speed_model
 from sizing.capacity import pool_capacities
 from sizing.serving_speed import PLANNING_EDGE, Edge, efficiency, planned_hit_rate
 from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
-from typed_config.deployment import Variants
 from typed_config.catalog import INSTANCE_CATALOG
+from typed_config.deployment import Variants
 
 #: The brief's measured prefix-cache hit rate (~72 %): no longer planned on (the routing simulation
 #: finds 33-58 %, sizing/prefix_hit_rate.py); kept for ``--prefix-cache-hit-rate 0.72`` what-ifs.
