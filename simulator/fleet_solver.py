@@ -284,10 +284,7 @@ def _lower_all_day_floors(
 
 
 def _monthly(report: GateReport) -> float:
-    day = next((v for v in report.verdicts if v.scenario == "normal-day"), None)
-    if day is None or not day.cost_usd:
-        return 0.0
-    return monthly(sum(day.cost_usd.values()), 24 * 60)
+    return report.monthly_usd
 
 
 def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:

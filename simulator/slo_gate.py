@@ -80,6 +80,8 @@ class ScenarioVerdict:
     worst: dict[str, float]
     #: Instance-hours and cost per run label (for the solver's cost).
     cost_usd: dict[str, float] = field(default_factory=dict)
+    #: The share of the week each run label stands for (simulator/week.py).
+    share_of_week: dict[str, float] = field(default_factory=dict)
     peak_instances: dict[VariantName, int] = field(default_factory=dict)
     #: The least spare capacity in any minute: in-service instances x requests/minute per
     #: instance at the binding bound, over demand, minus 1 (percent; negative: short).
@@ -108,6 +110,17 @@ class GateReport:
     def passed(self) -> bool:
         return not self.misses
 
+    @property
+    def monthly_usd(self) -> float:
+        """The month the normal day bills: each weekday replay's cost weighted by the share of
+        the week it stands for (simulator/week.py), x 730 h / 24 h (0: no normal day)."""
+        day = next((v for v in self.verdicts if v.scenario == "normal-day"), None)
+        if day is None or not day.cost_usd:
+            return 0.0
+        weights = {k: day.share_of_week.get(k, 1.0) for k in day.cost_usd}
+        total = sum(weights.values()) or 1.0
+        return monthly(sum(c * weights[k] for k, c in day.cost_usd.items()) / total, 24 * 60)
+
     def render(self) -> str:
         types = ", ".join(f"{v} {t}" for v, t in self.instance_types.items())
         lines = [
@@ -123,19 +136,20 @@ class GateReport:
                 f"  {state:<11} {v.scenario}: worst minute {worst}; least headroom "
                 f"{v.headroom_pct:+.0f} %"
             )
+            if len(v.cost_usd) > 1:
+                lines.append(f"              replayed on: {'; '.join(v.cost_usd)}")
             if v.best_effort and v.misses:
                 lines.append(f"              accepted risk (fleet.best_effort): {v.best_effort}")
             for m in v.misses[:4]:
                 lines.append(f"              {m.line()}")
             if len(v.misses) > 4:
                 lines.append(f"              ... and {len(v.misses) - 4} more")
-        day = next((v for v in self.verdicts if v.scenario == "normal-day"), None)
-        if day is not None and day.cost_usd:
-            per_month = monthly(sum(day.cost_usd.values()), 24 * 60)
+        per_month = self.monthly_usd
+        if per_month:
             line, warning = monthly_line(per_month, self.budget_usd_per_month)
             lines.append(
-                f"  cost: the normal day's billed instance-hours x 730/24 = {line} (schedules, "
-                "standby and the canary included)"
+                "  cost: the normal day's billed instance-hours, averaged over the week's days, "
+                f"x 730/24 = {line} (schedules, standby and the canary included)"
             )
             if warning:
                 lines.append(f"  WARNING: {warning}")
@@ -288,7 +302,9 @@ def evaluate(
         cost: dict[str, float] = {}
         peak: dict[VariantName, int] = {}
         headroom = math.inf
+        weights: dict[str, float] = {}
         for run in run_scenario(cfg, name, a):
+            weights[run.label] = run.share_of_week
             cost[run.label] = sum(
                 float(vm.billed.sum()) / 60 * vm.price_per_hour for vm in run.variants.values()
             )
@@ -302,7 +318,9 @@ def evaluate(
                     found, w = _misses_of(run, vm, lims[v], slo, slo_limits[slo])
                     worst[slo] = max(worst.get(slo, 0.0), w)
                     misses += found
-        verdicts.append(ScenarioVerdict(name, soft.get(name), misses, worst, cost, peak, headroom))
+        verdicts.append(
+            ScenarioVerdict(name, soft.get(name), misses, worst, cost, weights, peak, headroom)
+        )
     return GateReport(
         env=cfg.env,
         instance_types={v: cfg.variants[v].instance_type for v in VARIANT_NAMES},
