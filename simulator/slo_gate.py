@@ -20,7 +20,7 @@ import numpy as np
 from simulator.assumptions import Assumptions
 from simulator.capacity import full_queue_wait_s, instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
-from sizing.fleet_cost import monthly
+from sizing.fleet_cost import monthly, release_canary_monthly
 from sizing.plan import monthly_line
 from sizing.scaling_target import target_basis
 from sizing.slo_reach import unreachable
@@ -101,6 +101,9 @@ class GateReport:
     #: The wait in a full queue (simulator.capacity.full_queue_wait_s, the typical request): a
     #: worst minute at it is the admission cap, not how long waits would grow.
     queue_wait_cap_ms: float = 0.0
+    #: A canary raised only while a release runs: what its raise adds to a month
+    #: (sizing.fleet_cost.release_canary_monthly).
+    release_canary_usd_per_month: float = 0.0
 
     @property
     def misses(self) -> list[Miss]:
@@ -119,7 +122,8 @@ class GateReport:
             return 0.0
         weights = {k: day.share_of_week.get(k, 1.0) for k in day.cost_usd}
         total = sum(weights.values()) or 1.0
-        return monthly(sum(c * weights[k] for k, c in day.cost_usd.items()) / total, 24 * 60)
+        day_usd = sum(c * weights[k] for k, c in day.cost_usd.items()) / total
+        return monthly(day_usd, 24 * 60) + self.release_canary_usd_per_month
 
     def render(self) -> str:
         types = ", ".join(f"{v} {t}" for v, t in self.instance_types.items())
@@ -149,7 +153,13 @@ class GateReport:
             line, warning = monthly_line(per_month, self.budget_usd_per_month)
             lines.append(
                 "  cost: the normal day's billed instance-hours, averaged over the week's days, "
-                f"x 730/24 = {line} (schedules, standby and the canary included)"
+                f"x 730/24 = {line} (schedules, standby and the canary included"
+                + (
+                    f"; the canary's raise while a release runs: "
+                    f"${self.release_canary_usd_per_month:,.0f}/month)"
+                    if self.release_canary_usd_per_month
+                    else ")"
+                )
             )
             if warning:
                 lines.append(f"  WARNING: {warning}")
@@ -290,7 +300,7 @@ def evaluate(
     """Replay ``scenarios`` (default ``fleet.scenarios``) and hold each minute to the SLOs."""
     a = a or Assumptions()
     names = scenarios or list(cfg.fleet.scenarios)
-    soft = {b.scenario: b.reason for b in cfg.fleet.best_effort}
+    soft = cfg.fleet.soft()
     gone = unreachable(cfg)
     held = [s for s in cfg.fleet.slos if s not in gone]
     lims = {v: variant_limits(cfg, v, a) for v in VARIANT_NAMES}
@@ -331,6 +341,7 @@ def evaluate(
         limits={str(k): x for k, x in slo_limits.items()},
         budget_usd_per_month=cfg.fleet.budget_usd_per_month,
         queue_wait_cap_ms=max(_queue_cap_ms(cfg, v, a) for v in VARIANT_NAMES),
+        release_canary_usd_per_month=release_canary_monthly(cfg),
     )
 
 
