@@ -5,7 +5,8 @@ The fixture is small on purpose (dev's model on ml.g5.xlarge, two evening schedu
 zones, two scenarios, a tenth to a third of the brief's traffic): the solver on prod takes
 minutes. Speed is the simulator's constant per-sequence decode speed (``Assumptions``'s what-if),
 so one knob moves the engine's speed alone; demand is ``fleet.traffic_share``; the SLOs are the
-queue wait and the per-token bound. hypothesis is not in the venv: a grid, every easier neighbour
+queue wait and the per-token bound; the policies are the searched ones (a canary raised only
+while a release runs, scale-in that follows traffic). hypothesis is not in the venv: a grid, every easier neighbour
 of every point compared.
 """
 
@@ -60,6 +61,9 @@ def fixture(share: float, tpot_ms: float, queue_ms: float) -> DeploymentConfig:
         "scenarios": ["normal-day", "unannounced-3x"],
         "traffic_share": share,
         "slos": ["rejected", "queue_wait_p95", "tpot_p95"],
+        # the searched policies pinned (one solve per point: the search's four would take the
+        # grid past ten minutes); test_fleet_policies.py compares them
+        "policies": {"canary": "release-only", "scale_in": "follow-traffic"},
     }
     return parse_config(data, env="dev", source=DEV, base_dir=DEV.parent)
 
