@@ -6,8 +6,8 @@ zones, two scenarios, a tenth to a third of the brief's traffic): the solver on 
 minutes. Speed is the simulator's constant per-sequence decode speed (``Assumptions``'s what-if),
 so one knob moves the engine's speed alone; demand is ``fleet.traffic_share``; the SLOs are the
 queue wait and the per-token bound; the policies are the searched ones (a canary raised only
-while a release runs, scale-in that follows traffic). hypothesis is not in the venv: a grid, every easier neighbour
-of every point compared.
+while a release runs, scale-in that follows traffic). hypothesis is not in the venv: a grid,
+every easier neighbour of every point compared.
 """
 
 from __future__ import annotations

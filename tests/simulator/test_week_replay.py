@@ -38,7 +38,8 @@ def fixture(friday_evening: int = 2, **over: Any) -> DeploymentConfig:
             "canary": {"min_capacity": 1, "max_capacity": 1, "target_tracking": {"slos": []}},
         },
         "schedules": [
-            {"name": "day", "cron": "0 0 * * *", "timezone": tz, "min_capacity": 4, "max_capacity": 30},
+            {"name": "day", "cron": "0 0 * * *", "timezone": tz, "min_capacity": 4,
+             "max_capacity": 30},
             {"name": "evening", "cron": "0 17 * * SUN-THU,SAT", "timezone": tz, "min_capacity": 8,
              "max_capacity": 30},
             {"name": "friday-evening", "cron": "0 17 * * FRI", "timezone": tz,
