@@ -17,8 +17,11 @@ Commands:
   gate       the capacity gate: every scenario of fleet.scenarios, every SLO of fleet.slos,
              minute by minute at the pessimistic edge (simulator/slo_gate.py); exit 1 on a miss
              -> <out>/capacity-gate.json
-  fleet      the cheapest fleet per instance type that passes the gate (simulator/fleet_solver.py)
-             -> <out>/fleet.json
+  fleet      the cheapest fleet per instance type that passes the gate (simulator/fleet_solver.py),
+             then the prefix-cache hit rate iterated to its fixed point on the cheapest fleet
+             (simulator/hit_rate_loop.py) -> <out>/fleet.json
+  hit-rate   the prefix-cache hit rate at the config's own fleet's load: the fixed point of
+             hit rate -> fleet -> hit rate (simulator/hit_rate_loop.py)
 """
 
 from __future__ import annotations
@@ -536,7 +539,45 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         return 1
     print()
     print(config_change(cfg, best))
+    if not args.no_hit_rate_loop:
+        print(_fleet_hit_rate(cfg, a, best))
     print(f"({len(types)} instance type(s) in {time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def _fleet_hit_rate(cfg: DeploymentConfig, a: Assumptions, best: object) -> str:
+    """The hit rate iterated to its fixed point on the cheapest fleet: each rate re-solves that
+    instance type under its chosen policy (simulator/hit_rate_loop.py)."""
+    from simulator.fleet_solver import Solution, solve_policy
+    from simulator.hit_rate_loop import fixed_point
+
+    assert isinstance(best, Solution) and best.cfg is not None and best.policy is not None
+    policy, itype, solved_at = best.policy, best.instance_type, a.hit_rate(cfg)
+
+    def fleet_for(rate: float) -> DeploymentConfig:
+        if abs(rate - solved_at) < 1e-9:
+            assert best.cfg is not None
+            return best.cfg
+        s = solve_policy(cfg, itype, replace(a, prefix_cache_hit_rate=rate), policy)
+        if s.cfg is None:
+            raise ValueError(f"no {itype} fleet at a hit rate of {rate:.1%}: {s.why_not}")
+        return s.cfg
+
+    fp = fixed_point(cfg, a, fleet_for, start=solved_at)
+    note = (
+        ""
+        if abs(fp.rate - solved_at) <= 0.01
+        else f"; the fleet above was solved at {solved_at:.1%}: plan on {fp.rate:.1%} "
+        "(sizing/prefix_hit_rate.py) and solve again"
+    )
+    return fp.line() + note
+
+
+def cmd_hit_rate(args: argparse.Namespace) -> int:
+    from simulator.hit_rate_loop import fixed_point
+
+    cfg, a = _config(args), _assumptions(args)
+    print(fixed_point(cfg, a).line())
     return 0
 
 
@@ -557,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         ("blast-radius", cmd_blast_radius),
         ("gate", cmd_gate),
         ("fleet", cmd_fleet),
+        ("hit-rate", cmd_hit_rate),
     )
     for name, func in commands:
         p = sub.add_parser(name)
@@ -606,6 +648,12 @@ def main(argv: list[str] | None = None) -> int:
                 action="append",
                 help="an instance type to solve for (repeatable) [fleet.candidates, else every "
                 "catalog type that holds the model]",
+            )
+            p.add_argument(
+                "--no-hit-rate-loop",
+                action="store_true",
+                help="skip iterating the prefix-cache hit rate to its fixed point on the "
+                "cheapest fleet",
             )
     args = parser.parse_args(argv)
     try:
