@@ -226,10 +226,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(table(res, base), end="\n\n")
     for variant in ("primary", "canary"):
         print(f"scale-out ({variant}): {_scale_out_source(cfg, variant, a)}")
+    for line in _plan_figures(cfg, a):
+        print(line)
     summary["wall_seconds"] = round(time.perf_counter() - started, 2)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     print(f"wrote {len(traces)} trace(s) to {out}/ in {summary['wall_seconds']} s")
     return 0
+
+
+def _plan_figures(cfg: DeploymentConfig, a: Assumptions, month: float | None = None) -> list[str]:
+    """The plan's figures for ``cfg`` (simulator/user_figures.py: the one function each command
+    imports): what a user sees at the scaling target, and the month beside the budget. The traces
+    above are replays of single days; these are what the plan, make fleet and the gate quote."""
+    from simulator.user_figures import at_target_lines, monthly_bill
+    from sizing.plan import monthly_line
+
+    # ``month``: the gate's figure for this fleet, which is monthly_bill's (the same arithmetic
+    # on the same replays: simulator.user_figures.week_monthly)
+    month = monthly_bill(cfg, a) if month is None else month
+    line, warning = monthly_line(month, cfg.fleet.budget_usd_per_month)
+    out = [f"the plan's figures ({cfg.env}):"]
+    out += [f"  {x}" for x in at_target_lines(cfg)]
+    out.append(f"  cost {line}")
+    if warning:
+        out.append(f"  WARNING: {warning}")
+    return out
 
 
 def _activities(res: Result) -> list[dict[str, object]]:
@@ -539,6 +560,9 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         return 1
     print()
     print(config_change(cfg, best))
+    assert best.cfg is not None
+    for line in _plan_figures(best.cfg, a, best.monthly_usd):
+        print(line)
     if not args.no_hit_rate_loop:
         print(_fleet_hit_rate(cfg, a, best))
     print(f"({len(types)} instance type(s) in {time.perf_counter() - started:.0f} s)")

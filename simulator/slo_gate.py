@@ -20,7 +20,8 @@ import numpy as np
 from simulator.assumptions import Assumptions
 from simulator.capacity import full_queue_wait_s, instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
-from sizing.fleet_cost import monthly, release_canary_monthly
+from simulator.user_figures import run_cost_usd, week_monthly
+from sizing.fleet_cost import release_canary_monthly
 from sizing.plan import monthly_line
 from sizing.scaling_target import target_basis
 from sizing.slo_reach import unreachable
@@ -120,10 +121,7 @@ class GateReport:
         day = next((v for v in self.verdicts if v.scenario == "normal-day"), None)
         if day is None or not day.cost_usd:
             return 0.0
-        weights = {k: day.share_of_week.get(k, 1.0) for k in day.cost_usd}
-        total = sum(weights.values()) or 1.0
-        day_usd = sum(c * weights[k] for k, c in day.cost_usd.items()) / total
-        return monthly(day_usd, 24 * 60) + self.release_canary_usd_per_month
+        return week_monthly(day.cost_usd, day.share_of_week, self.release_canary_usd_per_month)
 
     def render(self) -> str:
         types = ", ".join(f"{v} {t}" for v, t in self.instance_types.items())
@@ -315,9 +313,7 @@ def evaluate(
         weights: dict[str, float] = {}
         for run in run_scenario(cfg, name, a):
             weights[run.label] = run.share_of_week
-            cost[run.label] = sum(
-                float(vm.billed.sum()) / 60 * vm.price_per_hour for vm in run.variants.values()
-            )
+            cost[run.label] = run_cost_usd(run)
             for v, vm in run.variants.items():
                 peak[v] = max(peak.get(v, 0), int(np.max(vm.in_service)))
                 busy = vm.demand_rpm > 1.0
