@@ -114,7 +114,7 @@ def _below_target(cfg: DeploymentConfig, field: str, threshold: int) -> str | No
     if name not in VARIANT_NAMES:
         return None
     try:
-        least = least_spill_threshold(cfg, name)  # type: ignore[arg-type]
+        least = least_spill_threshold(cfg, name)
     except (CapacityError, ValueError, KeyError, StopIteration):
         return None  # the model does not fit: pool_errors reports it
     if threshold >= least:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sizing import speed_model
 from sizing.capacity import pool_capacities
@@ -241,7 +242,7 @@ def spill_threshold(cfg: DeploymentConfig, variant: VariantName) -> int | None:
 def routed_variants(cfg: DeploymentConfig) -> Variants:
     """``cfg.variants`` with each PREFIX_AWARE threshold the config leaves out filled in with
     :func:`spill_threshold` (what the template carries: the API requires it with PREFIX_AWARE)."""
-    out = {}
+    out: dict[str, Any] = {}
     for v in VARIANT_NAMES:
         var = cfg.variants[v]
         routing = var.routing
