@@ -43,6 +43,8 @@ class VariantMinutes:
     in_service: np.ndarray
     desired: np.ndarray
     max_cap: np.ndarray
+    #: MinCapacity in force (the minute's highest; NaN where the run does not say).
+    min_cap: np.ndarray
     #: Which scaling bound set the minimum at that minute: a schedule's name, a release's
     #: prescale, or "variant" (scaling.variants.<v>.min_capacity).
     floor_owner: list[str]
@@ -131,6 +133,7 @@ def _from_result(cfg: DeploymentConfig, res: Result) -> dict[VariantName, Varian
             in_service=m("in_service", "min"),
             desired=m("desired", "max"),
             max_cap=m("max_cap", "min"),
+            min_cap=m("min_cap", "max"),
             floor_owner=_floor_owners(cfg, v, res.trace.start, minutes),
             billed=m("launched", "mean"),
             price_per_hour=run.instance.price_per_hour,
@@ -261,6 +264,7 @@ def _canary_rollout(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
             in_service=n,
             desired=np.array([r[f"{v}_launched"] for r in rows], dtype=float),
             max_cap=np.array([r[f"{v}_max"] for r in rows], dtype=float),
+            min_cap=np.full(len(rows), np.nan),
             floor_owner=_floor_owners(cfg, v, tr.start, len(rows)),
             billed=np.array([r[f"{v}_launched"] for r in rows], dtype=float),
             price_per_hour=0.0,

@@ -324,7 +324,9 @@ def _repair(b: Bounds, misses: list[Miss], crons: dict[str, str]) -> Bounds | No
     leads: dict[str, int] = {}
     for m in misses:
         early = m.lag_minutes - m.bound_age_minutes
-        if not m.at_max and m.floor_owner in crons and early > 0:
+        # only a bound that raised the floor gains from starting earlier (one that lowered it,
+        # an evening's end, is repaired by raising its count)
+        if not m.at_max and m.floor_owner in crons and early > 0 and m.floor_rose:
             step = LEAD_STEP_MINUTES * math.ceil(early / LEAD_STEP_MINUTES)
             lead = b.schedule_lead.get(m.floor_owner, 0) + step
             if lead_cron(crons[m.floor_owner], lead) is not None:
@@ -348,6 +350,13 @@ def _repair(b: Bounds, misses: list[Miss], crons: dict[str, str]) -> Bounds | No
                 return None
             out = out.raised(variant, owner, by)
     return out
+
+
+def _why(exc: Exception) -> str:
+    """An exception in one line: a validation error's first line says only "1 validation error",
+    so its message lines are joined (the field and the rule)."""
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip() and "errors.pydantic" not in x]
+    return "; ".join(lines[:3])
 
 
 def _no_fleet_why(report: GateReport | None) -> str:
@@ -456,7 +465,7 @@ def solve_policy(cfg: DeploymentConfig, itype: str, a: Assumptions, policy: Poli
         report = evaluate(final_cfg, a, list(cfg.fleet.scenarios))
         optimistic = evaluate(final_cfg, replace(a, speed_edge="optimistic"), held)
     except (ValueError, CapacityError) as exc:
-        return _failed(itype, report, rounds, started, str(exc).splitlines()[0])
+        return _failed(itype, report, rounds, started, _why(exc))
     peak = max((sum(v.peak_instances.values()) for v in report.verdicts), default=0)
     return Solution(
         instance_type=itype,

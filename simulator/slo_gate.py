@@ -53,6 +53,9 @@ class Miss:
     #: bound must start earlier (simulator/fleet_solver.py).
     bound_age_minutes: int = 10**6
     lag_minutes: int = 0
+    #: The bound raised MinCapacity when it started (False: it lowered or kept it, so starting it
+    #: earlier cannot bring instances sooner; unknown reads as True).
+    floor_rose: bool = True
 
     def line(self) -> str:
         fig = "unbounded" if math.isinf(self.figure) else f"{self.figure:,.0f}"
@@ -265,6 +268,12 @@ def _misses_of(
         age = 0
         while first - age - 1 >= 0 and vm.floor_owner[first - age - 1] == owner:
             age += 1
+        before = first - age - 1
+        rose = (
+            before < 0
+            or np.isnan(vm.min_cap[first])
+            or bool(vm.min_cap[first] > vm.min_cap[before])
+        )
         out.append(
             Miss(
                 scenario=run.scenario,
@@ -285,6 +294,7 @@ def _misses_of(
                 # from the run's start the bound's age is unknown: taken as long in force
                 bound_age_minutes=age if first - age > 0 else 10**6,
                 lag_minutes=lim.lag_minutes,
+                floor_rose=rose,
             )
         )
     return sorted(out, key=lambda x: x.minute), worst
