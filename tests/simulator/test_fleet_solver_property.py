@@ -97,11 +97,14 @@ def test_an_easier_problem_never_costs_more(point: tuple[float, float, float, fl
         )
 
 
-def _miss(owner: str, age: int, short: int = 2, at_max: bool = False) -> Miss:
+def _miss(
+    owner: str, age: int, short: int = 2, at_max: bool = False, floor_rose: bool = True
+) -> Miss:
     return Miss(
         scenario="normal-day", run="normal-day", variant="primary", minute=600, when="",
         slo="rejected", figure=9.0, limit=0.0, shortfall_instances=short, shortfall_rpm=9.0,
         floor_owner=owner, at_max=at_max, bound_age_minutes=age, lag_minutes=4,
+        floor_rose=floor_rose,
     )  # fmt: skip
 
 
@@ -123,6 +126,14 @@ def test_a_miss_long_after_a_bound_started_raises_that_bound_not_the_all_day_flo
     assert out is not None
     assert out.schedule_min["jp-evening-peak"] == 5 and out.primary_min == 1
     assert not out.schedule_lead
+
+
+def test_a_miss_just_after_a_schedule_lowered_the_floor_raises_it_never_moves_it() -> None:
+    # an evening's end (23:00) lowers the floor; a spike minutes after it is short of the count
+    # the end leaves, which starting the end earlier could only make worse
+    out = _repair(BOUNDS, [_miss("jp-evening-end", age=1, short=3, floor_rose=False)], CRONS)
+    assert out is not None
+    assert out.schedule_min["jp-evening-end"] == 4 and not out.schedule_lead
 
 
 def test_a_cron_that_cannot_move_earlier_falls_back_to_a_raise() -> None:
