@@ -21,7 +21,6 @@ from simulator.rollout import simulate_rollout
 from simulator.run import Result, simulate
 from simulator.schedule import timeline
 from simulator.traces import BUILTIN, JST, Trace, day_at, normal_day, spike_at
-from sizing.fit import validate_config
 from typed_config import SCENARIO_NAMES, VARIANT_NAMES, DeploymentConfig, ScenarioName, VariantName
 
 
@@ -219,29 +218,12 @@ def _deploy_at_peak(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
     return runs
 
 
-def during_release(cfg: DeploymentConfig) -> DeploymentConfig:
-    """``cfg`` as the release path leaves it while a rollout runs: the canary's floor raised to
-    rollout.canary_instances (``cfg`` itself when that is not set)."""
-    raised = cfg.rollout.canary_instances
-    if raised is None:
-        return cfg
-    data = cfg.model_dump(mode="python", exclude_unset=False)
-    sc = data["scaling"]["variants"]["canary"]
-    sc["min_capacity"] = max(sc["min_capacity"], raised)
-    sc["max_capacity"] = max(sc["max_capacity"], sc["min_capacity"])
-    var = data["variants"]["canary"]
-    var["initial_instance_count"] = min(
-        max(var["initial_instance_count"], sc["min_capacity"]),
-        data["variants"]["primary"]["initial_instance_count"],
-    )
-    return validate_config(data, architecture=cfg.architecture)
-
-
 def _canary_rollout(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
     """The ramp 5 -> 100 % on a normal day with the controller's own rules: the replay serves
     each minute up to capacity (no queue times), so it is held on rejections and on demand above
     capacity (a queue that would grow)."""
-    cfg = during_release(cfg)
+    # a canary raised only while a release runs: the controller's plan raises it at each step
+    # (sizing.rollout_plan: rollout.canary_instances), which the replay follows
     rep = simulate_rollout(cfg, a, trace=scaled(cfg, normal_day()))
     rows = rep["rows"]
     tr = rep["trace"]

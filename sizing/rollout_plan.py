@@ -30,4 +30,6 @@ def rollout_capacity_plan(cfg: DeploymentConfig) -> CapacityPlan:
         canary_max=canary.max_capacity,
         primary_concurrency=per_instance_concurrency(cfg, "primary"),
         canary_concurrency=per_instance_concurrency(cfg, "canary"),
+        # a canary billed only while a release runs: each step raises it to this at least
+        release_floor=cfg.rollout.canary_instances or 0,
     )

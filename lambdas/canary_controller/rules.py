@@ -143,15 +143,18 @@ def build_plan(
     canary_max: int,
     primary_concurrency: float,
     canary_concurrency: float,
+    release_floor: int = 0,
 ) -> CapacityPlan:
     """Per step ``p``: at most what ``p`` % of the primary's maximum fleet serves (so at peak the
     canary can grow with its share as far as the primary could), at least ``p`` % of its minimum;
-    never below the canary's configured bounds."""
+    never below the canary's configured bounds, nor below ``release_floor`` (the canary's floor
+    while a release runs, rollout.canary_instances: raised at each step, the configured
+    ``canary_min`` restored after the release)."""
     ratio = primary_concurrency / canary_concurrency
     base = CapacityPlan(round(ratio, 6), primary_max, canary_min, canary_max, ())
     plan = []
     for p in steps:
-        lo = max(canary_min, _ceil(p / 100 * primary_min * ratio))
+        lo = max(canary_min, release_floor, _ceil(p / 100 * primary_min * ratio))
         hi = max(canary_max, base.from_primary_max(p), lo)
         plan.append(StepCapacity(p, lo, hi))
     return CapacityPlan(round(ratio, 6), primary_max, canary_min, canary_max, tuple(plan))

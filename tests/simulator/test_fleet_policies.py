@@ -21,6 +21,7 @@ from simulator.slo_gate import evaluate
 from simulator.traces import Trace
 from sizing.fit import parse_config
 from sizing.fleet_cost import release_canary_monthly, release_hours
+from sizing.rollout_plan import rollout_capacity_plan
 from typed_config import DeploymentConfig
 
 DEV = Path(__file__).resolve().parents[2] / "config" / "dev.yaml"
@@ -83,6 +84,16 @@ def test_a_canary_only_while_a_release_runs_costs_less_and_holds() -> None:
     again = evaluate(release.cfg, FAST)
     assert again.passed and again.monthly_usd == release.monthly_usd
     assert release.monthly_usd < standing.monthly_usd
+
+
+def test_the_release_path_raises_the_canary_at_each_step_and_restores_its_floor() -> None:
+    cfg = fixture()
+    out = apply(cfg, replace(current(cfg), canary_min=4, policy=Policy(canary_release_only=True)))
+    plan = rollout_capacity_plan(out)
+    standing = out.scaling.variants["canary"].min_capacity
+    assert out.rollout.canary_instances == 4 and standing < 4
+    # the controller's plan: every step's floor at least the raise, the standing floor restored
+    assert all(step.min_capacity >= 4 for step in plan.steps) and plan.canary_min == standing
 
 
 def test_no_releases_a_month_bills_no_raise() -> None:
