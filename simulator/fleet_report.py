@@ -67,7 +67,9 @@ def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
         )
     lines.append(
         "peak: most instances in service in any scenario (both variants); night: the floors; "
-        "$/month: the normal day's billed instance-hours (schedules, standby, canary) x 730/24; "
+        "$/month: the normal day's billed instance-hours (schedules, standby, canary) on each day "
+        "of the week whose bounds differ, averaged, x 730/24, plus a canary's raise while a "
+        "release runs (simulator/user_figures.py, the plan's figure); "
         "target: the concurrency target tracking holds; headroom: the least spare capacity in "
         "any minute"
     )
