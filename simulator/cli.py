@@ -31,7 +31,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import cast
 
@@ -546,7 +546,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
                     "monthly_usd": round(s.monthly_usd),
                     "peak_instances": s.peak_instances,
                     "night_instances": s.night_instances,
-                    "bounds": s.bounds.__dict__ if s.bounds else None,
+                    "bounds": asdict(s.bounds) if s.bounds else None,
+                    "policy_costs": s.policy_costs,
                     "rounds": s.rounds,
                     "seconds": round(s.seconds, 1),
                 }
