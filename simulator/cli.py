@@ -17,8 +17,11 @@ Commands:
   gate       the capacity gate: every scenario of fleet.scenarios, every SLO of fleet.slos,
              minute by minute at the pessimistic edge (simulator/slo_gate.py); exit 1 on a miss
              -> <out>/capacity-gate.json
-  fleet      the cheapest fleet per instance type that passes the gate (simulator/fleet_solver.py)
-             -> <out>/fleet.json
+  fleet      the cheapest fleet per instance type that passes the gate (simulator/fleet_solver.py),
+             then the prefix-cache hit rate iterated to its fixed point on the cheapest fleet
+             (simulator/hit_rate_loop.py) -> <out>/fleet.json
+  hit-rate   the prefix-cache hit rate at the config's own fleet's load: the fixed point of
+             hit rate -> fleet -> hit rate (simulator/hit_rate_loop.py)
   components the component shape (inference_components:): copies, instances, cold requests and
              the month's cost beside the variant shape's on the same traffic, and an adapter
              release replayed like a canary (simulator/components.py, adapter_rollout.py)
@@ -33,7 +36,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import cast
 
@@ -307,10 +310,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(table(res, base), end="\n\n")
     for variant in ("primary", "canary"):
         print(f"scale-out ({variant}): {_scale_out_source(cfg, variant, a)}")
+    for line in _plan_figures(cfg, a):
+        print(line)
     summary["wall_seconds"] = round(time.perf_counter() - started, 2)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     print(f"wrote {len(traces)} trace(s) to {out}/ in {summary['wall_seconds']} s")
     return 0
+
+
+def _plan_figures(cfg: DeploymentConfig, a: Assumptions, month: float | None = None) -> list[str]:
+    """The plan's figures for ``cfg`` (simulator/user_figures.py: the one function each command
+    imports): what a user sees at the scaling target, and the month beside the budget. The traces
+    above are replays of single days; these are what the plan, make fleet and the gate quote."""
+    from simulator.user_figures import at_target_lines, monthly_bill
+    from sizing.plan import monthly_line
+
+    # ``month``: the gate's figure for this fleet, which is monthly_bill's (the same arithmetic
+    # on the same replays: simulator.user_figures.week_monthly)
+    month = monthly_bill(cfg, a) if month is None else month
+    line, warning = monthly_line(month, cfg.fleet.budget_usd_per_month)
+    out = [f"the plan's figures ({cfg.env}):"]
+    out += [f"  {x}" for x in at_target_lines(cfg)]
+    out.append(f"  cost {line}")
+    if warning:
+        out.append(f"  WARNING: {warning}")
+    return out
 
 
 def _activities(res: Result) -> list[dict[str, object]]:
@@ -657,7 +681,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
                     "monthly_usd": round(s.monthly_usd),
                     "peak_instances": s.peak_instances,
                     "night_instances": s.night_instances,
-                    "bounds": s.bounds.__dict__ if s.bounds else None,
+                    "bounds": asdict(s.bounds) if s.bounds else None,
+                    "policy_costs": s.policy_costs,
                     "rounds": s.rounds,
                     "seconds": round(s.seconds, 1),
                 }
@@ -671,7 +696,48 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         return 1
     print()
     print(config_change(cfg, best))
+    assert best.cfg is not None
+    for line in _plan_figures(best.cfg, a, best.monthly_usd):
+        print(line)
+    if not args.no_hit_rate_loop:
+        print(_fleet_hit_rate(cfg, a, best))
     print(f"({len(types)} instance type(s) in {time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def _fleet_hit_rate(cfg: DeploymentConfig, a: Assumptions, best: object) -> str:
+    """The hit rate iterated to its fixed point on the cheapest fleet: each rate re-solves that
+    instance type under its chosen policy (simulator/hit_rate_loop.py)."""
+    from simulator.fleet_solver import Solution, solve_policy
+    from simulator.hit_rate_loop import fixed_point
+
+    assert isinstance(best, Solution) and best.cfg is not None and best.policy is not None
+    policy, itype, solved_at = best.policy, best.instance_type, a.hit_rate(cfg)
+
+    def fleet_for(rate: float) -> DeploymentConfig:
+        if abs(rate - solved_at) < 1e-9:
+            assert best.cfg is not None
+            return best.cfg
+        s = solve_policy(cfg, itype, replace(a, prefix_cache_hit_rate=rate), policy)
+        if s.cfg is None:
+            raise ValueError(f"no {itype} fleet at a hit rate of {rate:.1%}: {s.why_not}")
+        return s.cfg
+
+    fp = fixed_point(cfg, a, fleet_for, start=solved_at)
+    note = (
+        ""
+        if abs(fp.rate - solved_at) <= 0.01
+        else f"; the fleet above was solved at {solved_at:.1%}: plan on {fp.rate:.1%} "
+        "(sizing/prefix_hit_rate.py) and solve again"
+    )
+    return fp.line() + note
+
+
+def cmd_hit_rate(args: argparse.Namespace) -> int:
+    from simulator.hit_rate_loop import fixed_point
+
+    cfg, a = _config(args), _assumptions(args)
+    print(fixed_point(cfg, a).line())
     return 0
 
 
@@ -692,6 +758,7 @@ def main(argv: list[str] | None = None) -> int:
         ("blast-radius", cmd_blast_radius),
         ("gate", cmd_gate),
         ("fleet", cmd_fleet),
+        ("hit-rate", cmd_hit_rate),
         ("components", cmd_components),
     )
     for name, func in commands:
@@ -751,6 +818,12 @@ def main(argv: list[str] | None = None) -> int:
                 action="append",
                 help="an instance type to solve for (repeatable) [fleet.candidates, else every "
                 "catalog type that holds the model]",
+            )
+            p.add_argument(
+                "--no-hit-rate-loop",
+                action="store_true",
+                help="skip iterating the prefix-cache hit rate to its fixed point on the "
+                "cheapest fleet",
             )
     args = parser.parse_args(argv)
     try:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from simulator.fleet_solver import Solution, current
+from simulator.fleet_solver import Solution
 from simulator.slo_gate import GateReport
-from sizing.scaling_target import concurrency_target
+from sizing.scaling_target import concurrency_target, spill_threshold
 from sizing.slo_reach import what_would_reach
 from typed_config import VARIANT_NAMES, DeploymentConfig
 
@@ -67,10 +67,21 @@ def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
         )
     lines.append(
         "peak: most instances in service in any scenario (both variants); night: the floors; "
-        "$/month: the normal day's billed instance-hours (schedules, standby, canary) x 730/24; "
+        "$/month: the normal day's billed instance-hours (schedules, standby, canary) on each day "
+        "of the week whose bounds differ, averaged, x 730/24, plus a canary's raise while a "
+        "release runs (simulator/user_figures.py, the plan's figure); "
         "target: the concurrency target tracking holds; headroom: the least spare capacity in "
         "any minute"
     )
+    for s in sols:
+        if len(s.policy_costs) > 1:
+            chosen = s.policy.label if s.policy else ""
+            costs = "; ".join(
+                f"{k} {'no fleet' if c is None else f'${c:,.0f}'}"
+                + (" (chosen)" if k == chosen else "")
+                for k, c in s.policy_costs.items()
+            )
+            lines.append(f"policies, {s.instance_type}: {costs}")
     if budget:
         lines.append(f"budget (fleet.budget_usd_per_month): ${budget:,.0f}/month")
     lines.append(
@@ -105,23 +116,59 @@ def _held(sols: list[Solution], itype: str) -> list[str]:
 def config_change(cfg: DeploymentConfig, s: Solution) -> str:
     """The YAML edits that adopt ``s`` (the fields it changes, as the file spells them)."""
     assert s.bounds is not None and s.cfg is not None
-    b, old = s.bounds, current(cfg)
+    b = s.bounds
     new = s.cfg
     lines = [f"# adopt the {s.instance_type} fleet (make fleet ENV={cfg.env})"]
-    if s.instance_type != old.instance_type:
+    if s.instance_type != cfg.variants.primary.instance_type:
         lines.append(f"variants.primary.instance_type: {s.instance_type}")
         lines.append(f"variants.canary.instance_type: {s.instance_type}")
     for v in VARIANT_NAMES:
         iv = new.variants[v].initial_instance_count
         if iv != cfg.variants[v].initial_instance_count:
             lines.append(f"variants.{v}.initial_instance_count: {iv}")
+    sv, so = new.scaling.variants, cfg.scaling.variants
     pairs = [
-        ("scaling.variants.primary.min_capacity", old.primary_min, b.primary_min),
-        ("scaling.variants.primary.max_capacity", old.primary_max, b.primary_max),
-        ("scaling.variants.canary.min_capacity", old.canary_min, b.canary_min),
-        ("scaling.variants.canary.max_capacity", old.canary_max, b.canary_max),
-    ]
+        ("scaling.variants.primary.min_capacity", so["primary"].min_capacity, b.primary_min),
+        ("scaling.variants.primary.max_capacity", so["primary"].max_capacity, b.primary_max),
+        ("scaling.variants.canary.min_capacity", so["canary"].min_capacity,
+         sv["canary"].min_capacity),
+        ("scaling.variants.canary.max_capacity", so["canary"].max_capacity, b.canary_max),
+        ("rollout.canary_instances", cfg.rollout.canary_instances, new.rollout.canary_instances),
+    ]  # fmt: skip
     lines += [f"{k}: {n}  # was {o}" for k, o, n in pairs if o != n]
+    if new.rollout.canary_instances is not None and cfg.rollout.canary_instances is None:
+        lines.append(
+            "#   the canary only while a release runs: the release path raises the canary's "
+            f"floor to {new.rollout.canary_instances} when a rollout starts and restores "
+            f"{sv['canary'].min_capacity} after it"
+        )
+    for v in VARIANT_NAMES:
+        tn, to = sv[v].target_tracking, so[v].target_tracking
+        if (
+            tn
+            and to
+            and (tn.scale_in, tn.scale_in_cooldown_seconds)
+            != (
+                to.scale_in,
+                to.scale_in_cooldown_seconds,
+            )
+        ):
+            lines.append(
+                f"scaling.variants.{v}.target_tracking: scale_in {str(tn.scale_in).lower()}, "
+                f"scale_in_cooldown_seconds {tn.scale_in_cooldown_seconds}  # was "
+                f"{str(to.scale_in).lower()}, {to.scale_in_cooldown_seconds} (scale-in follows "
+                "traffic)"
+            )
+        gone = [
+            x.name
+            for x in so[v].step_policies
+            if x.name not in {y.name for y in sv[v].step_policies}
+        ]
+        if gone:
+            lines.append(
+                f"scaling.variants.{v}.step_policies: remove {', '.join(gone)} (target tracking "
+                "owns scale-in: one scale-in authority per scalable target)"
+            )
     for sc_new, sc_old in zip(new.scaling.schedules, cfg.scaling.schedules, strict=True):
         if sc_new.cron != sc_old.cron:
             lines.append(
@@ -164,8 +211,9 @@ def config_change(cfg: DeploymentConfig, s: Solution) -> str:
             and route_new.concurrency_threshold != route_old.concurrency_threshold
         ):
             lines.append(
-                f"variants.{v}.routing.concurrency_threshold: {route_new.concurrency_threshold}"
-                f"  # was {route_old.concurrency_threshold}"
+                f"variants.{v}.routing.concurrency_threshold: leave it out (derived: "
+                f"{spill_threshold(new, v)}, the scaling target rounded up)  # was "
+                f"{route_old.concurrency_threshold}"
             )
     if len(lines) == 1:
         lines.append("# nothing: the config is this fleet")

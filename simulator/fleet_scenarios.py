@@ -15,12 +15,12 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from simulator import scenario_deploy
+from simulator import scenario_deploy, week
 from simulator.assumptions import Assumptions
 from simulator.rollout import simulate_rollout
 from simulator.run import Result, simulate
 from simulator.schedule import timeline
-from simulator.traces import BUILTIN, JST, Trace, normal_day
+from simulator.traces import BUILTIN, JST, Trace, day_at, normal_day, spike_at
 from typed_config import SCENARIO_NAMES, VARIANT_NAMES, DeploymentConfig, ScenarioName, VariantName
 
 
@@ -42,6 +42,8 @@ class VariantMinutes:
     in_service: np.ndarray
     desired: np.ndarray
     max_cap: np.ndarray
+    #: MinCapacity in force (the minute's highest; NaN where the run does not say).
+    min_cap: np.ndarray
     #: Which scaling bound set the minimum at that minute: a schedule's name, a release's
     #: prescale, or "variant" (scaling.variants.<v>.min_capacity).
     floor_owner: list[str]
@@ -57,6 +59,9 @@ class ScenarioRun:
     label: str
     start: datetime
     variants: dict[VariantName, VariantMinutes]
+    #: The share of the week's days this run stands for (simulator/week.py: days whose bounds
+    #: are the same replay once); the normal day's cost is weighted by it.
+    share_of_week: float = 1.0
 
     def when(self, minute: int) -> str:
         at = self.start + timedelta(minutes=minute)
@@ -127,6 +132,7 @@ def _from_result(cfg: DeploymentConfig, res: Result) -> dict[VariantName, Varian
             in_service=m("in_service", "min"),
             desired=m("desired", "max"),
             max_cap=m("max_cap", "min"),
+            min_cap=m("min_cap", "max"),
             floor_owner=_floor_owners(cfg, v, res.trace.start, minutes),
             billed=m("launched", "mean"),
             price_per_hour=run.instance.price_per_hour,
@@ -151,6 +157,41 @@ def scaled(cfg: DeploymentConfig, trace: Trace) -> Trace:
     """``trace`` at this environment's share of the traffic (``fleet.traffic_share``)."""
     share = cfg.fleet.traffic_share
     return trace if share == 1.0 else replace(trace, rpm=trace.rpm * share)
+
+
+def _normal_week(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
+    """The ordinary day on every day of the week whose bounds differ (simulator/week.py), each
+    run labelled with the days it stands for."""
+    runs = []
+    for g in week.day_groups(cfg):
+        tr = scaled(cfg, day_at("normal-day", g.start, f"ordinary day, {g.label}"))
+        res = simulate(cfg, tr, a)
+        runs.append(
+            ScenarioRun(
+                "normal-day", g.label, res.trace.start, _from_result(cfg, res), g.share_of_week
+            )
+        )
+    return runs
+
+
+def _spike_week(
+    name: ScenarioName, factor: float
+) -> Callable[[DeploymentConfig, Assumptions], list[ScenarioRun]]:
+    """The unannounced spike at the weakest hour of every day whose bounds differ
+    (simulator/week.py), each run labelled with the day and hour."""
+
+    def run(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
+        runs = []
+        for g in week.day_groups(cfg):
+            hour = week.weakest_hour(cfg, g.start)
+            at = g.start + timedelta(hours=hour)
+            label = f"{g.label}: weakest hour {hour:02d}:00 JST"
+            tr = scaled(cfg, spike_at(name, factor, at, BUILTIN[name].description))
+            res = simulate(cfg, tr, a)
+            runs.append(ScenarioRun(name, label, res.trace.start, _from_result(cfg, res)))
+        return runs
+
+    return run
 
 
 def _trace(name: str) -> Callable[[DeploymentConfig, Assumptions], list[ScenarioRun]]:
@@ -181,6 +222,8 @@ def _canary_rollout(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
     """The ramp 5 -> 100 % on a normal day with the controller's own rules: the replay serves
     each minute up to capacity (no queue times), so it is held on rejections and on demand above
     capacity (a queue that would grow)."""
+    # a canary raised only while a release runs: the controller's plan raises it at each step
+    # (sizing.rollout_plan: rollout.canary_instances), which the replay follows
     rep = simulate_rollout(cfg, a, trace=scaled(cfg, normal_day()))
     rows = rep["rows"]
     tr = rep["trace"]
@@ -203,6 +246,7 @@ def _canary_rollout(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
             in_service=n,
             desired=np.array([r[f"{v}_launched"] for r in rows], dtype=float),
             max_cap=np.array([r[f"{v}_max"] for r in rows], dtype=float),
+            min_cap=np.full(len(rows), np.nan),
             floor_owner=_floor_owners(cfg, v, tr.start, len(rows)),
             billed=np.array([r[f"{v}_launched"] for r in rows], dtype=float),
             price_per_hour=0.0,
@@ -211,10 +255,10 @@ def _canary_rollout(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
 
 
 RUNNERS: dict[ScenarioName, Callable[[DeploymentConfig, Assumptions], list[ScenarioRun]]] = {
-    "normal-day": _trace("normal-day"),
+    "normal-day": _normal_week,
     "announced-release": _trace("announced-release"),
-    "unannounced-3x": _trace("unannounced-3x"),
-    "unannounced-4x": _trace("unannounced-4x"),
+    "unannounced-3x": _spike_week("unannounced-3x", 3.0),
+    "unannounced-4x": _spike_week("unannounced-4x", 4.0),
     "deploy-at-peak": _deploy_at_peak,
     "canary-rollout": _canary_rollout,
 }

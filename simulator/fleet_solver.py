@@ -49,6 +49,55 @@ MAX_ROUNDS = 30
 VARIANT = "variant"
 
 
+#: Target tracking's scale-in cooldown when scale-in follows traffic: what Application Auto
+#: Scaling defaults to for SageMaker endpoint variants ("Default: 300 seconds for ... Amazon
+#: SageMaker endpoint variants": ScaleInCooldown, TargetTrackingScalingPolicyConfiguration, as the
+#: CDK's BaseTargetTrackingProps documents it); "You should scale in conservatively to protect your
+#: application's availability", and target tracking already scales in only after its low alarm's
+#: 15 one-minute datapoints below 90 % of the target (simulator/assumptions.py), so a cooldown
+#: longer than that only delays the next step down.
+FOLLOW_TRAFFIC_SCALE_IN_COOLDOWN_S = 300
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The policies the solver searches beside the bounds (``fleet.policies``).
+
+    ``canary_release_only``: between releases the canary variant stands at the least a deploy
+    accepts and the release path raises it to the solved count (``rollout.canary_instances``)
+    while a rollout runs. Zero is not among the choices: an instance-based endpoint's variant
+    keeps at least one instance (SageMaker scales an endpoint to zero only when it hosts
+    inference components: "Scale an endpoint to zero instances", SageMaker developer guide),
+    and a blue/green deploy's canary step must be at most 50 % of every variant's fleet
+    (TrafficRoutingConfig, typed_config.loader.guardrail_step_errors): with prod's one-instance
+    step the canary stands at 2.
+
+    ``scale_in_follows``: target tracking's own scale-in (DisableScaleIn false, cooldown
+    :data:`FOLLOW_TRAFFIC_SCALE_IN_COOLDOWN_S`) replaces every step scale-in policy (one scale-in
+    authority per scalable target: typed_config.scaling.VariantScaling)."""
+
+    canary_release_only: bool = False
+    scale_in_follows: bool = False
+
+    @property
+    def label(self) -> str:
+        return (
+            ("canary only while a release runs" if self.canary_release_only else "canary standing")
+            + ", "
+            + ("scale-in follows traffic" if self.scale_in_follows else "scale-in as configured")
+        )
+
+
+def policies(cfg: DeploymentConfig) -> list[Policy]:
+    """The policies ``fleet.policies`` lets the solver try."""
+    p = cfg.fleet.policies
+    canary = {"search": (False, True), "standing": (False,), "release-only": (True,)}[p.canary]
+    scale_in = {"search": (False, True), "as-configured": (False,), "follow-traffic": (True,)}[
+        p.scale_in
+    ]
+    return [Policy(c, s) for c in canary for s in scale_in]
+
+
 @dataclass(frozen=True)
 class Bounds:
     """The counts the solver sets: per variant its own min/max, and each schedule's and release's
@@ -64,6 +113,8 @@ class Bounds:
     #: Minutes each recurring schedule fires before its configured time: a floor whose instances
     #: cannot serve by the minute that needs them starts its launch lag earlier (its cron moved).
     schedule_lead: dict[str, int] = field(default_factory=dict)
+    #: The policy (:class:`Policy`): how the canary stands between releases, how scale-in works.
+    policy: Policy = field(default_factory=lambda: Policy())
 
     def floor(self, variant: VariantName, owner: str) -> int:
         if owner == VARIANT:
@@ -91,7 +142,8 @@ def current(cfg: DeploymentConfig) -> Bounds:
         instance_type=cfg.variants.primary.instance_type,
         primary_min=sc.variants["primary"].min_capacity,
         primary_max=sc.variants["primary"].max_capacity,
-        canary_min=sc.variants["canary"].min_capacity,
+        # a canary raised only while a release runs: the count the solver sized is that raise
+        canary_min=cfg.rollout.canary_instances or sc.variants["canary"].min_capacity,
         canary_max=sc.variants["canary"].max_capacity,
         schedule_min={s.name: s.min_capacity for s in sc.schedules},
         release_min={r.name: r.min_capacity for r in sc.release_calendar},
@@ -135,15 +187,19 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
         r["max_capacity"] = max(b.primary_max, r["min_capacity"])
         sc = data["scaling"]["variants"][r.get("variant", "primary")]
         sc["max_capacity"] = max(sc["max_capacity"], r["max_capacity"])
-    # the routing threshold may not exceed what one instance of the new type runs
-    cap = estimate(cfg, b.instance_type).concurrency_at_typical_length
+    # the routing threshold follows the new type's scaling target (sizing.scaling_target.
+    # spill_threshold): derived, as a config that leaves it out has it
     for v in ("primary", "canary"):
         routing = data["variants"][v].get("routing")
         if routing and routing.get("concurrency_threshold"):
-            routing["concurrency_threshold"] = min(
-                routing["concurrency_threshold"], cap, cfg.engine.max_num_seqs
-            )
+            routing["concurrency_threshold"] = None
+    _apply_scale_in(data, b.policy)
     out = _validate(cfg, data)
+    if b.policy.canary_release_only:
+        out = _canary_release_only(cfg, data, b.canary_min)
+    else:
+        data["rollout"]["canary_instances"] = None
+        out = _validate(cfg, data)
     # the scaling target binds only on SLOs this type holds (the gate's own rule)
     gone = set(unreachable(out))
     for v in ("primary", "canary"):
@@ -157,6 +213,45 @@ def apply(cfg: DeploymentConfig, b: Bounds) -> DeploymentConfig:
         data["deployment"]["rollback_model_latency_p99_ms"] = need
         out = _validate(cfg, data)
     return out
+
+
+def _apply_scale_in(data: dict[str, Any], policy: Policy) -> None:
+    """Scale-in that follows traffic (:class:`Policy`): target tracking scales in, with the
+    cooldown AWS defaults to, and no step policy scales in."""
+    if not policy.scale_in_follows:
+        return
+    for v in ("primary", "canary"):
+        sc = data["scaling"]["variants"][v]
+        tt = sc.get("target_tracking")
+        if tt is None:
+            continue
+        tt["scale_in"] = True
+        tt["scale_in_cooldown_seconds"] = max(
+            FOLLOW_TRAFFIC_SCALE_IN_COOLDOWN_S, tt["scale_out_cooldown_seconds"]
+        )
+        sc["step_policies"] = [p for p in sc["step_policies"] if p["direction"] != "in"]
+
+
+def _canary_release_only(
+    cfg: DeploymentConfig, data: dict[str, Any], raised: int
+) -> DeploymentConfig:
+    """``data`` with the canary standing at the least count a deploy accepts (tried from 1) and
+    raised to ``raised`` while a release runs (rollout.canary_instances)."""
+    sc = data["scaling"]["variants"]["canary"]
+    last: ValueError | None = None
+    for n in range(1, max(1, raised) + 1):
+        sc["min_capacity"] = n
+        data["variants"]["canary"]["initial_instance_count"] = n
+        for s in data["scaling"]["schedules"] + data["scaling"]["release_calendar"]:
+            if s.get("variant", "primary") == "canary":
+                s["min_capacity"] = max(s["min_capacity"], n)
+        data["rollout"]["canary_instances"] = max(n, raised)
+        try:
+            return _validate(cfg, data)
+        except ValueError as exc:
+            last = exc
+    assert last is not None
+    raise last
 
 
 def lead_cron(cron: str, minutes: int) -> str | None:
@@ -191,6 +286,12 @@ class Solution:
     rounds: int
     seconds: float
     why_not: str = ""
+    #: Each policy the solver tried (:class:`Policy` label) and its monthly cost (None: no fleet).
+    policy_costs: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def policy(self) -> Policy | None:
+        return self.bounds.policy if self.bounds is not None else None
 
     @property
     def solved(self) -> bool:
@@ -223,7 +324,9 @@ def _repair(b: Bounds, misses: list[Miss], crons: dict[str, str]) -> Bounds | No
     leads: dict[str, int] = {}
     for m in misses:
         early = m.lag_minutes - m.bound_age_minutes
-        if not m.at_max and m.floor_owner in crons and early > 0:
+        # only a bound that raised the floor gains from starting earlier (one that lowered it,
+        # an evening's end, is repaired by raising its count)
+        if not m.at_max and m.floor_owner in crons and early > 0 and m.floor_rose:
             step = LEAD_STEP_MINUTES * math.ceil(early / LEAD_STEP_MINUTES)
             lead = b.schedule_lead.get(m.floor_owner, 0) + step
             if lead_cron(crons[m.floor_owner], lead) is not None:
@@ -247,6 +350,13 @@ def _repair(b: Bounds, misses: list[Miss], crons: dict[str, str]) -> Bounds | No
                 return None
             out = out.raised(variant, owner, by)
     return out
+
+
+def _why(exc: Exception) -> str:
+    """An exception in one line: a validation error's first line says only "1 validation error",
+    so its message lines are joined (the field and the rule)."""
+    lines = [x.strip() for x in str(exc).splitlines() if x.strip() and "errors.pydantic" not in x]
+    return "; ".join(lines[:3])
 
 
 def _no_fleet_why(report: GateReport | None) -> str:
@@ -286,19 +396,34 @@ def _lower_all_day_floors(
 
 
 def _monthly(report: GateReport) -> float:
-    day = next((v for v in report.verdicts if v.scenario == "normal-day"), None)
-    if day is None or not day.cost_usd:
-        return 0.0
-    return monthly(sum(day.cost_usd.values()), 24 * 60)
+    return report.monthly_usd
 
 
 def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
-    """The cheapest fleet of ``itype`` the greedy repair finds (see the module docstring)."""
+    """The cheapest fleet of ``itype`` over the policies ``fleet.policies`` lets the solver try
+    (:func:`policies`), each solved by :func:`solve_policy`; the solution carries every policy's
+    monthly cost (None: no fleet under it) for the table's cost line."""
+    tried = policies(cfg)
+    sols = [solve_policy(cfg, itype, a, p) for p in tried]
+    costs = {
+        p.label: (s.monthly_usd if s.solved else None) for p, s in zip(tried, sols, strict=True)
+    }
+    solved = [s for s in sols if s.solved]
+    best = min(solved, key=lambda s: s.monthly_usd) if solved else sols[0]
+    best.policy_costs = costs
+    best.seconds = sum(s.seconds for s in sols)
+    return best
+
+
+def solve_policy(cfg: DeploymentConfig, itype: str, a: Assumptions, policy: Policy) -> Solution:
+    """The cheapest fleet of ``itype`` under ``policy`` the greedy repair finds (see the module
+    docstring)."""
     started = time.perf_counter()
     base = current(cfg)
     floor = base.primary_min
     b = replace(
         base,
+        policy=policy,
         instance_type=itype,
         primary_max=MAX_INSTANCES,
         canary_max=MAX_INSTANCES,
@@ -330,7 +455,7 @@ def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
         }
         primary_max = max(peaks["primary"], b.primary_min, *b.schedule_min.values(), 1)
         # the canary's ceiling: what it used outside a ramp, or the primary's (a ramp's last
-        # steps ask for up to the primary's ceiling: rules.build_plan)
+        # steps ask for up to the primary's ceiling: sizing.rollout_plan.build_plan)
         b = replace(
             b,
             primary_max=primary_max,
@@ -340,7 +465,7 @@ def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
         report = evaluate(final_cfg, a, list(cfg.fleet.scenarios))
         optimistic = evaluate(final_cfg, replace(a, speed_edge="optimistic"), held)
     except (ValueError, CapacityError) as exc:
-        return _failed(itype, report, rounds, started, str(exc).splitlines()[0])
+        return _failed(itype, report, rounds, started, _why(exc))
     peak = max((sum(v.peak_instances.values()) for v in report.verdicts), default=0)
     return Solution(
         instance_type=itype,
@@ -350,7 +475,8 @@ def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
         optimistic=optimistic,
         monthly_usd=_monthly(report),
         peak_instances=peak,
-        night_instances=b.primary_min + b.canary_min,
+        night_instances=final_cfg.scaling.variants["primary"].min_capacity
+        + final_cfg.scaling.variants["canary"].min_capacity,
         rounds=rounds,
         seconds=time.perf_counter() - started,
         why_not="" if report.passed else "the final fleet misses (see the gate)",

@@ -19,7 +19,7 @@ instance serves.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simulator.routing_fleet import Fleet, RouterResult, budget_of
@@ -31,6 +31,7 @@ from simulator.routing_strategies import (
 )
 from simulator.routing_windows import Window
 from simulator.sessions import SessionModel, build_request, byte_offsets, new_session
+from simulator.user_figures import at_target_lines
 from sizing import speed_model
 from sizing.capacity import estimate, sequences_that_fit
 from typed_config import DeploymentConfig, VariantName
@@ -137,6 +138,8 @@ class Comparison:
     system_ends_at: int
     first_user_ends_at: int
     sampled_sessions_note: str = ""
+    #: The plan's figures at the scaling target (simulator.user_figures.at_target_lines).
+    at_target: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -189,4 +192,5 @@ def compare(
         sessions=sessions,
         system_ends_at=ends[("system",)],
         first_user_ends_at=ends[("user", 0, 0)],
+        at_target=at_target_lines(cfg, variant),
     )

@@ -2,11 +2,17 @@
 in a discrete-event loop: the routing comparison's simulation (:mod:`simulator.routing`).
 
 Times come from the repository's speed model (sizing/speed_model.py, its :class:`StepCost` on the
-variant's GPU): a request starts when the instance has a free sequence slot and KV cache
-(``max_num_seqs``, the KV capacity); its first token comes after half a decode step (the step in
-progress) plus the step that prefills its uncached tokens beside the other running sequences'
-decode; every later token takes one decode step, in which the other running sequences' prefill
-is spread over their answers.
+variant's GPU) with the step-cost constants the capacity gate times requests by
+(sizing.serving_speed.efficiency: the planning edge, LoRA included where the config serves
+adapters), so the two simulations agree on how long a request runs: a request starts when the
+instance has a free sequence slot and KV cache (``max_num_seqs``, the KV capacity); its first
+token comes after half a decode step (the step in progress) plus the step that prefills its
+uncached tokens beside the other running sequences' decode; every later token takes one decode
+step at the instance's *current* batch (every running sequence advances one token per step, so a
+request that arrives slows the others down: an instance's clock counts tokens per sequence and
+each request ends when the clock reaches its last token), in which the other running
+sequences' prefill is spread over their answers. (Until issue 42 a request's service time was
+fixed when it started, so instances ran 5-8x emptier than the gate's at the same load.)
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from simulator.sessions import (
 )
 from sizing import speed_model
 from sizing.capacity import estimate
+from sizing.serving_speed import PLANNING_EDGE, Edge, efficiency
 from typed_config import DeploymentConfig, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
 
@@ -53,6 +60,13 @@ class Instance:
     avg_output: float = 180.0
     requests: int = 0
     prefill_tokens: int = 0
+    #: Tokens each running sequence has decoded since the start (the instance's clock), when it
+    #: was last advanced, and the running requests by the clock reading at which they end.
+    clock: float = 0.0
+    clock_at: float = 0.0
+    ends: list[tuple[float, int, Any]] = field(default_factory=list)
+    #: Bumped at every change: an end event of an older version is stale.
+    version: int = 0
 
     @property
     def outstanding(self) -> int:
@@ -137,13 +151,16 @@ class Fleet:
         instances: int,
         sessions: SessionModel,
         seed: int,
+        edge: Edge = PLANNING_EDGE,
     ) -> None:
         inst_type = cfg.variants[variant].instance_type
         cap = estimate(cfg, inst_type)
         eng = cfg.engine
         self.cfg, self.spec, self.sessions = cfg, spec, sessions
+        gpu = INSTANCE_CATALOG[inst_type].gpu
+        # the gate's speed: the same step-cost constants (edge, LoRA) the capacity gate uses
         self.cost = speed_model.step_cost(
-            cfg.architecture, cfg.model.quantization, INSTANCE_CATALOG[inst_type].gpu
+            cfg.architecture, cfg.model.quantization, gpu, efficiency(cfg, gpu, edge)
         )
         self.kv_capacity = cap.kv_capacity_tokens
         self.max_num_seqs = eng.max_num_seqs
@@ -175,21 +192,35 @@ class Fleet:
         return self._least_outstanding(self.fleet), True
 
     # -- timing (sizing.speed_model's step cost)
-    def _times(self, inst: Instance, req: Request, cached: int) -> tuple[float, float]:
-        """(time to first token excluding queueing, service time) of ``req`` starting now."""
+    def _decode_step(self, inst: Instance, system: int) -> float:
+        """Seconds of one decode step of ``inst`` at its current batch."""
         c, e = self.cost, self.cost.eff
-        n = inst.running
-        system = req.system_tokens
+        n = max(1, inst.running)
         kv = inst.ctx_tokens
         if n > 1:
             kv -= (n - 1) * system * (1 - e.shared_kv_read)
         others = (n - 1) * inst.avg_uncached / max(1.0, inst.avg_output)
-        decode = c.seconds(n, kv, round(n + others), 0.0)
+        return c.seconds(n, kv, round(n + others), 0.0)
+
+    def _times(self, inst: Instance, req: Request, cached: int) -> tuple[float, float]:
+        """(time to first token excluding queueing, one decode step now) of ``req`` starting
+        now (it is already counted in ``inst.running``)."""
+        c, e = self.cost, self.cost.eff
+        n = inst.running
+        kv = inst.ctx_tokens
+        if n > 1:
+            kv -= (n - 1) * req.system_tokens * (1 - e.shared_kv_read)
+        decode = self._decode_step(inst, req.system_tokens)
         uncached = req.prompt_tokens - cached
         pairs = uncached * (cached + uncached / 2)
         own = c.seconds(n, kv, n - 1 + uncached, pairs)
-        ttft = e.request_s + decode / 2 + own
-        return ttft, ttft + (req.output_tokens - 1) * decode
+        return e.request_s + decode / 2 + own, decode
+
+    def _advance(self, inst: Instance, now: float) -> None:
+        """Move ``inst``'s clock to ``now`` at the step time of the batch since its last change."""
+        if inst.running and now > inst.clock_at:
+            inst.clock += (now - inst.clock_at) / self._decode_step(inst, self.budget.system_tokens)
+        inst.clock_at = now
 
     def run(self, window: Window, share: float, seed: int) -> RouterResult:
         rng = random.Random(seed)
@@ -216,6 +247,7 @@ class Fleet:
 
         def start(inst: Instance, req: Request, arrived: float, now: float) -> None:
             nonlocal seq, prompt_sum, cached_sum, output_sum
+            self._advance(inst, now)  # the batch so far ran at its own step time
             cached = inst.cache.match(req.session.sid, req.prompt)
             inst.cache.take(req.session.sid)
             kv_need = req.prompt_tokens + req.output_tokens - req.system_tokens
@@ -224,7 +256,7 @@ class Fleet:
             ctx = req.prompt_tokens + req.output_tokens / 2
             inst.ctx_tokens += ctx
             inst.cache.make_room(self.kv_capacity - req.system_tokens - inst.kv_reserved)
-            ttft, service = self._times(inst, req, cached)
+            ttft, decode = self._times(inst, req, cached)
             uncached = req.prompt_tokens - cached
             inst.avg_uncached += 0.02 * (uncached - inst.avg_uncached)
             inst.avg_output += 0.02 * (req.output_tokens - inst.avg_output)
@@ -234,8 +266,22 @@ class Fleet:
                 cached_sum += cached
                 output_sum += req.output_tokens
                 per_inst_prefill[inst.index] += uncached
-            heapq.heappush(events, (now + service, seq, 1, (inst, req, kv_need, ctx)))
+            # its first token is worth ttft / decode steps of the instance's clock now; then one
+            # token per step, at whatever batch the instance runs
+            done = inst.clock + ttft / decode + req.output_tokens - 1
+            heapq.heappush(inst.ends, (done, seq, (req, kv_need, ctx)))
             seq += 1
+            reschedule(inst, now)
+
+        def reschedule(inst: Instance, now: float) -> None:
+            """The wall time of ``inst``'s next end at its current step time (older ones stale)."""
+            nonlocal seq
+            inst.version += 1
+            if inst.ends:
+                step = self._decode_step(inst, self.budget.system_tokens)
+                at = now + max(0.0, inst.ends[0][0] - inst.clock) * step
+                heapq.heappush(events, (at, seq, 1, (inst, inst.version)))
+                seq += 1
 
         def fits(inst: Instance, req: Request) -> bool:
             need = req.prompt_tokens + req.output_tokens - req.system_tokens
@@ -266,7 +312,11 @@ class Fleet:
                 else:
                     inst.waiting.append((req, now))
             else:  # a request ends
-                inst, req, kv_need, ctx = payload
+                inst, version = payload
+                if version != inst.version:
+                    continue  # the instance changed since: a later event stands for it
+                self._advance(inst, now)
+                _, _, (req, kv_need, ctx) = heapq.heappop(inst.ends)
                 inst.running -= 1
                 inst.kv_reserved -= kv_need
                 inst.ctx_tokens -= ctx
@@ -276,6 +326,7 @@ class Fleet:
                 while inst.waiting and fits(inst, inst.waiting[0][0]):
                     nxt, arrived = inst.waiting.popleft()
                     start(inst, nxt, arrived, now)
+                reschedule(inst, now)
                 s = req.session
                 s.turn += 1
                 if s.turn < s.turns:

@@ -36,7 +36,10 @@ def table(c: Comparison) -> str:
         )
     lines += [
         f"   * the config's routing (variants.{c.variant}.routing; none: SageMaker's default, "
-        f"RANDOM). SLO: TTFT p50 < {base.slo_ttft_p50_ms:g} ms. busiest: the busiest instance's "
+        f"RANDOM). TTFT and SLO: at this window's load on {w.instances} instance(s) (TTFT p50 < "
+        f"{base.slo_ttft_p50_ms:g} ms); the plan's figures, at the scaling target: "
+        + "; ".join(c.at_target)
+        + ". busiest: the busiest instance's "
         f"share of requests (fair: {1 / w.instances:.1%}). rpm/inst: requests/minute one "
         "instance serves at the KV bound with that mean shape (change vs RANDOM).",
         f"   body bytes: the system prompt ends at byte {c.system_ends_at:,} of a system-first "

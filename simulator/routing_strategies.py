@@ -31,12 +31,11 @@ PrefixAwareRoutingConfig, read November 2026):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
 from simulator.sessions import Layout
-from sizing.scaling_target import concurrency_target
+from sizing.scaling_target import least_spill_threshold, spill_threshold
 from typed_config import DeploymentConfig, VariantName
 
 Strategy = Literal["LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE"]
@@ -85,13 +84,13 @@ def configured_routing(cfg: DeploymentConfig, variant: VariantName) -> RouterSpe
     return RouterSpec(
         "PREFIX_AWARE",
         prefix_length=routing.prefix_length_bytes or PREFIX_LENGTH_RANGE[0],
-        concurrency_threshold=routing.concurrency_threshold or default_threshold(cfg, variant),
+        concurrency_threshold=spill_threshold(cfg, variant),
         configured=True,
     )
 
 
 def default_threshold(cfg: DeploymentConfig, variant: VariantName) -> int:
-    """ConcurrencyThreshold when none is configured: the concurrency target tracking holds an
-    instance at (``sizing.capacity.concurrency_target``): past it the instance is as full as
-    autoscaling wants it."""
-    return max(1, math.floor(concurrency_target(cfg, variant)))
+    """ConcurrencyThreshold when none is configured: the scaling target rounded up
+    (sizing.scaling_target.least_spill_threshold; past it the instance is as full as autoscaling
+    wants it)."""
+    return least_spill_threshold(cfg, variant)

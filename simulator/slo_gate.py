@@ -20,7 +20,8 @@ import numpy as np
 from simulator.assumptions import Assumptions
 from simulator.capacity import full_queue_wait_s, instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
-from sizing.fleet_cost import monthly
+from simulator.user_figures import run_cost_usd, week_monthly
+from sizing.fleet_cost import release_canary_monthly
 from sizing.plan import monthly_line
 from sizing.scaling_target import target_basis
 from sizing.slo_reach import unreachable
@@ -52,6 +53,9 @@ class Miss:
     #: bound must start earlier (simulator/fleet_solver.py).
     bound_age_minutes: int = 10**6
     lag_minutes: int = 0
+    #: The bound raised MinCapacity when it started (False: it lowered or kept it, so starting it
+    #: earlier cannot bring instances sooner; unknown reads as True).
+    floor_rose: bool = True
 
     def line(self) -> str:
         fig = "unbounded" if math.isinf(self.figure) else f"{self.figure:,.0f}"
@@ -80,6 +84,8 @@ class ScenarioVerdict:
     worst: dict[str, float]
     #: Instance-hours and cost per run label (for the solver's cost).
     cost_usd: dict[str, float] = field(default_factory=dict)
+    #: The share of the week each run label stands for (simulator/week.py).
+    share_of_week: dict[str, float] = field(default_factory=dict)
     peak_instances: dict[VariantName, int] = field(default_factory=dict)
     #: The least spare capacity in any minute: in-service instances x requests/minute per
     #: instance at the binding bound, over demand, minus 1 (percent; negative: short).
@@ -99,6 +105,9 @@ class GateReport:
     #: The wait in a full queue (simulator.capacity.full_queue_wait_s, the typical request): a
     #: worst minute at it is the admission cap, not how long waits would grow.
     queue_wait_cap_ms: float = 0.0
+    #: A canary raised only while a release runs: what its raise adds to a month
+    #: (sizing.fleet_cost.release_canary_monthly).
+    release_canary_usd_per_month: float = 0.0
 
     @property
     def misses(self) -> list[Miss]:
@@ -107,6 +116,15 @@ class GateReport:
     @property
     def passed(self) -> bool:
         return not self.misses
+
+    @property
+    def monthly_usd(self) -> float:
+        """The month the normal day bills: each weekday replay's cost weighted by the share of
+        the week it stands for (simulator/week.py), x 730 h / 24 h (0: no normal day)."""
+        day = next((v for v in self.verdicts if v.scenario == "normal-day"), None)
+        if day is None or not day.cost_usd:
+            return 0.0
+        return week_monthly(day.cost_usd, day.share_of_week, self.release_canary_usd_per_month)
 
     def render(self) -> str:
         types = ", ".join(f"{v} {t}" for v, t in self.instance_types.items())
@@ -123,19 +141,26 @@ class GateReport:
                 f"  {state:<11} {v.scenario}: worst minute {worst}; least headroom "
                 f"{v.headroom_pct:+.0f} %"
             )
+            if len(v.cost_usd) > 1:
+                lines.append(f"              replayed on: {'; '.join(v.cost_usd)}")
             if v.best_effort and v.misses:
                 lines.append(f"              accepted risk (fleet.best_effort): {v.best_effort}")
             for m in v.misses[:4]:
                 lines.append(f"              {m.line()}")
             if len(v.misses) > 4:
                 lines.append(f"              ... and {len(v.misses) - 4} more")
-        day = next((v for v in self.verdicts if v.scenario == "normal-day"), None)
-        if day is not None and day.cost_usd:
-            per_month = monthly(sum(day.cost_usd.values()), 24 * 60)
+        per_month = self.monthly_usd
+        if per_month:
             line, warning = monthly_line(per_month, self.budget_usd_per_month)
             lines.append(
-                f"  cost: the normal day's billed instance-hours x 730/24 = {line} (schedules, "
-                "standby and the canary included)"
+                "  cost: the normal day's billed instance-hours, averaged over the week's days, "
+                f"x 730/24 = {line} (schedules, standby and the canary included"
+                + (
+                    f"; the canary's raise while a release runs: "
+                    f"${self.release_canary_usd_per_month:,.0f}/month)"
+                    if self.release_canary_usd_per_month
+                    else ")"
+                )
             )
             if warning:
                 lines.append(f"  WARNING: {warning}")
@@ -243,6 +268,12 @@ def _misses_of(
         age = 0
         while first - age - 1 >= 0 and vm.floor_owner[first - age - 1] == owner:
             age += 1
+        before = first - age - 1
+        rose = (
+            before < 0
+            or np.isnan(vm.min_cap[first])
+            or bool(vm.min_cap[first] > vm.min_cap[before])
+        )
         out.append(
             Miss(
                 scenario=run.scenario,
@@ -263,6 +294,7 @@ def _misses_of(
                 # from the run's start the bound's age is unknown: taken as long in force
                 bound_age_minutes=age if first - age > 0 else 10**6,
                 lag_minutes=lim.lag_minutes,
+                floor_rose=rose,
             )
         )
     return sorted(out, key=lambda x: x.minute), worst
@@ -276,7 +308,7 @@ def evaluate(
     """Replay ``scenarios`` (default ``fleet.scenarios``) and hold each minute to the SLOs."""
     a = a or Assumptions()
     names = scenarios or list(cfg.fleet.scenarios)
-    soft = {b.scenario: b.reason for b in cfg.fleet.best_effort}
+    soft = cfg.fleet.soft()
     gone = unreachable(cfg)
     held = [s for s in cfg.fleet.slos if s not in gone]
     lims = {v: variant_limits(cfg, v, a) for v in VARIANT_NAMES}
@@ -288,10 +320,10 @@ def evaluate(
         cost: dict[str, float] = {}
         peak: dict[VariantName, int] = {}
         headroom = math.inf
+        weights: dict[str, float] = {}
         for run in run_scenario(cfg, name, a):
-            cost[run.label] = sum(
-                float(vm.billed.sum()) / 60 * vm.price_per_hour for vm in run.variants.values()
-            )
+            weights[run.label] = run.share_of_week
+            cost[run.label] = run_cost_usd(run)
             for v, vm in run.variants.items():
                 peak[v] = max(peak.get(v, 0), int(np.max(vm.in_service)))
                 busy = vm.demand_rpm > 1.0
@@ -302,7 +334,9 @@ def evaluate(
                     found, w = _misses_of(run, vm, lims[v], slo, slo_limits[slo])
                     worst[slo] = max(worst.get(slo, 0.0), w)
                     misses += found
-        verdicts.append(ScenarioVerdict(name, soft.get(name), misses, worst, cost, peak, headroom))
+        verdicts.append(
+            ScenarioVerdict(name, soft.get(name), misses, worst, cost, weights, peak, headroom)
+        )
     return GateReport(
         env=cfg.env,
         instance_types={v: cfg.variants[v].instance_type for v in VARIANT_NAMES},
@@ -313,6 +347,7 @@ def evaluate(
         limits={str(k): x for k, x in slo_limits.items()},
         budget_usd_per_month=cfg.fleet.budget_usd_per_month,
         queue_wait_cap_ms=max(_queue_cap_ms(cfg, v, a) for v in VARIANT_NAMES),
+        release_canary_usd_per_month=release_canary_monthly(cfg),
     )
 
 

@@ -17,6 +17,7 @@ from simulator.assumptions import Assumptions
 from simulator.fleet_scenarios import scaled
 from simulator.run import simulate
 from simulator.traces import normal_day
+from simulator.user_figures import monthly_bill
 from sizing.target_costs import bedrock_month, sagemaker_month
 from typed_config import DeploymentConfig
 
@@ -35,7 +36,9 @@ def targets_section(cfg: DeploymentConfig, a: Assumptions | None = None) -> dict
         "traffic": trace.name,
         "traffic_share": cfg.fleet.traffic_share,
         "models": len(cfg.bedrock.models),
-        "sagemaker_monthly": sagemaker_month(billed),
+        # the one monthly figure (simulator.user_figures): the week's days, the canary's raise
+        "sagemaker_monthly": round(monthly_bill(cfg, a), 2),
+        "sagemaker_monthly_this_day": sagemaker_month(billed),
         "bedrock": bedrock_month(
             demand,
             copy_rpm=cfg.bedrock.copy_requests_per_minute,

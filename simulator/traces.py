@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -212,8 +212,21 @@ def normal_day() -> Trace:
     )
 
 
-def _one_piece_like(name: str, factor: float, desc: str) -> Trace:
-    start = _jst(2026, 12, 9, 18)  # a Wednesday: no Friday pre-scale, not in the calendar
+def day_at(name: str, start: datetime, description: str) -> Trace:
+    """The ordinary day's traffic from ``start`` (00:00 of a day in Tokyo): the normal day
+    replayed on another weekday (simulator/week.py)."""
+    return replace(normal_day(), name=name, start=start.astimezone(UTC), description=description)
+
+
+def spike_at(name: str, factor: float, at: datetime, desc: str) -> Trace:
+    """The One Piece shape (``factor`` x from a 2,000 requests/minute evening) with its spike
+    at ``at``: the unannounced spike replayed at another day's weakest hour (simulator/week.py)."""
+    return _one_piece_like(name, factor, desc, start=at.astimezone(UTC) - timedelta(hours=2))
+
+
+def _one_piece_like(name: str, factor: float, desc: str, start: datetime | None = None) -> Trace:
+    # a Wednesday: no Friday pre-scale, not in the calendar
+    start = start or _jst(2026, 12, 9, 18)
     minutes = 5 * 60
     base = np.full(minutes, 2000.0)
     at = 120  # 20:00 JST
@@ -222,7 +235,7 @@ def _one_piece_like(name: str, factor: float, desc: str) -> Trace:
         start,
         _spike(minutes, at, factor, base),
         desc,
-        marks=((at, "spike 20:00"),),
+        marks=((at, f"spike {start.astimezone(JST) + timedelta(minutes=at):%H:%M}"),),
         spike_window=(at, at + 45),
     )
 

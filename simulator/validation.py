@@ -46,7 +46,7 @@ def old_policy_config(cfg: DeploymentConfig) -> DeploymentConfig:
         data["variants"][v].update(instance_type=INCIDENT_INSTANCE_TYPE, instance_pools=None)
         rt = data["variants"][v].get("routing")
         if rt and rt.get("concurrency_threshold"):
-            rt["concurrency_threshold"] = min(rt["concurrency_threshold"], 64)
+            rt["concurrency_threshold"] = None  # the incident fleet's own target's
     data["variants"]["primary"].update(initial_instance_count=4, initial_weight=100)
     data["variants"]["canary"].update(initial_weight=0, initial_instance_count=2)
     canary = {**data["scaling"]["variants"]["canary"], "min_capacity": 2, "max_capacity": 2}

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from sizing.alarm_headroom import watched_alarm_problems
 from sizing.capacity import CapacityError, estimate
 from sizing.fit_advice import does_not_fit
+from sizing.scaling_target import least_spill_threshold
 from typed_config import (
     ARCHITECTURE_CONTEXT,
     FIT_CHECKS_CONTEXT,
@@ -82,6 +83,10 @@ def routing_threshold_errors(cfg: DeploymentConfig) -> list[str]:
         threshold = routing.concurrency_threshold
         if threshold is None or cfg._known_architecture is None:
             continue
+        below = _below_target(cfg, field, threshold)
+        if below:
+            errors.append(below)
+            continue
         for pool in variant.pools:  # every pool's instances: any may be prefix-selected
             try:
                 pool_cfg = cfg.for_pool(pool)
@@ -100,6 +105,27 @@ def routing_threshold_errors(cfg: DeploymentConfig) -> list[str]:
                 )
                 break
     return errors
+
+
+def _below_target(cfg: DeploymentConfig, field: str, threshold: int) -> str | None:
+    """A configured ``concurrency_threshold`` below the variant's scaling target
+    (sizing.scaling_target.spill_threshold says why that is refused)."""
+    name = field.split(".")[1]
+    if name not in VARIANT_NAMES:
+        return None
+    try:
+        least = least_spill_threshold(cfg, name)
+    except (CapacityError, ValueError, KeyError, StopIteration):
+        return None  # the model does not fit: pool_errors reports it
+    if threshold >= least:
+        return None
+    return (
+        f"{field}.concurrency_threshold: {threshold} is below the variant's scaling target "
+        f"({least} in flight, rounded up: sizing.scaling_target.concurrency_target): an instance "
+        "would spill a conversation off the instance that caches it while it still has the room "
+        f"autoscaling holds it at; set it to {least} or more, or leave it out to derive it from "
+        "the target"
+    )
 
 
 #: Every fit check, in the order their errors are reported.

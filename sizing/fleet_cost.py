@@ -134,3 +134,24 @@ def ceiling_monthly(cfg: DeploymentConfig) -> float:
         cfg.scaling.variants[v].max_capacity * price_per_hour(cfg, v) * HOURS_PER_MONTH
         for v in VARIANT_NAMES
     )
+
+
+def release_hours(cfg: DeploymentConfig) -> float:
+    """Hours one release holds the canary raised: the shadow stage's least time (when the config
+    has one), then every canary step baked (rollout.steps_percent x rollout.bake_minutes)."""
+    ro = cfg.rollout
+    minutes = len(ro.steps_percent) * ro.bake_minutes
+    if ro.shadow is not None:
+        minutes += ro.shadow.min_minutes
+    return minutes / 60
+
+
+def release_canary_monthly(cfg: DeploymentConfig) -> float:
+    """What a canary raised only while a release runs (rollout.canary_instances) adds to a month:
+    its instances above its own floor, for ``fleet.releases_per_month`` releases of
+    :func:`release_hours` each (0 without rollout.canary_instances)."""
+    raised = cfg.rollout.canary_instances
+    if raised is None:
+        return 0.0
+    extra = max(0, raised - cfg.scaling.variants["canary"].min_capacity)
+    return extra * price_per_hour(cfg, "canary") * release_hours(cfg) * cfg.fleet.releases_per_month

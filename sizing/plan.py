@@ -21,7 +21,12 @@ from sizing.fleet_cost import (
 )
 from sizing.plan_deploy import deploy_section, render_deploy
 from sizing.scale_out_time import render_scale_out, scale_out_section
-from sizing.scaling_target import concurrency_target, pool_bases, unmet_slo_warnings
+from sizing.scaling_target import (
+    concurrency_target,
+    pool_bases,
+    spill_threshold,
+    unmet_slo_warnings,
+)
 from sizing.serving_speed import PLANNING_EDGE, hit_rate_source
 from sizing.shadow_plan import render_shadow, shadow_section
 from sizing.slo_reach import held, left_out, unreachable, what_would_reach
@@ -82,6 +87,8 @@ def routing_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, An
         return {"strategy": None}
     out: dict[str, Any] = routing.model_dump()
     if routing.strategy == "PREFIX_AWARE":
+        out["concurrency_threshold"] = spill_threshold(cfg, variant)
+        out["threshold_derived"] = routing.concurrency_threshold is None
         budget = cfg.engine.context_budget
         out["prefix_floor_bytes"] = prefix_floor_bytes(
             budget.system_tokens, [a.name for a in cfg.adapters]
@@ -101,8 +108,9 @@ def render_routing(r: dict[str, Any]) -> str:
     return (
         f"          routing: PREFIX_AWARE on the body's first {r['prefix_length_bytes']:,} bytes "
         f"(>= {r['prefix_floor_bytes']:,}: a {r['system_tokens']}-token system prompt + the "
-        f"conversation's start); spills from {r['concurrency_threshold']} in flight (one "
-        f"instance runs {r['instance_runs']})"
+        f"conversation's start); spills from {r['concurrency_threshold']} in flight"
+        + (" (the scaling target, rounded up)" if r.get("threshold_derived") else "")
+        + f" (one instance runs {r['instance_runs']})"
     )
 
 

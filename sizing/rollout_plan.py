@@ -31,15 +31,18 @@ def build_plan(
     canary_max: int,
     primary_concurrency: float,
     canary_concurrency: float,
+    release_floor: int = 0,
 ) -> CapacityPlan:
     """Per step ``p``: at most what ``p`` % of the primary's maximum fleet serves (so at peak the
     canary can grow with its share as far as the primary could), at least ``p`` % of its minimum;
-    never below the canary's configured bounds."""
+    never below the canary's configured bounds, nor below ``release_floor`` (the canary's floor
+    while a release runs, rollout.canary_instances: raised at each step, the configured
+    ``canary_min`` restored after the release)."""
     ratio = primary_concurrency / canary_concurrency
     base = CapacityPlan(round(ratio, 6), primary_max, canary_min, canary_max, ())
     plan = []
     for p in steps:
-        lo = max(canary_min, ceil_whole(p / 100 * primary_min * ratio))
+        lo = max(canary_min, release_floor, ceil_whole(p / 100 * primary_min * ratio))
         hi = max(canary_max, base.from_primary_max(p), lo)
         plan.append(StepCapacity(p, lo, hi))
     return CapacityPlan(round(ratio, 6), primary_max, canary_min, canary_max, tuple(plan))
@@ -56,4 +59,6 @@ def rollout_capacity_plan(cfg: DeploymentConfig) -> CapacityPlan:
         canary_max=canary.max_capacity,
         primary_concurrency=per_instance_concurrency(cfg, "primary"),
         canary_concurrency=per_instance_concurrency(cfg, "canary"),
+        # a canary billed only while a release runs: each step raises it to this at least
+        release_floor=cfg.rollout.canary_instances or 0,
     )

@@ -27,13 +27,16 @@ either way.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from sizing import speed_model
 from sizing.capacity import pool_capacities
 from sizing.serving_speed import BLOCK, PLANNING_EDGE, Edge, efficiency, planned_hit_rate
-from typed_config import DeploymentConfig, VariantName
+from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
+from typed_config.deployment import Variants
 
 #: The brief's measured prefix-cache hit rate (~72 %): no longer planned on (the routing simulation
 #: finds 33-58 %, sizing/prefix_hit_rate.py); kept for ``--prefix-cache-hit-rate 0.72`` what-ifs.
@@ -213,6 +216,47 @@ def concurrency_target(cfg: DeploymentConfig, variant: VariantName) -> float:
     tt = cfg.scaling.variants[variant].target_tracking
     assert tt is not None
     return round(tt.target_fraction_of_concurrency * target_basis(cfg, variant).concurrency, 2)
+
+
+def spill_threshold(cfg: DeploymentConfig, variant: VariantName) -> int | None:
+    """PREFIX_AWARE's ConcurrencyThreshold for ``variant`` (None: the variant does not route by
+    prefix): the configured one, else the scaling target rounded up. Never below the target
+    (sizing.fit refuses a configured one below it): target tracking holds each instance's
+    in-flight average at the target, so a threshold under it spills a conversation off the
+    instance that caches it while that instance still has the room autoscaling wants it to use,
+    and prefix routing turns into least-outstanding at exactly the fleet's working point (prod's
+    64 under its 108.8: the routing simulation's hit rate fell to RANDOM's, issue 42). SageMaker:
+    ``ConcurrencyThreshold`` 1-1024, "the maximum number of in-flight requests on the target
+    instance before the endpoint routes to another instance" (API reference,
+    PrefixAwareRoutingConfig)."""
+    routing = cfg.variants[variant].routing
+    if routing is None or routing.strategy != "PREFIX_AWARE":
+        return None
+    if routing.concurrency_threshold is not None:
+        return routing.concurrency_threshold
+    return least_spill_threshold(cfg, variant)
+
+
+def routed_variants(cfg: DeploymentConfig) -> Variants:
+    """``cfg.variants`` with each PREFIX_AWARE threshold the config leaves out filled in with
+    :func:`spill_threshold` (what the template carries: the API requires it with PREFIX_AWARE)."""
+    out: dict[str, Any] = {}
+    for v in VARIANT_NAMES:
+        var = cfg.variants[v]
+        routing = var.routing
+        if routing is not None and routing.strategy == "PREFIX_AWARE":
+            routing = routing.model_copy(update={"concurrency_threshold": spill_threshold(cfg, v)})
+            var = var.model_copy(update={"routing": routing})
+        out[v] = var
+    return cfg.variants.model_copy(update=out)
+
+
+def least_spill_threshold(cfg: DeploymentConfig, variant: VariantName) -> int:
+    """The lowest ConcurrencyThreshold ``variant`` may take: its concurrency target, rounded up
+    (at least 1: the API's lower bound)."""
+    if cfg.scaling.variants[variant].target_tracking is None:
+        return max(1, target_basis(cfg, variant).concurrency)
+    return max(1, math.ceil(concurrency_target(cfg, variant) - 1e-9))
 
 
 #: What shortens each SLO's best figure, beside a faster instance type (said in its warning).

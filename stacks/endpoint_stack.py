@@ -15,6 +15,7 @@ from constructs import Construct
 from lambdas.canary_controller.capacity import CapacityPlan
 from sizing.component_plan import copy_memory_mb
 from sizing.rollout_plan import rollout_capacity_plan
+from sizing.scaling_target import routed_variants
 from sizing.shadow_plan import shadow_instances
 from sizing.update_semantics import reset_properties
 from stacks.constructs.canary_controller import CanaryController
@@ -220,7 +221,7 @@ class EndpointStack(Stack):
             self,
             "Serving",
             endpoint_name=cfg.endpoint_name,
-            variants=cfg.variants,
+            variants=routed_variants(cfg),
             deployment=cfg.deployment,
             environments={v: self._environment(cfg, v) for v in VARIANT_NAMES},
             pool_environments={v: pool_environments(cfg, v) for v in VARIANT_NAMES},
@@ -267,7 +268,7 @@ class EndpointStack(Stack):
             self,
             "ShadowStage",
             serving=self.serving,
-            variants=cfg.variants,
+            variants=routed_variants(cfg),
             deployment=cfg.deployment,
             stage=cfg.rollout.shadow,
             shadow_instances=shadow_instances(cfg),

@@ -79,14 +79,17 @@ class RoutingConfig(Strict):
     """PREFIX_AWARE only: bytes from the start of the request body that pick the instance."""
     concurrency_threshold: Annotated[int, Field(ge=1, le=1024)] | None = None
     """PREFIX_AWARE only: in-flight requests on the prefix-selected instance before a request goes
-    to an instance with more capacity."""
+    to an instance with more capacity. Omitted: derived from the variant's scaling target
+    (sizing.scaling_target.spill_threshold: the target rounded up, so an instance spills only
+    once it is as full as autoscaling holds it); a value below the target is refused."""
 
     @section_rule
     def _prefix_fields_with_prefix_aware(self) -> RoutingConfig:
         fields = ("prefix_length_bytes", "concurrency_threshold")
         given = [f for f in fields if getattr(self, f) is not None]
         if self.strategy == "PREFIX_AWARE":
-            missing = [f for f in fields if f not in given]
+            # the threshold may be left out: the scaling target's (sizing.scaling_target)
+            missing = [f for f in fields[:1] if f not in given]
             if missing:
                 raise ValueError(
                     "\n".join(f"{f}: required with strategy PREFIX_AWARE" for f in missing)

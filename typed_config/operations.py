@@ -35,6 +35,13 @@ class RolloutConfig(Strict):
     """Minutes each step is held while the alarms are watched, before the next (1-10080)."""
     check_interval_minutes: Annotated[int, Field(ge=1, le=60)] = 5
     """Minutes between the canary controller's checks (1-60)."""
+    canary_instances: Annotated[int, Field(ge=1, le=100)] | None = None
+    """The canary's instance floor while a release runs: the release path raises
+    scaling.variants.canary.min_capacity to it when a rollout starts and restores the config's
+    after it, so between releases the canary stands at its own (the least a blue/green deploy
+    accepts: SageMaker bills every instance of a variant, and an instance-based endpoint's variant
+    cannot scale to zero). None: the canary's own min stands all the time. The fleet solver
+    (simulator/fleet_solver.py) sets it; the plan prices it as release hours a month."""
     extra_alarm_names: list[str] = []
     """Names of further CloudWatch alarms whose ALARM rolls the canary back (beside the product's
     own)."""

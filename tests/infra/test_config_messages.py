@@ -145,8 +145,7 @@ def test_a_canary_routed_differently_is_a_plan_warning_saying_what_to_do(tmp_pat
     (warning,) = comparison_warnings(cfg)
     assert warning.startswith(
         "variants.canary.routing (strategy=LEAST_OUTSTANDING_REQUESTS) differs from "
-        "variants.primary.routing (strategy=PREFIX_AWARE, prefix_length_bytes=2048, "
-        "concurrency_threshold=64)"
+        "variants.primary.routing (strategy=PREFIX_AWARE, prefix_length_bytes=2048)"
     )
     assert (
         "reads as the release's" in warning and "Give the canary the primary's routing" in warning

@@ -60,8 +60,9 @@ def override_cfg(example_cfg):  # type: ignore[no-untyped-def]
     """The example with the g6 pool at max_num_seqs 48: its own engine, so its own Model."""
     data = example_cfg.model_dump(exclude_unset=True)
     data["variants"]["primary"]["instance_pools"][1]["engine"] = {"max_num_seqs": 48}
-    # prefix-aware routing's threshold must stay under what the g6 instances run (routing rule)
-    data["variants"]["primary"]["routing"]["concurrency_threshold"] = 40
+    # prefix-aware routing's threshold must stay under what the g6 instances run and at or
+    # above the scaling target (routing rules): derived from the target
+    data["variants"]["primary"]["routing"]["concurrency_threshold"] = None
     # a healthy canary (ml.g5.xlarge at 0.85 x 73) answers in 67,247 ms p99 at the planning speed
     # (pessimistic edge, LoRA, 33 % prefix hits): synth asks for at least 1.25 x that
     data["deployment"]["rollback_model_latency_p99_ms"] = 85000

@@ -17,6 +17,7 @@ from container.serving import warmup
 from lambdas.smoke_gate import checks
 from sizing.capacity import estimate
 from sizing.plan import build_plan, render_plan
+from sizing.scaling_target import concurrency_target, least_spill_threshold
 from stacks.constructs.endpoint import _routing
 from typed_config import DeploymentConfig, RoutingConfig, prefix_floor_bytes
 
@@ -25,7 +26,8 @@ from .conftest import REPO_ROOT, assert_names_yaml_path, load_env, parse
 PREFIX_AWARE = {
     "strategy": "PREFIX_AWARE",
     "prefix_length_bytes": 2048,
-    "concurrency_threshold": 64,
+    # left out: derived from the scaling target (sizing.scaling_target.spill_threshold)
+    "concurrency_threshold": None,
 }
 #: Keys a body may put before ``messages``: the same on every turn of one conversation.
 CONVERSATION_KEYS = {"model", "user"}
@@ -57,11 +59,19 @@ def instance_runs(env: str = "prod", cfg: DeploymentConfig | None = None) -> int
         ({"concurrency_threshold": 1025}, "concurrency_threshold", "less than or equal to 1024"),
         ({"strategy": "ROUND_ROBIN"}, "strategy", "'RANDOM' or 'PREFIX_AWARE'"),
         ({"prefix_length_bytes": None}, "prefix_length_bytes", "required with strategy PREFIX"),
-        ({"concurrency_threshold": None}, "concurrency_threshold", "required with strategy PREFIX"),
+        ({"concurrency_threshold": 64}, "concurrency_threshold", "below the variant's scaling"),
         ({"strategy": "RANDOM"}, "prefix_length_bytes", "only with strategy PREFIX_AWARE"),
-        ({"strategy": "RANDOM"}, "concurrency_threshold", "only with strategy PREFIX_AWARE"),
         (
-            {"strategy": "LEAST_OUTSTANDING_REQUESTS", "prefix_length_bytes": None},
+            {"strategy": "RANDOM", "concurrency_threshold": 200},
+            "concurrency_threshold",
+            "only with strategy PREFIX_AWARE",
+        ),
+        (
+            {
+                "strategy": "LEAST_OUTSTANDING_REQUESTS",
+                "prefix_length_bytes": None,
+                "concurrency_threshold": 200,
+            },
             "concurrency_threshold",
             "AWS refuses PrefixAwareRoutingConfig with LEAST_OUTSTANDING_REQUESTS",
         ),
@@ -149,7 +159,7 @@ def test_threshold_above_what_one_instance_runs_is_an_error(prod_raw) -> None:
 def test_threshold_is_held_to_max_num_seqs_when_that_binds(prod_raw) -> None:
     prod_raw["engine"]["max_num_seqs"] = 32
     assert_names_yaml_path(
-        with_routing(prod_raw, variant="canary"),
+        with_routing(prod_raw, variant="canary", concurrency_threshold=64),
         "variants.canary.routing.concurrency_threshold",
         "64 exceeds what one ml.g6e.xlarge runs at once (32: engine.max_num_seqs 32",
     )
@@ -163,7 +173,7 @@ def test_threshold_holds_on_every_instance_pool_of_the_variant(prod_raw) -> None
         {"instance_type": "ml.g6.xlarge", "priority": 2, "engine": {"max_num_seqs": 32}},
     ]
     assert_names_yaml_path(
-        with_routing(prod_raw),
+        with_routing(prod_raw, concurrency_threshold=64),
         "variants.primary.routing.concurrency_threshold",
         "64 exceeds what one ml.g6.xlarge runs at once (32: engine.max_num_seqs 32",
     )
@@ -182,9 +192,12 @@ def test_engine_rules_are_reported_with_the_other_rules_across_sections(prod_raw
 
 
 def test_prod_template_carries_prefix_aware_routing_on_both_variants(prod_templates) -> None:
+    # prod leaves the threshold out: the template carries the scaling target, rounded up
+    threshold = least_spill_threshold(load_env("prod"), "primary")
+    assert threshold >= concurrency_target(load_env("prod"), "primary")
     routing = {
         "RoutingStrategy": "PREFIX_AWARE",
-        "PrefixAwareRoutingConfig": {"PrefixLength": 2048, "ConcurrencyThreshold": 64},
+        "PrefixAwareRoutingConfig": {"PrefixLength": 2048, "ConcurrencyThreshold": threshold},
     }
     prod_templates["endpoint"].has_resource_properties(
         "AWS::SageMaker::EndpointConfig",
@@ -217,14 +230,17 @@ def test_plan_prints_each_variants_routing_with_the_figures_it_was_checked_again
         assert v["routing"] == {
             "strategy": "PREFIX_AWARE",
             "prefix_length_bytes": 2048,
-            "concurrency_threshold": 64,
+            "concurrency_threshold": least_spill_threshold(cfg, "primary"),
+            "threshold_derived": True,
             "prefix_floor_bytes": 1834,
             "system_tokens": 400,
             "instance_runs": 128,  # ml.g6e.xlarge: max_num_seqs, below the KV cache's bound
         }
     line = (
         "routing: PREFIX_AWARE on the body's first 2,048 bytes (>= 1,834: a 400-token system "
-        "prompt + the conversation's start); spills from 64 in flight (one instance runs 128)"
+        "prompt + the conversation's start); spills from "
+        f"{least_spill_threshold(cfg, 'primary')} in flight (the scaling target, rounded up) "
+        "(one instance runs 128)"
     )
     printed = [ln.strip() for ln in render_plan(plan).splitlines()]
     # the canary routes as the primary does: printed once, and the canary says so

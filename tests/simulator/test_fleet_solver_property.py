@@ -5,8 +5,9 @@ The fixture is small on purpose (dev's model on ml.g5.xlarge, two evening schedu
 zones, two scenarios, a tenth to a third of the brief's traffic): the solver on prod takes
 minutes. Speed is the simulator's constant per-sequence decode speed (``Assumptions``'s what-if),
 so one knob moves the engine's speed alone; demand is ``fleet.traffic_share``; the SLOs are the
-queue wait and the per-token bound. hypothesis is not in the venv: a grid, every easier neighbour
-of every point compared.
+queue wait and the per-token bound; the policies are the searched ones (a canary raised only
+while a release runs, scale-in that follows traffic). hypothesis is not in the venv: a grid,
+every easier neighbour of every point compared.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def fixture(share: float, tpot_ms: float, queue_ms: float) -> DeploymentConfig:
         "scenarios": ["normal-day", "unannounced-3x"],
         "traffic_share": share,
         "slos": ["rejected", "queue_wait_p95", "tpot_p95"],
+        # the searched policies pinned (one solve per point: the search's four would take the
+        # grid past ten minutes); test_fleet_policies.py compares them
+        "policies": {"canary": "release-only", "scale_in": "follow-traffic"},
     }
     return parse_config(data, env="dev", source=DEV, base_dir=DEV.parent)
 
@@ -93,11 +97,14 @@ def test_an_easier_problem_never_costs_more(point: tuple[float, float, float, fl
         )
 
 
-def _miss(owner: str, age: int, short: int = 2, at_max: bool = False) -> Miss:
+def _miss(
+    owner: str, age: int, short: int = 2, at_max: bool = False, floor_rose: bool = True
+) -> Miss:
     return Miss(
         scenario="normal-day", run="normal-day", variant="primary", minute=600, when="",
         slo="rejected", figure=9.0, limit=0.0, shortfall_instances=short, shortfall_rpm=9.0,
         floor_owner=owner, at_max=at_max, bound_age_minutes=age, lag_minutes=4,
+        floor_rose=floor_rose,
     )  # fmt: skip
 
 
@@ -119,6 +126,14 @@ def test_a_miss_long_after_a_bound_started_raises_that_bound_not_the_all_day_flo
     assert out is not None
     assert out.schedule_min["jp-evening-peak"] == 5 and out.primary_min == 1
     assert not out.schedule_lead
+
+
+def test_a_miss_just_after_a_schedule_lowered_the_floor_raises_it_never_moves_it() -> None:
+    # an evening's end (23:00) lowers the floor; a spike minutes after it is short of the count
+    # the end leaves, which starting the end earlier could only make worse
+    out = _repair(BOUNDS, [_miss("jp-evening-end", age=1, short=3, floor_rose=False)], CRONS)
+    assert out is not None
+    assert out.schedule_min["jp-evening-end"] == 4 and not out.schedule_lead
 
 
 def test_a_cron_that_cannot_move_earlier_falls_back_to_a_raise() -> None:

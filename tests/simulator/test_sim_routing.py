@@ -57,8 +57,9 @@ def test_a_prefix_that_names_the_conversation_beats_random_on_the_same_sessions(
     w = window(rpm=600, instances=4)
     rand = run(cfg, RouterSpec("RANDOM"), w)
     aware = run(cfg, SESSION_FIRST, w)
-    # the same sessions (one seed); faster answers bring follow-ups into the window sooner
-    assert abs(aware.requests - rand.requests) < 0.05 * rand.requests
+    # the same sessions (one seed); faster answers bring follow-ups into the window sooner, so
+    # the cached fleet sees as many requests or more (at the gate's speed, ~10 % more here)
+    assert rand.requests * 0.95 <= aware.requests <= rand.requests * 1.25
     assert aware.hit_rate > rand.hit_rate + 0.15
     assert aware.cached_tokens_mean > rand.cached_tokens_mean
     # fewer prefill tokens: a faster first token and more requests per instance
