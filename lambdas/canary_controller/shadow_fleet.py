@@ -3,7 +3,8 @@ the stage starts, so that both kinds of like-load latency evidence arrive.
 
 Why. The shadow comparison judges latency at like loads only, two-sided (``shadow_compare``,
 ``LikeLoads``): fail evidence from minutes where the shadow's load per instance is at most the
-primary's, pass evidence only from minutes where it is at least. A shadow fleet fixed at its
+primary's, pass evidence only from minutes where it is at least (and at most
+``shadow_compare.PASS_LOAD_SLACK`` above: far above is no like load). A shadow fleet fixed at its
 sampled share of the day's peak (``sizing/shadow_plan.py``) runs far below the primary's load
 off-peak, so a healthy build never gets pass evidence and the stage fails at max_minutes. So the
 controller sizes the shadow at
