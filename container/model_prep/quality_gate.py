@@ -29,7 +29,7 @@ from typing import Any
 try:
     from .step_resources import resources  # imported as a package module
 except ImportError:  # run as a script: python quality_gate.py
-    from step_resources import resources  # type: ignore[import-not-found,no-redef]
+    from step_resources import resources  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 
 Scores = dict[str, tuple[list[Any], float]]
@@ -47,7 +47,7 @@ def _score(
     try:
         from .lora_delta import applied, deltas  # imported as a package module
     except ImportError:  # run as a script: python quality_gate.py
-        from lora_delta import applied, deltas  # type: ignore[import-not-found,no-redef]
+        from lora_delta import applied, deltas  # type: ignore[import-not-found,no-redef,unused-ignore]
 
     lm = AutoModelForCausalLM.from_pretrained(
         path, dtype=dtype, device_map=device if device != "cpu" else None

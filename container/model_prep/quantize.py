@@ -29,7 +29,7 @@ from pathlib import Path
 try:
     from .step_resources import resources  # imported as a package module
 except ImportError:  # run as a script: python quantize.py
-    from step_resources import resources  # type: ignore[import-not-found,no-redef]
+    from step_resources import resources  # type: ignore[import-not-found,no-redef,unused-ignore]
 
 
 def already_quantized(model: Path) -> bool:
