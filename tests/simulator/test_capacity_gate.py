@@ -167,24 +167,6 @@ def test_a_measured_hit_rate_replaces_the_routing_simulations() -> None:
     assert planned_hit_rate(_prod()) < 0.72
 
 
-def test_the_committed_prod_fleet_is_the_solvers_for_its_type_and_the_doc_quotes_it() -> None:
-    from simulator.fleet_report import config_change, table
-    from simulator.fleet_solver import solve_type
-
-    cfg = _prod()
-    sol = solve_type(cfg, cfg.variants.primary.instance_type, Assumptions())
-    assert sol.solved, sol.why_not
-    assert config_change(cfg, sol).splitlines()[1] == "# nothing: the config is this fleet"
-    row = next(
-        line
-        for line in table(cfg, [sol]).splitlines()
-        if cfg.variants.primary.instance_type in line
-    )
-    _, itype, peak, night, monthly, *_ = row.split()
-    doc = (REPO / "docs" / "fleet.md").read_text()
-    assert f"| 1 | {itype} (L40S, 48 GB) | {peak} | {night} | {monthly} |" in doc
-
-
 def test_prods_accepted_risk_is_replayed_reported_and_printed_by_the_plan(prod_report) -> None:  # type: ignore[no-untyped-def]
     from sizing.plan import fleet_section, render_fleet
 
