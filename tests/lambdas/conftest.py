@@ -16,8 +16,6 @@ import yaml
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.fixtures import config_fixture
-
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -26,6 +24,7 @@ from lambdas.canary_controller import handler as ctl  # noqa: E402 - after the p
 from lambdas.canary_controller import names, rules  # noqa: E402
 from lambdas.canary_controller.state import HistoryEntry, Intent, RolloutState  # noqa: E402
 from sizing.rollout_plan import build_plan  # noqa: E402
+from tests.fixtures import config_fixture  # noqa: E402
 from tests.lambdas.aws_calls import AWS_CALLS  # noqa: E402
 
 
