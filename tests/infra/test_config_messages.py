@@ -97,11 +97,17 @@ def test_a_release_window_a_schedule_would_undo_names_both_by_name(tmp_path) -> 
     path = _edited(tmp_path, "prescale_hours: 2, restore_after_hours: 3",
                    "prescale_hours: 5, restore_after_hours: 3")  # fmt: skip
     at = _line(path, "name: one-piece-1170")
-    (only,) = _errors(path)
-    assert only.startswith(
-        f"  scaling.release_calendar[one-piece-1170] (line {at}): the schedule "
+    # 15:00-20:00 on Friday 2026-12-04: the Friday pre-scale (16:00) and the evening peak, which
+    # runs every day (17:45), both fire inside it; each is named with the release's line
+    errors = _errors(path)
+    head = f"  scaling.release_calendar[one-piece-1170] (line {at}): the schedule "
+    assert [e.startswith(head) for e in errors] == [True, True]
+    assert any(
         "friday-release-prescale fires at 2026-12-04 16:00 Asia/Tokyo inside the pre-scale window"
+        in e
+        for e in errors
     )
+    assert any("jp-evening-peak fires at 2026-12-04 17:45 Asia/Tokyo" in e for e in errors)
 
 
 def test_instance_pools_are_named_by_their_type(tmp_path) -> None:

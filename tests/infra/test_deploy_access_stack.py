@@ -338,7 +338,13 @@ def test_a_job_prepare_model_names_is_one_the_role_may_run(template, prod_access
 def test_star_resources_are_only_the_actions_with_no_resource_type(template) -> None:
     """Service Authorization Reference: these list no resource type; everything else is named."""
     star = {sid for sid, s in statements(template).items() if "*" in as_list(s["Resource"])}
-    assert star == {"EcrLogin", "PreflightQuotas", "ScalableTargets", "ListPreparationJobs"}
+    assert star == {
+        "EcrLogin",
+        "PreflightQuotas",
+        "ScalableTargets",
+        "ListPreparationJobs",
+        "AdapterEvidence",
+    }
     actions = {a for sid in star for a in as_list(statements(template)[sid]["Action"])}
     assert actions == {
         "ecr:GetAuthorizationToken",
@@ -346,6 +352,7 @@ def test_star_resources_are_only_the_actions_with_no_resource_type(template) -> 
         "servicequotas:ListServiceQuotas",
         "servicequotas:ListAWSDefaultServiceQuotas",
         "application-autoscaling:DescribeScalableTargets",
+        "cloudwatch:GetMetricData",
     }
     assert not [
         a
@@ -403,6 +410,10 @@ CALLERS = [
     "tools/live_images.py",
     "tools/release_artifacts.py",
     "container/model_prep/artifact.py",
+    "tools/adapter_release/__main__.py",
+    "tools/adapter_release/publish.py",
+    "tools/adapter_release/rollout.py",
+    "tools/adapter_release/target.py",
 ]
 NOT_THE_ROLES = {
     "sts:GetCallerIdentity",  # needs no permission (STS API reference, GetCallerIdentity)
@@ -411,12 +422,14 @@ NOT_THE_ROLES = {
 SERVICES = {  # boto3 client name -> IAM service prefix
     "application-autoscaling": "application-autoscaling",
     "cloudformation": "cloudformation",
+    "cloudwatch": "cloudwatch",
     "ecr": "ecr",
     "iam": "iam",
     "lambda": "lambda",
     "logs": "logs",
     "s3": "s3",
     "sagemaker": "sagemaker",
+    "sagemaker-runtime": "sagemaker",
     "secretsmanager": "secretsmanager",
     "service-quotas": "servicequotas",
     "ssm": "ssm",

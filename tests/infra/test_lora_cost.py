@@ -119,15 +119,19 @@ def test_a_config_with_adapters_plans_on_lora_and_one_without_does_not():
 
 
 def test_the_hit_rate_input_is_the_prefix_hit_rate_modules_error(monkeypatch):
+    """The band reads the hit rate's error from sizing/prefix_hit_rate.py (hit_rate_error): a
+    wider error there widens the band, none leaves that input at zero."""
     from sizing import serving_speed
 
-    wide = planned_band(CFG, "A10G")
-    monkeypatch.setattr(serving_speed, "hit_rate_error", lambda strategy: 0.0)
-    serving_speed._hit_rate_throughput_error.cache_clear()
-    try:
-        none = planned_band(CFG, "A10G")
-    finally:
+    def band_with(error: float):
+        monkeypatch.setattr(serving_speed, "hit_rate_error", lambda strategy: error)
         serving_speed._hit_rate_throughput_error.cache_clear()
+        try:
+            return planned_band(CFG, "A10G")
+        finally:
+            serving_speed._hit_rate_throughput_error.cache_clear()
+
+    wide, none = band_with(0.10), band_with(0.0)
     hit = next(i for i in none.inputs if i.name == "prefix hit rate")
     assert hit.low == hit.high == 0
     assert next(i for i in wide.inputs if i.name == "prefix hit rate").low > 0

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+import yaml
 from moto import mock_aws
 
 from container.model_prep import artifact, release
@@ -157,7 +158,7 @@ def test_the_committed_configs_name_the_token_secret_of_their_gated_base() -> No
 
     config = Path(__file__).resolve().parents[2] / "config"
     for path in [*config.glob("*.yaml"), *(config / "examples").glob("*.yaml")]:
-        env = "dev" if path.stem == "dev" else "prod"
+        env = yaml.safe_load(path.read_text())["env"]  # each file names its own
         cfg = load_config(path, env=env)
         assert is_gated(cfg.model.source) and cfg.model_prep.hf_token_secret, path
 
