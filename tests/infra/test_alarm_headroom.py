@@ -13,7 +13,12 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from sizing.alarm_headroom import HEADROOM, healthy_latency_ratio, watched_alarm_problems
+from sizing.alarm_headroom import (
+    HEADROOM,
+    healthy_latency_ratio,
+    ratio_problems,
+    watched_alarm_problems,
+)
 from sizing.fit import check_deployable
 from sizing.speed_plan import healthy_ttft_p95_ms, speed_at
 from stacks.app_builder import build_stacks, cdk_json_context
@@ -84,17 +89,23 @@ def test_another_canary_type_is_compared_at_its_own_speed(prod_raw: Any) -> None
     raw["variants"]["canary"].pop("routing", None)
     cfg = parse(raw)
     ratio, what = healthy_latency_ratio(cfg)
-    # the A10G at its target is far slower than the L40S at the same load: prod's 1.5 x would
-    # roll back every healthy canary of that type
-    assert ratio * HEADROOM > cfg.rollout.max_latency_ratio
+    # the A10G at its target is slower than the L40S at the like load (in capacity units: the
+    # capacity plan's canary_per_primary), so the ratio is the speed model's, above 1
+    assert ratio > 1.0
     assert "the canary's ml.g5.2xlarge at its target, the primary's ml.g6e.xlarge" in what
-    with pytest.raises(ConfigError) as err:  # with the other fields that type breaks
-        check_deployable(cfg)
+    # the rule follows that figure: a ratio below it with the headroom is refused, naming it
+    need = math.ceil(ratio * HEADROOM * 100) / 100
+    raw["rollout"]["max_latency_ratio"] = need - 0.05
+    with pytest.raises(ConfigError) as err:
+        check_deployable(parse(raw))
     assert re.search(
-        r"^  rollout\.max_latency_ratio( \(.*?\))?: 1\.5 is below what a healthy canary shows",
+        rf"^  rollout\.max_latency_ratio( \(.*?\))?: {need - 0.05:g} is below what a healthy "
+        rf"canary shows against the primary at like loads: {ratio:.2f} x",
         str(err.value),
         re.M,
     ), err.value
+    raw["rollout"]["max_latency_ratio"] = need
+    assert ratio_problems(parse(raw)) == []
 
 
 def test_the_committed_configs_pass_every_watched_alarm_rule() -> None:

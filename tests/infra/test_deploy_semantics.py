@@ -7,12 +7,14 @@ template of item 2, each on the synthesized template or the config validator.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from sizing.alarm_headroom import HEADROOM, healthy_latency_ratio
 from sizing.deploy_options import DeployOptions
 from sizing.update_semantics import green_fleet_size, retained_properties, weights_after_update
 from typed_config import ConfigError
@@ -237,12 +239,14 @@ def test_suspended_variant_has_no_target_policy_or_schedule_and_keeps_its_type(m
     options = DeployOptions.from_context(
         {"suspend_scaling": "primary", "pin_instance_type": "primary=ml.g5.2xlarge"}.get
     )
-    # the pinned A10G answers at p99 ~67 s at its scaling target: prod's 55,000 ms would be
-    # refused at synth for it (stacks.app_builder's rollback-latency check), so this config
-    # carries the threshold that type needs (1.25 x 67,247 ms)
-    raw = mutate("deployment.rollback_model_latency_p99_ms", 85000)
+    # the pinned A10G primary beside the L40S canary: the deploy carries the rollback threshold
+    # that type needs (DeployOptions.apply raises it), and the config carries the latency ratio
+    # a healthy L40S canary at its target shows against the A10G at like loads, with headroom
+    raw = mutate("deployment.rollback_model_latency_p99_ms", 55000)
     del raw["rollout"]["shadow"]  # with it the canary's scaling is the controller's
     raw["variants"]["canary"]["initial_weight"] = 5
+    ratio, _ = healthy_latency_ratio(options.apply(parse(raw)))
+    raw["rollout"]["max_latency_ratio"] = math.ceil(ratio * HEADROOM * 100) / 100
     cfg = parse(raw)
     tpl = synth_templates(options.apply(cfg), options)["endpoint"]
     targets = tpl.find_resources("AWS::ApplicationAutoScaling::ScalableTarget")
