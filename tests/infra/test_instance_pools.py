@@ -20,7 +20,13 @@ from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
 from sizing.plan import build_plan, render_plan
 from sizing.plan_deploy import deploy_section
-from sizing.scaling_target import concurrency_target, pool_bases, target_basis
+from sizing.scaling_target import (
+    SLO_LIMITS,
+    TargetBasis,
+    concurrency_target,
+    pool_bases,
+    target_basis,
+)
 from sizing.speed_plan import healthy_latency_p99_ms
 from tools.deploy import LiveEndpoint, LiveVariant, live_placement, plan_deploy
 from typed_config.catalog import INSTANCE_CATALOG
@@ -206,16 +212,34 @@ def test_pools_without_engine_settings_share_the_variants_model(example_cfg) -> 
 # --- scaling, plan, quota, cost -----------------------------------------------------------
 
 
+def _own_bound(basis: TargetBasis) -> int:
+    """One pool's bound by the rule: the lowest of max_num_seqs, its KV cache and each SLO in
+    ``target_tracking.slos`` reachable at the central estimate (at the planning edge's bound)."""
+    slos = [
+        max(1, next(b for b in basis.slo if b.slo == SLO_LIMITS[key][0]).concurrency)
+        for key in basis.binding_slos
+        if basis.reachable(key)
+    ]
+    return min(basis.max_num_seqs, basis.kv_bound, *slos)
+
+
 def test_variant_target_is_the_lowest_pool_bound(override_cfg, example_cfg) -> None:
-    """The g6 pool at max_num_seqs 48 runs at most 48 (its own SLO bound may be lower): the
-    variant's target follows it, not the g5's 73."""
-    bases = {b.instance_type: b for b in pool_bases(override_cfg, "primary")}
-    assert bases[G5].concurrency == 73
-    assert bases[G6].concurrency <= 48 and bases[G6].max_num_seqs == 48
-    basis = target_basis(override_cfg, "primary")
-    assert (basis.instance_type, basis.concurrency) == (G6, bases[G6].concurrency)
-    assert concurrency_target(override_cfg, "primary") == round(0.85 * bases[G6].concurrency, 2)
-    assert concurrency_target(example_cfg, "primary") == round(0.85 * 73, 2)
+    """The g6 pool at max_num_seqs 48 runs at most 48 (its own SLO bound may be lower); each
+    pool has its own bound (the example lists ttft_p50 in target_tracking.slos, so TTFT p50
+    binds where it is reachable), and the variant's target follows the lowest of them."""
+    for cfg in (override_cfg, example_cfg):
+        bases = {b.instance_type: b for b in pool_bases(cfg, "primary")}
+        assert set(bases) == {G5, G6}
+        for b in bases.values():
+            assert b.concurrency == _own_bound(b) <= b.engine_bound
+        lowest = min(b.concurrency for b in bases.values())
+        basis = target_basis(cfg, "primary")
+        assert basis.concurrency == lowest == bases[basis.instance_type].concurrency
+        assert concurrency_target(cfg, "primary") == round(0.85 * lowest, 2)
+    # the override's own engine caps the g6 pool at 48
+    g6 = {b.instance_type: b for b in pool_bases(override_cfg, "primary")}[G6]
+    assert g6.max_num_seqs == 48 and g6.concurrency <= 48
+    assert {b.instance_type: b for b in pool_bases(example_cfg, "primary")}[G6].max_num_seqs == 128
 
 
 def test_rollback_latency_is_checked_on_the_slowest_pool(example_cfg) -> None:
@@ -249,9 +273,12 @@ def test_plan_prints_each_pools_terms_kv_tokens_concurrency_and_price(override_c
     assert text.count("= KV cache 12.46 GiB = 102,048 tokens") == 2
     assert "same as primary: model release, memory per GPU and concurrency" in text
     assert "= KV cache 12.56 GiB = 102,912 tokens" in text  # pool 2: the L4 at max_num_seqs 48
-    g6_bound = target_basis(override_cfg, "primary")
-    assert f"bound {g6_bound.concurrency} in flight ({g6_bound.binding})" in text
-    assert "scaling target from the lowest bound, pool 2 (ml.g6.xlarge)" in text
+    bases = pool_bases(override_cfg, "primary")
+    for b in bases:  # each pool's own bound
+        assert f"bound {b.concurrency} in flight ({b.binding})" in text
+    lowest = target_basis(override_cfg, "primary")
+    pool = next(i for i, b in enumerate(bases, 1) if b.instance_type == lowest.instance_type)
+    assert f"scaling target from the lowest bound, pool {pool} ({lowest.instance_type})" in text
     assert "on its dearest pool" in text
 
 
