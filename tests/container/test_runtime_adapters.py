@@ -166,21 +166,31 @@ def test_vllms_own_lora_routes_stay_refused(client: httpx.Client) -> None:
 def test_unloading_an_adapter_in_use_lets_the_running_request_finish(
     runtime_server: Server, client: httpx.Client, sources: dict[str, str]
 ) -> None:
-    """vLLM drops only the name: the stream that began on the adapter ends with all its tokens;
-    a request after the unload is refused."""
+    """vLLM drops only the name: streams that began on the adapter end with all their tokens;
+    a request after the unload is refused. Several streams run at once so that the engine is
+    still generating when the unload arrives (one tiny-model stream can end first on a fast
+    machine: then nothing is proven, and the test says so rather than passing)."""
     assert load(client, "in-use", sources["manga_domain"]).status_code == 200
     body = {**CHAT, "max_tokens": 200, "min_tokens": 200, "stream": True}
-    stream = stream_in_thread(f"{runtime_server.url}/invocations", body, {HEADER: "in-use"})
-    assert stream["first"].wait(120), "no first token"  # type: ignore[attr-defined]
+    streams = [
+        stream_in_thread(f"{runtime_server.url}/invocations", body, {HEADER: "in-use"})
+        for _ in range(6)
+    ]
+    for stream in streams:
+        assert stream["first"].wait(120), "no first token"  # type: ignore[attr-defined]
+    at_unload = [len(stream["chunks"]) for stream in streams]  # type: ignore[arg-type]
     assert client.delete("/adapters/in-use").status_code == 200
-    at_unload = len(stream["chunks"])  # type: ignore[arg-type]
     assert invoke(client, "in-use").status_code == 400
-    stream["thread"].join(180)  # type: ignore[attr-defined]
-    chunks = [json.loads(c) for c in stream["chunks"] if c != "[DONE]"]  # type: ignore[attr-defined]
-    assert stream["status"] == 200 and "error" not in stream
-    assert len(chunks) > at_unload, "the stream had ended before the unload: nothing proven"
-    assert {c["model"] for c in chunks} == {"in-use"}
-    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    after = []
+    for stream, seen in zip(streams, at_unload, strict=True):
+        stream["thread"].join(180)  # type: ignore[attr-defined]
+        chunks = [json.loads(c) for c in stream["chunks"] if c != "[DONE]"]  # type: ignore[attr-defined]
+        assert stream["status"] == 200 and "error" not in stream
+        assert {c["model"] for c in chunks} == {"in-use"}
+        assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+        after.append(len(chunks) > seen)
+    if not any(after):
+        pytest.skip("every stream had ended before the unload was sent: nothing proven here")
 
 
 def test_after_an_engine_restart_the_loaded_adapter_is_served_again(
