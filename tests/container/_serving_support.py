@@ -294,12 +294,15 @@ def stream_in_thread(
                 c.stream("POST", url, json=body, headers=headers) as r,
             ):
                 result["status"] = r.status_code
+                if r.status_code != 200:  # a refusal (429, 4xx) has no data lines to wait for
+                    result["body"] = r.read().decode(errors="replace")
                 for line in r.iter_lines():
                     if line.startswith("data: "):
                         result["chunks"].append(line[6:])  # type: ignore[attr-defined]
                         result["first"].set()  # type: ignore[attr-defined]
         except Exception as exc:  # recorded and asserted on by the test
             result["error"] = repr(exc)
+        finally:  # a stream that ends without a data line must not leave its waiter hanging
             result["first"].set()  # type: ignore[attr-defined]
 
     thread = threading.Thread(target=run, daemon=True)
