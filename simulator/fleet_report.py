@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from simulator.fleet_solver import Solution
-from simulator.slo_gate import GateReport
+from simulator.slo_gate import IN_FLIGHT_SLOS, GateReport
 from sizing.scaling_target import concurrency_target, spill_threshold
 from sizing.slo_reach import what_would_reach
 from typed_config import VARIANT_NAMES, DeploymentConfig
@@ -26,8 +26,11 @@ def _margin(report: GateReport | None) -> str:
     for k, x in worst.items():
         if k == "rejected":
             parts.append(f"rejected {x:,.0f}")
-        elif k in ("latency_p99", "tpot_p95"):
-            parts.append(_short(k) + " " + ("over" if math.isinf(x) else "held"))
+        elif k in IN_FLIGHT_SLOS:
+            bound = report.in_flight_bounds.get(k, math.inf)
+            parts.append(
+                f"{_short(k)} {'over' if x > bound else 'held'} ({x:,.0f}/{bound:,.0f} in flight)"
+            )
         elif math.isinf(x):
             parts.append(f"{k} unbounded")
         else:

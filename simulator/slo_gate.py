@@ -27,6 +27,11 @@ from sizing.scaling_target import target_basis
 from sizing.slo_reach import unreachable
 from typed_config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
 
+#: SLOs held as "requests in flight per instance within the most at which the speed model's
+#: figure holds" (the bound the scaling target reads): their per-minute figure and limit are
+#: in-flight counts, not milliseconds.
+IN_FLIGHT_SLOS: tuple[GateSlo, ...] = ("latency_p99", "tpot_p95")
+
 
 @dataclass(frozen=True)
 class Miss:
@@ -59,11 +64,15 @@ class Miss:
 
     def line(self) -> str:
         fig = "unbounded" if math.isinf(self.figure) else f"{self.figure:,.0f}"
-        what = (
-            f"{fig} requests rejected"
-            if self.slo == "rejected"
-            else f"{self.slo} {fig} ms > {self.limit:,.0f} ms"
-        )
+        if self.slo == "rejected":
+            what = f"{fig} requests rejected"
+        elif self.slo in IN_FLIGHT_SLOS:
+            what = (
+                f"{self.slo}: {fig} in flight per instance > {self.limit:,.0f}, the most at "
+                "which it holds"
+            )
+        else:
+            what = f"{self.slo} {fig} ms > {self.limit:,.0f} ms"
         bound = (
             f"max_capacity {self.floor_owner}" if self.at_max else f"floor of {self.floor_owner}"
         )
@@ -108,6 +117,9 @@ class GateReport:
     #: A canary raised only while a release runs: what its raise adds to a month
     #: (sizing.fleet_cost.release_canary_monthly).
     release_canary_usd_per_month: float = 0.0
+    #: For each SLO held in flight (IN_FLIGHT_SLOS): the most requests in flight per instance at
+    #: which it holds, the lowest over the variants (what the worst-minute figures compare with).
+    in_flight_bounds: dict[str, int] = field(default_factory=dict)
 
     @property
     def misses(self) -> list[Miss]:
@@ -135,7 +147,10 @@ class GateReport:
         for name, why in self.unreachable.items():
             lines.append(f"  not held on this instance type: {name}: {why}")
         for v in self.verdicts:
-            worst = ", ".join(_fmt(k, x, self.queue_wait_cap_ms) for k, x in v.worst.items())
+            worst = ", ".join(
+                _fmt(k, x, self.queue_wait_cap_ms, self.in_flight_bounds.get(k))
+                for k, x in v.worst.items()
+            )
             state = "PASS" if not v.misses else ("BEST-EFFORT" if v.best_effort else "FAIL")
             lines.append(
                 f"  {state:<11} {v.scenario}: worst minute {worst}; least headroom "
@@ -168,9 +183,12 @@ class GateReport:
         return "\n".join(lines)
 
 
-def _fmt(slo: str, x: float, queue_cap_ms: float = 0.0) -> str:
+def _fmt(slo: str, x: float, queue_cap_ms: float = 0.0, in_flight_bound: int | None = None) -> str:
     if math.isinf(x):
         return f"{slo} unbounded"
+    if slo in IN_FLIGHT_SLOS:
+        holds = f" (holds up to {in_flight_bound})" if in_flight_bound is not None else ""
+        return f"{slo} {x:,.0f} in flight per instance{holds}"
     capped = slo == "queue_wait_p95" and queue_cap_ms > 0 and abs(x - queue_cap_ms) <= 1e-3 * x
     return (
         f"{slo} {x:,.0f}"
@@ -221,10 +239,15 @@ def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarra
         return vm.queue_wait_p95_ms
     if slo == "ttft_p50":
         return vm.ttft_p50_ms
-    # latency_p99 and tpot_p95: held as "in flight per instance within the concurrency at which
-    # the speed model's figure holds" (the same bound the scaling target reads)
-    bound = lim.tpot_in_flight if slo == "tpot_p95" else lim.p99_in_flight
-    return np.where(vm.in_flight_per_instance > bound, np.inf, 0.0)
+    # latency_p99 and tpot_p95 (IN_FLIGHT_SLOS): the requests in flight per instance, held
+    # within the concurrency at which the speed model's figure holds (the bound the scaling
+    # target reads; the figures grow with the load, so the bound is the SLO)
+    return vm.in_flight_per_instance
+
+
+def in_flight_bound(lim: _VariantLimits, slo: GateSlo) -> int:
+    """The most requests in flight per instance at which ``slo`` (one of IN_FLIGHT_SLOS) holds."""
+    return lim.tpot_in_flight if slo == "tpot_p95" else lim.p99_in_flight
 
 
 def _misses_of(
@@ -239,18 +262,18 @@ def _misses_of(
     and its own largest shortfall, so a repair raises the bound that held the fleet short, by
     what it was short then (not the first minute's bound by the run's largest shortfall)."""
     fig = _figures(vm, lim, slo)
+    if slo in IN_FLIGHT_SLOS:
+        limit = in_flight_bound(lim, slo)
     valid = ~np.isnan(fig)
     bad = valid & (fig > (0.5 if slo == "rejected" else limit))
     worst = float(np.max(fig[valid])) if valid.any() else 0.0
-    if slo in ("latency_p99", "tpot_p95") and not math.isinf(worst):
-        worst = 0.0
     if not bad.any():
         return [], worst
     need = need_rpm = np.ceil(vm.demand_rpm / max(lim.rpm_per_instance, 1e-9))
-    if slo in ("latency_p99", "tpot_p95"):
+    if slo in IN_FLIGHT_SLOS:
         # held as in flight per instance: enough instances to bring the minute's requests in
         # flight within the bound (throughput alone can be met while each runs too many)
-        bound = max(1, lim.tpot_in_flight if slo == "tpot_p95" else lim.p99_in_flight)
+        bound = max(1, in_flight_bound(lim, slo))
         held = np.nan_to_num(vm.in_flight_per_instance * vm.in_service, posinf=0.0)
         need = np.maximum(need, np.ceil(held / bound))
     short = np.where(bad, need - vm.in_service, 0)
@@ -348,6 +371,11 @@ def evaluate(
         budget_usd_per_month=cfg.fleet.budget_usd_per_month,
         queue_wait_cap_ms=max(_queue_cap_ms(cfg, v, a) for v in VARIANT_NAMES),
         release_canary_usd_per_month=release_canary_monthly(cfg),
+        in_flight_bounds={
+            str(slo): min(in_flight_bound(lims[v], slo) for v in VARIANT_NAMES)
+            for slo in held
+            if slo in IN_FLIGHT_SLOS
+        },
     )
 
 

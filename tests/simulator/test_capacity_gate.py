@@ -15,7 +15,7 @@ from simulator.fleet_solver import apply, current
 from simulator.slo_gate import evaluate
 from sizing.fit import load_config, parse_config
 from tests.fixtures import config_fixture
-from typed_config import SCENARIO_NAMES, ConfigError, DeploymentConfig
+from typed_config import SCENARIO_NAMES, VARIANT_NAMES, ConfigError, DeploymentConfig
 from typed_config.yaml_source import read_yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,3 +180,31 @@ def test_prods_accepted_risk_is_replayed_reported_and_printed_by_the_plan(prod_r
     # and prod's fleet.slos leaves it out until prod is re-solved with it binding
     assert "not held by the gate (fleet.slos leaves it out): ttft_p50" in printed
     assert "not held on this instance type: latency_p99" in printed
+
+
+@pytest.fixture(scope="module")
+def tpot_report():  # type: ignore[no-untyped-def]
+    """The fixture's prod held to TPOT p95 too, its target left where it was (not bound by it)."""
+    raw = _raw()
+    raw["fleet"]["slos"] = [*raw["fleet"]["slos"], "tpot_p95"]
+    return evaluate(_parse(raw), Assumptions(), ["normal-day"])
+
+
+def test_tpot_is_held_and_reported_as_requests_in_flight_per_instance(tpot_report) -> None:  # type: ignore[no-untyped-def]
+    """TPOT p95 is held as in flight per instance within the most at which the speed model meets
+    it: the worst minute and each miss say that count and that bound, never a 0 ms stand-in."""
+    from simulator.slo_gate import variant_limits
+
+    cfg = _prod()
+    bound = min(variant_limits(cfg, v, Assumptions()).tpot_in_flight for v in VARIANT_NAMES)
+    assert tpot_report.in_flight_bounds == {"tpot_p95": bound} and bound > 0
+    day = tpot_report.verdicts[0]
+    worst = day.worst["tpot_p95"]
+    tpot_misses = [m for m in day.misses if m.slo == "tpot_p95"]
+    assert (worst > bound) == bool(tpot_misses)
+    for m in tpot_misses:
+        assert m.limit == bound and m.figure > bound
+        assert f"in flight per instance > {bound}" in m.line()
+    assert f"tpot_p95 {worst:,.0f} in flight per instance (holds up to {bound})" in (
+        tpot_report.render()
+    )
