@@ -67,8 +67,9 @@ class Miss:
         if self.slo == "rejected":
             what = f"{fig} requests rejected"
         elif self.slo in IN_FLIGHT_SLOS:
+            held = "unbounded" if math.isinf(self.figure) else f"{self.figure:,.1f}"
             what = (
-                f"{self.slo}: {fig} in flight per instance > {self.limit:,.0f}, the most at "
+                f"{self.slo}: {held} in flight per instance > {self.limit:,.0f}, the most at "
                 "which it holds"
             )
         else:
@@ -188,7 +189,7 @@ def _fmt(slo: str, x: float, queue_cap_ms: float = 0.0, in_flight_bound: int | N
         return f"{slo} unbounded"
     if slo in IN_FLIGHT_SLOS:
         holds = f" (holds up to {in_flight_bound})" if in_flight_bound is not None else ""
-        return f"{slo} {x:,.0f} in flight per instance{holds}"
+        return f"{slo} {x:,.1f} in flight per instance{holds}"
     capped = slo == "queue_wait_p95" and queue_cap_ms > 0 and abs(x - queue_cap_ms) <= 1e-3 * x
     return (
         f"{slo} {x:,.0f}"

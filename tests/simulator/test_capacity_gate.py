@@ -205,6 +205,6 @@ def test_tpot_is_held_and_reported_as_requests_in_flight_per_instance(tpot_repor
     for m in tpot_misses:
         assert m.limit == bound and m.figure > bound
         assert f"in flight per instance > {bound}" in m.line()
-    assert f"tpot_p95 {worst:,.0f} in flight per instance (holds up to {bound})" in (
+    assert f"tpot_p95 {worst:,.1f} in flight per instance (holds up to {bound})" in (
         tpot_report.render()
     )
