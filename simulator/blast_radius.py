@@ -38,7 +38,7 @@ from simulator.bad_builds import (
     bad_builds,
     minute_signals,
 )
-from simulator.rollout import START_HOUR_JST, replay_rollout
+from simulator.rollout import START_HOUR_JST, simulate_rollout
 from simulator.shadow_replay import ShadowLoad, replay_shadow
 from simulator.traces import Trace, normal_day
 from sizing.rollout_alarms import comparable_loads, watched_alarms
@@ -178,7 +178,7 @@ def _canary(
     canary_start: int,
 ) -> Outcome:
     watch = AlarmWatch(cfg, a, build, shares, canary_start, plan)
-    res = replay_rollout(cfg, plan, a, trace=tr, start_minute=canary_start, watch=watch)
+    res = simulate_rollout(cfg, a, plan=plan, trace=tr, start_minute=canary_start, watch=watch)
     day = float(sum(tr.rpm))
     served = sum(row["canary_arrivals"] for row in res["rows"][canary_start:])
     stop = next((m for m, kind, _ in res["decisions"] if kind == "rollback"), None)

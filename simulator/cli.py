@@ -38,7 +38,7 @@ import sys
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from simulator.assumptions import Assumptions
 from simulator.capacity import BANDWIDTH_EFFICIENCY, instance_model
@@ -582,38 +582,41 @@ def cmd_gate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     report = evaluate(cfg, a)
     print(report.render())
+    print(f"({time.perf_counter() - started:.1f} s)")
+    return _gate_written(
+        args,
+        cfg,
+        {
+            "passed": report.passed,
+            "edge": report.edge,
+            "held_slos": report.held_slos,
+            "unreachable": report.unreachable,
+            "scenarios": [
+                {
+                    "scenario": v.scenario,
+                    "best_effort": v.best_effort,
+                    "worst": v.worst,
+                    "headroom_pct": v.headroom_pct,
+                    "misses": [m.__dict__ for m in v.misses],
+                }
+                for v in report.verdicts
+            ],
+        },
+        miss=f"fleet misses its SLOs (above); `make fleet ENV={cfg.env}` prints the cheapest "
+        "fleet that holds them, or mark a scenario fleet.best_effort with a reason",
+    )
+
+
+def _gate_written(
+    args: argparse.Namespace, cfg: DeploymentConfig, verdict: dict[str, Any], *, miss: str
+) -> int:
+    """The gate's ``verdict`` written to <out>/capacity-gate.json; exit 1 with ``miss`` (what
+    missed and the fix) when it did not pass."""
     out = output_dir(args, cfg.env, "")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "capacity-gate.json").write_text(
-        json.dumps(
-            {
-                "passed": report.passed,
-                "edge": report.edge,
-                "held_slos": report.held_slos,
-                "unreachable": report.unreachable,
-                "scenarios": [
-                    {
-                        "scenario": v.scenario,
-                        "best_effort": v.best_effort,
-                        "worst": v.worst,
-                        "headroom_pct": v.headroom_pct,
-                        "misses": [m.__dict__ for m in v.misses],
-                    }
-                    for v in report.verdicts
-                ],
-            },
-            indent=2,
-            default=str,
-        )
-    )
-    print(f"({time.perf_counter() - started:.1f} s)")
-    if not report.passed:
-        print(
-            f"error: {cfg.env}'s fleet misses its SLOs (above); `make fleet ENV={cfg.env}` "
-            "prints the cheapest fleet that holds them, or mark a scenario "
-            "fleet.best_effort with a reason",
-            file=sys.stderr,
-        )
+    (out / "capacity-gate.json").write_text(json.dumps(verdict, indent=2, default=str))
+    if not verdict["passed"]:
+        print(f"error: {cfg.env}'s {miss}", file=sys.stderr)
         return 1
     return 0
 
@@ -624,37 +627,27 @@ def _component_gate(args: argparse.Namespace, cfg: DeploymentConfig, a: Assumpti
 
     report = evaluate_components(cfg, a)
     print(report.render())
-    out = output_dir(args, cfg.env, "")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "capacity-gate.json").write_text(
-        json.dumps(
-            {
-                "shape": "inference_components",
-                "passed": report.passed,
-                "held_slos": report.held_slos,
-                "scenarios": [
-                    {
-                        "scenario": v.scenario,
-                        "best_effort": v.best_effort,
-                        "not_replayed": v.not_replayed,
-                        "figures": v.figures,
-                        "misses": [m.__dict__ for m in v.misses],
-                    }
-                    for v in report.verdicts
-                ],
-            },
-            indent=2,
-            default=str,
-        )
+    return _gate_written(
+        args,
+        cfg,
+        {
+            "shape": "inference_components",
+            "passed": report.passed,
+            "held_slos": report.held_slos,
+            "scenarios": [
+                {
+                    "scenario": v.scenario,
+                    "best_effort": v.best_effort,
+                    "not_replayed": v.not_replayed,
+                    "figures": v.figures,
+                    "misses": [m.__dict__ for m in v.misses],
+                }
+                for v in report.verdicts
+            ],
+        },
+        miss="component shape misses its SLOs (above): each miss names the field that held "
+        "the copies; or mark a scenario fleet.best_effort with a reason",
     )
-    if not report.passed:
-        print(
-            f"error: {cfg.env}'s component shape misses its SLOs (above): each miss names the "
-            "field that held the copies; or mark a scenario fleet.best_effort with a reason",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:

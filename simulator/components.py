@@ -57,9 +57,10 @@ import numpy as np
 
 from container.serving import metrics_contract as mc
 from simulator.assumptions import Assumptions
-from simulator.capacity import InstanceModel, RequestShape, admit, instance_model
+from simulator.capacity import InstanceModel, RequestShape, instance_model
+from simulator.engine import decide, proposals, record_fleet, serve_tick
 from simulator.fleet_metrics import FleetMetrics, Series
-from simulator.scaling_policies import SimulationError, StepScaling, TargetTracking, arbitrate
+from simulator.scaling_policies import SimulationError, StepScaling, TargetTracking
 from simulator.traces import JST, Trace, normal_day
 from sizing.component_plan import (
     DEV_BUSY_HOURS_PER_DAY,
@@ -225,7 +226,13 @@ class ComponentSimulation:
         rec: dict[str, list[float]] = {
             k: [] for k in ("copies_desired", "copies_placed", "instances", "instances_serving")
         }
-        latency: dict[int, RequestShape] = {}
+        shapes: dict[int, RequestShape] = {}
+
+        def latency(per_copy: int) -> RequestShape:
+            if per_copy not in shapes:
+                shapes[per_copy] = inst.latency(per_copy, inst.prompt_tokens, inst.output_tokens)
+            return shapes[per_copy]
+
         for i in range(tr.minutes * 60 // dt):
             t = i * dt
             starting = any(r > t for r in copies)
@@ -250,40 +257,19 @@ class ComponentSimulation:
                         acts.append((t, "instances", len(instances), keep, "idle release"))
                         del instances[keep:]
             n = sum(1 for r in copies if r <= t)
-            arrivals = float(tr.rpm[t // 60]) * dt / 60
-            shape = inst.typical
-            conc, svc = shape.concurrency, shape.service_seconds
-            rate = n * conc / svc
-            if n == 0:  # no copy: every request, and whatever waited, fails as no capacity
-                served, rejected, failed, before, backlog = 0.0, 0.0, arrivals + backlog, 0.0, 0.0
-            else:
-                before, failed = backlog, 0.0
-                served, rejected, backlog = admit(
-                    backlog, arrivals, rate * dt, n * (inst.admission_limit - conc)
-                )
-            running = min(n * conc, served / dt * svc) if n else 0.0
-            wait = (before + backlog) / 2 / rate if rate else 0.0
-            per_copy = math.ceil(running / n - 1e-9) if n else conc
-            if per_copy not in latency:
-                latency[per_copy] = inst.latency(per_copy, inst.prompt_tokens, inst.output_tokens)
-            s.in_service.append(n)
-            s.launched.append(len(instances))
-            s.desired.append(desired)
-            s.min_cap.append(lo)
-            s.max_cap.append(hi)
-            s.arrivals.append(arrivals)
-            s.served.append(served)
-            s.rejected.append(rejected)
-            s.running.append(running)
-            s.waiting.append(backlog)
-            s.wait_s.append(wait)
-            s.ttft_s.append(wait + latency[per_copy].prefill_seconds)
-            s.e2e_s.append(wait + latency[per_copy].service_seconds)
-            s.capacity_rpm.append(rate * 60)
-            s.conc.append(conc)
-            s.service_s.append(svc)
-            s.prefill_s.append(shape.prefill_seconds)
-            s.kv_per_seq.append(inst.prompt_tokens + inst.output_tokens / 2)
+            record_fleet(s, n=n, launched=len(instances), desired=desired, lo=lo, hi=hi)
+            backlog, failed = serve_tick(
+                s,
+                inst,
+                dt,
+                n=n,
+                backlog=backlog,
+                arrivals=float(tr.rpm[t // 60]) * dt / 60,
+                shape=inst.typical,
+                kv_seq=inst.prompt_tokens + inst.output_tokens / 2,
+                latency=latency,
+                unserved_fail_apart=True,  # no copy: a no-capacity failure, not a 429
+            )
             cold.append(failed)
             rec["copies_desired"].append(desired)
             rec["copies_placed"].append(len(copies))
@@ -291,31 +277,20 @@ class ComponentSimulation:
             rec["instances_serving"].append(sum(1 for r in instances if r <= t))
             # policies act at the end of the tick
             end = t + dt
-            outs: list[tuple[int, StepScaling | TargetTracking]] = []
-            ins: list[tuple[int, StepScaling | TargetTracking]] = []
-            if n:
-                out, scale_in = self.tt.propose(self.metrics, i, end, n)
-                if scale_in == 1 and lo == 0 and all(v == 0 for v in self.tt.in_points):
-                    scale_in = 0  # ceil(n x 0 / target): no request in flight, no copy
-                if out is not None:
-                    outs.append((out, self.tt))
-                if scale_in is not None:
-                    ins.append((scale_in, self.tt))
-            if self.wake is not None:
-                proposal = self.wake.propose(self.metrics, i, end, desired)
-                if proposal is not None:
-                    outs.append((proposal, self.wake))
-            decision = arbitrate(outs, ins, desired)
-            if decision is None:
-                continue
-            new, winners = decision
-            new = min(max(new, lo), hi)
-            if new != desired:
-                why = ",".join(w.source for w in winners)
-                acts.append((end, "copies", desired, new, why))
-                for w in winners:
-                    w.acted(end, desired, new)
-                desired = new
+            outs, ins = proposals(
+                self.metrics,
+                i,
+                end,
+                n=n,
+                desired=desired,
+                tt=self.tt,
+                steps=[self.wake] if self.wake is not None else [],
+                to_zero=lo == 0,  # ceil(n x 0 / target): no request in flight, no copy
+            )
+            moved = decide(outs, ins, desired, lo, hi, end)
+            if moved is not None:
+                acts.append((end, "copies", desired, moved[0], moved[1]))
+                desired = moved[0]
         series = s.arrays()
         series["cold"] = np.asarray(cold, dtype=float)
         series.update({k: np.asarray(v, dtype=float) for k, v in rec.items()})

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 
 import numpy as np
 
@@ -38,6 +39,8 @@ from simulator.fleet_metrics import FleetMetrics, Series
 from simulator.scaling_policies import (
     Policy,
     SimulationError,
+    StepScaling,
+    TargetTracking,
     arbitrate,
     step_policies,
     target_tracking,
@@ -62,6 +65,124 @@ class Activity:
             "from": self.desired_from,
             "to": self.desired_to,
         }
+
+
+def serve_tick(
+    s: Series,
+    inst: InstanceModel,
+    dt: int,
+    *,
+    n: int,
+    backlog: float,
+    arrivals: float,
+    shape: RequestShape,
+    kv_seq: float,
+    latency: Callable[[int], RequestShape],
+    unserved_fail_apart: bool = False,
+) -> tuple[float, float]:
+    """One tick of traffic on ``n`` serving engines (instances, or copies in the component
+    shape), recorded in ``s``: the pooled FIFO queue and the 429 beyond ``n x
+    admission_max_inflight`` (:func:`simulator.capacity.admit`), the queue wait (fluid FIFO) and a
+    request's times at the concurrency each engine runs (``latency``: that concurrency's shape).
+
+    With no engine serving every request, and whatever waited, fails; ``unserved_fail_apart``
+    counts those apart from the 429s (the component shape's no-capacity failures). Returns (new
+    backlog, requests failed apart). The fleet columns (in service, launched, desired, bounds)
+    are the caller's to record.
+    """
+    conc, svc = shape.concurrency, shape.service_seconds
+    rate = n * conc / svc  # requests/s the serving fleet completes when full
+    before = backlog
+    # in flight (running + waiting) stays within n x admission_max_inflight
+    served, rejected, backlog = admit(
+        backlog, arrivals, rate * dt, n * (inst.admission_limit - conc)
+    )
+    failed = 0.0
+    if unserved_fail_apart and n == 0:
+        failed, rejected = rejected, 0.0
+    running = min(n * conc, served / dt * svc)
+    wait = (before + backlog) / 2 / rate if rate else 0.0
+    s.arrivals.append(arrivals)
+    s.served.append(served)
+    s.rejected.append(rejected)
+    s.running.append(running)
+    s.waiting.append(backlog)
+    s.wait_s.append(wait)
+    # a request's times at this tick: queue wait + the speed model's at the concurrency each
+    # engine runs (fewer than the batch holds below capacity: faster)
+    at = latency(math.ceil(running / n - 1e-9) if n else conc)
+    s.ttft_s.append(wait + at.prefill_seconds)
+    s.e2e_s.append(wait + at.service_seconds)
+    s.capacity_rpm.append(rate * 60)
+    s.conc.append(conc)
+    s.service_s.append(svc)
+    s.prefill_s.append(shape.prefill_seconds)
+    s.kv_per_seq.append(kv_seq)
+    return backlog, failed
+
+
+def record_fleet(s: Series, *, n: int, launched: int, desired: int, lo: int, hi: int) -> None:
+    """The tick's fleet columns: serving, launched (billed), desired and its bounds."""
+    s.in_service.append(n)
+    s.launched.append(launched)
+    s.desired.append(desired)
+    s.min_cap.append(lo)
+    s.max_cap.append(hi)
+
+
+def proposals(
+    metrics: FleetMetrics,
+    i: int,
+    end: float,
+    *,
+    n: int,
+    desired: int,
+    tt: TargetTracking | None,
+    steps: Sequence[StepScaling],
+    to_zero: bool = False,
+) -> tuple[list[tuple[int, Policy]], list[tuple[int, Policy]]]:
+    """(scale-outs, scale-ins) the policies propose at the end of tick ``i``: target tracking
+    while anything serves (no datapoint otherwise), each step policy on its own alarm. With
+    ``to_zero`` (a floor of 0), target tracking at no request in flight proposes 0: its formula
+    ``ceil(n x 0 / target)``."""
+    outs: list[tuple[int, Policy]] = []
+    ins: list[tuple[int, Policy]] = []
+    if tt is not None and n:
+        out, scale_in = tt.propose(metrics, i, end, n)
+        if to_zero and scale_in == 1 and all(v == 0 for v in tt.in_points):
+            scale_in = 0
+        if out is not None:
+            outs.append((out, tt))
+        if scale_in is not None:
+            ins.append((scale_in, tt))
+    for st in steps:
+        proposal = st.propose(metrics, i, end, desired)
+        if proposal is not None:
+            (outs if st.policy.direction == "out" else ins).append((proposal, st))
+    return outs, ins
+
+
+def decide(
+    outs: list[tuple[int, Policy]],
+    ins: list[tuple[int, Policy]],
+    desired: int,
+    lo: int,
+    hi: int,
+    end: float,
+) -> tuple[int, str] | None:
+    """The policies' proposals arbitrated (:func:`simulator.scaling_policies.arbitrate`) and
+    clamped into [lo, hi]: (new desired, the winners' sources), each winner told it acted; None
+    when desired does not move."""
+    decision = arbitrate(outs, ins, desired)
+    if decision is None:
+        return None
+    new, winners = decision
+    new = min(max(new, lo), hi)
+    if new == desired:
+        return None
+    for w in winners:
+        w.acted(end, desired, new)
+    return new, ",".join(w.source for w in winners)
 
 
 @dataclass
@@ -199,62 +320,36 @@ class VariantSimulation:
             if minute not in shapes:
                 shapes[minute] = self._shape(minute)
             shape, kv_seq, (p_tok, o_tok) = shapes[minute]
-            conc, svc, prefill = shape.concurrency, shape.service_seconds, shape.prefill_seconds
-            arrivals = float(tr.rpm[minute]) * self.share * dt / 60
-            rate = n * conc / svc  # requests/s the in-service fleet completes when full
-            before = backlog
-            # in flight (running + waiting) stays within n x admission_max_inflight
-            served, rejected, backlog = admit(
-                backlog, arrivals, rate * dt, n * (inst.admission_limit - conc)
+            record_fleet(
+                s,
+                n=n,
+                launched=update.launched() if update is not None else len(ready),
+                desired=desired,
+                lo=lo,
+                hi=hi,
             )
-            running = min(n * conc, served / dt * svc)
-            wait = (before + backlog) / 2 / rate if rate else 0.0
-            s.in_service.append(n)
-            s.launched.append(update.launched() if update is not None else len(ready))
-            s.desired.append(desired)
-            s.min_cap.append(lo)
-            s.max_cap.append(hi)
-            s.arrivals.append(arrivals)
-            s.served.append(served)
-            s.rejected.append(rejected)
-            s.running.append(running)
-            s.waiting.append(backlog)
-            s.wait_s.append(wait)
-            # a request's times at this tick: queue wait + the speed model's at the concurrency
-            # each instance runs (fewer than the batch holds below capacity: faster)
-            at = inst.latency(math.ceil(running / n - 1e-9) if n else conc, p_tok, o_tok)
-            s.ttft_s.append(wait + at.prefill_seconds)
-            s.e2e_s.append(wait + at.service_seconds)
-            s.capacity_rpm.append(rate * 60)
-            s.conc.append(conc)
-            s.service_s.append(svc)
-            s.prefill_s.append(prefill)
-            s.kv_per_seq.append(kv_seq)
+            backlog, _ = serve_tick(
+                s,
+                inst,
+                dt,
+                n=n,
+                backlog=backlog,
+                arrivals=float(tr.rpm[minute]) * self.share * dt / 60,
+                shape=shape,
+                kv_seq=kv_seq,
+                latency=partial(inst.latency, prompt_tokens=p_tok, output_tokens=o_tok),
+            )
             # policies act at the end of the tick
             end = t + dt
-            outs: list[tuple[int, Policy]] = []
-            ins: list[tuple[int, Policy]] = []
-            if self.tt is not None and n:
-                out, scale_in = self.tt.propose(self.metrics, i, end, n)
-                if out is not None:
-                    outs.append((out, self.tt))
-                if scale_in is not None:
-                    ins.append((scale_in, self.tt))
-            for st in self.steps:
-                proposal = st.propose(self.metrics, i, end, desired)
-                if proposal is not None:
-                    (outs if st.policy.direction == "out" else ins).append((proposal, st))
+            outs, ins = proposals(
+                self.metrics, i, end, n=n, desired=desired, tt=self.tt, steps=self.steps
+            )
             if update is not None:
                 continue  # alarms evaluated above; their scaling actions are blocked
-            decision = arbitrate(outs, ins, desired)
-            if decision is None:
-                continue
-            new, winners = decision
-            old = desired
-            desired = set_desired(end, new, ",".join(w.source for w in winners))
-            if desired != old:
-                for w in winners:
-                    w.acted(end, old, desired)
+            moved = decide(outs, ins, desired, lo, hi, end)
+            if moved is not None:
+                activities.append(Activity(end, moved[1], desired, moved[0]))
+                desired = moved[0]
         return VariantRun(
             self.variant, inst, self.share, dt, s.arrays(), activities, bounds_log, oplog
         )

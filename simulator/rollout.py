@@ -181,30 +181,16 @@ def simulate_rollout(
     cfg: DeploymentConfig,
     a: Assumptions | None = None,
     *,
+    plan: CapacityPlan | None = None,
     trace: Trace | None = None,
     start_minute: int = START_HOUR_JST * 60,
     capacity_first: bool = True,
     watch: CanaryWatch | None = None,
 ) -> dict[str, Any]:
-    """Replay one rollout; returns per-minute series, the steps and a summary. ``watch``: the
-    canary's errors and alarms (:class:`CanaryWatch`)."""
-    return replay_rollout(
-        cfg, rollout_capacity_plan(cfg), a, trace=trace, start_minute=start_minute,
-        capacity_first=capacity_first, watch=watch,
-    )  # fmt: skip
-
-
-def replay_rollout(
-    cfg: DeploymentConfig,
-    plan: CapacityPlan,
-    a: Assumptions | None = None,
-    *,
-    trace: Trace | None = None,
-    start_minute: int = START_HOUR_JST * 60,
-    capacity_first: bool = True,
-    watch: CanaryWatch | None = None,
-) -> dict[str, Any]:
-    """:func:`simulate_rollout` on a capacity plan the caller derived once."""
+    """Replay one rollout; returns per-minute series, the steps and a summary. ``plan``: a
+    capacity plan the caller derived once (default: :func:`rollout_capacity_plan`'s);
+    ``watch``: the canary's errors and alarms (:class:`CanaryWatch`)."""
+    plan = plan if plan is not None else rollout_capacity_plan(cfg)
     a = a or Assumptions()
     tr = trace or normal_day()
     rules = planned_rules(cfg, plan)

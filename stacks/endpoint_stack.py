@@ -5,6 +5,7 @@ Thin by design: constructs do the work; this stack passes what one creates to th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import ArnFormat, Aws, Stack
@@ -108,18 +109,7 @@ class EndpointStack(Stack):
         self.scaling = self._scaling(cfg, suspend_scaling)
         # The canary's capacity plan, derived once: its like-load bound and the controller's steps
         plan = rollout_capacity_plan(cfg)
-        self.monitoring = Monitoring(
-            self,
-            "Monitoring",
-            endpoint=endpoint,
-            thresholds=cfg.monitoring,
-            adapter_names=[a.name for a in cfg.adapters],
-            metrics_interval_seconds=cfg.engine.metrics_interval_seconds,
-            queue_step_variants=cfg.scaling.queue_step_variants(),
-            emails=cfg.notifications.emails,
-            rollback_alarms=self.rollback_alarms,
-            key=self.key,
-        )
+        self.monitoring = self._monitoring(cfg)
         self.relative_latency = RelativeLatencyAlarms(
             self,
             "RelativeLatency",
@@ -182,7 +172,24 @@ class EndpointStack(Stack):
             ),
         )
         self.serving.grant_adapter_artifacts(bucket, "adapters/")
-        self.monitoring = Monitoring(
+        self.monitoring = self._monitoring(
+            cfg, variant_names=("primary",), idle_at_zero=ic.scales_to_zero
+        )
+        self._grant_image_pull(image)
+        policy = self.serving.role.node.find_child("DefaultPolicy")
+        for component in (self.components.base, *self.components.adapters.values()):
+            component.node.add_dependency(policy)  # the role reads the adapters before
+
+    def _monitoring(
+        self,
+        cfg: DeploymentConfig,
+        *,
+        variant_names: Sequence[VariantName] = VARIANT_NAMES,
+        idle_at_zero: bool = False,
+    ) -> Monitoring:
+        """The endpoint's alarms, dashboard and notifications, for either shape (the component
+        shape names its one variant and whether it idles at zero: :class:`Monitoring`)."""
+        return Monitoring(
             self,
             "Monitoring",
             endpoint=self.endpoint_ref,
@@ -193,13 +200,9 @@ class EndpointStack(Stack):
             emails=cfg.notifications.emails,
             rollback_alarms=self.rollback_alarms,
             key=self.key,
-            variant_names=("primary",),
-            idle_at_zero=ic.scales_to_zero,
+            variant_names=variant_names,
+            idle_at_zero=idle_at_zero,
         )
-        self._grant_image_pull(image)
-        policy = self.serving.role.node.find_child("DefaultPolicy")
-        for component in (self.components.base, *self.components.adapters.values()):
-            component.node.add_dependency(policy)  # the role reads the adapters before
 
     def _endpoint_key(self, cfg: DeploymentConfig) -> kms.Key:
         """The key of the endpoint's logs, notifications and volumes; CloudWatch Logs may use it

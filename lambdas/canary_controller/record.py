@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -47,22 +48,16 @@ def _same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
+@dataclass(eq=False)
 class RolloutRecord:
     """One endpoint's record in the table ``clients.table``."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        clients: Clients,
-        *,
-        clock: Callable[[], float],
-        sleep: Callable[[float], Any],
-    ) -> None:
-        self.s = settings
-        self.clients = clients
-        self.clock = clock
-        #: The backoff between attempts of a record write (the tests' clock moves instead).
-        self.sleep = sleep
+    s: Settings
+    clients: Clients
+    _: KW_ONLY
+    clock: Callable[[], float]
+    #: The backoff between attempts of a record write (the tests' clock moves instead).
+    sleep: Callable[[float], Any]
 
     def load(self) -> RolloutState | None:
         item = self.clients.table.get_item(

@@ -10,6 +10,7 @@ here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from . import aws, canary_scaling, capture, probes, shadow_stage
@@ -25,23 +26,17 @@ from .shadow_stage import CloudWatchErrors, Ground, ShadowEvidence
 CAPTURE_READ_ERRORS: tuple[type[Exception], ...] = (*aws.AWS_ERRORS, capture.CaptureError)
 
 
+@dataclass(eq=False)
 class ShadowIO:
-    def __init__(
-        self,
-        settings: Settings,
-        clients: Clients,
-        *,
-        clock: Callable[[], float],
-        sleep: Callable[[float], Any],
-    ) -> None:
-        self.s = settings
-        self.clients = clients
-        self.clock = clock
-        #: Between the attempts of the canary's scaling registration (``canary_scaling``).
-        self.sleep = sleep
-        #: The shadow config's shadow count (its peak size) by config name, once read
-        #: (:meth:`fleet`); None: the config has no such shadow variant.
-        self._shadow_peaks: dict[str, int | None] = {}
+    s: Settings
+    clients: Clients
+    _: KW_ONLY
+    clock: Callable[[], float]
+    #: Between the attempts of the canary's scaling registration (``canary_scaling``).
+    sleep: Callable[[float], Any]
+    #: The shadow config's shadow count (its peak size) by config name, once read
+    #: (:meth:`fleet`); None: the config has no such shadow variant.
+    _shadow_peaks: dict[str, int | None] = field(default_factory=dict, init=False)
 
     def ground(
         self, start: int, end: int, probes_sent_at: int | None = None, probes_said: str = ""

@@ -98,6 +98,26 @@ def _traffic_routing(shift: TrafficShift) -> sagemaker.CfnEndpoint.TrafficRoutin
     )
 
 
+def _blue_green(
+    deployment: DeploymentPolicy, rollback_alarms: Sequence[cloudwatch.IAlarm]
+) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
+    """The variant shape's update policy: blue/green with the configured traffic shift, rolled
+    back automatically when a rollback alarm fires."""
+    return sagemaker.CfnEndpoint.DeploymentConfigProperty(
+        blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
+            traffic_routing_configuration=_traffic_routing(deployment.traffic_shift),
+            termination_wait_in_seconds=deployment.termination_wait_seconds,
+            maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_seconds,
+        ),
+        auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
+            alarms=[
+                sagemaker.CfnEndpoint.AlarmProperty(alarm_name=a.alarm_name)
+                for a in rollback_alarms
+            ]
+        ),
+    )
+
+
 def _routing(
     routing: RoutingConfig | None,
 ) -> sagemaker.CfnEndpointConfig.RoutingConfigProperty | None:
@@ -395,9 +415,15 @@ class ServingEndpoint(Construct):
     ) -> sagemaker.CfnEndpoint:
         """The Endpoint on the EndpointConfig, updated blue/green with auto-rollback. A deploy
         keeps the live instance counts and weights (autoscaling's and the canary controller's)
-        unless the config resets one on purpose: sizing.update_semantics."""
-        if self.components is not None:
-            return self._component_endpoint(endpoint_name)
+        unless the config resets one on purpose: sizing.update_semantics.
+
+        The component shape's Endpoint has no blue/green policy: a model change is an inference
+        component update (each component's own deployment configuration, the adapter release
+        path), not an endpoint config change; a change of the variant itself gets SageMaker's
+        default ("If no update policy is specified, SageMaker uses a blue/green deployment
+        strategy with all at once traffic shifting by default": API reference,
+        DeploymentConfig). Live counts are kept (RetainAllVariantProperties)."""
+        variants = self.components is None
         return sagemaker.CfnEndpoint(
             self,
             "Endpoint",
@@ -408,20 +434,9 @@ class ServingEndpoint(Construct):
                 sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=p)
                 for p in resets
             ]
-            or None,
-            deployment_config=sagemaker.CfnEndpoint.DeploymentConfigProperty(
-                blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
-                    traffic_routing_configuration=_traffic_routing(deployment.traffic_shift),
-                    termination_wait_in_seconds=deployment.termination_wait_seconds,
-                    maximum_execution_timeout_in_seconds=deployment.max_execution_timeout_seconds,
-                ),
-                auto_rollback_configuration=sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
-                    alarms=[
-                        sagemaker.CfnEndpoint.AlarmProperty(alarm_name=a.alarm_name)
-                        for a in rollback_alarms
-                    ]
-                ),
-            ),
+            if variants and resets
+            else None,
+            deployment_config=_blue_green(deployment, rollback_alarms) if variants else None,
         )
 
     def _pools(
@@ -500,21 +515,6 @@ class ServingEndpoint(Construct):
             container_startup_health_check_timeout_in_seconds=(
                 deployment.startup_health_check_timeout_seconds
             ),
-        )
-
-    def _component_endpoint(self, endpoint_name: str) -> sagemaker.CfnEndpoint:
-        """The component shape's Endpoint. No blue/green policy: a model change is an inference
-        component update (each component's own deployment configuration, the adapter release
-        path), not an endpoint config change; a change of the variant itself gets SageMaker's
-        default ("If no update policy is specified, SageMaker uses a blue/green deployment
-        strategy with all at once traffic shifting by default": API reference,
-        DeploymentConfig). Live counts are kept (RetainAllVariantProperties)."""
-        return sagemaker.CfnEndpoint(
-            self,
-            "Endpoint",
-            endpoint_name=endpoint_name,
-            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
-            retain_all_variant_properties=True,
         )
 
     def grant_adapter_artifacts(self, bucket_name: str, prefix: str) -> None:
