@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from sizing.scale_out_time import ICE_SECONDS, time_to_serve
 from sizing.update_semantics import update_phases
-from typed_config import VARIANT_NAMES, DeploymentConfig, VariantName
+from typed_config import VARIANT_NAMES, DeploymentConfig, RolloutConfig, VariantName
 from typed_config.deployment import MAX_EXECUTION_TIMEOUT_LIMIT_SECONDS
 from typed_config.instance_start import ASSUMED_READY_SECONDS
 
@@ -135,8 +135,9 @@ class RolloutWaits:
     updating_timeout_seconds: int
 
 
-def rollout_waits(cfg: DeploymentConfig) -> RolloutWaits:
-    ro, ready = cfg.rollout, ready_seconds(cfg)
+def rollout_waits(cfg: DeploymentConfig, rollout: RolloutConfig | None = None) -> RolloutWaits:
+    """``rollout``'s deadlines (``cfg.rollout`` unless given) at ``cfg``'s per-start bound."""
+    ro, ready = rollout or cfg.rollout, ready_seconds(cfg)
     return RolloutWaits(
         capacity_timeout_seconds=ro.capacity_timeout_seconds_for(ready),
         rollback_capacity_timeout_seconds=ro.rollback_capacity_timeout_seconds_for(ready),
