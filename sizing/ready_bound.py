@@ -167,7 +167,9 @@ def ready_bound_errors(cfg: DeploymentConfig) -> list[str]:
     dep = cfg.deployment
     errors = []
     update = math.ceil(_update_seconds(cfg, bound.seconds))
-    if update > dep.max_execution_timeout_seconds:
+    # the shift and the termination wait alone past it: the config's own rules say so
+    waits_fit = _update_seconds(cfg, 0) <= dep.max_execution_timeout_seconds
+    if waits_fit and update > dep.max_execution_timeout_seconds:
         if update <= MAX_EXECUTION_TIMEOUT_LIMIT_SECONDS:
             fix = f"set it to {update} or more (SageMaker allows up to "
             fix += f"{MAX_EXECUTION_TIMEOUT_LIMIT_SECONDS})"
