@@ -196,3 +196,18 @@ def test_a_capacity_timeout_below_one_measured_start_is_refused(
     ) in str(err.value)
     assert f"use {least} or more" in str(err.value)
     assert parse(mutate("rollout.capacity_timeout_minutes", least)).rollout.capacity_timeout_minutes
+
+
+def test_the_refusal_names_the_file_and_the_line_of_the_field(tmp_path: Path) -> None:
+    """Read from a file (as make synth reads config/<env>.yaml): the line of the field."""
+    lines = (CONFIG_DIR / "prod.yaml").read_text().splitlines()
+    [at] = [i for i, line in enumerate(lines) if "max_execution_timeout_seconds:" in line]
+    lines[at] = "  max_execution_timeout_seconds: 1200"
+    path = tmp_path / "prod.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env="prod")
+    assert f"{path}: 1 invalid value(s)" in str(err.value)
+    assert f"deployment.max_execution_timeout_seconds (line {at + 1}): 1200 is shorter" in str(
+        err.value
+    )
