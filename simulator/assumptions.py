@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sizing.ready_bound import ready_seconds
 from sizing.scale_out_time import time_to_serve
 from sizing.serving_speed import PLANNING_EDGE, Edge, planned_hit_rate
 from typed_config import DeploymentConfig, VariantName
-from typed_config.instance_start import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
+from typed_config.instance_start import ASSUMED_STARTUP_SECONDS
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,8 @@ class Assumptions:
     #: From the scaling decision to the instance running the container. None (the default): a
     #: scale-out serves after the plan's figure for the variant's instance type and this
     #: product's image, cached (sizing.scale_out_time: AWS's published P50s), and deploys and
-    #: canary instances of a new tag after the plan's per-start bound (ASSUMED_READY_SECONDS).
+    #: canary instances of a new tag after the plan's per-start bound (sizing.ready_bound: the
+    #: measured new-tag start plus a margin).
     #: A number: every new instance, scale-out or deploy, serves after it + startup_seconds.
     provision_seconds: float | None = None
     #: Container start to /ping 200 (model load, adapters, warmup); part of the figure above.
@@ -117,9 +119,9 @@ class Assumptions:
             return time_to_serve(cfg, variant).planned_seconds
         return self.provision_seconds + self.startup_seconds
 
-    @property
-    def new_tag_seconds(self) -> float:
-        """An instance of a tag not yet running (a deploy's green fleet, canary instances)."""
+    def new_tag_seconds(self, cfg: DeploymentConfig) -> float:
+        """An instance of a tag not yet running (a deploy's green fleet, canary instances): the
+        per-start bound deploys and the canary controller's waits use (sizing.ready_bound)."""
         if self.provision_seconds is None:
-            return ASSUMED_READY_SECONDS
+            return ready_seconds(cfg)
         return self.provision_seconds + self.startup_seconds

@@ -70,7 +70,7 @@ FLOAT_OPTIONS = (
         "--provision-seconds",
         "provision_seconds",
         "scaling decision to instance running (default: the plan's scale-out figure, image "
-        "cached; deploys: ASSUMED_READY_SECONDS)",
+        "cached; deploys: the plan's per-start bound, sizing.ready_bound)",
     ),
     ("--startup-seconds", "startup_seconds", "container start to /ping 200 (observed: ~75)"),
     (
@@ -354,8 +354,9 @@ def _scale_out_source(cfg: DeploymentConfig, variant: VariantName, a: Assumption
         f"a scale-out serves {t.planned_seconds:g} s after the decision (AWS's P50 with the image "
         f"cached, {t.cached_seconds:g} s, its assumed engine start replaced by the measured one "
         f"{start} at its pessimistic edge: sizing/scale_out_time.py, sizing/engine_start.py; "
-        f"{t.uncached_seconds:g} s uncached for this {t.image_gb:g} GB image); a new tag's "
-        f"instances {a.new_tag_seconds:g} s (the plan's per-start bound)"
+        f"{t.planned_uncached_seconds:g} s with this {t.image_gb:g} GB image not yet cached); a "
+        f"new tag's instances {a.new_tag_seconds(cfg):g} s (the plan's per-start bound, the "
+        "slowest variant's such start + a margin: sizing.ready_bound)"
     )
 
 

@@ -59,7 +59,7 @@ def prescale_target(
     a: Assumptions,
 ) -> int:
     """The desired count ``make deploy`` sets for ``variant`` before UpdateEndpoint."""
-    window = update_phases(cfg, ready_seconds=a.new_tag_seconds, fleet=desired).complete
+    window = update_phases(cfg, ready_seconds=a.new_tag_seconds(cfg), fleet=desired).complete
     floor = schedule_floor(cfg.scaling, variant, now, now + timedelta(seconds=window))
     live = {v: int(cfg.variants[v].initial_instance_count) for v in VARIANT_NAMES}
     live[variant] = desired
@@ -111,5 +111,6 @@ def begin_update(
 ) -> ActiveUpdate:
     """UpdateEndpoint at ``t``: the green fleet is launched now and serves after provisioning."""
     size = green_fleet_size(cfg, variant, desired)
-    phases = update_phases(cfg, ready_seconds=a.new_tag_seconds, fleet=size)
-    return ActiveUpdate(event.label, t, phases, list(blue), [t + a.new_tag_seconds] * size)
+    ready = a.new_tag_seconds(cfg)
+    phases = update_phases(cfg, ready_seconds=ready, fleet=size)
+    return ActiveUpdate(event.label, t, phases, list(blue), [t + ready] * size)

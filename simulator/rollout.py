@@ -44,6 +44,7 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model, warm_start_count
 from simulator.schedule import timeline
 from simulator.traces import JST, Trace, normal_day
+from sizing.ready_bound import rollout_waits
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.scaling_target import concurrency_target
 from typed_config import DeploymentConfig, VariantName
@@ -72,7 +73,7 @@ def controller_rules(cfg: DeploymentConfig) -> r.Rules:
 def planned_rules(cfg: DeploymentConfig, plan: CapacityPlan) -> r.Rules:
     """:func:`controller_rules` on a capacity plan the caller derived once
     (``sizing.rollout_plan.rollout_capacity_plan``)."""
-    ro = cfg.rollout
+    ro, waits = cfg.rollout, rollout_waits(cfg)
     return r.Rules(
         steps=tuple(ro.steps_percent),
         bake_seconds=ro.bake_minutes * 60,
@@ -82,8 +83,8 @@ def planned_rules(cfg: DeploymentConfig, plan: CapacityPlan) -> r.Rules:
         ),
         evidence_timeout_seconds=ro.evidence_timeout_minutes * 60,
         plan=plan,
-        capacity_timeout_seconds=ro.capacity_timeout_seconds,
-        rollback_capacity_timeout_seconds=ro.rollback_capacity_timeout_seconds,
+        capacity_timeout_seconds=waits.capacity_timeout_seconds,
+        rollback_capacity_timeout_seconds=waits.rollback_capacity_timeout_seconds,
     )
 
 
@@ -169,7 +170,7 @@ def _fleet(
         low=low,
         high=high,
         desired=initial,
-        delay=a.new_tag_seconds,
+        delay=a.new_tag_seconds(cfg),
         a=a,
         scale_in_cooldown=tt.scale_in_cooldown_seconds if tt else 600,
     )

@@ -2,7 +2,9 @@
 to act on it.
 
 ``typed_config`` states every rule it can without the sizing model; these need it (a pool's GPU
-must hold the model; a routing threshold must fit what one instance runs). ``typed_config`` sits
+must hold the model; a routing threshold must fit what one instance runs; the blue/green update
+and the canary's capacity wait must hold the per-start bound derived from the measured start:
+sizing.ready_bound). ``typed_config`` sits
 below this package and cannot import it, so these checks travel in pydantic's validation context
 (``typed_config.FIT_CHECKS_CONTEXT``):
 :func:`load_config`, :func:`parse_config` and :func:`validate_config` always pass them, so every
@@ -23,6 +25,7 @@ from pydantic import ValidationError
 from sizing.alarm_headroom import watched_alarm_problems
 from sizing.capacity import CapacityError, estimate
 from sizing.fit_advice import does_not_fit
+from sizing.ready_bound import ready_bound_errors
 from sizing.scaling_target import least_spill_threshold
 from typed_config import (
     ARCHITECTURE_CONTEXT,
@@ -129,7 +132,7 @@ def _below_target(cfg: DeploymentConfig, field: str, threshold: int) -> str | No
 
 
 #: Every fit check, in the order their errors are reported.
-FIT_CHECKS: tuple[FitCheck, ...] = (pool_errors, routing_threshold_errors)
+FIT_CHECKS: tuple[FitCheck, ...] = (pool_errors, routing_threshold_errors, ready_bound_errors)
 
 
 def fit_errors(cfg: DeploymentConfig) -> list[str]:

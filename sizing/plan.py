@@ -20,6 +20,7 @@ from sizing.fleet_cost import (
     release_costs,
 )
 from sizing.plan_deploy import deploy_section, render_deploy
+from sizing.ready_bound import ready_seconds
 from sizing.scale_out_time import render_scale_out, scale_out_section
 from sizing.scaling_target import (
     concurrency_target,
@@ -232,7 +233,7 @@ def variant_section(cfg: DeploymentConfig, name: VariantName, release_line: str)
         "pools": pools_section(cfg, name),
         "provision_timeout_seconds": v.provision_timeout_seconds,
         "speed": speed_section(cfg, name),
-        "scale_out": scale_out_section(cfg, name),
+        "scale_out": scale_out_section(cfg, name, deploy_bound_seconds=ready_seconds(cfg)),
         "day": day_section(cfg, name),
     }
 

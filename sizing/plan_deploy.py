@@ -1,7 +1,8 @@
 """The plan's "deploy" section: what one `make deploy` does to the fleet for this config.
 
 Read from sizing.update_semantics (the rules the template and the deploy tool follow) and the
-simulator's provisioning assumption (simulator/assumptions.py), so the plan, the stack and
+per-start bound (sizing.ready_bound: the measured new-tag start plus a margin, which the deploy
+tool, the canary controller and the simulator's deploys use too), so the plan, the stack and
 `make simulate` state one set of figures.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sizing.ready_bound import ready_bound
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.update_semantics import (
     VARIANT_NAMES,
@@ -19,7 +21,6 @@ from sizing.update_semantics import (
 )
 from typed_config import DeploymentConfig
 from typed_config.catalog import INSTANCE_CATALOG
-from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 
 def _guardrail_floor(cfg: DeploymentConfig) -> int:
@@ -36,7 +37,9 @@ def _guardrail_floor(cfg: DeploymentConfig) -> int:
 
 
 def deploy_section(cfg: DeploymentConfig) -> dict[str, Any]:
-    ready = ASSUMED_READY_SECONDS
+    bound = ready_bound(cfg)
+    ready = bound.seconds
+    slowest = bound.slowest
     initial = {v: cfg.variants[v].initial_instance_count for v in VARIANT_NAMES}
     at_max = {v: cfg.scaling.variants[v].max_capacity for v in VARIANT_NAMES}
     typical = deploy_footprint(cfg, live=initial, ready_seconds=ready)
@@ -63,7 +66,16 @@ def deploy_section(cfg: DeploymentConfig) -> dict[str, Any]:
         "resets": list(reset_properties(cfg)),
         "minutes": round(phases.complete / 60, 1),
         "autoscaling_blocked_minutes": round(phases.complete / 60, 1),
-        "assumed_ready_seconds": ready,
+        "ready_bound_seconds": ready,
+        "ready_bound": {
+            "slowest_start_seconds": slowest.seconds,
+            "slowest": f"{slowest.variant} {slowest.instance_type}"
+            + (f" (pool {slowest.priority})" if slowest.priority > 1 else ""),
+            "with_cache": slowest.with_cache,
+            "margin_seconds": bound.margin_seconds,
+            "floor_seconds": bound.floor_seconds,
+            "floored": bound.floored,
+        },
         "at_initial_counts": {
             "blue": typical.blue,
             "green": typical.green,
@@ -103,10 +115,17 @@ def render_deploy(d: dict[str, Any]) -> list[str]:
     g = d["guardrail"]
     price = ", ".join(f"{t} ${p:,.0f}/month" for t, p in g["monthly_per_instance_usd"].items())
     quota = ", ".join(f"{n} x {t}" for t, n in d["instance_quota_needed"].items())
+    b = d["ready_bound"]
+    why = (f"the assumed floor {b['floor_seconds']:g} s, above " if b["floored"] else "") + (
+        f"{b['slowest']}'s new-tag start {b['slowest_start_seconds']:g} s "
+        f"({'from the compile cache' if b['with_cache'] else 'without a compile cache'}, image "
+        f"pull, the measured start's pessimistic edge) + {b['margin_seconds']:g} s margin"
+    )
     return [
         f"  deploy  blue/green, ~{d['minutes']} min (a new tag's instances serve within "
-        f"{d['assumed_ready_seconds']:g} s of launch: a bound above the scale-out line's uncached "
-        "P50); autoscaling blocked throughout (make deploy raises counts first)",
+        f"{d['ready_bound_seconds']:g} s of launch, the per-start bound of deploys and the canary "
+        f"controller's waits: {why}; sizing.ready_bound); autoscaling blocked throughout (make "
+        "deploy raises counts first)",
         f"          keeps {', '.join(d['keeps']) or 'nothing'}; resets "
         f"{', '.join(d['resets']) or 'nothing'} (deployment.reset_on_update, RESET= per deploy)",
         f"          at initial counts: {fleet(d['at_initial_counts'])}",

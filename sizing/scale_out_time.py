@@ -40,8 +40,11 @@ start to serving, unpublished; the product assumes 75 s for it
 (sizing.engine_start: vLLM 0.26 on an H100, 120 s +- 23 s with a matching compile cache, 202 s
 without), so the measured scale-out is the cached P50 less the assumed 75 s plus the measured
 start (``measured_cached_seconds``; ``measured_edge_seconds`` at the start's pessimistic edge).
-The simulator and the fleet solver still take ``cached_seconds`` (AWS's P50 as published): prod's
-fleet was solved on it, and the plan prints the figure they would use beside it.
+The simulator, the capacity gate and the fleet solver take ``planned_seconds`` (the start from
+the release's compile cache where the variant's GPU is the preparation job's, cold otherwise, at
+its pessimistic edge); a tag not yet cached adds the image pull (``planned_uncached_seconds``),
+from which sizing.ready_bound derives the per-start bound of deploys and the canary controller's
+waits.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from sizing.capacity import lora_bytes, weight_bytes
 from sizing.engine_start import measured
 from typed_config import DeploymentConfig, VariantName
 from typed_config.catalog import INSTANCE_CATALOG
-from typed_config.instance_start import ASSUMED_READY_SECONDS, ASSUMED_STARTUP_SECONDS
+from typed_config.instance_start import ASSUMED_STARTUP_SECONDS
 
 GB = 1e9
 MEASUREMENT = Path(__file__).resolve().parents[1] / "docs" / "measurements" / "image_size.json"
@@ -113,6 +116,12 @@ class ScaleOutTime:
     planned_seconds: float = 0.0
     #: Whether ``planned_seconds`` counts the start from the compile cache (else cold).
     planned_with_cache: bool = False
+    #: Pulling this image at the instance type's seconds per GB (AWS's two P50s).
+    image_pull_seconds: float = 0.0
+    #: The same start for a tag not yet cached (a deploy's green fleet, a new tag's canary
+    #: instances): ``planned_seconds`` plus the image pull. What the per-start bound of deploys
+    #: and the canary controller's waits covers (sizing.ready_bound).
+    planned_uncached_seconds: float = 0.0
 
 
 @lru_cache(maxsize=4)
@@ -207,6 +216,7 @@ def time_to_serve(
     engine = cached_pub - ASSUMED_STARTUP_SECONDS
     warm = uses_compile_cache(cfg, itype)
     own_start = start.warm_seconds if warm else start.cold_seconds
+    planned = engine + own_start + start.error_seconds
     return ScaleOutTime(
         instance_type=itype,
         image_gb=image_gb,
@@ -217,8 +227,10 @@ def time_to_serve(
         measured_edge_seconds=round(engine + start.warm_seconds + start.error_seconds),
         measured_uncached_seconds=round(engine + start.warm_seconds + image_gb * per_gb),
         measured_cold_cached_seconds=round(engine + start.cold_seconds),
-        planned_seconds=round(engine + own_start + start.error_seconds),
+        planned_seconds=round(planned),
         planned_with_cache=warm,
+        image_pull_seconds=round(image_gb * per_gb),
+        planned_uncached_seconds=round(planned + image_gb * per_gb),
     )
 
 
@@ -230,11 +242,14 @@ def uses_compile_cache(cfg: DeploymentConfig, instance_type: str) -> bool:
     return gpu is not None and job is not None and gpu.gpu == job.gpu
 
 
-def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, object]:
+def scale_out_section(
+    cfg: DeploymentConfig, variant: VariantName, *, deploy_bound_seconds: float
+) -> dict[str, object]:
     """The plan's scale-out figures for ``variant``; the simulator's scale-outs use
     ``planned_seconds`` (simulator.assumptions), and deploys and the canary controller's waits
-    keep their per-start bound (typed_config.instance_start.ASSUMED_READY_SECONDS), which must not
-    be below ``uncached_seconds``."""
+    use the per-start bound ``deploy_bound_seconds`` (sizing.ready_bound, derived from
+    ``planned_uncached_seconds``), which the line checks is not below this variant's new-tag
+    start."""
     t = time_to_serve(cfg, variant)
     pools = cfg.variants[variant].pools
     fallbacks = [
@@ -253,13 +268,14 @@ def scale_out_section(cfg: DeploymentConfig, variant: VariantName) -> dict[str, 
         "image_gb": t.image_gb,
         "cached_seconds": t.cached_seconds,
         "uncached_seconds": t.uncached_seconds,
-        "deploy_bound_seconds": ASSUMED_READY_SECONDS,
+        "deploy_bound_seconds": deploy_bound_seconds,
         "measured_cached_seconds": t.measured_cached_seconds,
         "measured_edge_seconds": t.measured_edge_seconds,
         "measured_uncached_seconds": t.measured_uncached_seconds,
         "measured_cold_cached_seconds": t.measured_cold_cached_seconds,
         "planned_seconds": t.planned_seconds,
         "planned_with_cache": t.planned_with_cache,
+        "planned_uncached_seconds": t.planned_uncached_seconds,
         "terms": [t.__dict__ for t in t.terms],
     }
 
@@ -284,8 +300,10 @@ def render_scale_out(s: dict[str, object]) -> list[str]:
         f"{s['cached_seconds']:g} s with its assumed {assumed_s:g} s engine start replaced by the "
         f"measured start {how}, at its pessimistic edge ({s['measured_edge_seconds']:g} s with "
         f"the cache, {s['measured_cold_cached_seconds']:g} s + the error without; measured "
-        f"{start_s:g} s with it); {s['measured_uncached_seconds']:g} s for a tag not yet cached "
-        f"({s['image_gb']:g} GB image = {image} GB; {terms['image pull']['value']:g} s/GB)",
+        f"{start_s:g} s with it); {s['planned_uncached_seconds']:g} s for a tag not yet cached, "
+        f"the same start with the image pulled ({s['image_gb']:g} GB image = {image} GB; "
+        f"{terms['image pull']['value']:g} s/GB; deploys and the canary controller's waits "
+        f"bound a start at {s['deploy_bound_seconds']:g} s: sizing.ready_bound)",
         *(f"            - {n}: {t['source']}" for n, t in terms.items()),
     ]
     for f in s.get("fallbacks") or []:  # type: ignore[attr-defined]
@@ -295,18 +313,13 @@ def render_scale_out(s: dict[str, object]) -> list[str]:
             f"{ICE_SECONDS:g} s per pool passed over (assumed: AWS publishes no figure)"
             + ("" if f["published"] else f"; {FALLBACK_TYPE}'s P50 (none for this type)")
         )
-    measured_new = float(s.get("measured_uncached_seconds") or 0)  # type: ignore[arg-type]
-    if float(s["uncached_seconds"]) <= float(s["deploy_bound_seconds"]) < measured_new:  # type: ignore[arg-type]
+    new_tag = float(s["planned_uncached_seconds"])  # type: ignore[arg-type]
+    bound = float(s["deploy_bound_seconds"])  # type: ignore[arg-type]
+    if bound < new_tag:
         lines.append(
-            f"          WARNING: with the measured engine start a new tag's instance serves "
-            f"{measured_new:g} s after launch, above the {s['deploy_bound_seconds']:g} s per start "
-            "that deploy times and the canary controller's waits assume "
-            "(typed_config.instance_start.ASSUMED_READY_SECONDS assumes a 75 s start)"
-        )
-    if float(s["uncached_seconds"]) > float(s["deploy_bound_seconds"]):  # type: ignore[arg-type]
-        lines.append(
-            f"          WARNING: a start of a new tag ({s['uncached_seconds']:g} s) exceeds the "
-            f"{s['deploy_bound_seconds']:g} s per start that deploy times and the canary "
-            "controller's waits assume (typed_config.instance_start.ASSUMED_READY_SECONDS)"
+            f"          WARNING: a new tag's instance serves {new_tag:g} s after launch (the "
+            f"measured start at its pessimistic edge and the image pull), above the {bound:g} s "
+            "per start that deploy times and the canary controller's waits use "
+            "(sizing.ready_bound)"
         )
     return lines

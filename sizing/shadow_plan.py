@@ -36,11 +36,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sizing.ready_bound import ready_seconds
 from sizing.rollout_plan import per_instance_concurrency
 from sizing.update_semantics import update_phases
 from typed_config import DeploymentConfig
 from typed_config.catalog import INSTANCE_CATALOG
-from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 #: The endpoint updates a shadow stage makes: into the shadow config and back to the canary's.
 STAGE_MOVES = 2
@@ -65,7 +65,7 @@ def shadow_section(cfg: DeploymentConfig) -> dict[str, Any] | None:
     hourly = n * INSTANCE_CATALOG[itype].price_per_hour
     primary_peak = cfg.scaling.variants["primary"].max_capacity
     primary_type = cfg.variants.primary.instance_type
-    move = update_phases(cfg, ready_seconds=ASSUMED_READY_SECONDS, fleet=primary_peak)
+    move = update_phases(cfg, ready_seconds=ready_seconds(cfg), fleet=primary_peak)
     second_fleet = (
         primary_peak * move.complete / 3600 * INSTANCE_CATALOG[primary_type].price_per_hour
     )

@@ -15,6 +15,7 @@ from constructs import Construct
 
 from lambdas.canary_controller.capacity import CapacityPlan
 from sizing.component_plan import copy_memory_mb
+from sizing.ready_bound import rollout_waits
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.scaling_target import routed_variants
 from sizing.shadow_plan import shadow_instances
@@ -291,6 +292,7 @@ class EndpointStack(Stack):
             "CanaryController",
             endpoint=self.endpoint_ref,
             rollout=cfg.rollout,
+            waits=rollout_waits(cfg),
             capacity_plan=plan,
             alarms=[
                 self.rollback_alarms.errors["canary"],

@@ -44,10 +44,10 @@ from lambdas.canary_controller.names import (
     RUNNING,
     controller_function_name,
 )
+from sizing.ready_bound import ready_seconds
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS, client, error_code, run_on_config
 from typed_config import DeploymentConfig
-from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 #: ``make canary-wait`` gave up at its bound before the rollout ended (the rollout goes on).
 #: Not 2, which tools.aws_command gives an invalid config (and argparse a usage error).
@@ -128,11 +128,11 @@ def rollout_wait_minutes(cfg: DeploymentConfig) -> int:
     """The default bound of ``make canary-wait``: the rollout's total bake (every step of
     ``rollout.steps_percent`` bakes ``bake_minutes``) plus, per step, the margin the controller
     needs around a bake: the tick that sees the bake end (up to one ``check_interval_minutes``
-    later) and the canary instances raised before the weight moves (one instance start, the
-    plan's ASSUMED_READY_SECONDS). A canary held for evidence beyond that (up to
+    later) and the canary instances raised before the weight moves (one instance start at the
+    plan's per-start bound, sizing.ready_bound). A canary held for evidence beyond that (up to
     ``evidence_timeout_minutes`` a step) outlasts the default: pass TIMEOUT_MIN=."""
     ro = cfg.rollout
-    per_step = ro.bake_minutes + ro.check_interval_minutes + ASSUMED_READY_SECONDS / 60
+    per_step = ro.bake_minutes + ro.check_interval_minutes + ready_seconds(cfg) / 60
     return math.ceil(len(ro.steps_percent) * per_step + shadow_stage_minutes(cfg))
 
 

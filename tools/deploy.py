@@ -53,6 +53,7 @@ from lambdas.canary_controller import canary_scaling
 from lambdas.canary_controller.names import COMPLETED, LOCKED
 from simulator.schedule import schedule_floor
 from sizing.deploy_options import DeployOptions
+from sizing.ready_bound import ready_seconds as ready_bound_seconds
 from sizing.update_semantics import VARIANT_NAMES, prescale_counts, update_phases
 from stacks.constructs.scaling import SCALABLE_DIMENSION, resource_id
 from tools import REPO_ROOT
@@ -68,7 +69,6 @@ from typed_config import (
     release_stack_name,
     stack_name,
 )
-from typed_config.instance_start import ASSUMED_READY_SECONDS
 from typed_config.shadow import controller_owned_variants
 
 #: UpdateEndpointWeightsAndCapacities is refused while the endpoint is Updating (autoscaling or
@@ -165,9 +165,11 @@ def plan_deploy(
     *,
     now: datetime,
     reset: tuple[VariantProperty, ...] | None = None,
-    ready_seconds: float = ASSUMED_READY_SECONDS,
+    ready_seconds: float | None = None,
 ) -> list[Step]:
-    """The steps of this deploy, from the config and the live endpoint alone (no AWS call)."""
+    """The steps of this deploy, from the config and the live endpoint alone (no AWS call).
+    ``ready_seconds``: when the update's new instances serve; None: the plan's per-start bound
+    for the config deployed (sizing.ready_bound, from the measured start)."""
     base = DeployOptions(reset=reset)
     target = base.apply(cfg)
     if live is None:
@@ -195,7 +197,8 @@ def plan_deploy(
     handed = registered & controller_owned_variants(cfg.rollout.shadow)
     suspend = registered - handed
     desired = {v: live.variants[v].desired for v in VARIANT_NAMES}
-    phases = update_phases(target, ready_seconds=ready_seconds, fleet=max(desired.values()))
+    ready = ready_seconds if ready_seconds is not None else ready_bound_seconds(target)
+    phases = update_phases(target, ready_seconds=ready, fleet=max(desired.values()))
     window = timedelta(seconds=phases.complete * (2 if suspend else 1))
     floors = {v: schedule_floor(target.scaling, v, now, now + window) for v in VARIANT_NAMES}
     caps = {

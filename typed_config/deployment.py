@@ -119,6 +119,11 @@ POOL_ENGINE_FIELDS = (
 #: ProductionVariant.InstancePools: "Array Members: Minimum number of 1 item. Maximum number of 5
 #: items" (SageMaker API reference, ProductionVariant).
 MAX_INSTANCE_POOLS = 5
+#: BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds: "Valid Range: Minimum value of 600.
+#: Maximum value of 28800" (SageMaker API reference, BlueGreenUpdatePolicy,
+#: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_BlueGreenUpdatePolicy.html;
+#: botocore's service model says the same).
+MAX_EXECUTION_TIMEOUT_LIMIT_SECONDS = 28800
 
 
 def _catalog_type(value: str) -> str:
@@ -409,9 +414,12 @@ class DeploymentPolicy(Strict):
     termination_wait_seconds: Annotated[int, Field(ge=0, le=3600)] = 600
     """Seconds the old fleet is kept after all traffic moved, for a rollback without waiting on
     instances."""
-    max_execution_timeout_seconds: Annotated[int, Field(ge=600, le=14400)] = 3600
-    """Seconds a blue/green deploy may take in all (600-14400): the traffic shift plus the
-    termination wait must fit."""
+    max_execution_timeout_seconds: Annotated[
+        int, Field(ge=600, le=MAX_EXECUTION_TIMEOUT_LIMIT_SECONDS)
+    ] = 3600
+    """Seconds a blue/green deploy may take in all (600-28800, SageMaker's range): the new
+    instances' start at the plan's per-start bound (sizing.ready_bound), the traffic shift and
+    the termination wait must fit."""
     rollback_5xx_errors_per_minute: Annotated[int, Field(ge=1)] = 5
     """Rollback when 5XX errors per minute exceed this for 2 of 3 minutes."""
     rollback_model_latency_p99_ms: Annotated[int, Field(ge=10)] = 22000

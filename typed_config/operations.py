@@ -58,8 +58,9 @@ class RolloutConfig(Strict):
     """How long the canary may stay short of the instances a step needs (SageMaker cannot place
     them: instance capacity, the account's quota) before the rollout rolls back and says so, counted
     from the first request of that step's capacity. Not set: CAPACITY_WAIT_INSTANCE_STARTS instance
-    starts (the plan's ASSUMED_READY_SECONDS each) plus the check that sees the last one: 29 minutes
-    with check_interval_minutes 5 (:attr:`capacity_timeout_seconds`)."""
+    starts (each the plan's per-start bound, sizing.ready_bound: the measured new-tag start plus a
+    margin) plus the check that sees the last one (:meth:`capacity_timeout_seconds_for`). Set: at
+    least one such start plus one check."""
     max_latency_ratio: Annotated[float, Field(gt=1, le=10)] | None = 1.5
     """Regression relative to the primary, not an absolute figure: the rollout rolls back when the
     canary's ModelLatency p99 or its container's TTFT p95 exceeds this multiple of the primary's in
@@ -85,18 +86,21 @@ class RolloutConfig(Strict):
             )
         return steps
 
-    def _capacity_wait_minutes(self, instance_starts: int) -> int:
-        """``instance_starts`` instance starts (from the capacity request to the instance serving,
-        typed_config.instance_start.ASSUMED_READY_SECONDS, 465 s) plus the check that sees the
-        last."""
-        starts = instance_starts * ASSUMED_READY_SECONDS / 60
+    def capacity_wait_minutes(self, instance_starts: int, ready_seconds: float) -> int:
+        """``instance_starts`` instance starts of ``ready_seconds`` each (from the capacity
+        request to the instance serving: the plan's per-start bound, sizing.ready_bound) plus the
+        check that sees the last."""
+        starts = instance_starts * ready_seconds / 60
         return math.ceil(starts + self.check_interval_minutes)
 
     @section_rule
     def _capacity_wait_covers_an_instance_start(self) -> RolloutConfig:
+        """Held here against the assumed floor (ASSUMED_READY_SECONDS): the measured start is
+        not known on the config's floor; sizing.ready_bound.ready_bound_errors holds the same
+        rule against the derived bound, which is never below it."""
         if self.capacity_timeout_minutes is None:
             return self
-        least = self._capacity_wait_minutes(1)
+        least = self.capacity_wait_minutes(1, ASSUMED_READY_SECONDS)
         if self.capacity_timeout_minutes < least:
             raise ValueError(
                 f"capacity_timeout_minutes: {self.capacity_timeout_minutes} is shorter than one "
@@ -105,31 +109,29 @@ class RolloutConfig(Strict):
             )
         return self
 
-    @property
-    def capacity_timeout_seconds(self) -> int:
-        """``capacity_timeout_minutes`` in seconds, or the default it documents (the Lambda's
-        ``CAPACITY_TIMEOUT_SECONDS``; the simulator's rules)."""
+    def capacity_timeout_seconds_for(self, ready_seconds: float) -> int:
+        """``capacity_timeout_minutes`` in seconds, or the default it documents at the per-start
+        bound ``ready_seconds`` (the Lambda's ``CAPACITY_TIMEOUT_SECONDS``; the simulator's
+        rules; sizing.ready_bound.rollout_waits passes the bound)."""
         minutes = self.capacity_timeout_minutes
         if minutes is None:
-            minutes = self._capacity_wait_minutes(CAPACITY_WAIT_INSTANCE_STARTS)
+            minutes = self.capacity_wait_minutes(CAPACITY_WAIT_INSTANCE_STARTS, ready_seconds)
         return minutes * 60
 
-    @property
-    def rollback_capacity_timeout_seconds(self) -> int:
+    def rollback_capacity_timeout_seconds_for(self, ready_seconds: float) -> int:
         """How long a rollback waits for the primary's instances before it moves the canary's
-        weight anyway: ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS instance starts (the plan's
-        ASSUMED_READY_SECONDS) plus the check that sees them, 13 minutes with
-        check_interval_minutes 5 (the Lambda's ``ROLLBACK_CAPACITY_TIMEOUT_SECONDS``; the
+        weight anyway: ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS instance starts of ``ready_seconds``
+        plus the check that sees them (the Lambda's ``ROLLBACK_CAPACITY_TIMEOUT_SECONDS``; the
         simulator's rules)."""
-        return self._capacity_wait_minutes(ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS) * 60
+        starts = ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS
+        return self.capacity_wait_minutes(starts, ready_seconds) * 60
 
-    @property
-    def updating_timeout_seconds(self) -> int:
+    def updating_timeout_seconds_for(self, ready_seconds: float) -> int:
         """How long the controller waits, in a row, for an endpoint that is not InService:
-        UPDATING_WAIT_INSTANCE_STARTS instance starts plus the check that sees the end, 21 minutes
-        with check_interval_minutes 5 (the Lambda's ``UPDATING_TIMEOUT_SECONDS``). A rollback's
-        deadline is this plus :attr:`rollback_capacity_timeout_seconds` (``rules.Rules``)."""
-        return self._capacity_wait_minutes(UPDATING_WAIT_INSTANCE_STARTS) * 60
+        UPDATING_WAIT_INSTANCE_STARTS instance starts of ``ready_seconds`` plus the check that
+        sees the end (the Lambda's ``UPDATING_TIMEOUT_SECONDS``). A rollback's deadline is this
+        plus :meth:`rollback_capacity_timeout_seconds_for` (``rules.Rules``)."""
+        return self.capacity_wait_minutes(UPDATING_WAIT_INSTANCE_STARTS, ready_seconds) * 60
 
 
 class SmokeGateConfig(Strict):

@@ -15,9 +15,11 @@ The canary's capacity per step is planned at synth, from what one instance serve
 (sizing/rollout_plan.py, from sizing.capacity; the stack passes it in as ``capacity_plan``), and
 handed to the Lambda as JSON data; the Lambda raises the canary's scalable-target bounds and
 desired count before each weight step, and in a rollback the primary's before the traffic goes
-back to it (within ``rollout.rollback_capacity_timeout_seconds``). Every wait of the Lambda's
-for an endpoint that is not InService ends by ``rollout.updating_timeout_seconds`` (a rollback's
-by both together) in a rollback or a FAILED rollout, notified.
+back to it (within ``waits.rollback_capacity_timeout_seconds``). Every wait of the Lambda's
+for an endpoint that is not InService ends by ``waits.updating_timeout_seconds`` (a rollback's
+by both together) in a rollback or a FAILED rollout, notified. The waits count instance starts at
+the plan's per-start bound, derived from the measured start (sizing.ready_bound.rollout_waits;
+the stack passes them in as ``waits``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from lambdas.canary_controller.names import (
     state_machine_name,
 )
 from lambdas.canary_controller.settings import EnvVar, lambda_environment
+from sizing.ready_bound import RolloutWaits
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.python_lambda import (
     checkov_skip,
@@ -164,6 +167,7 @@ def controller_environment(
     state_machine_arn: str,
     alarm_names: list[str],
     rollout: RolloutConfig,
+    waits: RolloutWaits,
     capacity_plan: CapacityPlan,
     shadow_stage: str = "",
 ) -> dict[str, str]:
@@ -182,11 +186,9 @@ def controller_environment(
             EnvVar.MIN_CANARY_INVOCATIONS: str(rollout.min_canary_invocations_per_step),
             EnvVar.MAX_ERROR_RATE_INCREASE_PERCENT: str(rollout.max_error_rate_increase_percent),
             EnvVar.EVIDENCE_TIMEOUT_SECONDS: str(rollout.evidence_timeout_minutes * 60),
-            EnvVar.CAPACITY_TIMEOUT_SECONDS: str(rollout.capacity_timeout_seconds),
-            EnvVar.ROLLBACK_CAPACITY_TIMEOUT_SECONDS: str(
-                rollout.rollback_capacity_timeout_seconds
-            ),
-            EnvVar.UPDATING_TIMEOUT_SECONDS: str(rollout.updating_timeout_seconds),
+            EnvVar.CAPACITY_TIMEOUT_SECONDS: str(waits.capacity_timeout_seconds),
+            EnvVar.ROLLBACK_CAPACITY_TIMEOUT_SECONDS: str(waits.rollback_capacity_timeout_seconds),
+            EnvVar.UPDATING_TIMEOUT_SECONDS: str(waits.updating_timeout_seconds),
             EnvVar.CAPACITY_PLAN: capacity_plan.to_json(),
             EnvVar.PRIMARY_VARIANT: "primary",
             EnvVar.CANARY_VARIANT: "canary",
@@ -208,6 +210,7 @@ class CanaryController(Construct):
         *,
         endpoint: EndpointRef,
         rollout: RolloutConfig,
+        waits: RolloutWaits,
         capacity_plan: CapacityPlan,
         alarms: Sequence[cloudwatch.IAlarm],
         topic: sns.ITopic,
@@ -253,6 +256,7 @@ class CanaryController(Construct):
                 state_machine_arn=state_machine_arn,
                 alarm_names=self.alarm_names,
                 rollout=rollout,
+                waits=waits,
                 capacity_plan=self.capacity_plan,
                 shadow_stage=shadow.rules(
                     stage_update_timeout_seconds=stage_update_timeout_seconds

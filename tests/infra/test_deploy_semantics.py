@@ -16,9 +16,9 @@ from aws_cdk.assertions import Match, Template
 
 from sizing.alarm_headroom import HEADROOM, healthy_latency_ratio
 from sizing.deploy_options import DeployOptions
+from sizing.ready_bound import ready_seconds
 from sizing.update_semantics import green_fleet_size, retained_properties, weights_after_update
 from typed_config import ConfigError
-from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 from .conftest import parse, synth_templates
 
@@ -292,7 +292,7 @@ def test_plan_says_what_a_deploy_does_to_the_fleet(mutate, prod_cfg, prod_templa
     # serve a new tag's instances + bake + termination wait
     wait = prod_cfg.deployment.traffic_shift.wait_interval_seconds
     assert d["minutes"] == round(
-        (ASSUMED_READY_SECONDS + wait + prod_cfg.deployment.termination_wait_seconds) / 60, 1
+        (ready_seconds(prod_cfg) + wait + prod_cfg.deployment.termination_wait_seconds) / 60, 1
     )
     # blue + green: both fleets at once
     assert d["at_max_capacity"]["peak_instances_by_type"] == {kind: 2 * (primary_max + canary_max)}

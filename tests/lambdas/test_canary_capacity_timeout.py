@@ -21,6 +21,7 @@ import yaml
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
 from sizing.fit import load_config, parse_config
+from sizing.ready_bound import ready_bound, rollout_waits
 from tests.fixtures import config_fixture
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
 from tests.lambdas.conftest import (
@@ -37,7 +38,6 @@ from tests.lambdas.conftest import (
     weights,
 )
 from typed_config import ConfigError, RolloutConfig
-from typed_config.instance_start import ASSUMED_READY_SECONDS
 from typed_config.operations import CAPACITY_WAIT_INSTANCE_STARTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -151,12 +151,18 @@ def test_without_a_timeout_setting_the_wait_has_no_deadline_as_before() -> None:
 
 
 def test_the_default_is_three_instance_starts_and_one_check() -> None:
-    prod = load_config(config_fixture("prod"), env="prod").rollout
+    """Three starts at the config's per-start bound (sizing.ready_bound: the measured new-tag
+    start plus a margin), each at least the slowest variant's planned new-tag start."""
+    cfg = load_config(config_fixture("prod"), env="prod")
+    prod = cfg.rollout
     assert prod.capacity_timeout_minutes is None  # prod.yaml leaves it to the default
-    starts = CAPACITY_WAIT_INSTANCE_STARTS * ASSUMED_READY_SECONDS / 60  # 3 x 465 s = 23.25 min
+    bound = ready_bound(cfg)
+    assert bound.seconds >= max(s.seconds for s in bound.starts)
+    starts = CAPACITY_WAIT_INSTANCE_STARTS * bound.seconds / 60
     expected = math.ceil(starts + prod.check_interval_minutes)
-    assert expected == 29 and prod.capacity_timeout_seconds == 29 * 60
-    assert RolloutConfig(capacity_timeout_minutes=45).capacity_timeout_seconds == 45 * 60
+    assert rollout_waits(cfg).capacity_timeout_seconds == expected * 60
+    set_explicitly = RolloutConfig(capacity_timeout_minutes=45)
+    assert set_explicitly.capacity_timeout_seconds_for(bound.seconds) == 45 * 60
 
 
 @pytest.mark.parametrize(

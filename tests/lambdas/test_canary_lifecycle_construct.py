@@ -25,6 +25,7 @@ from aws_cdk.assertions import Match, Template
 
 from lambdas.canary_controller.names import EXECUTION_ENDED, EXECUTION_ENDED_STATUSES
 from sizing.fit import load_config
+from sizing.ready_bound import rollout_waits
 from stacks.constructs.rollout_state_machine import (
     EVENTS_PER_ITERATION,
     HISTORY_EVENT_LIMIT,
@@ -170,5 +171,6 @@ def test_the_hand_on_starts_a_new_execution_and_ends_this_one(prod: Template) ->
 
 def test_the_capacity_timeout_reaches_the_controller(prod: Template) -> None:
     env = controller_env(prod)
-    assert env["CAPACITY_TIMEOUT_SECONDS"] == str(29 * 60)
+    cfg = load_config(config_fixture("prod"), env="prod")
+    assert env["CAPACITY_TIMEOUT_SECONDS"] == str(rollout_waits(cfg).capacity_timeout_seconds)
     assert json.loads(env["STEPS_PERCENT"]) == [5, 25, 50, 75, 100]

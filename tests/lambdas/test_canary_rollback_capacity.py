@@ -33,6 +33,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
 from sizing.fit import load_config
+from sizing.ready_bound import ready_seconds, rollout_waits
 from sizing.rollout_plan import build_plan
 from tests.fixtures import config_fixture
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules
@@ -54,11 +55,11 @@ from tests.lambdas.conftest import (
     weights,
 )
 from tests.lambdas.test_constructs import build, controller_env, policy_of
-from typed_config.instance_start import ASSUMED_READY_SECONDS
 from typed_config.operations import ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS
 
 REPO = Path(__file__).resolve().parents[2]
-#: prod's: one instance start (465 s) plus one 5-minute check, 13 min.
+#: A rollback capacity timeout for the rule tests (13 min: one 465 s start plus a 5-minute check).
+#: What a config gets is checked against its per-start bound below (sizing.ready_bound).
 TIMEOUT = 780
 PRIMARY = f"endpoint/{ENDPOINT}/variant/primary"
 #: The primary's configured bounds in the test world's plan (primary 2..8).
@@ -480,10 +481,10 @@ def test_the_wait_ticks_no_later_than_the_deadline() -> None:
 
 
 def test_the_rollback_capacity_timeout_is_one_instance_start_and_one_check() -> None:
-    prod = load_config(config_fixture("prod"), env="prod").rollout
-    starts = ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS * ASSUMED_READY_SECONDS / 60  # 465 s
-    assert math.ceil(starts + prod.check_interval_minutes) * 60 == TIMEOUT
-    assert prod.rollback_capacity_timeout_seconds == TIMEOUT
+    cfg = load_config(config_fixture("prod"), env="prod")
+    starts = ROLLBACK_CAPACITY_WAIT_INSTANCE_STARTS * ready_seconds(cfg) / 60
+    expected = math.ceil(starts + cfg.rollout.check_interval_minutes) * 60
+    assert rollout_waits(cfg).rollback_capacity_timeout_seconds == expected
 
 
 def test_the_lambda_reads_the_rollback_timeout_from_its_environment() -> None:
@@ -507,7 +508,9 @@ def prod(tmp_path_factory: pytest.TempPathFactory) -> Template:
 def test_the_controller_gets_the_timeout_and_may_read_the_primarys_target(
     prod: Template,
 ) -> None:
-    assert controller_env(prod)["ROLLBACK_CAPACITY_TIMEOUT_SECONDS"] == str(TIMEOUT)
+    cfg = load_config(config_fixture("prod"), env="prod")
+    expected = rollout_waits(cfg).rollback_capacity_timeout_seconds
+    assert controller_env(prod)["ROLLBACK_CAPACITY_TIMEOUT_SECONDS"] == str(expected)
     [read] = [s for s in policy_of(prod, "CanaryRole") if s.get("Sid") == "ScalableTargets"]
     assert read["Action"] == "application-autoscaling:DescribeScalableTargets"
     assert read["Resource"] == "*"  # no resource type for it (Service Authorization Reference)

@@ -25,9 +25,9 @@ from botocore.stub import Stubber
 import tools.canary as cli
 from lambdas.canary_controller import names
 from sizing.fit import load_config
+from sizing.ready_bound import ready_seconds
 from tests.fixtures import config_fixture
 from tests.lambdas.conftest import ENDPOINT, FakeLambda, World, write_test_config
-from typed_config.instance_start import ASSUMED_READY_SECONDS
 
 REPO = Path(__file__).resolve().parents[2]
 STATUS = json.dumps({"endpoint_name": ENDPOINT, "action": "status"}).encode()
@@ -197,9 +197,9 @@ def test_the_bound_passing_first_exits_3_and_leaves_the_rollout_running(wait) ->
 def test_the_default_bound_is_the_rollouts_total_bake_plus_a_margin_per_step(wait) -> None:
     cfg = load_config(config_fixture("prod"), env="prod")
     ro = cfg.rollout
-    per_step = ro.bake_minutes + ro.check_interval_minutes + ASSUMED_READY_SECONDS / 60
+    # one instance start per step at the config's per-start bound (sizing.ready_bound)
+    per_step = ro.bake_minutes + ro.check_interval_minutes + ready_seconds(cfg) / 60
     steps = math.ceil(len(ro.steps_percent) * per_step)
-    assert steps == 364
     # longer than the rollout the simulator replays on prod's normal day (docs/canary-studies.md)
     assert steps > 5 * 60 + 35
     # prod's releases start with the shadow stage: its max_minutes and its two moves on top
@@ -207,8 +207,9 @@ def test_the_default_bound_is_the_rollouts_total_bake_plus_a_margin_per_step(wai
     dep = cfg.deployment
     move = (dep.max_execution_timeout_seconds + dep.termination_wait_seconds) / 60
     bound = cli.rollout_wait_minutes(cfg)
-    assert bound == steps + ro.shadow.max_minutes + 2 * move == 1944
-    rc, _, err, clock = wait(Controller(*[running(0)] * 3900), "--poll-s", "30")
+    assert bound == math.ceil(len(ro.steps_percent) * per_step + ro.shadow.max_minutes + 2 * move)
+    polls = bound * 2 + 12  # every 30 s until the bound, and more: still RUNNING at the bound
+    rc, _, err, clock = wait(Controller(*[running(0)] * polls), "--poll-s", "30")
     assert rc == 3 and f"TIMEOUT_MIN={bound})" in err and clock.now - 1000.0 == bound * 60
 
 

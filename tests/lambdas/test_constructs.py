@@ -17,6 +17,7 @@ from aws_cdk.assertions import Annotations, Capture, Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from sizing.fit import load_config
+from sizing.ready_bound import rollout_waits
 from sizing.rollout_plan import rollout_capacity_plan
 from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.endpoint_ref import EndpointRef
@@ -54,11 +55,13 @@ def build(
         enforce_ssl=True,
         master_key=kms.Key(stack, "TopicKey", enable_key_rotation=True),
     )
+    controller_rollout = rollout or RolloutConfig(extra_alarm_names=[EXTRA_ALARM])
     CanaryController(
         stack,
         "Canary",
         endpoint=ref,
-        rollout=rollout or RolloutConfig(extra_alarm_names=[EXTRA_ALARM]),
+        rollout=controller_rollout,
+        waits=rollout_waits(cfg, controller_rollout),
         capacity_plan=rollout_capacity_plan(cfg),
         alarms=alarms,
         topic=topic,

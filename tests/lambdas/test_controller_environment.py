@@ -28,6 +28,7 @@ from lambdas.canary_controller.settings import (
     lambda_environment,
 )
 from sizing.fit import load_config
+from sizing.ready_bound import rollout_waits
 from sizing.rollout_plan import rollout_capacity_plan
 from stacks.constructs.canary_controller import CanaryController
 from tests.fixtures import config_fixture
@@ -96,6 +97,7 @@ def built(request: pytest.FixtureRequest) -> Built:
 def test_from_env_reads_back_the_config_the_construct_was_built_for(built: Built) -> None:
     settings = Settings.from_env(built.env)
     cfg, rollout, controller = built.cfg, built.rollout, built.controller
+    waits = rollout_waits(cfg, rollout)  # at the config's per-start bound (sizing.ready_bound)
     assert settings.endpoint_name == cfg.endpoint_name
     assert settings.table_name == built.resolved(controller.table.table_name)
     assert settings.table_name.startswith("ref:CanaryState")
@@ -120,9 +122,9 @@ def test_from_env_reads_back_the_config_the_construct_was_built_for(built: Built
         ),
         evidence_timeout_seconds=rollout.evidence_timeout_minutes * 60,
         plan=rollout_capacity_plan(cfg),
-        capacity_timeout_seconds=rollout.capacity_timeout_seconds,
-        rollback_capacity_timeout_seconds=rollout.rollback_capacity_timeout_seconds,
-        updating_timeout_seconds=rollout.updating_timeout_seconds,
+        capacity_timeout_seconds=waits.capacity_timeout_seconds,
+        rollback_capacity_timeout_seconds=waits.rollback_capacity_timeout_seconds,
+        updating_timeout_seconds=waits.updating_timeout_seconds,
     )
     # every deadline is configured: none of them falls back to "no deadline"
     assert None not in (
