@@ -390,7 +390,7 @@ def render_bound_costs(costs: dict[str, Any]) -> list[str]:
     engine = costs["binding"] in ("max_num_seqs", "KV cache")
     lines = [
         f"cost of each bound (the normal day at the {costs['edge']} edge, the floors as "
-        f"configured; the target follows the {costs['binding']}, {costs['target']:g} in flight"
+        f"configured; binding bound {costs['binding']}, target {costs['target']:g} in flight"
         + ("; an engine limit, not an SLO: nothing to drop" if engine else "")
         + "):"
     ]

@@ -155,7 +155,7 @@ def test_the_plan_prints_each_bounds_cost_under_the_cost_line(
     text = "\n".join(render_cost(cost))
     assert text.startswith(f"  cost    ${edges.pessimistic:,.0f}/month at the pessimistic edge")
     assert f"central estimate ${edges.central:,.0f}" in text
-    assert f"the target follows the {costs.binding}, {costs.target:g} in flight" in text
+    assert f"binding bound {costs.binding}, target {costs.target:g} in flight" in text
     drop = next(r for r in costs.rows if r.change == "drop" and r.delta_usd)
     assert drop.delta_usd is not None
     assert (
@@ -177,7 +177,7 @@ def test_an_engine_limit_that_binds_has_nothing_to_drop() -> None:
             "rows": [],
         }
     )
-    assert "the target follows the max_num_seqs, 108.8 in flight; an engine limit" in lines[0]
+    assert "binding bound max_num_seqs, target 108.8 in flight; an engine limit" in lines[0]
 
 
 def test_the_gate_prints_the_month_at_each_edge_when_priced() -> None:
