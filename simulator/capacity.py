@@ -17,7 +17,7 @@ same arithmetic for that shape (longer requests: fewer fit in the KV cache and e
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
@@ -72,6 +72,14 @@ class SpeedSource:
     cfg: DeploymentConfig
     gpu: str
     a: Assumptions
+    #: (concurrency, prompt, output) -> (TTFT, end-to-end) s of the speed model: a replay asks
+    #: the same few shapes every tick, and deriving the model's inputs from the config (the
+    #: architecture, the edge's efficiency, the hit rate) cost more than the cached model itself
+    #: (a third of a normal-day replay; the plan replays it at three edges, simulator/
+    #: user_figures.py). Keyed on everything :meth:`times` reads that varies per call.
+    _memo: dict[tuple[int, int, int], tuple[float, float]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def constant(self) -> bool:
@@ -89,20 +97,26 @@ class SpeedSource:
             prefill = prompt * (1 - a.hit_rate(self.cfg)) / prefill_tps
             return prefill, prefill + output / a.decode_tokens_per_second
         p, o = max(1, round(prompt)), max(1, round(output))
+        key = (max(1, concurrency), p, o)
+        if key not in self._memo:
+            self._memo[key] = self._model_times(*key)
+        return self._memo[key]
+
+    def _model_times(self, concurrency: int, p: int, o: int) -> tuple[float, float]:
         cached, shared = self.cached_tokens(p)
         eng = self.cfg.engine
         s = speed_model.closed_loop(
             self.cfg.architecture,
             self.cfg.model.quantization,
             self.gpu,
-            concurrency=max(1, concurrency),
+            concurrency=concurrency,
             prompt=p,
             output=o,
             cached=cached,
             shared=shared,
             max_num_seqs=eng.max_num_seqs,
             max_num_batched_tokens=eng.max_num_batched_tokens,
-            eff=efficiency(self.cfg, self.gpu, a.speed_edge),
+            eff=efficiency(self.cfg, self.gpu, self.a.speed_edge),
         )
         return s.ttft_p50_s, s.e2e_p50_s
 

@@ -318,17 +318,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan_figures(cfg: DeploymentConfig, a: Assumptions, month: float | None = None) -> list[str]:
+def _plan_figures(
+    cfg: DeploymentConfig,
+    a: Assumptions,
+    month: float | None = None,
+    optimistic: float | None = None,
+) -> list[str]:
     """The plan's figures for ``cfg`` (simulator/user_figures.py: the one function each command
-    imports): what a user sees at the scaling target, and the month beside the budget. The traces
-    above are replays of single days; these are what the plan, make fleet and the gate quote."""
-    from simulator.user_figures import at_target_lines, monthly_bill
+    imports): what a user sees at the scaling target, and the month beside the budget at each
+    edge of the speed model's error. The traces above are replays of single days; these are what
+    the plan, make fleet and the gate quote. ``month``/``optimistic``: the months the caller has
+    already replayed at ``a``'s edge and at the optimistic one (the solver's)."""
+    from simulator.user_figures import at_target_lines, monthly_by_edge
     from sizing.plan import monthly_line
+    from sizing.serving_speed import Edge
 
     # ``month``: the gate's figure for this fleet, which is monthly_bill's (the same arithmetic
     # on the same replays: simulator.user_figures.week_monthly)
-    month = monthly_bill(cfg, a) if month is None else month
-    line, warning = monthly_line(month, cfg.fleet.budget_usd_per_month)
+    known: dict[Edge, float] = {a.speed_edge: month or 0.0}
+    if optimistic:
+        known["optimistic"] = optimistic
+    line, warning = monthly_line(
+        monthly_by_edge(cfg, a, known=known), cfg.fleet.budget_usd_per_month
+    )
     out = [f"the plan's figures ({cfg.env}):"]
     out += [f"  {x}" for x in at_target_lines(cfg)]
     out.append(f"  cost {line}")
@@ -576,12 +588,15 @@ def cmd_routing(args: argparse.Namespace) -> int:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     from simulator.slo_gate import evaluate
+    from simulator.user_figures import monthly_by_edge
 
     cfg, a = _config(args), _assumptions(args)
     if cfg.inference_components is not None:
         return _component_gate(args, cfg, a)
     started = time.perf_counter()
     report = evaluate(cfg, a)
+    if report.monthly_usd:
+        report.monthly_by_edge = monthly_by_edge(cfg, a, known={a.speed_edge: report.monthly_usd})
     print(report.render())
     print(f"({time.perf_counter() - started:.1f} s)")
     return _gate_written(
@@ -652,14 +667,20 @@ def _component_gate(args: argparse.Namespace, cfg: DeploymentConfig, a: Assumpti
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from simulator.fleet_report import config_change, table, unreachable_advice
+    from simulator.fleet_report import (
+        bound_cost_lines,
+        config_change,
+        months_by_edge,
+        table,
+        unreachable_advice,
+    )
     from simulator.fleet_solver import candidates, solve
 
     cfg, a = _config(args), _assumptions(args)
     started = time.perf_counter()
     types = args.candidate or candidates(cfg)
     sols = solve(cfg, a, types)
-    print(table(cfg, sols))
+    print(table(cfg, sols, months_by_edge(sols, a)))
     for line in unreachable_advice(cfg, sols):
         print(f"not held: {line}")
     best = next((s for s in sols if s.solved), None)
@@ -691,8 +712,11 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     print()
     print(config_change(cfg, best))
     assert best.cfg is not None
-    for line in _plan_figures(best.cfg, a, best.monthly_usd):
+    optimistic = best.optimistic.monthly_usd if best.optimistic is not None else None
+    for line in _plan_figures(best.cfg, a, best.monthly_usd, optimistic):
         print(line)
+    for line in bound_cost_lines(best.cfg, a, best.monthly_usd):
+        print(f"  {line}")
     if not args.no_hit_rate_loop:
         print(_fleet_hit_rate(cfg, a, best))
     print(f"({len(types)} instance type(s) in {time.perf_counter() - started:.0f} s)")

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import math
 
+from simulator.assumptions import Assumptions
 from simulator.fleet_solver import Solution
+from simulator.slo_cost import bound_costs
 from simulator.slo_gate import IN_FLIGHT_SLOS, GateReport
+from simulator.user_figures import monthly_by_edge
+from sizing.fleet_cost import MonthByEdge
+from sizing.plan import render_bound_costs
 from sizing.scaling_target import concurrency_target, spill_threshold
+from sizing.serving_speed import PLANNING_EDGE
 from sizing.slo_reach import what_would_reach
 from typed_config import VARIANT_NAMES, DeploymentConfig
 
@@ -45,34 +51,67 @@ def _short(slo: str) -> str:
             "latency_p99": "p99", "tpot_p95": "TPOT"}.get(slo, slo)  # fmt: skip
 
 
-def table(cfg: DeploymentConfig, sols: list[Solution]) -> str:
+def months_by_edge(sols: list[Solution], a: Assumptions) -> dict[str, MonthByEdge]:
+    """Each solved candidate's month at each edge of the speed model's error (simulator.
+    user_figures.monthly_by_edge): the solver's own replays at ``a``'s edge and the optimistic
+    one, the central estimate replayed here."""
+    out = {}
+    for s in sols:
+        if not s.solved or s.cfg is None:
+            continue
+        known = {a.speed_edge: s.monthly_usd}
+        if s.optimistic is not None:
+            known["optimistic"] = s.optimistic.monthly_usd
+        out[s.instance_type] = monthly_by_edge(s.cfg, a, known=known)
+    return out
+
+
+def bound_cost_lines(cfg: DeploymentConfig, a: Assumptions, month: float) -> list[str]:
+    """What each bound of ``cfg``'s scaling target costs (simulator.slo_cost), as the plan
+    prints it; ``month``: ``cfg``'s month at ``a``'s edge (reused when that is the planning
+    edge)."""
+    known = month if a.speed_edge == PLANNING_EDGE else None
+    return render_bound_costs(bound_costs(cfg, a, known).as_dict())
+
+
+def table(
+    cfg: DeploymentConfig, sols: list[Solution], by_edge: dict[str, MonthByEdge] | None = None
+) -> str:
+    """The ranked table; ``by_edge``: each candidate's month at each edge (:func:`months_by_edge`),
+    printed beside the pessimistic one the ranking uses."""
     budget = cfg.fleet.budget_usd_per_month
+    by_edge = by_edge or {}
     lines = [
         f"fleet solver, {cfg.env}: cheapest fleet per instance type holding each of "
         f"{', '.join(cfg.fleet.slos)} that the type can hold (column 'holds') in every minute of "
         f"{', '.join(cfg.fleet.held())} (speed at the pessimistic edge; the optimistic edge "
         "replays the same fleet)",
         f"{'#':>2} {'instance type':<16} {'peak':>5} {'night':>5} {'$/month':>10} "
-        f"{'target':>7}  holds; worst minute, pessimistic | optimistic",
+        f"{'central':>10} {'optimist.':>10} {'target':>7}  holds; worst minute, pessimistic | "
+        "optimistic",
     ]
     for i, s in enumerate(sols, 1):
         if not s.solved:
-            lines.append(f"{i:>2} {s.instance_type:<16} {'-':>5} {'-':>5} {'-':>10} {'-':>7}  "
-                         f"no fleet: {s.why_not}")  # fmt: skip
+            lines.append(f"{i:>2} {s.instance_type:<16} {'-':>5} {'-':>5} {'-':>10} {'-':>10} "
+                         f"{'-':>10} {'-':>7}  no fleet: {s.why_not}")  # fmt: skip
             continue
         assert s.cfg is not None and s.report is not None
         tgt = concurrency_target(s.cfg, "primary")
         holds = "+".join(_short(x) for x in s.report.held_slos)
+        e = by_edge.get(s.instance_type)
+        central, optimistic = (f"{e.central:,.0f}", f"{e.optimistic:,.0f}") if e else ("-", "-")
         lines.append(
             f"{i:>2} {s.instance_type:<16} {s.peak_instances:>5} {s.night_instances:>5} "
-            f"{s.monthly_usd:>10,.0f} {tgt:>7g}  {holds}; "
+            f"{s.monthly_usd:>10,.0f} {central:>10} {optimistic:>10} {tgt:>7g}  {holds}; "
             f"{_margin(s.report)} | {_margin(s.optimistic)}"
         )
     lines.append(
         "peak: most instances in service in any scenario (both variants); night: the floors; "
         "$/month: the normal day's billed instance-hours (schedules, standby, canary) on each day "
         "of the week whose bounds differ, averaged, x 730/24, plus a canary's raise while a "
-        "release runs (simulator/user_figures.py, the plan's figure); "
+        "release runs (simulator/user_figures.py, the plan's figure), at the pessimistic edge of "
+        "the speed model (central, optimist.: the same fleet at the central estimate and the "
+        "optimistic edge); "
         "target: the concurrency target tracking holds; headroom: the least spare capacity in "
         "any minute"
     )

@@ -21,7 +21,7 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import full_queue_wait_s, instance_model
 from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
 from simulator.user_figures import run_cost_usd, week_monthly
-from sizing.fleet_cost import release_canary_monthly
+from sizing.fleet_cost import MonthByEdge, release_canary_monthly
 from sizing.plan import monthly_line
 from sizing.scaling_target import target_basis
 from sizing.slo_reach import unreachable
@@ -121,6 +121,10 @@ class GateReport:
     #: For each SLO held in flight (IN_FLIGHT_SLOS): the most requests in flight per instance at
     #: which it holds, the lowest over the variants (what the worst-minute figures compare with).
     in_flight_bounds: dict[str, int] = field(default_factory=dict)
+    #: The month at each edge of the speed model's error (simulator.user_figures.
+    #: monthly_by_edge), when the caller priced them (make capacity-gate does; the solver's
+    #: many evaluations do not).
+    monthly_by_edge: MonthByEdge | None = None
 
     @property
     def misses(self) -> list[Miss]:
@@ -167,7 +171,9 @@ class GateReport:
                 lines.append(f"              ... and {len(v.misses) - 4} more")
         per_month = self.monthly_usd
         if per_month:
-            line, warning = monthly_line(per_month, self.budget_usd_per_month)
+            line, warning = monthly_line(
+                self.monthly_by_edge or per_month, self.budget_usd_per_month
+            )
             lines.append(
                 "  cost: the normal day's billed instance-hours, averaged over the week's days, "
                 f"x 730/24 = {line} (schedules, standby and the canary included"

@@ -8,14 +8,20 @@ p50 52, 246, 457 or 502 ms and a month $16,591 or $30,558 depending on the comma
 The month: the normal day replayed with the fleet's scaling on every day of the week whose bounds
 differ (simulator/week.py), each day's billed instance-minutes weighted by the share of the week
 it stands for, x 730 h / 24 h, plus a canary raised only while a release runs for the release
-hours of the month (sizing.fleet_cost.release_canary_monthly).
+hours of the month (sizing.fleet_cost.release_canary_monthly). :func:`monthly_by_edge` gives the
+same month at each edge of the speed model's error band (issue 42: the pessimistic figure is the
+one the product decides on; the central and optimistic ones say what the error is worth).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 from simulator.assumptions import Assumptions
 from simulator.fleet_scenarios import ScenarioRun, run_scenario
-from sizing.fleet_cost import monthly, release_canary_monthly
+from sizing.fleet_cost import MonthByEdge, monthly, release_canary_monthly
+from sizing.serving_speed import EDGES, Edge
 from sizing.speed_plan import at_target, render_at_target
 from typed_config import DeploymentConfig, VariantName
 
@@ -47,6 +53,19 @@ def monthly_bill(cfg: DeploymentConfig, a: Assumptions | None = None) -> float:
         {r.label: r.share_of_week for r in runs},
         release_canary_monthly(cfg),
     )
+
+
+def monthly_by_edge(
+    cfg: DeploymentConfig, a: Assumptions | None = None, known: Mapping[Edge, float] | None = None
+) -> MonthByEdge:
+    """:func:`monthly_bill` at the pessimistic edge, the central estimate and the optimistic edge
+    of the speed model (``a`` with its ``speed_edge`` replaced: the same fleet, floors and
+    traffic). ``known``: months a caller has already replayed, by edge (the gate's, the solver's
+    optimistic replay), which are not replayed again."""
+    a = a or Assumptions()
+    given = {e: x for e, x in (known or {}).items() if x}
+    month = {e: given.get(e) or monthly_bill(cfg, replace(a, speed_edge=e)) for e in EDGES}
+    return MonthByEdge(month["pessimistic"], month["central"], month["optimistic"])
 
 
 def at_target_lines(cfg: DeploymentConfig, variant: VariantName = "primary") -> list[str]:

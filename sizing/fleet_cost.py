@@ -32,6 +32,26 @@ REFERENCE_START = datetime(2026, 12, 1, 0, 0, tzinfo=ZoneInfo("Asia/Tokyo"))
 PLAN_WINDOW = timedelta(days=7)
 
 
+@dataclass(frozen=True)
+class MonthByEdge:
+    """The one monthly figure (the normal day replayed with the fleet's scaling) at each edge of
+    the speed model's error band (sizing.serving_speed): the pessimistic one is what the product
+    plans and decides on; the central estimate is what the same fleet bills if the engine runs
+    as the model expects, the optimistic edge if it runs at the band's fast end. Same fleet,
+    same floors: a faster engine holds fewer instances above them, so it bills no more."""
+
+    pessimistic: float
+    central: float
+    optimistic: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "pessimistic": round(self.pessimistic, 2),
+            "central": round(self.central, 2),
+            "optimistic": round(self.optimistic, 2),
+        }
+
+
 def monthly(cost_usd: float, minutes: float) -> float:
     """``cost_usd`` billed over ``minutes``, as a month of ``HOURS_PER_MONTH`` hours."""
     return cost_usd * HOURS_PER_MONTH * 60 / minutes

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from container.model_prep.manifest import summary
+from sizing.brief_fleet import BRIEF_FLEET, brief_fleet_line
 from sizing.capacity import pool_capacities
 from sizing.compile_cache_plan import cache_section, render_cache
 from sizing.component_plan import components_section, render_component_deploy, render_components
@@ -13,6 +14,7 @@ from sizing.day_timeline import day_section, render_day
 from sizing.engine_start import render_start, start_section
 from sizing.fair_comparison import comparison_warnings
 from sizing.fleet_cost import (
+    MonthByEdge,
     ceiling_monthly,
     monthly,
     plan_cost,
@@ -336,6 +338,7 @@ def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
         }
         if any(cfg.variants[n].instance_pools for n in VARIANT_NAMES)
         else None,
+        "brief_fleet": BRIEF_FLEET.as_dict(),
         "price_sources": sorted(
             {
                 INSTANCE_CATALOG[t].price_source
@@ -346,32 +349,88 @@ def cost_section(cfg: DeploymentConfig) -> dict[str, Any]:
     }
 
 
-def monthly_line(monthly_usd: float, budget_usd: float | None) -> tuple[str, str | None]:
+def monthly_line(month: float | MonthByEdge, budget_usd: float | None) -> tuple[str, str | None]:
     """The one monthly figure (what the fleet bills on the normal day, simulated with its
-    scaling) beside the budget: the line, and a warning when it is over the budget."""
+    scaling) beside the budget: the line, and a warning when it is over the budget. Given at
+    each edge of the speed model's error (:class:`MonthByEdge`, simulator.user_figures.
+    monthly_by_edge), the figure compared with the budget is the pessimistic edge's, the one
+    decided on, with the central estimate's and the optimistic edge's beside it."""
+    edges = month if isinstance(month, MonthByEdge) else None
+    monthly_usd = month.pessimistic if isinstance(month, MonthByEdge) else month
+    figure = f"${monthly_usd:,.0f}/month"
+    if edges is not None:
+        figure += (
+            f" at the pessimistic edge of the speed model (central estimate "
+            f"${edges.central:,.0f}, optimistic edge ${edges.optimistic:,.0f})"
+        )
     if not budget_usd:
-        return f"${monthly_usd:,.0f}/month (no budget: fleet.budget_usd_per_month)", None
+        return f"{figure} (no budget: fleet.budget_usd_per_month)", None
     line = (
-        f"${monthly_usd:,.0f}/month, {monthly_usd / budget_usd:.2f}x the budget of "
+        f"{figure}, {monthly_usd / budget_usd:.2f}x the budget of "
         f"${budget_usd:,.0f}/month (fleet.budget_usd_per_month)"
     )
     if monthly_usd <= budget_usd:
         return line, None
+    everywhere = (
+        "; over it at every edge of the speed model's error"
+        if edges is not None and edges.optimistic > budget_usd
+        else ""
+    )
     return line, (
         f"the fleet costs ${monthly_usd - budget_usd:,.0f}/month more than the budget "
-        f"(${monthly_usd:,.0f} vs ${budget_usd:,.0f}): raise the budget, or loosen what sizes "
-        "the fleet (make fleet prints the cost of each SLO and scenario)"
+        f"(${monthly_usd:,.0f} vs ${budget_usd:,.0f}{everywhere}): raise the budget, or loosen "
+        "what sizes the fleet (the plan's 'cost of each bound' and make fleet price each SLO "
+        "of the scaling target)"
     )
+
+
+def render_bound_costs(costs: dict[str, Any]) -> list[str]:
+    """What each bound of the scaling target costs (simulator.slo_cost.BoundCosts.as_dict): the
+    month if an SLO of ``target_tracking.slos`` is dropped or tightened, or one it leaves out is
+    added, each against the month as configured."""
+    engine = costs["binding"] in ("max_num_seqs", "KV cache")
+    lines = [
+        f"cost of each bound (the normal day at the {costs['edge']} edge, the floors as "
+        f"configured; binding bound {costs['binding']}, target {costs['target']:g} in flight"
+        + ("; an engine limit, not an SLO: nothing to drop" if engine else "")
+        + "):"
+    ]
+    tighten = round(100 * (1 - costs["tighten_factor"]))
+    for r in costs["rows"]:
+        what = {
+            "drop": f"dropping {r['slo']}",
+            "tighten": f"tightening {r['slo']} by {tighten} % to {r['limit_ms']:,.0f} ms",
+            "add": f"adding {r['slo']} at {r['limit_ms']:,.0f} ms",
+        }[r["change"]]
+        if r["monthly_usd"] is None:
+            lines.append(f"  {what}: {r['note']}")
+            continue
+        if r["target"] == costs["target"]:
+            moved = f"target {costs['target']:g} unchanged"
+        else:
+            moved = f"target {costs['target']:g} -> {r['target']:g}: {r['binding']} binds"
+        delta = r["delta_usd"]
+        money = (
+            f"saves ${-delta:,.0f}/month"
+            if delta < -0.5
+            else (f"costs ${delta:,.0f}/month more" if delta > 0.5 else "costs nothing")
+        )
+        lines.append(f"  {what} ({moved}): {money} (${r['monthly_usd']:,.0f}/month)")
+    return lines
 
 
 def render_cost(cost: dict[str, Any]) -> list[str]:
     """The cost lines: the one monthly figure (the normal day simulated with its scaling, when
-    ``make synth`` adds it: ``monthly``) beside the budget, then the floors' figure, what it
-    assumes, and the ceiling."""
+    ``make synth`` adds it: ``monthly``, with ``monthly_by_edge``) beside the budget, what each
+    bound of the scaling target costs (``bound_costs``), then the floors' figure, what it
+    assumes, the ceiling, and the brief's own fleet at list price."""
     by = ", ".join(f"{n} ${x:,.0f}" for n, x in cost["monthly_at_floors_by_variant"].items())
     lines = []
     if cost.get("monthly") is not None:
-        line, warning = monthly_line(cost["monthly"], cost.get("budget_usd_per_month"))
+        edges = cost.get("monthly_by_edge")
+        line, warning = monthly_line(
+            MonthByEdge(**edges) if edges else cost["monthly"], cost.get("budget_usd_per_month")
+        )
         lines.append(
             f"  cost    {line}: what the fleet bills, the normal day simulated with its scaling "
             f"(schedules, standby, the canary and scale-out above the floors), x "
@@ -379,6 +438,8 @@ def render_cost(cost: dict[str, Any]) -> list[str]:
         )
         if warning:
             lines.append(f"          WARNING: {warning}")
+        if cost.get("bound_costs"):
+            lines += [f"          {x}" for x in render_bound_costs(cost["bound_costs"])]
         lines.append(
             f"          of which ${cost['monthly_at_floors']:,.0f}/month at the floors ({by}): "
             f"MinCapacity as the recurring schedules write it, standby included, over the week "
@@ -408,6 +469,8 @@ def render_cost(cost: dict[str, Any]) -> list[str]:
             f"${dear['monthly_at_floors']:,.0f}/month at the floors (at most "
             f"${dear['monthly_at_max_capacity']:,.0f})"
         )
+    if cost.get("brief_fleet"):
+        lines.append(f"          {brief_fleet_line(cost['brief_fleet'])}")
     return lines
 
 

@@ -14,10 +14,13 @@ from typing import Any
 
 import aws_cdk as cdk
 
+from simulator.slo_cost import bound_costs
 from simulator.target_compare import targets_section
+from simulator.user_figures import monthly_by_edge
 from sizing.capacity import CapacityError
 from sizing.deploy_options import DeployOptions
 from sizing.plan import build_plan, render_plan
+from sizing.serving_speed import PLANNING_EDGE
 from stacks.app_builder import build_app, cdk_json_context
 from tools import REPO_ROOT
 from typed_config import ConfigError, DeploymentConfig
@@ -49,9 +52,14 @@ def plan_text(
 def add_monthly(cfg: DeploymentConfig, plan: dict[str, Any]) -> dict[str, Any]:
     """Put the plan's one monthly figure in its cost section: the normal day simulated with the
     fleet's scaling (the simulator's bill, as make simulate and make fleet quote it), beside the
-    budget. Returns the targets section it came from (SageMaker beside Bedrock)."""
+    budget, at each edge of the speed model's error (simulator.user_figures.monthly_by_edge),
+    with what each bound of the scaling target costs (simulator.slo_cost.bound_costs). Returns
+    the targets section it came from (SageMaker beside Bedrock)."""
     targets = targets_section(cfg)
-    plan["cost"]["monthly"] = targets["sagemaker_monthly"]
+    month = targets["sagemaker_monthly"]
+    plan["cost"]["monthly"] = month
+    plan["cost"]["monthly_by_edge"] = monthly_by_edge(cfg, known={PLANNING_EDGE: month}).as_dict()
+    plan["cost"]["bound_costs"] = bound_costs(cfg, month=month).as_dict()
     plan["cost"]["budget_usd_per_month"] = cfg.fleet.budget_usd_per_month
     return targets
 
