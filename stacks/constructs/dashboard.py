@@ -26,6 +26,7 @@ PER_VARIANT_GRAPHS: tuple[tuple[str, str, str, str], ...] = (
     ("Admission rejections (429)", mc.ADMISSION_REJECTIONS.name, "Sum", "count"),
     ("TTFT P50", mc.TTFT_P50.name, "Average", "ms"),
     ("TTFT P95", mc.TTFT_P95.name, "Average", "ms"),
+    ("Time per output token P95", mc.TPOT_P95.name, "Average", "ms"),
     ("Queue depth (waiting requests)", mc.QUEUE_DEPTH.name, "Average", "requests"),
     ("Running sequences", mc.RUNNING_REQUESTS.name, "Average", "sequences"),
     ("KV cache usage", mc.KV_CACHE_USAGE.name, "Average", "%"),
