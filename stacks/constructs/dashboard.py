@@ -1,4 +1,5 @@
-"""The serving dashboard: traffic, latency, TTFT, TPOT, engine load, caches, GPUs, capacity, adapters.
+"""The serving dashboard: traffic, latency, TTFT, TPOT, engine load, caches, GPUs, capacity,
+adapters.
 
 Every graph reads a metric of the metrics contract or one SageMaker publishes
 (``EndpointRef.metric``, i.e. ``variant_metric``).
