@@ -73,6 +73,8 @@ def variant_rules(
              "SLO: P99 latency, 1-hour window (ModelLatency is in microseconds)"),
         Rule("slo-queue-wait-p95", mc.QUEUE_TIME_P95.name, "p95", True, m.slo_queue_wait_p95_ms,
              3600, False, "SLO: P95 queue wait, 1-hour window"),
+        Rule("slo-tpot-p95", mc.TPOT_P95.name, "p95", True, m.slo_tpot_p95_ms, 3600, False,
+             "SLO: P95 time per output token, 1-hour window"),
     ]  # fmt: skip
     rules += [
         Rule(f"adapter-latency-{a}", mc.ADAPTER_LATENCY_P95.name, "Average", True,

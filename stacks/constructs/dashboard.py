@@ -1,4 +1,5 @@
-"""The serving dashboard: traffic, latency, TTFT, engine load, caches, GPUs, capacity, adapters.
+"""The serving dashboard: traffic, latency, TTFT, TPOT, engine load, caches, GPUs, capacity,
+adapters.
 
 Every graph reads a metric of the metrics contract or one SageMaker publishes
 (``EndpointRef.metric``, i.e. ``variant_metric``).
@@ -26,6 +27,7 @@ PER_VARIANT_GRAPHS: tuple[tuple[str, str, str, str], ...] = (
     ("Admission rejections (429)", mc.ADMISSION_REJECTIONS.name, "Sum", "count"),
     ("TTFT P50", mc.TTFT_P50.name, "Average", "ms"),
     ("TTFT P95", mc.TTFT_P95.name, "Average", "ms"),
+    ("Time per output token P95", mc.TPOT_P95.name, "Average", "ms"),
     ("Queue depth (waiting requests)", mc.QUEUE_DEPTH.name, "Average", "requests"),
     ("Running sequences", mc.RUNNING_REQUESTS.name, "Average", "sequences"),
     ("KV cache usage", mc.KV_CACHE_USAGE.name, "Average", "%"),

@@ -112,6 +112,30 @@ def test_every_scraped_metric_comes_from_the_series_its_contract_names() -> None
     assert adapters["a"][mc.ADAPTER_LATENCY_P95.name] == pytest.approx(950.0)
 
 
+def test_tpot_is_the_per_request_mean_after_the_first_token_not_each_token_gap() -> None:
+    """TimePerOutputTokenP95 reads vLLM's per-request TPOT histogram; the inter-token one (every
+    gap, one stalled step included) on the same page does not move it."""
+
+    def page(requests: int, gaps: int) -> str:
+        tpot = f"{mc.VLLM_TIME_PER_OUTPUT_TOKEN}_bucket"
+        itl = "vllm:inter_token_latency_seconds_bucket"
+        return "\n".join(
+            [
+                f'{tpot}{{engine="0",le="0.075",model_name="base"}} 0',
+                f'{tpot}{{engine="0",le="0.1",model_name="base"}} {requests}',
+                f'{tpot}{{engine="0",le="+Inf",model_name="base"}} {requests}',
+                f'{itl}{{engine="0",le="0.1",model_name="base"}} 0',
+                f'{itl}{{engine="0",le="1.0",model_name="base"}} {gaps}',
+                f'{itl}{{engine="0",le="+Inf",model_name="base"}} {gaps}',
+            ]
+        )
+
+    variant, _ = compute(parse(page(20, 500)), parse(page(0, 0)))
+    # 20 requests in (75, 100] ms: the p95 is 95 % of the way through that bucket
+    assert variant[mc.TPOT_P95.name] == pytest.approx(98.75)
+    assert mc.TPOT_P95.source.series == "vllm:request_time_per_output_token_seconds"
+
+
 def test_a_scrape_failure_is_one_line_and_during_a_drain_says_it_is_expected(caplog) -> None:
     """A drain once logged `metrics tick failed` with a urllib traceback: it looked like a crash."""
     import logging

@@ -49,6 +49,9 @@ def as_dict(dimensions: list[dict[str, str]]) -> dict[str, str]:
 #: what a healthy instance answers in at its scaling target, or the canary controller rolls back
 #: healthy builds on it (sizing/alarm_headroom.py; prod.yaml's monitoring comment says why).
 PROD_TTFT_P95_MS = load_env("prod").monitoring.ttft_p95_ms
+#: The TPOT SLO binds prod's scaling target and capacity gate (issue 42); its alarm reads the
+#: config's bound on the contract's metric.
+PROD_SLO_TPOT_P95_MS = load_env("prod").monitoring.slo_tpot_p95_ms
 
 # (rule, namespace, metric, statistic, comparison, threshold, period, evaluation periods, critical)
 SEED_ALARMS = [
@@ -64,6 +67,8 @@ SEED_ALARMS = [
     ("slo-latency-p99", "AWS/SageMaker", "ModelLatency", "p99", "Greater", 2_000_000, 3600, 1,
      False),
     ("slo-queue-wait-p95", mc.NAMESPACE, "QueueTimeP95", "p95", "Greater", 100, 3600, 1, False),
+    ("slo-tpot-p95", mc.NAMESPACE, mc.TPOT_P95.name, "p95", "Greater", PROD_SLO_TPOT_P95_MS, 3600,
+     1, False),
 ]  # fmt: skip
 
 
@@ -293,6 +298,7 @@ def dashboard_body(endpoint: Template) -> str:
         "ModelLatency percentiles",
         "TTFT P50",
         "TTFT P95",
+        "Time per output token P95",
         "Queue depth",
         "Running sequences",
         "KV cache usage",
