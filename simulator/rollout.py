@@ -170,7 +170,9 @@ def _fleet(
         low=low,
         high=high,
         desired=initial,
-        delay=a.new_tag_seconds(cfg),
+        # the canary runs the new tag (not cached yet: the per-start bound); the primary scales
+        # out the tag it already runs, image cached (the scale-out line's figure)
+        delay=a.new_tag_seconds(cfg) if variant == "canary" else a.scale_out_seconds(cfg, variant),
         a=a,
         scale_in_cooldown=tt.scale_in_cooldown_seconds if tt else 600,
     )
