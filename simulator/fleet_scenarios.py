@@ -9,6 +9,7 @@ deploy), and the canary ramp through simulator/rollout.py (the controller's own 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -159,19 +160,52 @@ def scaled(cfg: DeploymentConfig, trace: Trace) -> Trace:
     return trace if share == 1.0 else replace(trace, rpm=trace.rpm * share)
 
 
+#: Normal-day replays by (config, assumptions, day group): the gate's normal day and its spikes'
+#: weakest hours read the same replay (the solver evaluates many configs: the oldest go first).
+_DAY_CACHE: OrderedDict[tuple[str, Assumptions, datetime], ScenarioRun] = OrderedDict()
+_DAY_CACHE_SIZE = 32
+
+
+def normal_day_run(cfg: DeploymentConfig, g: week.DayGroup, a: Assumptions) -> ScenarioRun:
+    """The ordinary day replayed on day group ``g`` (cached per config, assumptions and group;
+    callers only read it)."""
+    key = (cfg.model_dump_json(), a, g.start)
+    hit = _DAY_CACHE.get(key)
+    if hit is not None:
+        _DAY_CACHE.move_to_end(key)
+        return hit
+    tr = scaled(cfg, day_at("normal-day", g.start, f"ordinary day, {g.label}"))
+    res = simulate(cfg, tr, a)
+    run = ScenarioRun(
+        "normal-day", g.label, res.trace.start, _from_result(cfg, res), g.share_of_week
+    )
+    _DAY_CACHE[key] = run
+    while len(_DAY_CACHE) > _DAY_CACHE_SIZE:
+        _DAY_CACHE.popitem(last=False)
+    return run
+
+
+def in_service_by_minute(cfg: DeploymentConfig, run: ScenarioRun) -> np.ndarray:
+    """Per minute of ``run``: the instances in service on every variant with weight (the fleet
+    that meets traffic arriving then)."""
+    minutes = len(next(iter(run.variants.values())).in_service)
+    total = np.zeros(minutes)
+    for v, vm in run.variants.items():
+        if cfg.variants[v].initial_weight > 0:
+            total += vm.in_service
+    return total
+
+
+def spike_hour(cfg: DeploymentConfig, g: week.DayGroup, a: Assumptions) -> int:
+    """The weakest hour of day group ``g`` (simulator/week.py): fewest instances in service on
+    the group's own normal-day replay."""
+    return week.weakest_hour(in_service_by_minute(cfg, normal_day_run(cfg, g, a)))
+
+
 def _normal_week(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
     """The ordinary day on every day of the week whose bounds differ (simulator/week.py), each
     run labelled with the days it stands for."""
-    runs = []
-    for g in week.day_groups(cfg):
-        tr = scaled(cfg, day_at("normal-day", g.start, f"ordinary day, {g.label}"))
-        res = simulate(cfg, tr, a)
-        runs.append(
-            ScenarioRun(
-                "normal-day", g.label, res.trace.start, _from_result(cfg, res), g.share_of_week
-            )
-        )
-    return runs
+    return [normal_day_run(cfg, g, a) for g in week.day_groups(cfg)]
 
 
 def _spike_week(
@@ -183,7 +217,7 @@ def _spike_week(
     def run(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
         runs = []
         for g in week.day_groups(cfg):
-            hour = week.weakest_hour(cfg, g.start)
+            hour = spike_hour(cfg, g, a)
             at = g.start + timedelta(hours=hour)
             label = f"{g.label}: weakest hour {hour:02d}:00 JST"
             tr = scaled(cfg, spike_at(name, factor, at, BUILTIN[name].description))

@@ -7,9 +7,16 @@ floor, passed while the same spike on a Friday evening (floor 2+1) rejected thou
 requests (issue 42). The capacity gate replays each traffic scenario on every day whose bounds
 differ (:func:`day_groups`: days whose per-minute MinCapacity/MaxCapacity of both variants are
 identical are one replay, named by all their days), and an unannounced spike at each such day's
-weakest hour (:func:`weakest_hour`): the hour whose serving floor over the spike's first
-``SPIKE_SPAN_MINUTES`` is the lowest, ties going to the hour nearest the scenario's own (20:00
-JST, the evening a release lands).
+weakest hour (:func:`weakest_hour`): the hour whose mean instances in service (every variant
+with weight) over the spike's first ``SPIKE_SPAN_MINUTES``, on that day group's own normal-day
+replay, is the lowest, ties going to the hour nearest the scenario's own (20:00 JST, the evening a
+release lands).
+
+Chosen by the fleet in service, not by the scheduled floor (MinCapacity): a floor that drops at
+23:00 (prod's ``jp-evening-end``) does not drop the fleet, which the step policy scales in one
+instance per 10 minutes, so the lowest floor picked an hour still served by the evening's fleet
+and the spike passed there, while at 04:00 or 14:00 the same spike ran TTFT p50 to 283 ms and
+TPOT p95 far past its in-flight bound (issue 42).
 
 The week is the one after the release calendar's prod entry (2026-12-07, a Monday in Tokyo, to
 the Sunday): an unannounced spike is one the calendar does not know.
@@ -70,15 +77,6 @@ def bounds_by_minute(
     return mins, maxs
 
 
-def serving_floor(cfg: DeploymentConfig, start: datetime, minutes: int) -> np.ndarray:
-    """Per minute: the instances the floors keep serving traffic (every variant with weight)."""
-    total = np.zeros(minutes, dtype=int)
-    for v in VARIANT_NAMES:
-        if cfg.variants[v].initial_weight > 0:
-            total += bounds_by_minute(cfg, v, start, minutes)[0]
-    return total
-
-
 def day_groups(cfg: DeploymentConfig) -> list[DayGroup]:
     """The week's days, grouped where both variants' bounds are the same in every minute."""
     groups: dict[bytes, list[tuple[str, datetime]]] = {}
@@ -93,13 +91,18 @@ def day_groups(cfg: DeploymentConfig) -> list[DayGroup]:
 
 
 def weakest_hour(
-    cfg: DeploymentConfig, day: datetime, near: int = SPIKE_HOUR, span: int = SPIKE_SPAN_MINUTES
+    in_service: np.ndarray, near: int = SPIKE_HOUR, span: int = SPIKE_SPAN_MINUTES
 ) -> int:
-    """The whole hour (JST) of ``day`` whose serving floor over ``span`` minutes from it is the
-    lowest (the mean, so a floor that rises mid-spike counts for less); ties go to the hour
-    nearest ``near``."""
-    floor = serving_floor(cfg, day, DAY_MINUTES + span)
-    mean = [float(floor[h * 60 : h * 60 + span].mean()) for h in range(24)]
-    least = min(mean)
-    weakest = [h for h in range(24) if mean[h] <= least + 1e-9]
+    """The whole hour (JST) whose mean instances in service over ``span`` minutes from it is the
+    lowest (``in_service``: per minute of one day from 00:00 JST, every variant with weight, on
+    that day's normal-day replay; a span past the day's end is read up to it); ties go to the
+    hour nearest ``near``. Hour 0 is not a candidate: the replay starts at 00:00 with the
+    warm-start fleet for 00:00's demand (simulator.capacity.warm_start_count), not the previous
+    evening's fleet still scaling in, so its first hour measures the replay's start, not the
+    policy (prod: 6 there against 46 the evening before)."""
+    if len(in_service) < DAY_MINUTES:
+        raise ValueError(f"in_service: {len(in_service)} minutes, a day has {DAY_MINUTES}")
+    mean = [float(np.mean(in_service[h * 60 : h * 60 + span])) for h in range(24)]
+    least = min(mean[1:])
+    weakest = [h for h in range(1, 24) if mean[h] <= least + 1e-9]
     return min(weakest, key=lambda h: (abs(h - near), -h))

@@ -45,12 +45,16 @@ GATE_SLOS: tuple[GateSlo, ...] = get_args(GateSlo)
 
 class BestEffort(Strict):
     """A scenario the config accepts missing: the gate reports it and does not fail; the plan
-    prints it with its reason."""
+    prints it with its reason. With ``slos``, only those SLOs' misses are accepted (the others,
+    and every request refused, still fail the gate and still size the fleet)."""
 
     scenario: ScenarioName
     """The scenario (one of fleet.scenarios) the config accepts missing."""
     reason: Annotated[str, Field(min_length=12)]
     """Why missing it is accepted (printed with the plan)."""
+    slos: Annotated[list[GateSlo], Field(min_length=1)] | None = None
+    """The SLOs of fleet.slos this scenario may miss (never ``rejected``: a refused request is
+    not an accepted risk of a partial entry); unset: every SLO (the whole scenario)."""
 
 
 class MeasuredHitRate(Strict):
@@ -92,7 +96,8 @@ class FleetConfig(Strict):
     """The SLOs the gate holds in every minute of every scenario (limits from monitoring.slo_*;
     ``rejected``: no 429)."""
     best_effort: list[BestEffort] = []
-    """Scenarios the config accepts missing, each with its reason: reported, not failed."""
+    """Scenarios the config accepts missing, each with its reason: reported, not failed (with
+    ``slos``: only those SLOs' misses in that scenario)."""
     prefix_cache_hit_rate: MeasuredHitRate | None = None
     """None: the routing simulation's figure for the configured routing
     (sizing/prefix_hit_rate.py)."""
@@ -129,15 +134,45 @@ class FleetConfig(Strict):
                 f"best_effort: {unknown} not in fleet.scenarios {self.scenarios}: a best-effort "
                 "scenario is still replayed and reported, so list it there too"
             )
+        for i, b in enumerate(self.best_effort):
+            if b.slos is None:
+                continue
+            where = f"best_effort[{i}].slos ({b.scenario})"
+            if len(set(b.slos)) != len(b.slos):
+                raise ValueError(f"{where}: each entry once, got {b.slos}")
+            if "rejected" in b.slos:
+                raise ValueError(
+                    f"{where}: 'rejected' may not be listed: a refused request is never an "
+                    "accepted risk of a partial entry (the fleet is still sized to refuse "
+                    "nothing); to accept the whole scenario, requests refused included, drop "
+                    "`slos` from the entry"
+                )
+            missing = [x for x in b.slos if x not in self.slos]
+            if missing:
+                raise ValueError(
+                    f"{where}: {missing} not in fleet.slos {self.slos}: an SLO the gate does "
+                    "not hold cannot be accepted missing; list it in fleet.slos or drop it here"
+                )
         return self
 
     def soft(self) -> dict[ScenarioName, str]:
-        """Scenarios reported but not failed on, each with its reason."""
-        out: dict[ScenarioName, str] = {b.scenario: b.reason for b in self.best_effort}
+        """Scenarios reported but not failed on, each with its reason (entries that accept
+        only some SLOs are :meth:`partial`, held for the rest)."""
+        out: dict[ScenarioName, str] = {
+            b.scenario: b.reason for b in self.best_effort if b.slos is None
+        }
         if self.unannounced_spikes == "best-effort":
             for s in UNANNOUNCED:
                 out.setdefault(s, UNANNOUNCED_BEST_EFFORT)
         return out
+
+    def partial(self) -> dict[ScenarioName, BestEffort]:
+        """Scenarios held, but whose misses of the entry's ``slos`` are accepted risk (reported
+        with the reason, not failed on, not repaired by the fleet solver)."""
+        soft = self.soft()
+        return {
+            b.scenario: b for b in self.best_effort if b.slos is not None and b.scenario not in soft
+        }
 
     def held(self) -> list[ScenarioName]:
         """Scenarios the gate fails on (the rest are best-effort)."""
