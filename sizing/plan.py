@@ -503,7 +503,9 @@ def fleet_section(cfg: DeploymentConfig) -> dict[str, Any]:
     gone = unreachable(cfg)
     return {
         "scenarios_held": f.held(),
-        "best_effort": [{"scenario": b.scenario, "reason": b.reason} for b in f.best_effort],
+        "best_effort": [
+            {"scenario": b.scenario, "reason": b.reason, "slos": b.slos} for b in f.best_effort
+        ],
         "slos_held": held(cfg),
         "slos_not_held": gone,
         "reach": {k: what_would_reach(cfg, "primary", k) for k in gone},
@@ -529,7 +531,9 @@ def render_fleet(f: dict[str, Any]) -> list[str]:
     for slo, where in f.get("slos_left_out", {}).items():
         lines.append(f"          not held by the gate (fleet.slos leaves it out): {slo}: {where}")
     for b in f["best_effort"]:
-        lines.append(f"          ACCEPTED RISK: {b['scenario']} is best-effort: {b['reason']}")
+        only = b.get("slos")
+        on = f" on {', '.join(only)} only (the other SLOs held)" if only else ""
+        lines.append(f"          ACCEPTED RISK: {b['scenario']} is best-effort{on}: {b['reason']}")
     if f["budget_usd_per_month"]:
         lines.append(
             f"          budget ${f['budget_usd_per_month']:,.0f}/month (fleet.budget_usd_per_month;"

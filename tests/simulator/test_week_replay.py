@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_scenarios import run_scenario
+from simulator.fleet_scenarios import run_scenario, spike_hour
 from simulator.run import minute_rejected_share, simulate, window_rejected_pct
 from simulator.slo_gate import evaluate
 from simulator.traces import spike_3x
 from simulator.validation import old_policy_config
-from simulator.week import day_groups, weakest_hour
+from simulator.week import day_groups
 from sizing.fit import parse_config
 from sizing.scaling_target import concurrency_target, least_spill_threshold, spill_threshold
 from typed_config import DeploymentConfig
@@ -68,9 +68,9 @@ def test_the_spike_goes_to_fridays_evening_when_fridays_floor_is_lower() -> None
     cfg = fixture()
     groups = {g.days[0]: g for g in day_groups(cfg)}
     # Friday's evening floor (2) is the week's lowest: the spike lands at the hour nearest 20:00
-    assert weakest_hour(cfg, groups["Fri"].start) == 20
+    assert spike_hour(cfg, groups["Fri"], FAST) == 20
     # the other days never go below 4: their weakest hours are outside the evening's 8
-    assert weakest_hour(cfg, groups["Mon"].start) not in range(17, 23)
+    assert spike_hour(cfg, groups["Mon"], FAST) not in range(17, 23)
     runs = run_scenario(cfg, "unannounced-3x", FAST)
     labels = [r.label for r in runs]
     assert "Fri: weakest hour 20:00 JST" in labels
@@ -84,11 +84,11 @@ def test_the_spike_goes_to_fridays_evening_when_fridays_floor_is_lower() -> None
         s["max_capacity"] = 3
         s["min_capacity"] = min(s["min_capacity"], 3)
     data["fleet"]["traffic_share"] = 1.0
-    report = evaluate(
-        parse_config(data, env="dev", source=DEV, base_dir=DEV.parent), FAST, ["unannounced-3x"]
-    )
+    tight_cfg = parse_config(data, env="dev", source=DEV, base_dir=DEV.parent)
+    report = evaluate(tight_cfg, FAST, ["unannounced-3x"])
     fri = [m for m in report.misses if m.run.startswith("Fri")]
-    assert fri and "Fri" in fri[0].line() and "weakest hour 20:00 JST" in fri[0].line()
+    at = spike_hour(tight_cfg, {g.days[0]: g for g in day_groups(tight_cfg)}["Fri"], FAST)
+    assert fri and "Fri" in fri[0].line() and f"weakest hour {at:02d}:00 JST" in fri[0].line()
 
 
 def test_the_normal_day_is_priced_over_the_week() -> None:
@@ -151,3 +151,18 @@ def test_a_spill_threshold_below_the_target_is_refused_naming_the_field_and_fix(
     assert "variants.primary.routing.concurrency_threshold" in msg
     assert f"below the variant's scaling target ({least} in flight" in msg
     assert f"set it to {least} or more, or leave it out" in msg
+
+
+def test_the_spike_goes_where_the_fewest_instances_serve_not_the_lowest_floor() -> None:
+    """An evening floor that drops at 23:00 leaves the evening's fleet in service (the step
+    policy scales in one instance per 10 minutes): the hour with the fewest instances in service
+    is outside the evening, whatever the floor says there."""
+    cfg = fixture(friday_evening=8)
+    (g,) = day_groups(cfg)
+    hour = spike_hour(cfg, g, FAST)
+    from simulator.fleet_scenarios import in_service_by_minute, normal_day_run
+
+    n = in_service_by_minute(cfg, normal_day_run(cfg, g, FAST))
+    mean = [float(n[h * 60 : h * 60 + 45].mean()) for h in range(1, 24)]
+    assert float(n[hour * 60 : hour * 60 + 45].mean()) == pytest.approx(min(mean))
+    assert hour not in range(17, 24)
