@@ -141,6 +141,12 @@ def test_gate_cli_exits_1_on_a_miss_and_names_it(tmp_path: Path, capsys) -> None
         ({"best_effort": [{"scenario": "normal-day", "reason": "meh"}]}, "fleet.best_effort"),
         ({"scenarios": ["normal-day", "unannounced-4x"],
           "best_effort": [{"scenario": "unannounced-4x", "reason": "x"}]}, "reason"),
+        ({"scenarios": ["normal-day", "unannounced-3x"], "slos": ["rejected", "tpot_p95"],
+          "best_effort": [{"scenario": "unannounced-3x", "reason": "streams slow a while",
+                           "slos": ["rejected"]}]}, "'rejected' may not be listed"),
+        ({"scenarios": ["normal-day", "unannounced-3x"], "slos": ["rejected", "tpot_p95"],
+          "best_effort": [{"scenario": "unannounced-3x", "reason": "streams slow a while",
+                           "slos": ["ttft_p50"]}]}, "not in fleet.slos"),
         ({"traffic_share": 0}, "fleet.traffic_share"),
         ({"prefix_cache_hit_rate": {"rate": 0.6}}, "fleet.prefix_cache_hit_rate"),
     ],
@@ -171,7 +177,7 @@ def test_prods_accepted_risk_is_replayed_reported_and_printed_by_the_plan(prod_r
     from sizing.plan import fleet_section, render_fleet
 
     soft = [v for v in prod_report.verdicts if v.best_effort is not None]
-    assert [v.scenario for v in soft] == ["unannounced-4x"]
+    assert [v.scenario for v in soft] == ["unannounced-3x", "unannounced-4x"]
     assert soft[0].misses, "the best-effort scenario is replayed and its misses reported"
     assert "accepted risk (fleet.best_effort)" in prod_report.render()
     printed = "\n".join(render_fleet(fleet_section(_prod())))
