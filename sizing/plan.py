@@ -519,10 +519,12 @@ def fleet_section(cfg: DeploymentConfig) -> dict[str, Any]:
 
 def render_fleet(f: dict[str, Any]) -> list[str]:
     share = "" if f["traffic_share"] == 1 else f" at {f['traffic_share']:g} x the brief's traffic"
+    partial = [b["scenario"] for b in f["best_effort"] if b.get("slos")]
+    but = f" (in {', '.join(partial)} but the SLOs its ACCEPTED RISK names)" if partial else ""
     lines = [
         f"  fleet   capacity gate (make capacity-gate): {', '.join(f['slos_held'])} held in every "
-        f"minute of {', '.join(f['scenarios_held'])}{share}; speed at the {f['speed_edge']} "
-        f"edge; prefix-cache hit rate {f['prefix_cache_hit_rate']}"
+        f"minute of {', '.join(f['scenarios_held'])}{but}{share}; speed at the "
+        f"{f['speed_edge']} edge; prefix-cache hit rate {f['prefix_cache_hit_rate']}"
     ]
     for slo, why in f["slos_not_held"].items():
         reach = f["reach"].get(slo)

@@ -240,3 +240,19 @@ def test_a_partial_best_effort_accepts_only_its_own_slos_misses() -> None:
     assert not other.passed
     assert {m.slo for m in other.misses} >= {"tpot_p95"}
     assert all(m.slo == "ttft_p50" for m in other.verdicts[0].accepted)
+
+
+def test_the_plans_fleet_line_does_not_claim_an_accepted_slo_held() -> None:
+    from sizing.plan import render_fleet
+
+    f = {
+        "slos_held": ["rejected", "tpot_p95"], "scenarios_held": ["normal-day", "unannounced-3x"],
+        "traffic_share": 1, "speed_edge": "pessimistic", "prefix_cache_hit_rate": "61%",
+        "slos_not_held": {}, "reach": {}, "budget_usd_per_month": None,
+        "best_effort": [{"scenario": "unannounced-3x", "slos": ["tpot_p95"], "reason": "why"}],
+    }  # fmt: skip
+    first, accepted = render_fleet(f)[0], render_fleet(f)[1]
+    assert "(in unannounced-3x but the SLOs its ACCEPTED RISK names)" in first
+    assert "ACCEPTED RISK: unannounced-3x is best-effort on tpot_p95 only" in accepted
+    whole = {**f, "best_effort": [{"scenario": "unannounced-3x", "reason": "why"}]}
+    assert "ACCEPTED RISK names" not in render_fleet(whole)[0]
