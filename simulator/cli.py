@@ -12,7 +12,7 @@ Commands:
              each is stopped, after how long, what share of the day's requests it answered
              (simulator/blast_radius.py) -> <out>/blast-radius.json
   routing    multi-turn sessions under RANDOM, LEAST_OUTSTANDING_REQUESTS and PREFIX_AWARE
-             routing with vLLM's prefix cache per instance (simulator/routing.py)
+             routing with vLLM's prefix cache per instance (simulator/routing/compare.py)
              -> <out>/routing.json
   gate       the capacity gate: every scenario of fleet.scenarios, every SLO of fleet.slos,
              minute by minute at the pessimistic edge (simulator/slo_gate.py); exit 1 on a miss
@@ -42,7 +42,7 @@ from typing import Any, cast
 
 from simulator.assumptions import Assumptions
 from simulator.capacity import BANDWIDTH_EFFICIENCY, instance_model
-from simulator.routing_windows import MINUTES, WARMUP, WINDOWS
+from simulator.routing.windows import MINUTES, WARMUP, WINDOWS
 from simulator.run import Result, instance_models, simulate
 from simulator.scaling_policies import SimulationError
 from simulator.shadow_replay import SHADOW_LOADS
@@ -138,7 +138,9 @@ def _routing_args(p: argparse.ArgumentParser) -> None:
     from simulator.sessions import SessionModel
 
     d = SessionModel()
-    g = p.add_argument_group("routing comparison (simulator/routing.py, simulator/sessions.py)")
+    g = p.add_argument_group(
+        "routing comparison (simulator/routing/compare.py, simulator/sessions.py)"
+    )
     g.add_argument("--routing-trace", default="normal-day", help="arrival rates [%(default)s]")
     g.add_argument(
         "--window",
@@ -551,11 +553,11 @@ def _share(text: str) -> tuple[str, float]:
 
 
 def cmd_routing(args: argparse.Namespace) -> int:
-    """The routing comparison (simulator/routing.py) on windows of a trace; the fleet is what the
-    scaling simulation has in service then (``--instances`` to fix it)."""
-    from simulator.routing import compare
-    from simulator.routing_report import table
-    from simulator.routing_windows import windows
+    """The routing comparison (simulator/routing/compare.py) on windows of a trace; the fleet is
+    what the scaling simulation has in service then (``--instances`` to fix it)."""
+    from simulator.routing.compare import compare
+    from simulator.routing.report import table
+    from simulator.routing.windows import windows
     from simulator.sessions import SessionModel
 
     if _variant_only(args, "routing"):

@@ -10,8 +10,8 @@ simulation finds 56-61 % once the fleet holds the load (issue 42).
 One iteration (:func:`rates_at_load`): the fleet for the current rate (the config's own, or the
 solver's fleet for that rate: ``fleet_for``) replays the normal day with the capacity gate's code
 (simulator.run.simulate, the rate in its speed), which says how many primary instances serve at
-each routing window (simulator.routing_windows.WINDOWS); the routing simulation
-(simulator.routing_fleet, timed by the gate's own step-cost constants) replays sessions on that
+each routing window (simulator.routing.windows.WINDOWS); the routing simulation
+(simulator.routing.fleet, timed by the gate's own step-cost constants) replays sessions on that
 many instances behind the configured routing, its spill threshold the scaling target's
 (sizing.scaling_target.spill_threshold). The next rate is the lowest window's (the pessimistic
 one: the busiest window sizes the fleet). It stops when two rates are within :data:`TOLERANCE`
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field, replace
 
 from simulator.assumptions import Assumptions
 from simulator.fleet_scenarios import scaled
-from simulator.routing_fleet import Fleet
-from simulator.routing_strategies import configured_routing
-from simulator.routing_windows import WINDOWS, windows
+from simulator.routing.fleet import Fleet
+from simulator.routing.strategies import configured_routing
+from simulator.routing.windows import WINDOWS, windows
 from simulator.run import simulate
 from simulator.sessions import SessionModel
 from simulator.traces import normal_day

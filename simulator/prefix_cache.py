@@ -1,4 +1,4 @@
-"""The prefix cache of one instance in the routing comparison (:mod:`simulator.routing`).
+"""The prefix cache of one instance in the routing comparison (:mod:`simulator.routing.compare`).
 
 vLLM's automatic prefix caching per instance: full blocks of ``engine.block_size`` tokens, the
 longest cached prefix of the prompt is not recomputed (at least the last prompt token is). The

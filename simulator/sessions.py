@@ -1,6 +1,6 @@
 """Multi-turn MangaAssist sessions, as tokens (what vLLM's prefix cache sees) and as the bytes of
 the InvokeEndpoint body (what SageMaker's prefix-aware router hashes): input of
-:mod:`simulator.routing`.
+:mod:`simulator.routing.compare`.
 
 A session is a geometric number of turns with mean :attr:`SessionModel.mean_turns` (4.2, the
 brief's "average MangaAssist session: 4.2 turns"; the geometric then puts 11.3 % of sessions

@@ -4,7 +4,7 @@ error.
 The hit rate of prefix-aware routing is the one the fleet sees at its own load: the fixed point
 of hit rate -> fleet -> hit rate (simulator/hit_rate_loop.py; ``python -m simulator hit-rate
 --env prod`` prints it, and ``make fleet`` iterates it on the solved fleet). The routing
-simulation (simulator/routing_fleet.py: multi-turn sessions, a per-instance LRU prefix cache
+simulation (simulator/routing/fleet.py: multi-turn sessions, a per-instance LRU prefix cache
 inside the KV cache, SageMaker's strategies) is timed by the capacity gate's own speed (the
 planning edge, LoRA included) with every running request slowed by the ones that arrive after it,
 on the primary instances the gate's replay of prod's normal day has in service at 15:00 and 20:00

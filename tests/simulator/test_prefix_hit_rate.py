@@ -12,8 +12,8 @@ import yaml
 
 from simulator.assumptions import Assumptions
 from simulator.hit_rate_loop import MAX_ITERATIONS, TOLERANCE, NoFixedPoint, fixed_point
-from simulator.routing import compare
-from simulator.routing_windows import windows
+from simulator.routing.compare import compare
+from simulator.routing.windows import windows
 from simulator.traces import resolve
 from sizing.fit import load_config, parse_config
 from sizing.prefix_hit_rate import ROUTING_SIM_HIT_RATE, hit_rate_error, routing_hit_rate

@@ -1,4 +1,4 @@
-"""The routing comparison (simulator/routing.py, simulator/sessions.py): what each SageMaker
+"""The routing comparison (simulator/routing/compare.py, simulator/sessions.py): what each SageMaker
 routing strategy does to vLLM's prefix cache on the same multi-turn sessions.
 
 Each test replays a few minutes of constant traffic on a small fleet with one seed, so every
@@ -19,10 +19,10 @@ import pytest
 from sim_helpers import legacy_prod
 
 from simulator.prefix_cache import PrefixCache
-from simulator.routing import prefill_cost, specs
-from simulator.routing_fleet import Fleet, budget_of
-from simulator.routing_strategies import RouterSpec, configured_routing
-from simulator.routing_windows import Window
+from simulator.routing.compare import prefill_cost, specs
+from simulator.routing.fleet import Fleet, budget_of
+from simulator.routing.strategies import RouterSpec, configured_routing
+from simulator.routing.windows import Window
 from simulator.sessions import Segment, Session, SessionModel, build_request, prefix_key
 from sizing import speed_model
 from sizing.fit import load_config

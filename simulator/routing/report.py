@@ -1,11 +1,11 @@
-"""The routing comparison (:mod:`simulator.routing`) as a table: what ``make simulate`` and
+"""The routing comparison (:mod:`simulator.routing.compare`) as a table: what ``make simulate`` and
 ``python -m simulator routing`` print per window."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from simulator.routing import Comparison
+from simulator.routing.compare import Comparison
 
 
 def table(c: Comparison) -> str:

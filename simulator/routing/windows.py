@@ -1,4 +1,4 @@
-"""The stretches of a trace the routing comparison (:mod:`simulator.routing`) replays: a
+"""The stretches of a trace the routing comparison (:mod:`simulator.routing.compare`) replays: a
 :class:`Window` per start time, on the fleet the scaling simulation has in service then."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""SageMaker's routing strategies as the routing comparison (:mod:`simulator.routing`) models
-them: :class:`RouterSpec`, one variant's routing configuration, and the config's own.
+"""SageMaker's routing strategies as the routing comparison (:mod:`simulator.routing.compare`)
+models them: :class:`RouterSpec`, one variant's routing configuration, and the config's own.
 
 What SageMaker says the strategies do (API reference, ProductionVariantRoutingConfig and
 PrefixAwareRoutingConfig, read November 2026):

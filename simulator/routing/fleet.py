@@ -1,5 +1,5 @@
 """One variant's instances behind one router (:class:`Fleet`), replaying multi-turn sessions
-in a discrete-event loop: the routing comparison's simulation (:mod:`simulator.routing`).
+in a discrete-event loop: the routing comparison's simulation (:mod:`simulator.routing.compare`).
 
 Times come from the repository's speed model (sizing/speed_model.py, its :class:`StepCost` on the
 variant's GPU) with the step-cost constants the capacity gate times requests by
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from simulator.prefix_cache import PrefixCache
-from simulator.routing_strategies import RouterSpec
-from simulator.routing_windows import Window
+from simulator.routing.strategies import RouterSpec
+from simulator.routing.windows import Window
 from simulator.sessions import (
     Budget,
     Request,

@@ -3,11 +3,11 @@ vLLM's prefix cache on every instance (``python -m simulator routing``; ``make s
 
 The comparison is here: the rows compared (:func:`specs`), every row replayed on the same
 sessions (:func:`compare`) and the speed figures printed with them. Its parts: SageMaker's
-strategies (:mod:`simulator.routing_strategies`), vLLM's prefix cache on one instance
+strategies (:mod:`simulator.routing.strategies`), vLLM's prefix cache on one instance
 (:mod:`simulator.prefix_cache`), the windows of a trace replayed
-(:mod:`simulator.routing_windows`), the fleet behind one router
-(:mod:`simulator.routing_fleet`), the sessions (:mod:`simulator.sessions`) and the table
-(:mod:`simulator.routing_report`).
+(:mod:`simulator.routing.windows`), the fleet behind one router
+(:mod:`simulator.routing.fleet`), the sessions (:mod:`simulator.sessions`) and the table
+(:mod:`simulator.routing.report`).
 
 The prefill cost per token is the step cost's marginal cost of one more prompt token
 (:func:`prefill_cost`), printed with the figures. The capacity each strategy frees is the speed
@@ -22,14 +22,14 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from simulator.routing_fleet import Fleet, RouterResult, budget_of
-from simulator.routing_strategies import (
+from simulator.routing.fleet import Fleet, RouterResult, budget_of
+from simulator.routing.strategies import (
     PREFIX_LENGTH_RANGE,
     RouterSpec,
     configured_routing,
     default_threshold,
 )
-from simulator.routing_windows import Window
+from simulator.routing.windows import Window
 from simulator.sessions import SessionModel, build_request, byte_offsets, new_session
 from simulator.user_figures import at_target_lines
 from sizing import speed_model
