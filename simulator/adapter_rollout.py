@@ -11,7 +11,7 @@ deleted and the live component never changed. Nothing is restated here: the repl
 world around those rules, minute by minute:
 
 - **The traffic of a typical day**: the normal-day trace at ``fleet.traffic_share``
-  (simulator/fleet_scenarios.py ``scaled``), the adapter's share of it (``adapter_shares``: an even
+  (simulator/fleet/scenarios.py ``scaled``), the adapter's share of it (``adapter_shares``: an even
   split unless ``--adapter-share`` says otherwise), from 14:00 JST (the canary replay's start,
   simulator/rollout.py). There is no traffic split between components (a client names the one it
   invokes), so the candidate serves the probes alone; the live component serves the probes and
@@ -42,7 +42,7 @@ import numpy as np
 from lambdas.canary_controller.rules import Evidence, EvidenceRules, judge
 from simulator.bad_builds import Build, adapter_shares, bad_builds
 from simulator.components import section
-from simulator.fleet_scenarios import scaled
+from simulator.fleet.scenarios import scaled
 from simulator.rollout import START_HOUR_JST
 from simulator.traces import Trace, normal_day
 from typed_config import DeploymentConfig

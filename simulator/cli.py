@@ -17,7 +17,7 @@ Commands:
   gate       the capacity gate: every scenario of fleet.scenarios, every SLO of fleet.slos,
              minute by minute at the pessimistic edge (simulator/slo_gate.py); exit 1 on a miss
              -> <out>/capacity-gate.json
-  fleet      the cheapest fleet per instance type that passes the gate (simulator/fleet_solver.py),
+  fleet      the cheapest fleet per instance type that passes the gate (simulator/fleet/solver.py),
              then the prefix-cache hit rate iterated to its fixed point on the cheapest fleet
              (simulator/hit_rate_loop.py) -> <out>/fleet.json
   hit-rate   the prefix-cache hit rate at the config's own fleet's load: the fixed point of
@@ -669,14 +669,14 @@ def _component_gate(args: argparse.Namespace, cfg: DeploymentConfig, a: Assumpti
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    from simulator.fleet_report import (
+    from simulator.fleet.report import (
         bound_cost_lines,
         config_change,
         months_by_edge,
         table,
         unreachable_advice,
     )
-    from simulator.fleet_solver import candidates, solve
+    from simulator.fleet.solver import candidates, solve
 
     cfg, a = _config(args), _assumptions(args)
     started = time.perf_counter()
@@ -728,7 +728,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
 def _fleet_hit_rate(cfg: DeploymentConfig, a: Assumptions, best: object) -> str:
     """The hit rate iterated to its fixed point on the cheapest fleet: each rate re-solves that
     instance type under its chosen policy (simulator/hit_rate_loop.py)."""
-    from simulator.fleet_solver import Solution, solve_policy
+    from simulator.fleet.solver import Solution, solve_policy
     from simulator.hit_rate_loop import fixed_point
 
     assert isinstance(best, Solution) and best.cfg is not None and best.policy is not None

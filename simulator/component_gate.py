@@ -36,7 +36,7 @@ import numpy as np
 from simulator.assumptions import Assumptions
 from simulator.capacity import instance_model
 from simulator.components import ComponentRun, idle_week, section, simulate_components, summary
-from simulator.fleet_scenarios import scaled
+from simulator.fleet.scenarios import scaled
 from simulator.rollout import START_HOUR_JST
 from simulator.slo_gate import limits, variant_limits
 from simulator.traces import BUILTIN, JST, Trace, normal_day

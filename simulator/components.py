@@ -59,7 +59,7 @@ from container.serving import metrics_contract as mc
 from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, RequestShape, instance_model
 from simulator.engine import decide, proposals, record_fleet, serve_tick
-from simulator.fleet_metrics import FleetMetrics, Series
+from simulator.metrics import FleetMetrics, Series
 from simulator.scaling_policies import SimulationError, StepScaling, TargetTracking
 from simulator.traces import JST, Trace, normal_day
 from sizing.component_plan import (

@@ -35,7 +35,7 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, RequestShape, admit, warm_start_count
 from simulator.deploys import ActiveUpdate, begin_update, deploy_config, prescale_target
 from simulator.events import Deploy, OperatorEvent
-from simulator.fleet_metrics import FleetMetrics, Series
+from simulator.metrics import FleetMetrics, Series
 from simulator.scaling_policies import (
     Policy,
     SimulationError,

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_scenarios import scaled
+from simulator.fleet.scenarios import scaled
 from simulator.routing.fleet import Fleet
 from simulator.routing.strategies import configured_routing
 from simulator.routing.windows import WINDOWS, windows

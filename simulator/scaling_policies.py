@@ -1,6 +1,6 @@
 """The variant's scaling policies, evaluated the way Application Auto Scaling applies them.
 
-At each alarm period boundary the fleet's metrics (:mod:`simulator.fleet_metrics`) are aggregated
+At each alarm period boundary the fleet's metrics (:mod:`simulator.metrics`) are aggregated
 with the alarm's statistic and the policies propose a desired capacity:
 
 - Target tracking: scale out when ``tt_out_datapoints`` consecutive datapoints exceed the target
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from container.serving import metrics_contract as mc
 from simulator.assumptions import Assumptions
-from simulator.fleet_metrics import SUPPORTED_METRICS, FleetMetrics
+from simulator.metrics import SUPPORTED_METRICS, FleetMetrics
 from sizing.scaling_target import concurrency_target
 from typed_config import DeploymentConfig, StepPolicy, VariantName
 

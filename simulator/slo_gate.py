@@ -22,7 +22,7 @@ import numpy as np
 
 from simulator.assumptions import Assumptions
 from simulator.capacity import full_queue_wait_s, instance_model
-from simulator.fleet_scenarios import ScenarioRun, VariantMinutes, run_scenario
+from simulator.fleet.scenarios import ScenarioRun, VariantMinutes, run_scenario
 from simulator.user_figures import run_cost_usd, week_monthly
 from sizing.fleet_cost import MonthByEdge, release_canary_monthly
 from sizing.plan import monthly_line
@@ -58,7 +58,7 @@ class Miss:
     #: How long the bound had been in force at the first minute, and the variant's scale-out
     #: time (decision to serving), in minutes: a miss within the scale-out time of its bound's
     #: start is one no count of that bound repairs (its instances could not serve yet); the
-    #: bound must start earlier (simulator/fleet_solver.py).
+    #: bound must start earlier (simulator/fleet/solver.py).
     bound_age_minutes: int = 10**6
     lag_minutes: int = 0
     #: The bound raised MinCapacity when it started (False: it lowered or kept it, so starting it

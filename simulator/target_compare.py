@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_scenarios import scaled
+from simulator.fleet.scenarios import scaled
 from simulator.run import simulate
 from simulator.traces import normal_day
 from simulator.user_figures import monthly_bill

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_scenarios import ScenarioRun, run_scenario
+from simulator.fleet.scenarios import ScenarioRun, run_scenario
 from sizing.fleet_cost import MonthByEdge, monthly, release_canary_monthly
 from sizing.serving_speed import EDGES, Edge
 from sizing.speed_plan import at_target, render_at_target

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from typed_config.base import Strict, section_rule
 
-#: The traffic scenarios the gate can replay (simulator/fleet_scenarios.py runs each; a test holds
+#: The traffic scenarios the gate can replay (simulator/fleet/scenarios.py runs each; a test holds
 #: the two lists equal).
 ScenarioName = Literal[
     "normal-day",

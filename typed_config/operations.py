@@ -41,7 +41,7 @@ class RolloutConfig(Strict):
     after it, so between releases the canary stands at its own (the least a blue/green deploy
     accepts: SageMaker bills every instance of a variant, and an instance-based endpoint's variant
     cannot scale to zero). None: the canary's own min stands all the time. The fleet solver
-    (simulator/fleet_solver.py) sets it; the plan prices it as release hours a month."""
+    (simulator/fleet/solver.py) sets it; the plan prices it as release hours a month."""
     extra_alarm_names: list[str] = []
     """Names of further CloudWatch alarms whose ALARM rolls the canary back (beside the product's
     own)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_scenarios import _from_result, scaled
+from simulator.fleet.scenarios import _from_result, scaled
 from simulator.run import simulate
 from simulator.target_compare import targets_section
 from simulator.traces import normal_day

@@ -10,8 +10,8 @@ import pytest
 
 from simulator.assumptions import Assumptions
 from simulator.cli import main
-from simulator.fleet_scenarios import RUNNERS
-from simulator.fleet_solver import apply, current
+from simulator.fleet.scenarios import RUNNERS
+from simulator.fleet.solver import apply, current
 from simulator.slo_gate import evaluate
 from sizing.fit import load_config, parse_config
 from tests.fixtures import config_fixture

@@ -15,7 +15,7 @@ import numpy as np
 import yaml
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_solver import Policy, apply, current, solve_policy
+from simulator.fleet.solver import Policy, apply, current, solve_policy
 from simulator.run import simulate
 from simulator.slo_gate import evaluate
 from simulator.traces import Trace

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_solver import Bounds, Solution, _repair, lead_cron, solve_type
+from simulator.fleet.solver import Bounds, Solution, _repair, lead_cron, solve_type
 from simulator.slo_gate import Miss
 from sizing.fit import parse_config
 from tests.fixtures import config_fixture

@@ -20,7 +20,7 @@ from sim_helpers import (
 )
 
 from container.serving import metrics_contract as mc
-from simulator.fleet_metrics import SUPPORTED_METRICS
+from simulator.metrics import SUPPORTED_METRICS
 
 SLOW = replace(
     LEGACY_SPEED, provision_seconds=3600, startup_seconds=0

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_scenarios import run_scenario, spike_hour
+from simulator.fleet.scenarios import run_scenario, spike_hour
 from simulator.run import minute_rejected_share, simulate, window_rejected_pct
 from simulator.slo_gate import evaluate
 from simulator.traces import spike_3x
@@ -160,7 +160,7 @@ def test_the_spike_goes_where_the_fewest_instances_serve_not_the_lowest_floor() 
     cfg = fixture(friday_evening=8)
     (g,) = day_groups(cfg)
     hour = spike_hour(cfg, g, FAST)
-    from simulator.fleet_scenarios import in_service_by_minute, normal_day_run
+    from simulator.fleet.scenarios import in_service_by_minute, normal_day_run
 
     n = in_service_by_minute(cfg, normal_day_run(cfg, g, FAST))
     mean = [float(n[h * 60 : h * 60 + 45].mean()) for h in range(1, 24)]

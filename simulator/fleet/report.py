@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_solver import Solution
+from simulator.fleet.solver import Solution
 from simulator.slo_cost import bound_costs
 from simulator.slo_gate import IN_FLIGHT_SLOS, GateReport
 from simulator.user_figures import monthly_by_edge

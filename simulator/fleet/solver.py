@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simulator.assumptions import Assumptions
-from simulator.fleet_scenarios import scaled
+from simulator.fleet.scenarios import scaled
 from simulator.slo_gate import GateReport, Miss, evaluate, variant_limits
 from simulator.traces import BUILTIN
 from sizing.capacity import CapacityError, estimate
