@@ -4,7 +4,7 @@ Commands:
   run        every built-in trace (or --trace ...) -> <out>/<trace>.png, <trace>.json, summary.json
   capacity   how per-instance capacity is derived for each variant
   validate   the One Piece incident with the original team's policy (simulator/validation.py)
-  scenarios  operator events on a timeline (simulator/scenarios.py), e.g. deploy-at-peak
+  scenarios  operator events on a timeline (simulator/scenarios/registry.py), e.g. deploy-at-peak
   rollout    canary rollout 5 -> 100 on a normal day with the controller's own rules
              (simulator/rollout.py) -> <out>/canary-rollout.png, canary-rollout.json
   blast-radius  four bad builds (2 % errors, 2x latency, truncated answers, one adapter
@@ -443,8 +443,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
-    """Operator scenarios (simulator/scenarios.py): each writes its JSON and charts to --out."""
-    from simulator.scenarios import SCENARIOS
+    """Operator scenarios (simulator/scenarios/registry.py): each writes its JSON and charts to
+    --out."""
+    from simulator.scenarios.registry import SCENARIOS
 
     if _variant_only(args, "scenarios"):
         return 0

@@ -3,7 +3,7 @@ per-variant figures the SLOs are checked on.
 
 Every scenario runs the config's own fleet with the simulator's own code: the built-in traces
 (simulator/traces.py) through :func:`simulator.run.simulate`, the deploy at the evening peak through
-simulator/scenario_deploy.py (``make deploy`` at 20:00 and at 17:30, and the same evening with no
+simulator/scenarios/deploy.py (``make deploy`` at 20:00 and at 17:30, and the same evening with no
 deploy), and the canary ramp through simulator/rollout.py (the controller's own rules).
 """
 
@@ -16,10 +16,11 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from simulator import scenario_deploy, week
+from simulator import week
 from simulator.assumptions import Assumptions
 from simulator.rollout import simulate_rollout
 from simulator.run import Result, simulate
+from simulator.scenarios import deploy
 from simulator.schedule import timeline
 from simulator.traces import BUILTIN, JST, Trace, day_at, normal_day, spike_at
 from typed_config import SCENARIO_NAMES, VARIANT_NAMES, DeploymentConfig, ScenarioName, VariantName
@@ -241,8 +242,8 @@ def _deploy_at_peak(cfg: DeploymentConfig, a: Assumptions) -> list[ScenarioRun]:
     of the scenario's deploy times; today's ``cdk deploy`` with counts reset is the what-not-to-do
     the scenario's own report shows, not a run the fleet must carry."""
     runs = []
-    factor = scenario_deploy.BUSY_FACTOR * cfg.fleet.traffic_share
-    for i, case in enumerate(scenario_deploy.run(cfg, a, factor)):
+    factor = deploy.BUSY_FACTOR * cfg.fleet.traffic_share
+    for i, case in enumerate(deploy.run(cfg, a, factor)):
         for key in ("no deploy", "after") if i == 0 else ("after",):
             res = case.results[key]
             label = "no deploy" if key == "no deploy" else f"make deploy {case.label}"

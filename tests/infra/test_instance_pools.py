@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Capture, Match, Template
 
-from simulator import scenario_pools
 from simulator.assumptions import Assumptions
+from simulator.scenarios import pools as pool_fallback
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config
 from sizing.plan import build_plan, render_plan
@@ -358,7 +358,7 @@ def test_pinning_pools_keeps_a_pools_engine_settings(override_cfg) -> None:
 
 
 def test_scale_out_falls_back_to_the_next_pool_and_serves_at_its_speed(example_cfg) -> None:
-    _, runs = scenario_pools.run_cases(example_cfg, Assumptions())
+    _, runs = pool_fallback.run_cases(example_cfg, Assumptions())
     one, pooled = runs["one type"], runs["instance pools"]
     end = pooled.per_minute[-1]
     assert end["in_service"][G6] > 0  # the scale-out landed on the fallback pool
@@ -369,7 +369,7 @@ def test_scale_out_falls_back_to_the_next_pool_and_serves_at_its_speed(example_c
     # the fallback instances run at the L4's speed: slower at the same concurrency
     e2e = end["e2e_s_at_target"]
     assert e2e[G6] > e2e[G5]
-    summary = scenario_pools.summary(example_cfg, runs)
+    summary = pool_fallback.summary(example_cfg, runs)
     assert summary["pools"] == [G5, G6] and not summary["what_if"]
 
 

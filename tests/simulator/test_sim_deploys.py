@@ -21,7 +21,7 @@ from simulator.assumptions import Assumptions
 from simulator.events import CanaryStart, Deploy
 from simulator.run import simulate
 from simulator.scaling_policies import SimulationError
-from simulator.scenario_deploy import hour_figures, jp_evening, todays_config, write
+from simulator.scenarios.deploy import hour_figures, jp_evening, todays_config, write
 from simulator.traces import BUILTIN
 from sizing.deploy_options import DeployOptions
 from sizing.fit import load_config

@@ -13,7 +13,7 @@ from simulator.charts import group_marks
 from simulator.report import capacity_lines, table
 from simulator.rollout import ceiling_fields
 from simulator.rollout_report import LEGEND
-from simulator.scenario_deploy import COLUMNS, ROWS, legend
+from simulator.scenarios.deploy import COLUMNS, ROWS, legend
 from sizing.rollout_plan import build_plan
 
 

@@ -205,7 +205,7 @@ def write(cfg: DeploymentConfig, a: Assumptions, out: Path, *, charts: bool = Tr
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{NAME}.json").write_text(json.dumps(summary, indent=2, default=str))
     if charts:
-        from simulator.scenario_chart import deploy_chart
+        from simulator.scenarios.chart import deploy_chart
 
         for i, case in enumerate(cases):
             deploy_chart(case.results, case.at, case.label, out / f"{NAME}-{i + 1}.png")

@@ -1,8 +1,8 @@
 """Scenario "pool-fallback": a scale-out that finds the first instance pool out of capacity.
 
-The JP evening (``scenario_deploy.jp_evening``) on the primary variant, with every request for
-the primary's first pool answered by an insufficient capacity error (ICE) all evening (x 0.7:
-busy enough that the primary scales from 4 towards its max of 8).
+The JP evening (``simulator.scenarios.deploy.jp_evening``) on the primary variant, with every
+request for the primary's first pool answered by an insufficient capacity error (ICE) all evening
+(x 0.7: busy enough that the primary scales from 4 towards its max of 8).
 Replayed two ways:
 
 - ``one type``: the primary on its first pool's type alone. SageMaker retries that type until
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model
-from simulator.scenario_deploy import jp_evening
+from simulator.scenarios.deploy import jp_evening
 from simulator.traces import JST, Trace
 from sizing.fit import validate_config
 from sizing.scale_out_time import ICE_SECONDS

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from simulator import scenario_deploy, scenario_pools
 from simulator.assumptions import Assumptions
+from simulator.scenarios import deploy, pools
 from typed_config import DeploymentConfig
 
 
@@ -21,6 +21,6 @@ class Scenario(Protocol):
 
 
 SCENARIOS: dict[str, Scenario] = {
-    scenario_deploy.NAME: scenario_deploy.write,
-    scenario_pools.NAME: scenario_pools.write,
+    deploy.NAME: deploy.write,
+    pools.NAME: pools.write,
 }
