@@ -48,7 +48,7 @@ from simulator.scaling_policies import SimulationError
 from simulator.shadow_replay import SHADOW_LOADS
 from simulator.traces import BUILTIN, TraceError, resolve
 from sizing.capacity import CapacityError
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.scale_out_time import time_to_serve
 from sizing.serving_speed import EDGES
 from typed_config import ConfigError, DeploymentConfig, VariantName, config_path

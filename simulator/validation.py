@@ -23,7 +23,7 @@ from typing import Any
 from simulator.assumptions import Assumptions
 from simulator.run import Result, simulate
 from simulator.traces import spike_3x
-from sizing.fit import validate_config
+from sizing.fit_checks import validate_config
 from typed_config import DeploymentConfig
 
 OLD_TARGET_INVOCATIONS = 800

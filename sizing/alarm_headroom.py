@@ -17,7 +17,7 @@ other watched latency alarms (sizing/rollout_alarms.py ``watched_alarms``):
   sides: exactly 1, so any ratio of 1.25 or more passes; another canary type answers at its own
   speed, computed here.
 
-Each problem names the field, the rule and both figures; :func:`sizing.fit.check_deployable`
+Each problem names the field, the rule and both figures; :func:`sizing.fit_checks.check_deployable`
 refuses the config at synth with them.
 """
 

@@ -31,7 +31,7 @@ from typing import Any, cast, get_args
 
 from pydantic import ValidationError
 
-from sizing.fit import validate_config
+from sizing.fit_checks import validate_config
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99
 from typed_config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, VariantProperty
 from typed_config.catalog import INSTANCE_CATALOG, unknown_type_message

@@ -24,8 +24,8 @@ Who reads it (each through :func:`ready_bound` or :func:`rollout_waits`, nothing
   environment (stacks.constructs.canary_controller ``controller_environment``), and the default
   bound of ``make canary-wait`` (tools/canary.py).
 
-Checked here (:func:`ready_bound_errors`, a fit check: sizing.fit), because only here does the
-figure exist:
+Checked here (:func:`ready_bound_errors`, a fit check: sizing.fit_checks), because only here
+does the figure exist:
 
 - the whole blue/green update (green fleet serving at the bound, the traffic shift's bakes, the
   termination wait) must fit ``deployment.max_execution_timeout_seconds``: SageMaker's

@@ -221,7 +221,7 @@ def concurrency_target(cfg: DeploymentConfig, variant: VariantName) -> float:
 def spill_threshold(cfg: DeploymentConfig, variant: VariantName) -> int | None:
     """PREFIX_AWARE's ConcurrencyThreshold for ``variant`` (None: the variant does not route by
     prefix): the configured one, else the scaling target rounded up. Never below the target
-    (sizing.fit refuses a configured one below it): target tracking holds each instance's
+    (sizing.fit_checks refuses a configured one below it): target tracking holds each instance's
     in-flight average at the target, so a threshold under it spills a conversation off the
     instance that caches it while that instance still has the room autoscaling wants it to use,
     and prefix routing turns into least-outstanding at exactly the fleet's working point (prod's

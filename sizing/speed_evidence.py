@@ -1,8 +1,8 @@
 """The model's error against every measured point, in one command: ``python -m
 sizing.speed_evidence [--fit] [--env prod]`` (``make speed-evidence``). It prints the H100 fit's
-figures (sizing.speed_fit), the published points on other GPUs (below), every LoRA run's points
-(sizing.lora_fit), each measured against the model with its error, and the plan's combined band
-per GPU for a config (sizing.serving_speed.planned_band).
+figures (sizing.speed_calibration), the published points on other GPUs (below), every LoRA run's
+points (sizing.lora_fit), each measured against the model with its error, and the plan's combined
+band per GPU for a config (sizing.serving_speed.planned_band).
 
 The published points:
 Reads ``docs/measurements/published_gpu_points.json`` (published vLLM figures of Llama-3-8B-class
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sizing import capacity
-from sizing.speed_fit import LLAMA3_8B
+from sizing.speed_calibration import LLAMA3_8B
 from sizing.speed_model import GPUS, EngineLimits, Speed, StepCost, Workload, simulate, step_cost
 from typed_config.catalog import INSTANCE_CATALOG
 
@@ -264,7 +264,7 @@ def report(errs: list[PointError]) -> str:
 def plan_bands(env: str) -> str:
     """The plan's band (sizing.serving_speed.planned_band) for ``config/<env>.yaml`` on each
     catalog GPU: each input's error, the combined band, the host band and the edges."""
-    from sizing.fit import load_config  # the config floor: only for this report
+    from sizing.fit_checks import load_config  # the config floor: only for this report
     from sizing.serving_speed import planned_band
 
     cfg = load_config(POINTS.parents[2] / "config" / f"{env}.yaml", env=env)
@@ -286,10 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true", help="fit each GPU's efficiency first")
     ap.add_argument("--env", default="prod", help="config whose plan band is printed [%(default)s]")
     args = ap.parse_args(argv)
-    from sizing import lora_fit, speed_fit  # the H100 fit and the LoRA runs
+    from sizing import lora_fit, speed_calibration  # the H100 fit and the LoRA runs
 
-    print("== the speed model against the H100 measurements (python -m sizing.speed_fit)")
-    print(speed_fit.report(speed_fit.errors()))
+    print("== the speed model against the H100 measurements (python -m sizing.speed_calibration)")
+    print(speed_calibration.report(speed_calibration.errors()))
     points = load()
     print("\n== the speed model against published points on other GPUs")
     if args.fit:

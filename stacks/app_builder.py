@@ -9,7 +9,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from sizing.deploy_options import DeployOptions
-from sizing.fit import check_deployable, load_config
+from sizing.fit_checks import check_deployable, load_config
 from stacks.deploy_access_stack import DeployAccessStack
 from stacks.endpoint_stack import EndpointStack
 from stacks.execution_policy_stack import ExecutionPolicyStack

@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from typed_config import ConfigError, DeploymentConfig, config_path
 
 #: What to do when no credentials are found (the preflight says the same before diff and deploy).

@@ -25,7 +25,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tools import REPO_ROOT
 from typed_config import ConfigError, DeploymentConfig, config_path, execution_policy_stack_name
 from typed_config.aws_names import ADMINISTRATOR_ACCESS, cfn_exec_role_name

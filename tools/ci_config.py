@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from sizing import release_jobs
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tools import REPO_ROOT
 from tools.push_image import checked_tag
 from typed_config import ConfigError, DeploymentConfig, config_path

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from stacks.constructs.endpoint import VARIANT_NAMES, container_environment
 from stacks.constructs.image import image_build_args
 from tools import REPO_ROOT

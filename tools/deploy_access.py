@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tools import REPO_ROOT
 from typed_config import ConfigError, DeploymentConfig, config_path, deploy_access_stack_name
 

@@ -49,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tools import REPO_ROOT
 from tools.figures import COMMAND as FIGURES_COMMAND
 from tools.figures import GENERATED, shown_command

@@ -35,7 +35,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sizing.deploy_options import LIVE_TAG, DeployOptions
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from typed_config import VARIANT_NAMES, ConfigError, DeploymentConfig, VariantName, config_path
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from container.model_prep import artifact, release
 from container.model_prep.manifest import ManifestError, summary, verify_tree
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tools import REPO_ROOT
 from tools.aws_command import NO_CREDENTIALS
 from typed_config import (

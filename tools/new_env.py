@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from sizing.fit import FIT_CHECKS
+from sizing.fit_checks import FIT_CHECKS
 from tools import REPO_ROOT
 from typed_config import ConfigError, env_config_path, existing_envs, parse_config_data
 from typed_config.yaml_source import parse_yaml_with_lines

@@ -63,7 +63,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.plan_deploy import deploy_section
 from sizing.shadow_plan import shadow_section
 from stacks.model_release_stack import PREP_ROLE_OUTPUT

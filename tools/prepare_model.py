@@ -43,7 +43,7 @@ from container.model_prep import artifact
 from container.model_prep.compile_cache_step import ENGINE_FILE
 from container.model_prep.manifest import summary
 from container.model_prep.release import ReleaseInputs
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from stacks.constructs.endpoint import container_environment
 from stacks.constructs.image import JOB_IMAGE_TAG_PREFIX
 from stacks.model_release_stack import PREP_ROLE_OUTPUT

@@ -61,7 +61,7 @@ from container.model_prep.artifact import (
     write_manifest_once,
 )
 from container.model_prep.manifest import MANIFEST_NAME, ManifestError, parse_manifest
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from stacks.constructs.image import image_build_args
 from tools import REPO_ROOT
 from tools.aws_command import client, error_code, run_on_config

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.scale_out_time import GPU_BASE_GB, image_terms
 from tools import REPO_ROOT
 from typed_config import ConfigError, DeploymentConfig, config_path

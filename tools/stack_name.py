@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tools import REPO_ROOT
 from typed_config import (
     STACK_PARTS,

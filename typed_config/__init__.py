@@ -17,8 +17,8 @@ The package by concern (each module imports only those above it):
 
 The package imports nothing above it (no CDK, no sizing model, no tools). The rules that need
 the capacity model (can the model fit this pool, does this routing threshold fit the instance)
-live one floor up in ``sizing.fit``, which hands them in through the validation context: read a
-config to act on it with ``sizing.fit.load_config``.
+live one floor up in ``sizing.fit_checks``, which hands them in through the validation context:
+read a config to act on it with ``sizing.fit_checks.load_config``.
 
 Import from here: ``from typed_config import DeploymentConfig``.
 """

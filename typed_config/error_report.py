@@ -8,7 +8,7 @@ index the file does not show. Every field is followed by ``(line N)``: the line 
 of its path the file has (a missing key: its parent's line), written beside the field, before a
 message that can run long: ``scaling.schedules[us-evening-end].min_capacity (line 172): ...``.
 
-The rules that run after loading (``sizing.fit.check_deployable`` on the config a deploy will
+The rules that run after loading (``sizing.fit_checks.check_deployable`` on the config a deploy will
 run) report the same way: the loader keeps the file's :class:`ConfigSource` on the config.
 """
 

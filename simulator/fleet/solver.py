@@ -36,7 +36,7 @@ from simulator.fleet.scenarios import scaled
 from simulator.slo_gate import GateReport, Miss, evaluate, variant_limits
 from simulator.traces import BUILTIN
 from sizing.capacity import CapacityError, estimate
-from sizing.fit import validate_config
+from sizing.fit_checks import validate_config
 from sizing.fleet_cost import monthly
 from sizing.slo_reach import unreachable
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, slowest_pool_p99

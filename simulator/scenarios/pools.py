@@ -35,7 +35,7 @@ from simulator.assumptions import Assumptions
 from simulator.capacity import InstanceModel, admit, instance_model
 from simulator.scenarios.deploy import jp_evening
 from simulator.traces import JST, Trace
-from sizing.fit import validate_config
+from sizing.fit_checks import validate_config
 from sizing.scale_out_time import ICE_SECONDS
 from sizing.scaling_target import concurrency_target
 from typed_config import DeploymentConfig

@@ -19,7 +19,7 @@ import yaml
 from aws_cdk.assertions import Template
 
 from sizing.deploy_options import DeployOptions
-from sizing.fit import load_config, parse_config
+from sizing.fit_checks import load_config, parse_config
 from stacks.app_builder import build_stacks, cdk_json_context
 from tests.fixtures import CONFIG_DIR, config_fixture, shipped_path
 from tests.infra.aws_calls import AWS_CALLS

@@ -93,7 +93,7 @@ from lambdas.canary_controller.shadow_compare import (
 from lambdas.canary_controller.shadow_fleet import ShadowFleet
 from simulator.rollout import controller_rules
 from sizing.deploy_options import DeployOptions
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.shadow_plan import shadow_instances
 from stacks.constructs.scaling import (
     SCALABLE_DIMENSION,

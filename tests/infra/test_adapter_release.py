@@ -33,7 +33,7 @@ from moto import mock_aws
 
 import tools.adapter_release.__main__ as cli
 from container.model_prep.manifest import sha256, write_manifest
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tools.adapter_release.publish import AdapterRefused, build_archive, prepared_adapter
 from typed_config import artifact_bucket_name, config_path
 from typed_config.generated_names import (

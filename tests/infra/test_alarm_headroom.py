@@ -19,7 +19,7 @@ from sizing.alarm_headroom import (
     ratio_problems,
     watched_alarm_problems,
 )
-from sizing.fit import check_deployable
+from sizing.fit_checks import check_deployable
 from sizing.speed_plan import healthy_ttft_p95_ms, speed_at
 from stacks.app_builder import build_stacks, cdk_json_context
 from typed_config import ConfigError

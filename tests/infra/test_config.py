@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from typed_config import ConfigError
 
 from .conftest import REPO_ROOT, assert_names_yaml_path, invalid, load_env, parse

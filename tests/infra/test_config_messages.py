@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sizing.fair_comparison import comparison_warnings
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.plan import build_plan, render_plan
 from tests.fixtures import config_fixture
 from typed_config import ConfigError

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
-from sizing.fit import load_config, parse_config
+from sizing.fit_checks import load_config, parse_config
 from tests.fixtures import config_fixture
 from tools import schema as schema_tool
 from typed_config import ConfigError, DeploymentConfig

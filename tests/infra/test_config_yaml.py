@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tests.fixtures import config_fixture
 from typed_config import ConfigError
 from typed_config.yaml_source import parse_yaml

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from stacks.constructs.endpoint import container_environment
 from stacks.constructs.image import image_build_args
 from tools import container_env

@@ -12,7 +12,7 @@ import yaml
 from aws_cdk.assertions import Match, Template
 
 from sizing.component_plan import components_section, render_components
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.scaling_target import concurrency_target
 from stacks.constructs.inference_components import COPY_DIMENSION, COPY_METRIC
 from tools.authorization.aws_iam import Request
@@ -39,7 +39,7 @@ def _raw(path: Path = DEV_IC) -> dict[str, Any]:
 
 
 def _parse(raw: dict[str, Any]) -> DeploymentConfig:
-    from sizing.fit import FIT_CHECKS
+    from sizing.fit_checks import FIT_CHECKS
 
     return parse_config_data(
         raw, env=raw["env"], source=DEV_IC, base_dir=DEV_IC.parent, fit_checks=FIT_CHECKS

@@ -17,7 +17,7 @@ from aws_cdk.assertions import Capture, Match, Template
 from simulator.assumptions import Assumptions
 from simulator.scenarios import pools as pool_fallback
 from sizing.deploy_options import DeployOptions
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.plan import build_plan, render_plan
 from sizing.plan_deploy import deploy_section
 from sizing.scaling_target import (

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sizing import lora_cost, lora_fit, speed_model
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.serving_speed import (
     efficiency,
     planned_band,

@@ -16,7 +16,7 @@ from moto import mock_aws
 
 from container.model_prep import artifact, release
 from container.model_prep.manifest import ManifestError, sha256, verify_tree, write_manifest
-from sizing.fit import load_config, parse_config
+from sizing.fit_checks import load_config, parse_config
 from tests.fixtures import config_fixture, fixture_root
 from tools import model_release
 from typed_config import ConfigError, release_inputs

@@ -12,8 +12,8 @@ import yaml
 
 from sizing.capacity import CapacityError, estimate, weight_bytes
 from sizing.deploy_options import DeployOptions
-from sizing.fit import check_deployable, load_config
 from sizing.fit_advice import shorter_context, what_would_fit
+from sizing.fit_checks import check_deployable, load_config
 from tests.fixtures import config_fixture
 from typed_config import ConfigError, EngineConfig
 from typed_config.catalog import INSTANCE_CATALOG, UNPRICED

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tools import new_env, synth
 from typed_config import ConfigError, config_path
 

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from sizing.deploy_options import DeployOptions
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.speed_plan import (
     ROLLBACK_LATENCY_HEADROOM,
     rollback_latency_problems,

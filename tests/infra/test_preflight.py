@@ -458,7 +458,7 @@ def test_make_quotas_prints_each_quota_the_plan_needs_and_the_commands_that_rais
 ) -> None:
     """Offline (no session is made): each quota with the plan's own figure, its code looked up
     by its exact name, and the request for that figure."""
-    from sizing.fit import load_config
+    from sizing.fit_checks import load_config
     from typed_config import config_path
 
     assert preflight.main(["--env", "dev", "--quotas"], session=NoCredentials()) == 0

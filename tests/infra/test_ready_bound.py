@@ -16,7 +16,7 @@ import pytest
 from simulator.assumptions import Assumptions
 from sizing import scale_out_time
 from sizing.engine_start import measured
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.plan import build_plan, render_plan
 from sizing.plan_deploy import deploy_section
 from sizing.ready_bound import MARGIN_SECONDS, ready_bound, ready_seconds, rollout_waits

@@ -11,7 +11,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.speed_plan import ROLLBACK_LATENCY_HEADROOM, healthy_latency_p99_ms
 from stacks.app_builder import build_stacks, cdk_json_context
 from tests.fixtures import config_fixture

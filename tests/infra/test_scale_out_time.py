@@ -108,7 +108,7 @@ def test_make_simulate_prints_the_scale_out_figure_it_uses(prod_cfg, tmp_path, c
 
 
 def test_a_pool_variant_prints_when_a_fallback_pool_serves() -> None:
-    from sizing.fit import load_config
+    from sizing.fit_checks import load_config
     from sizing.scale_out_time import ICE_SECONDS
 
     cfg = load_config(REPO / "config" / "examples" / "prod-pools.yaml", env="prod")

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from sizing import lora_fit, speed_evidence, speed_fit
+from sizing import lora_fit, speed_calibration, speed_evidence
 from sizing.speed_model import GPUS
 
 
@@ -23,7 +23,7 @@ def out() -> str:
 
 def test_prints_every_h100_figure_with_its_error(out: str) -> None:
     h100 = out.split("== the speed model against published")[0]
-    for e in speed_fit.errors():
+    for e in speed_calibration.errors():
         assert re.search(rf"{re.escape(e.name)}\s+{e.figure}\s+\S+\s+\S+\s+[+-]\d+%", h100)
 
 

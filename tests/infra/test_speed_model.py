@@ -2,7 +2,7 @@
 
 docs/measurements/speed_h100_vllm0.26.json is what bench/speed_bench.py measured on an H100 with
 vLLM 0.26.0; the model's committed constants must reproduce every figure of it within the bounds
-in sizing.speed_fit.BOUNDS (the fit itself: ``python -m sizing.speed_fit --fit``).
+in sizing.speed_calibration.BOUNDS (the fit itself: ``python -m sizing.speed_calibration --fit``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import pytest
 
 from sizing import speed_model as sm
-from sizing.speed_fit import BOUNDS, LLAMA3_8B, MEASUREMENTS, errors, summary
+from sizing.speed_calibration import BOUNDS, LLAMA3_8B, MEASUREMENTS, errors, summary
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_the_measurements_say_what_ran_where() -> None:
 @pytest.mark.parametrize("figure", list(BOUNDS))
 def test_the_fit_holds_every_figure_within_its_bound(errs: list, figure: str) -> None:
     """Every measured figure, each phase against its own bound (looser where the requests share
-    a prefix: sizing.speed_fit.PREFIX_BOUNDS says why)."""
+    a prefix: sizing.speed_calibration.PREFIX_BOUNDS says why)."""
     assert summary(errs)[figure][2] >= 5
     bad = [
         f"{e.engine}/{e.name}: measured {e.measured:.4g}, model {e.predicted:.4g}"

@@ -208,7 +208,7 @@ def test_the_pull_request_workflow_tests_lints_plans_every_env_and_diffs_dev_whe
 def config_outputs() -> dict[str, str]:
     """release.yml's ``config`` job outputs as ``make ci-config`` computes them for the committed
     configs (tools/ci_config.py), each resolved through its ``steps.<id>.outputs.<key>``."""
-    from sizing.fit import load_config
+    from sizing.fit_checks import load_config
     from tools import ci_config
     from typed_config import config_path
 
@@ -246,7 +246,7 @@ def test_every_session_outlives_its_job_and_fits_the_roles_max_session() -> None
     (sizing/release_jobs.py); and no longer than the role's MaxSessionDuration (STS refuses
     that), which DeployAccessStack sets from the same bounds."""
     from sizing import release_jobs
-    from sizing.fit import load_config
+    from sizing.fit_checks import load_config
     from typed_config import config_path
 
     outputs = config_outputs()

@@ -20,7 +20,7 @@ import yaml
 
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
-from sizing.fit import load_config, parse_config
+from sizing.fit_checks import load_config, parse_config
 from sizing.ready_bound import ready_bound, rollout_waits
 from tests.fixtures import config_fixture
 from tests.lambdas.canary_lifecycle import record, record_sent, set_rules

@@ -24,7 +24,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from lambdas.canary_controller.names import EXECUTION_ENDED, EXECUTION_ENDED_STATUSES
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.ready_bound import rollout_waits
 from stacks.constructs.rollout_state_machine import (
     EVENTS_PER_ITERATION,

@@ -32,7 +32,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from lambdas.canary_controller import rules as r
 from lambdas.canary_controller.settings import Settings
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.ready_bound import ready_seconds, rollout_waits
 from sizing.rollout_plan import build_plan
 from tests.fixtures import config_fixture

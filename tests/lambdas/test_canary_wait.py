@@ -24,7 +24,7 @@ from botocore.stub import Stubber
 
 import tools.canary as cli
 from lambdas.canary_controller import names
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.ready_bound import ready_seconds
 from tests.fixtures import config_fixture
 from tests.lambdas.conftest import ENDPOINT, FakeLambda, World, write_test_config

@@ -16,7 +16,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk.assertions import Annotations, Capture, Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.ready_bound import rollout_waits
 from sizing.rollout_plan import rollout_capacity_plan
 from stacks.constructs.canary_controller import CanaryController
@@ -353,7 +353,7 @@ def test_checkov_finds_nothing(stacks: dict[str, cdk.Stack], outdir: Path) -> No
 def test_evidence_settings_are_validated_naming_the_field(field: str, value: Any) -> None:
     import yaml
 
-    from sizing.fit import parse_config
+    from sizing.fit_checks import parse_config
     from typed_config import ConfigError
 
     raw = yaml.safe_load((config_fixture("prod")).read_text())

@@ -27,7 +27,7 @@ from lambdas.canary_controller.settings import (
     Settings,
     lambda_environment,
 )
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.ready_bound import rollout_waits
 from sizing.rollout_plan import rollout_capacity_plan
 from stacks.constructs.canary_controller import CanaryController

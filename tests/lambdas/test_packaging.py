@@ -23,7 +23,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tests.fixtures import config_fixture
 from tests.lambdas.test_constructs import build
 

@@ -13,7 +13,7 @@ import yaml
 from simulator.assumptions import Assumptions
 from simulator.run import Result, simulate
 from simulator.traces import Trace
-from sizing.fit import parse_config
+from sizing.fit_checks import parse_config
 from sizing.scaling_target import BRIEF_PREFIX_HIT_RATE
 from tests.fixtures import config_fixture
 from typed_config import DeploymentConfig

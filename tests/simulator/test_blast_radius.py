@@ -36,7 +36,7 @@ from simulator.cli import main
 from simulator.rollout import START_HOUR_JST, simulate_rollout
 from simulator.shadow_replay import replay_shadow
 from simulator.traces import normal_day
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.rollout_alarms import Timing, WatchedAlarm, comparable_loads
 from sizing.rollout_plan import rollout_capacity_plan
 from tests.fixtures import config_fixture

@@ -13,7 +13,7 @@ from simulator.cli import main
 from simulator.fleet.scenarios import RUNNERS
 from simulator.fleet.solver import apply, current
 from simulator.slo_gate import evaluate
-from sizing.fit import load_config, parse_config
+from sizing.fit_checks import load_config, parse_config
 from tests.fixtures import config_fixture
 from typed_config import SCENARIO_NAMES, VARIANT_NAMES, ConfigError, DeploymentConfig
 from typed_config.yaml_source import read_yaml

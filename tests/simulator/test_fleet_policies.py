@@ -19,7 +19,7 @@ from simulator.fleet.solver import Policy, apply, current, solve_policy
 from simulator.run import simulate
 from simulator.slo_gate import evaluate
 from simulator.traces import Trace
-from sizing.fit import parse_config
+from sizing.fit_checks import parse_config
 from sizing.fleet_cost import release_canary_monthly, release_hours
 from sizing.rollout_plan import rollout_capacity_plan
 from typed_config import DeploymentConfig

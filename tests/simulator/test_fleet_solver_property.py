@@ -22,7 +22,7 @@ import yaml
 from simulator.assumptions import Assumptions
 from simulator.fleet.solver import Bounds, Solution, _repair, lead_cron, solve_type
 from simulator.slo_gate import Miss
-from sizing.fit import parse_config
+from sizing.fit_checks import parse_config
 from tests.fixtures import config_fixture
 from typed_config import DeploymentConfig
 

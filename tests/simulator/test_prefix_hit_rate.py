@@ -15,7 +15,7 @@ from simulator.hit_rate_loop import MAX_ITERATIONS, TOLERANCE, NoFixedPoint, fix
 from simulator.routing.compare import compare
 from simulator.routing.windows import windows
 from simulator.traces import resolve
-from sizing.fit import load_config, parse_config
+from sizing.fit_checks import load_config, parse_config
 from sizing.prefix_hit_rate import ROUTING_SIM_HIT_RATE, hit_rate_error, routing_hit_rate
 from sizing.serving_speed import planned_hit_rate
 from tests.fixtures import config_fixture

@@ -11,7 +11,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.rollout_alarms import (
     COMPARABLE_LOAD,
     ENGINE_RESTARTS_WINDOW_SECONDS,

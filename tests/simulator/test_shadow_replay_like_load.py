@@ -12,7 +12,7 @@ from simulator.bad_builds import LatencyCurve, adapter_shares, bad_builds
 from simulator.rollout import START_HOUR_JST
 from simulator.shadow_replay import TrackingFleet, replay_shadow
 from simulator.traces import normal_day
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.rollout_alarms import RELATIVE_LATENCY
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.shadow_plan import shadow_instances

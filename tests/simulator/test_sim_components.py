@@ -27,7 +27,7 @@ from simulator.components import (
     summary,
 )
 from simulator.traces import JST, Trace, normal_day
-from sizing.fit import FIT_CHECKS, load_config
+from sizing.fit_checks import FIT_CHECKS, load_config
 from sizing.fleet_cost import monthly
 from typed_config import DeploymentConfig
 from typed_config.catalog import HOURS_PER_MONTH

@@ -24,7 +24,7 @@ from simulator.scaling_policies import SimulationError
 from simulator.scenarios.deploy import hour_figures, jp_evening, todays_config, write
 from simulator.traces import BUILTIN
 from sizing.deploy_options import DeployOptions
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.update_semantics import update_phases
 from tests.fixtures import config_fixture
 

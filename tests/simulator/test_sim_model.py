@@ -21,7 +21,7 @@ from simulator.traces import Trace
 from simulator.validation import one_piece
 from sizing import speed_model
 from sizing.capacity import estimate
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from sizing.serving_speed import efficiency
 from typed_config import DeploymentConfig
 

@@ -14,7 +14,7 @@ from sim_helpers import legacy_prod
 from lambdas.canary_controller import rules
 from simulator.cli import main
 from simulator.rollout import controller_rules, simulate_rollout
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tests.fixtures import config_fixture
 from typed_config import RolloutConfig
 

@@ -25,7 +25,7 @@ from simulator.routing.strategies import RouterSpec, configured_routing
 from simulator.routing.windows import Window
 from simulator.sessions import Segment, Session, SessionModel, build_request, prefix_key
 from sizing import speed_model
-from sizing.fit import load_config
+from sizing.fit_checks import load_config
 from tests.fixtures import config_fixture
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from simulator.slo_gate import evaluate
 from simulator.traces import spike_3x
 from simulator.validation import old_policy_config
 from simulator.week import day_groups
-from sizing.fit import parse_config
+from sizing.fit_checks import parse_config
 from sizing.scaling_target import concurrency_target, least_spill_threshold, spill_threshold
 from typed_config import DeploymentConfig
 from typed_config.base import ConfigError

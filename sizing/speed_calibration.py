@@ -1,4 +1,4 @@
-"""The speed model against its measurements: ``python -m sizing.speed_fit [--fit]``.
+"""The speed model against its measurements: ``python -m sizing.speed_calibration [--fit]``.
 
 Reads ``docs/measurements/speed_h100_vllm0.26.json`` (bench/speed_bench.py's output, merged),
 predicts every measured figure with :mod:`sizing.speed_model` and prints the error of each. With
@@ -288,7 +288,7 @@ def report(errs: list[Error]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sizing.speed_fit", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m sizing.speed_calibration", description=__doc__)
     ap.add_argument("--fit", action="store_true", help="search the constants first")
     args = ap.parse_args(argv)
     obs = observations()
