@@ -330,13 +330,6 @@ class VariantSimulation:
         raising: Deploy | None = None  # counts raised; UpdateEndpoint once they are in service
         update: ActiveUpdate | None = None  # autoscaling is blocked while it runs
         oplog: list[tuple[float, str]] = []
-
-        def set_desired(t: float, value: int, source: str) -> int:
-            new = min(max(value, lo), hi)
-            if new != desired:
-                activities.append(Activity(t, source, desired, new))
-            return new
-
         for i in range(total_ticks):
             t = i * dt
             now = tr.start + timedelta(seconds=t)
@@ -345,7 +338,10 @@ class VariantSimulation:
                 lo, hi = c.min_capacity, c.max_capacity
                 bounds_log.append((t, c.name, lo, hi))
                 if update is None:  # a scheduled capacity change does nothing during an update
-                    desired = set_desired(t, desired, f"schedule:{c.name}")
+                    clamped = min(max(desired, lo), hi)  # desired into the new bounds
+                    if clamped != desired:
+                        activities.append(Activity(t, f"schedule:{c.name}", desired, clamped))
+                    desired = clamped
             if update is not None and update.done(t):
                 ready = update.green
                 oplog.append((t, f"{update.label}: blue fleet terminated, update complete"))
