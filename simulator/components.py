@@ -212,7 +212,41 @@ class ComponentSimulation:
         want = math.ceil(rpm0 / 60 * self.copy.service_seconds / self.tt.target)
         return min(max(want, copies.min), copies.max)
 
+    def _place(
+        self,
+        t: float,
+        desired: int,
+        copies: list[float],
+        instances: list[float],
+        acts: list[tuple[float, str, int, int, str]],
+    ) -> None:
+        """The copies towards ``desired``, packed (copy j on instance j // per): a new copy on
+        a free GPU, or on a new instance while the instance bounds allow one (else it stays
+        pending); removed copies release the instances left idle, down to the minimum."""
+        ic, per = self.ic, self.ic.copies_per_instance
+        if desired > len(copies):
+            had = len(instances)
+            while len(copies) < desired:
+                k = len(copies) // per  # packed: copy j on instance j // per
+                if k >= len(instances):
+                    if len(instances) >= ic.instances.max:
+                        break  # no instance left to place it on: it stays pending
+                    instances.append(t + self.times.on_new_instance)
+                copies.append(max(t + self.times.on_free_gpu, instances[k]))
+            if len(instances) != had:
+                acts.append((t, "instances", had, len(instances), "placement"))
+        elif desired < len(copies):
+            copies.sort()
+            del copies[desired:]
+            keep = max(ic.instances.min, -(-len(copies) // per))
+            if keep < len(instances):
+                instances.sort()
+                acts.append((t, "instances", len(instances), keep, "idle release"))
+                del instances[keep:]
+
     def run(self) -> ComponentRun:
+        """The trace tick by tick: the copies placed (:meth:`_place`), the tick's traffic
+        served, the scaling policies' move at the tick's end."""
         ic, dt, tr, inst, a = self.ic, self.dt, self.trace, self.copy, self.a
         per = ic.copies_per_instance
         lo, hi = ic.base.copies.min, ic.base.copies.max
@@ -237,25 +271,7 @@ class ComponentSimulation:
             t = i * dt
             starting = any(r > t for r in copies)
             if not (a.serialize_updates and starting):
-                if desired > len(copies):
-                    had = len(instances)
-                    while len(copies) < desired:
-                        k = len(copies) // per  # packed: copy j on instance j // per
-                        if k >= len(instances):
-                            if len(instances) >= ic.instances.max:
-                                break  # no instance left to place it on: it stays pending
-                            instances.append(t + self.times.on_new_instance)
-                        copies.append(max(t + self.times.on_free_gpu, instances[k]))
-                    if len(instances) != had:
-                        acts.append((t, "instances", had, len(instances), "placement"))
-                elif desired < len(copies):
-                    copies.sort()
-                    del copies[desired:]
-                    keep = max(ic.instances.min, -(-len(copies) // per))
-                    if keep < len(instances):
-                        instances.sort()
-                        acts.append((t, "instances", len(instances), keep, "idle release"))
-                        del instances[keep:]
+                self._place(t, desired, copies, instances, acts)
             n = sum(1 for r in copies if r <= t)
             record_fleet(s, n=n, launched=len(instances), desired=desired, lo=lo, hi=hi)
             backlog, failed = serve_tick(

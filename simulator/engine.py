@@ -26,7 +26,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 
 import numpy as np
@@ -236,16 +236,89 @@ class VariantSimulation:
         p, o = float(tr.prompt_tokens[minute]), float(tr.output_tokens[minute])
         return inst.at(p, o), p + o / 2, (p, o)
 
+    def _initial_count(self) -> int:
+        """The variant's initial instance count, raised to the first minute's load when the
+        assumptions start the fleet warm (before the scaling bounds clamp it)."""
+        initial = self.cfg.variants[self.variant].initial_instance_count
+        if self.a.warm_start:
+            rpm0 = float(self.trace.rpm[0]) * self.share
+            initial = max(initial, warm_start_count(self.cfg, self.variant, self.inst, rpm0))
+        return initial
+
+    def _serve(
+        self,
+        t: float,
+        n: int,
+        backlog: float,
+        shapes: dict[int, tuple[RequestShape, float, tuple[float, float]]],
+    ) -> float:
+        """The tick's share of the trace on ``n`` serving instances, with this minute's request
+        shape (cached per minute in ``shapes``); returns the backlog after it."""
+        minute = int(t // 60)
+        if minute not in shapes:
+            shapes[minute] = self._shape(minute)
+        shape, kv_seq, (p_tok, o_tok) = shapes[minute]
+        backlog, _ = serve_tick(
+            self.s,
+            self.inst,
+            self.dt,
+            n=n,
+            backlog=backlog,
+            arrivals=float(self.trace.rpm[minute]) * self.share * self.dt / 60,
+            shape=shape,
+            kv_seq=kv_seq,
+            latency=partial(self.inst.latency, prompt_tokens=p_tok, output_tokens=o_tok),
+        )
+        return backlog
+
+    def _prescale(self, raising: Deploy, desired: int, hi: int, now: datetime) -> int:
+        """The count a deploy raises the variant to before its update blocks autoscaling
+        (``desired`` when the deploy does not prescale)."""
+        if not raising.prescale:
+            return desired
+        return prescale_target(
+            deploy_config(self.cfg, raising),
+            self.variant,
+            desired=desired,
+            max_capacity=hi,
+            now=now,
+            a=self.a,
+        )
+
+    def _move_fleet(self, ready: list[float], desired: int, t: float) -> None:
+        """The instances (their in-service times in ``ready``) towards ``desired``: new ones
+        serve after the scale-out delay; a scale-in removes the newest first (sorted, cut)."""
+        if desired > len(ready):
+            ready += [t + self.scale_out_delay] * (desired - len(ready))
+        elif desired < len(ready):
+            ready.sort()
+            del ready[desired:]
+
+    def _begin_update(
+        self,
+        raising: Deploy,
+        desired: int,
+        ready: list[float],
+        t: float,
+        oplog: list[tuple[float, str]],
+    ) -> ActiveUpdate:
+        """The deploy's UpdateEndpoint once its raised counts serve: the green fleet starts
+        beside the blue one (``ready``)."""
+        dcfg = deploy_config(self.cfg, raising)
+        update = begin_update(
+            dcfg, self.variant, raising, desired=desired, blue=ready, t=t, a=self.a
+        )
+        oplog.append((t, f"{raising.label}: UpdateEndpoint, green fleet {len(update.green)}"))
+        return update
+
     # ------------------------------------------------------------ run
     def run(self) -> VariantRun:
+        """The trace tick by tick: scheduled bound changes, a deploy's prescale and update, the
+        fleet towards desired, the tick's traffic served, the scaling policies at its end."""
         a, dt, tr, inst = self.a, self.dt, self.trace, self.inst
         (lo, hi, _), changes = timeline(self.cfg.scaling, self.variant, tr.start, tr.end)
         pending_changes = deque(changes)
-        initial = self.cfg.variants[self.variant].initial_instance_count
-        if a.warm_start:
-            rpm0 = float(tr.rpm[0]) * self.share
-            initial = max(initial, warm_start_count(self.cfg, self.variant, inst, rpm0))
-        desired = min(max(initial, lo), hi)
+        desired = min(max(self._initial_count(), lo), hi)
         ready: list[float] = [0.0] * desired  # instances' in-service times (s from start)
         activities: list[Activity] = []
         bounds_log: list[tuple[float, str, int, int]] = []
@@ -257,13 +330,6 @@ class VariantSimulation:
         raising: Deploy | None = None  # counts raised; UpdateEndpoint once they are in service
         update: ActiveUpdate | None = None  # autoscaling is blocked while it runs
         oplog: list[tuple[float, str]] = []
-
-        def set_desired(t: float, value: int, source: str) -> int:
-            new = min(max(value, lo), hi)
-            if new != desired:
-                activities.append(Activity(t, source, desired, new))
-            return new
-
         for i in range(total_ticks):
             t = i * dt
             now = tr.start + timedelta(seconds=t)
@@ -272,7 +338,10 @@ class VariantSimulation:
                 lo, hi = c.min_capacity, c.max_capacity
                 bounds_log.append((t, c.name, lo, hi))
                 if update is None:  # a scheduled capacity change does nothing during an update
-                    desired = set_desired(t, desired, f"schedule:{c.name}")
+                    clamped = min(max(desired, lo), hi)  # desired into the new bounds
+                    if clamped != desired:
+                        activities.append(Activity(t, f"schedule:{c.name}", desired, clamped))
+                    desired = clamped
             if update is not None and update.done(t):
                 ready = update.green
                 oplog.append((t, f"{update.label}: blue fleet terminated, update complete"))
@@ -280,34 +349,16 @@ class VariantSimulation:
             if deploys and raising is None and update is None and deploys[0].at <= now:
                 raising = deploys.popleft()
                 oplog.append((t, f"{raising.label}: started"))
-                if raising.prescale:
-                    want = prescale_target(
-                        deploy_config(self.cfg, raising),
-                        self.variant,
-                        desired=desired,
-                        max_capacity=hi,
-                        now=now,
-                        a=a,
-                    )
-                    if want > desired:
-                        activities.append(Activity(t, f"{raising.label}:prescale", desired, want))
-                        desired = want
+                want = self._prescale(raising, desired, hi, now)
+                if want > desired:
+                    activities.append(Activity(t, f"{raising.label}:prescale", desired, want))
+                    desired = want
             # fleet towards desired (frozen during an update)
             starting = sum(1 for r in ready if r > t)
             if update is None and not (a.serialize_updates and starting):
-                if desired > len(ready):
-                    ready += [t + self.scale_out_delay] * (desired - len(ready))
-                elif desired < len(ready):
-                    ready.sort()
-                    del ready[desired:]
+                self._move_fleet(ready, desired, t)
             if raising is not None and len(ready) == desired and all(r <= t for r in ready):
-                dcfg = deploy_config(self.cfg, raising)
-                update = begin_update(
-                    dcfg, self.variant, raising, desired=desired, blue=ready, t=t, a=a
-                )
-                oplog.append(
-                    (t, f"{raising.label}: UpdateEndpoint, green fleet {len(update.green)}")
-                )
+                update = self._begin_update(raising, desired, ready, t, oplog)
                 if update.green_size != desired:
                     activities.append(
                         Activity(t, f"{raising.label}:reset", desired, update.green_size)
@@ -315,11 +366,6 @@ class VariantSimulation:
                     desired = update.green_size
                 raising = None
             n = update.serving(t) if update is not None else sum(1 for r in ready if r <= t)
-            # traffic and queue
-            minute = t // 60
-            if minute not in shapes:
-                shapes[minute] = self._shape(minute)
-            shape, kv_seq, (p_tok, o_tok) = shapes[minute]
             record_fleet(
                 s,
                 n=n,
@@ -328,17 +374,7 @@ class VariantSimulation:
                 lo=lo,
                 hi=hi,
             )
-            backlog, _ = serve_tick(
-                s,
-                inst,
-                dt,
-                n=n,
-                backlog=backlog,
-                arrivals=float(tr.rpm[minute]) * self.share * dt / 60,
-                shape=shape,
-                kv_seq=kv_seq,
-                latency=partial(inst.latency, prompt_tokens=p_tok, output_tokens=o_tok),
-            )
+            backlog = self._serve(t, n, backlog, shapes)
             # policies act at the end of the tick
             end = t + dt
             outs, ins = proposals(

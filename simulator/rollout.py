@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from typing import Any, Protocol
 
 from lambdas.canary_controller import rules as r
@@ -234,71 +235,17 @@ def simulate_rollout(
             prim.set_bounds(c.min_capacity, c.max_capacity)
         if state["status"] in r.LOCKED and t >= next_tick:
             firing, no_data = watch.observe(minute) if watch else ((), ())
-            obs = r.Observation(
-                endpoint_status="Updating" if prim.starting(t) or can.starting(t) else "InService",
-                canary_instances=can.in_service(t) if capacity_first else 10**6,
-                canary_weight=weights["canary"],
-                primary_instances=max(prim.in_service(t), prim.desired),
-                primary_weight=weights["primary"],
-                primary_in_service=prim.in_service(t),
-                firing=firing,
-                no_data=no_data,
-            )
-
-            def evidence(start: int, end: int) -> r.Evidence:
-                span = [row for row in rows if start <= row["t"] < end]
-                return r.Evidence(
-                    canary_invocations=sum(row["canary_arrivals"] for row in span),
-                    canary_errors=sum(row.get("canary_errors", 0.0) for row in span),
-                    primary_invocations=sum(row["primary_arrivals"] for row in span),
-                    primary_errors=sum(row.get("primary_errors", 0.0) for row in span),
-                )
-
-            d = r.decide(state, obs, rules, int(t), evidence)
+            obs = _observation(prim, can, weights, t, capacity_first, firing, no_data)
+            d = r.decide(state, obs, rules, int(t), partial(_evidence, rows))
             decisions.append((minute, d.kind, d.reason))
-            if d.kind == "scale" and capacity_first:
-                assert d.bounds is not None and d.instances is not None
-                can.set_bounds(*d.bounds)
-                can.desired = min(max(can.desired, d.instances), can.high)
-            elif d.kind == "shift":
-                assert d.percent is not None
-                weights = {"canary": float(d.percent), "primary": float(100 - d.percent)}
-                steps.append(
-                    {
-                        "percent": d.percent,
-                        "minute": minute,
-                        "canary_in_service": can.in_service(t),
-                        "planned": state.get("target_instances"),
-                    }
-                )
-            elif d.kind in ("rollback", "restore"):
-                weights = {"canary": 0.0, "primary": 100.0}
-                can.set_bounds(rules.plan.canary_min, rules.plan.canary_max)
+            weights = _follow(d, can, weights, steps, state, rules, minute, t, capacity_first)
             state.update(r.transition(state, d, int(t)))
             if state["status"] not in r.LOCKED or d.kind == "rollback":
                 ended_minute = minute
             if d.kind == "rollback":
                 state["status"] = r.ROLLED_BACK
             next_tick = t + max(1, d.wait_seconds or rules.check_seconds)
-        for f in (prim, can):
-            f.move(t)
-        total_w = weights["primary"] + weights["canary"]
-        arr = {v: float(tr.rpm[minute]) * weights[v] / total_w for v in weights}
-        row: dict[str, Any] = {"t": t, "minute": minute, "canary_weight": weights["canary"]}
-        for v, f in (("primary", prim), ("canary", can)):
-            cap, _served, rejected = f.serve(t, arr[v])
-            row.update(
-                {
-                    f"{v}_arrivals": arr[v],
-                    f"{v}_capacity": cap,
-                    f"{v}_rejected": rejected,
-                    f"{v}_in_service": f.in_service(t),
-                    f"{v}_launched": len(f.ready),
-                    f"{v}_min": f.low,
-                    f"{v}_max": f.high,
-                }
-            )
-            f.autoscale(t, arr[v])
+        row = _play_minute(prim, can, weights, float(tr.rpm[minute]), t, minute)
         if watch is not None:
             watch.record(row)
         rows.append(row)
@@ -310,6 +257,102 @@ def simulate_rollout(
         "status": state["status"],
         "summary": _summary(cfg, plan, a, tr, rows, steps, state, start_minute, ended_minute),
     }
+
+
+def _observation(
+    prim: _Fleet,
+    can: _Fleet,
+    weights: dict[str, float],
+    t: float,
+    capacity_first: bool,
+    firing: tuple[str, ...],
+    no_data: tuple[str, ...],
+) -> r.Observation:
+    """What the controller's tick reads of the endpoint at ``t``: Updating while any instance
+    starts; without ``capacity_first`` the canary's instances never hold a step back."""
+    return r.Observation(
+        endpoint_status="Updating" if prim.starting(t) or can.starting(t) else "InService",
+        canary_instances=can.in_service(t) if capacity_first else 10**6,
+        canary_weight=weights["canary"],
+        primary_instances=max(prim.in_service(t), prim.desired),
+        primary_weight=weights["primary"],
+        primary_in_service=prim.in_service(t),
+        firing=firing,
+        no_data=no_data,
+    )
+
+
+def _evidence(rows: list[dict[str, Any]], start: int, end: int) -> r.Evidence:
+    """The bake's evidence: the replayed minutes' invocations and errors from ``start`` to
+    ``end`` (seconds), what the Lambda's CloudWatch query returns."""
+    span = [row for row in rows if start <= row["t"] < end]
+    return r.Evidence(
+        canary_invocations=sum(row["canary_arrivals"] for row in span),
+        canary_errors=sum(row.get("canary_errors", 0.0) for row in span),
+        primary_invocations=sum(row["primary_arrivals"] for row in span),
+        primary_errors=sum(row.get("primary_errors", 0.0) for row in span),
+    )
+
+
+def _follow(
+    d: r.Decision,
+    can: _Fleet,
+    weights: dict[str, float],
+    steps: list[dict[str, Any]],
+    state: RolloutState,
+    rules: r.Rules,
+    minute: int,
+    t: float,
+    capacity_first: bool,
+) -> dict[str, float]:
+    """The decision's effect on the simulated endpoint (the canary's bounds and desired count,
+    a shift's step in ``steps``); returns the variants' weights after it."""
+    if d.kind == "scale" and capacity_first:
+        assert d.bounds is not None and d.instances is not None
+        can.set_bounds(*d.bounds)
+        can.desired = min(max(can.desired, d.instances), can.high)
+    elif d.kind == "shift":
+        assert d.percent is not None
+        steps.append(
+            {
+                "percent": d.percent,
+                "minute": minute,
+                "canary_in_service": can.in_service(t),
+                "planned": state.get("target_instances"),
+            }
+        )
+        return {"canary": float(d.percent), "primary": float(100 - d.percent)}
+    elif d.kind in ("rollback", "restore"):
+        can.set_bounds(rules.plan.canary_min, rules.plan.canary_max)
+        return {"canary": 0.0, "primary": 100.0}
+    return weights
+
+
+def _play_minute(
+    prim: _Fleet, can: _Fleet, weights: dict[str, float], rpm: float, t: float, minute: int
+) -> dict[str, Any]:
+    """One minute of traffic split by the weights: each fleet moves towards its desired count,
+    serves its share and scales on it; the minute's row."""
+    for f in (prim, can):
+        f.move(t)
+    total_w = weights["primary"] + weights["canary"]
+    arr = {v: rpm * weights[v] / total_w for v in weights}
+    row: dict[str, Any] = {"t": t, "minute": minute, "canary_weight": weights["canary"]}
+    for v, f in (("primary", prim), ("canary", can)):
+        cap, _served, rejected = f.serve(t, arr[v])
+        row.update(
+            {
+                f"{v}_arrivals": arr[v],
+                f"{v}_capacity": cap,
+                f"{v}_rejected": rejected,
+                f"{v}_in_service": f.in_service(t),
+                f"{v}_launched": len(f.ready),
+                f"{v}_min": f.low,
+                f"{v}_max": f.high,
+            }
+        )
+        f.autoscale(t, arr[v])
+    return row
 
 
 def ceiling_fields(plan: CapacityPlan, percents: list[float]) -> list[str]:

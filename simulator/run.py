@@ -149,30 +149,13 @@ def summarise(
         )
     )
     # minute-level SLO: error share, or the worst 10-s queue wait of the minute
-    arr_m = arrivals.reshape(minutes, per_min).sum(axis=1)
-    rej_m = rejected.reshape(minutes, per_min).sum(axis=1)
     worst_wait = np.max(
         [r.series["wait_s"].reshape(minutes, per_min).max(axis=1) for r in runs.values()], axis=0
     )
     err_share = minute_rejected_share(runs, minutes, per_min)
     over = (err_share > a.error_rate_slo(cfg)) | (worst_wait * 1000 > a.queue_wait_slo_ms(cfg))
-    variants: dict[str, object] = {}
     floors = floor_cost(cfg, trace.start, trace.end)
-    cost = hours = 0.0
-    for v, r in runs.items():
-        h = float(r.series["launched"].sum()) * dt / 3600
-        c = h * r.instance.price_per_hour
-        hours, cost = hours + h, cost + c
-        variants[v] = {
-            "traffic_share": round(r.share, 4),
-            "instance_type": r.instance.instance_type,
-            "instances_min": int(r.series["in_service"].min()),
-            "instances_max": int(r.series["in_service"].max()),
-            "instance_hours": round(h, 2),
-            "cost_usd": round(c, 2),
-            "rejected": round(float(r.series["rejected"].sum())),
-            "scaling_activities": len(r.activities),
-        }
+    variants, hours, cost = _variant_summaries(runs, dt)
     out: dict[str, object] = {
         "trace": trace.name,
         "start": trace.start.isoformat(),
@@ -200,20 +183,57 @@ def summarise(
     }
     if trace.spike_window:
         s0, s1 = trace.spike_window
-        sw_arr = float(arr_m[s0:s1].sum())
+        arr_m = arrivals.reshape(minutes, per_min).sum(axis=1)
         out["spike_window"] = {
             "minutes": [s0, s1],
-            "requests": round(sw_arr),
+            "requests": round(float(arr_m[s0:s1].sum())),
             "rejected_pct": round(window_rejected_pct(runs, minutes, per_min, s0, s1), 2),
         }
+    rej_m = rejected.reshape(minutes, per_min).sum(axis=1)
     bad = np.flatnonzero(rej_m > 0)
     if bad.size:
-        out["degraded"] = {
-            "first_minute": int(bad[0]),
-            "last_minute": int(bad[-1]),
-            "rejected_pct_in_window": round(
-                window_rejected_pct(runs, minutes, per_min, int(bad[0]), int(bad[-1]) + 1), 2
-            ),
-            "peak_minute_rejected_pct": round(100 * float(err_share.max()), 2),
-        }
+        out["degraded"] = _degraded(runs, minutes, per_min, int(bad[0]), int(bad[-1]), err_share)
     return out
+
+
+def _variant_summaries(
+    runs: dict[VariantName, VariantRun], dt: int
+) -> tuple[dict[str, object], float, float]:
+    """Each variant's share, type, instance range, hours, cost, rejections and scaling
+    activities; with the instance hours and cost of all variants."""
+    variants: dict[str, object] = {}
+    cost = hours = 0.0
+    for v, r in runs.items():
+        h = float(r.series["launched"].sum()) * dt / 3600
+        c = h * r.instance.price_per_hour
+        hours, cost = hours + h, cost + c
+        variants[v] = {
+            "traffic_share": round(r.share, 4),
+            "instance_type": r.instance.instance_type,
+            "instances_min": int(r.series["in_service"].min()),
+            "instances_max": int(r.series["in_service"].max()),
+            "instance_hours": round(h, 2),
+            "cost_usd": round(c, 2),
+            "rejected": round(float(r.series["rejected"].sum())),
+            "scaling_activities": len(r.activities),
+        }
+    return variants, hours, cost
+
+
+def _degraded(
+    runs: dict[VariantName, VariantRun],
+    minutes: int,
+    per_min: int,
+    first: int,
+    last: int,
+    err_share: np.ndarray,
+) -> dict[str, object]:
+    """The minutes from the first to the last with a rejection, and how much was rejected."""
+    return {
+        "first_minute": first,
+        "last_minute": last,
+        "rejected_pct_in_window": round(
+            window_rejected_pct(runs, minutes, per_min, first, last + 1), 2
+        ),
+        "peak_minute_rejected_pct": round(100 * float(err_share.max()), 2),
+    }

@@ -313,33 +313,18 @@ def _run(
     seed: int,
     stagger: float | None,
 ) -> Speed:
+    """One run of :func:`simulate`: step by step until every measured request has completed,
+    each step's time from ``cost`` for its decodes and prefill chunks (:func:`_schedule`)."""
     closed = w.concurrency > 0
     warm = 2 * w.concurrency + 20 if closed else 60
     measure = measure or (max(240, 3 * w.concurrency) if closed else 400)
     total = warm + measure
-    rng = random.Random(seed)
     lag = cost.eff.request_s  # a request reaches the scheduler this long after it arrives
-    uncached = max(1, w.prompt - w.cached)  # vLLM recomputes at least the last prompt token
-    kv_need = w.prompt + w.output - w.shared
-    budget_tokens = limits.max_num_batched_tokens
-    # arrivals: (time, index)
-    arrivals: list[tuple[float, int]] = []
-    issued = 0
-    if closed:
-        if stagger is None:  # the pilot: decode-only steps at full batch, one prefill
-            c = w.concurrency
-            decode_step = cost.seconds(c, c * (w.prompt + w.output / 2), c, 0.0)
-            stagger = w.output * decode_step + cost.seconds(1, 0.0, uncached, uncached**2 / 2)
-        for i in range(min(w.concurrency, total)):
-            arrivals.append((stagger * i / w.concurrency + lag, i))
-        issued = len(arrivals)
-    else:
-        t = 0.0
-        for i in range(total + total // 4):  # a tail keeps the load on while the last finish
-            t += rng.expovariate(w.rate_per_minute / 60)
-            arrivals.append((t + lag, i))
-        issued = len(arrivals)
-    arrivals.reverse()  # pop() from the end: earliest first
+    kv_need = _kv_need(w)
+    # arrivals: (time, index), popped from the end: earliest first
+    arrivals = _first_arrivals(cost, w, total, lag, stagger, seed)
+    issued = len(arrivals)
+    arrivals.reverse()
     arrival_time: dict[int, float] = {}
     waiting: deque[int] = deque()
     prefilling: list[list[int]] = []  # [request, tokens left to prefill]
@@ -371,42 +356,10 @@ def _run(
             now = arrivals[-1][0]
             continue
         step += 1
-        budget = budget_tokens - n_dec
-        chunks: list[tuple[list[int], int]] = []
-        for entry in prefilling:
-            if budget <= 0:
-                break
-            c = min(entry[1], budget)
-            chunks.append((entry, c))
-            budget -= c
-        running = n_dec + len(prefilling)
-        while (
-            waiting
-            and budget > 0
-            and running < limits.max_num_seqs
-            and (
-                limits.kv_capacity_tokens is None
-                or kv_reserved + kv_need <= limits.kv_capacity_tokens
-            )
-        ):
-            r = waiting.popleft()
-            entry = [r, uncached]
-            prefilling.append(entry)
-            done_prefill[r] = w.prompt - uncached
-            kv_reserved += kv_need
-            c = min(uncached, budget)
-            chunks.append((entry, c))
-            budget -= c
-            running += 1
-        tokens = n_dec + sum(c for _, c in chunks)
-        pairs = 0.0
-        for entry, c in chunks:
-            s = done_prefill[entry[0]]
-            pairs += c * s + c * (c + 1) / 2
-        kv_tokens: float = kv_base + n_dec * step
-        if w.shared and n_dec > 1:  # a shared prefix is read from HBM once per step, mostly
-            kv_tokens -= (n_dec - 1) * w.shared * (1 - cost.eff.shared_kv_read)
-        dt = cost.seconds(running, kv_tokens, tokens, pairs)
+        chunks, running, kv_reserved = _schedule(
+            w, limits, n_dec, waiting, prefilling, done_prefill, kv_reserved
+        )
+        dt = _step_seconds(cost, w, running, n_dec, kv_base + n_dec * step, chunks, done_prefill)
         busy += in_system * dt
         now += dt
         for entry, c in chunks:
@@ -440,13 +393,132 @@ def _run(
         if resort:
             arrivals.sort(reverse=True)
             resort = False
+    if window_end is None:  # the stream ended first (an open loop far below capacity)
+        window_end, in_window = now, busy
+    span = window_end - (window_start or 0.0)
+    return _speed(w, results, ttft, warm, total, span, in_window)
+
+
+def _uncached(w: Workload) -> int:
+    """The prompt tokens a request prefills: vLLM recomputes at least the last prompt token."""
+    return max(1, w.prompt - w.cached)
+
+
+def _kv_need(w: Workload) -> int:
+    """The KV-cache tokens a request reserves beyond the shared prefix."""
+    return w.prompt + w.output - w.shared
+
+
+def _first_arrivals(
+    cost: StepCost,
+    w: Workload,
+    total: int,
+    lag: float,
+    stagger: float | None,
+    seed: int,
+) -> list[tuple[float, int]]:
+    """The requests that reach the scheduler without waiting for another, as (time, index) in
+    time order: a closed loop's clients spread over ``stagger`` (None: the pilot run, which
+    estimates one request's time from decode-only steps), or an open loop's Poisson arrivals
+    with a tail that keeps the load on while the last measured requests finish."""
+    arrivals: list[tuple[float, int]] = []
+    if w.concurrency > 0:
+        if stagger is None:  # the pilot: decode-only steps at full batch, one prefill
+            uncached = _uncached(w)
+            c = w.concurrency
+            decode_step = cost.seconds(c, c * (w.prompt + w.output / 2), c, 0.0)
+            stagger = w.output * decode_step + cost.seconds(1, 0.0, uncached, uncached**2 / 2)
+        for i in range(min(w.concurrency, total)):
+            arrivals.append((stagger * i / w.concurrency + lag, i))
+    else:
+        rng, t = random.Random(seed), 0.0
+        for i in range(total + total // 4):  # a tail keeps the load on while the last finish
+            t += rng.expovariate(w.rate_per_minute / 60)
+            arrivals.append((t + lag, i))
+    return arrivals
+
+
+def _schedule(
+    w: Workload,
+    limits: EngineLimits,
+    n_dec: int,
+    waiting: deque[int],
+    prefilling: list[list[int]],
+    done_prefill: dict[int, int],
+    kv_reserved: int,
+) -> tuple[list[tuple[list[int], int]], int, int]:
+    """One step's token budget as vLLM's scheduler spends it: one token per decoding sequence,
+    the running prefills' next chunks, then requests admitted from ``waiting`` (into
+    ``prefilling``) while the budget, a sequence slot and the KV cache have room. Returns the
+    prefill chunks ([request, tokens left], tokens this step), the running sequences and the
+    KV tokens reserved."""
+    uncached, kv_need = _uncached(w), _kv_need(w)
+    budget = limits.max_num_batched_tokens - n_dec
+    chunks: list[tuple[list[int], int]] = []
+    for entry in prefilling:
+        if budget <= 0:
+            break
+        c = min(entry[1], budget)
+        chunks.append((entry, c))
+        budget -= c
+    running = n_dec + len(prefilling)
+    while (
+        waiting
+        and budget > 0
+        and running < limits.max_num_seqs
+        and (
+            limits.kv_capacity_tokens is None or kv_reserved + kv_need <= limits.kv_capacity_tokens
+        )
+    ):
+        r = waiting.popleft()
+        entry = [r, uncached]
+        prefilling.append(entry)
+        done_prefill[r] = w.prompt - uncached
+        kv_reserved += kv_need
+        c = min(uncached, budget)
+        chunks.append((entry, c))
+        budget -= c
+        running += 1
+    return chunks, running, kv_reserved
+
+
+def _step_seconds(
+    cost: StepCost,
+    w: Workload,
+    running: int,
+    n_dec: int,
+    context: int,
+    chunks: list[tuple[list[int], int]],
+    done_prefill: dict[int, int],
+) -> float:
+    """One step's time: ``n_dec`` decodes over ``context`` KV tokens and the prefill chunks,
+    each chunk attending to the prompt tokens computed before it and to itself."""
+    tokens = n_dec + sum(c for _, c in chunks)
+    pairs = 0.0
+    for entry, c in chunks:
+        s = done_prefill[entry[0]]
+        pairs += c * s + c * (c + 1) / 2
+    kv_tokens: float = context
+    if w.shared and n_dec > 1:  # a shared prefix is read from HBM once per step, mostly
+        kv_tokens -= (n_dec - 1) * w.shared * (1 - cost.eff.shared_kv_read)
+    return cost.seconds(running, kv_tokens, tokens, pairs)
+
+
+def _speed(
+    w: Workload,
+    results: dict[int, tuple[float, float]],
+    ttft: dict[int, float],
+    warm: int,
+    total: int,
+    span: float,
+    in_window: float,
+) -> Speed:
+    """The figures of the measured requests (after the warm-up), over the window from the
+    warm-up's last completion to the last measured one (``span`` seconds)."""
     measured = [r for r in results if warm <= r < total] or list(results)
     e2es = [results[r][0] for r in measured]
     first = [ttft[r] for r in measured]
     rates = [results[r][1] for r in measured if results[r][1] > 0]
-    if window_end is None:  # the stream ended first (an open loop far below capacity)
-        window_end, in_window = now, busy
-    span = window_end - (window_start or 0.0)
     return Speed(
         requests_per_minute=60 * (total - warm) / span if span > 0 else 0.0,
         in_flight=in_window / span if span > 0 else float(w.concurrency),

@@ -352,12 +352,7 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
     def command(cfg: DeploymentConfig) -> int:
         lam = client(given, "lambda", cfg.region)
         if args.command == "promote-info":
-            try:
-                print(promote_info(cfg, invoke(lam, cfg, {"action": "status"})))
-            except NoCredentialsError:
-                print(promote_info(cfg, None, NO_CREDENTIALS))
-            except (BotoCoreError, ClientError, ControllerError) as exc:
-                print(promote_info(cfg, None, f"{type(exc).__name__}: {exc}"))
+            print(_promote_info_text(cfg, lam))
             return 0
         if args.command == "wait":
             minutes = args.timeout_min or rollout_wait_minutes(cfg)
@@ -372,38 +367,9 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
             )
         who = given.get("caller") or _caller(cfg.region)
         if args.command == "start":
-            rollout_id = args.rollout_id or time.strftime("rollout-%Y%m%dT%H%M%SZ", time.gmtime())
-            state = invoke(lam, cfg, {"action": "status"})
-            if state.get("status") == COMPLETED and state.get("rollout_id") != rollout_id:
-                print(f"canary rollout {state.get('rollout_id')} {COMPLETED} on "
-                      f"{cfg.endpoint_name}: the canary carries 100 % and waits for make promote "
-                      f"ENV={cfg.env}; nothing started (a new rollout would take its traffic "
-                      f"back to the first step). To start over: make canary-rollback "
-                      f"ENV={cfg.env}, then make canary-start ENV={cfg.env}")  # fmt: skip
-            else:
-                state = invoke(
-                    lam, cfg, {"action": "start", "rollout_id": rollout_id, "requested_by": who}
-                )
-                verb = (
-                    "already started (same id, nothing changed)"
-                    if state.get("duplicate")
-                    else "started"
-                )
-                print(f"canary rollout {rollout_id} {verb} on {cfg.endpoint_name}")
-                print(f"bake {cfg.rollout.bake_minutes} min per step, alarms checked every "
-                      f"{cfg.rollout.check_interval_minutes} min")  # fmt: skip
+            state = _start(lam, cfg, args.rollout_id, who)
         elif args.command == "rollback":
-            state = invoke(
-                lam, cfg, {"action": "rollback", "reason": args.reason, "requested_by": who}
-            )
-            if state.get("status") == ROLLING_BACK:
-                print(
-                    f"rollback recorded on {cfg.endpoint_name}: canary weight 0 requested; the "
-                    "rollout's loop retries it until SageMaker applies it, then restores the "
-                    "canary's scaling bounds (make canary-status shows ROLLED_BACK when done)"
-                )
-            else:
-                print(f"rolled back {cfg.endpoint_name}: canary weight 0, primary 100")
+            state = _rollback(lam, cfg, args.reason, who)
         else:
             state = invoke(lam, cfg, {"action": "status"})
         sm = client(given, "sagemaker", cfg.region)
@@ -411,6 +377,51 @@ def main(argv: list[str] | None = None, *, clients: dict[str, Any] | None = None
         return 0
 
     return run_on_config(REPO_ROOT, args.env, command, refused=ControllerError)
+
+
+def _promote_info_text(cfg: DeploymentConfig, lam: Any) -> str:
+    """``promote-info``: the promotion steps, with the rollout's record where it can be read
+    (the reason it could not be, otherwise)."""
+    try:
+        return promote_info(cfg, invoke(lam, cfg, {"action": "status"}))
+    except NoCredentialsError:
+        return promote_info(cfg, None, NO_CREDENTIALS)
+    except (BotoCoreError, ClientError, ControllerError) as exc:
+        return promote_info(cfg, None, f"{type(exc).__name__}: {exc}")
+
+
+def _start(lam: Any, cfg: DeploymentConfig, rollout_id: str | None, who: str) -> dict[str, Any]:
+    """``start``: a new rollout, unless a COMPLETED one waits for make promote (a new one would
+    take the canary's 100 % back to the first step); the record after it."""
+    rollout_id = rollout_id or time.strftime("rollout-%Y%m%dT%H%M%SZ", time.gmtime())
+    state = invoke(lam, cfg, {"action": "status"})
+    if state.get("status") == COMPLETED and state.get("rollout_id") != rollout_id:
+        print(f"canary rollout {state.get('rollout_id')} {COMPLETED} on "
+              f"{cfg.endpoint_name}: the canary carries 100 % and waits for make promote "
+              f"ENV={cfg.env}; nothing started (a new rollout would take its traffic "
+              f"back to the first step). To start over: make canary-rollback "
+              f"ENV={cfg.env}, then make canary-start ENV={cfg.env}")  # fmt: skip
+        return state
+    state = invoke(lam, cfg, {"action": "start", "rollout_id": rollout_id, "requested_by": who})
+    verb = "already started (same id, nothing changed)" if state.get("duplicate") else "started"
+    print(f"canary rollout {rollout_id} {verb} on {cfg.endpoint_name}")
+    print(f"bake {cfg.rollout.bake_minutes} min per step, alarms checked every "
+          f"{cfg.rollout.check_interval_minutes} min")  # fmt: skip
+    return state
+
+
+def _rollback(lam: Any, cfg: DeploymentConfig, reason: str, who: str) -> dict[str, Any]:
+    """``rollback``: recorded by the controller, applied at once or by the rollout's loop."""
+    state = invoke(lam, cfg, {"action": "rollback", "reason": reason, "requested_by": who})
+    if state.get("status") == ROLLING_BACK:
+        print(
+            f"rollback recorded on {cfg.endpoint_name}: canary weight 0 requested; the "
+            "rollout's loop retries it until SageMaker applies it, then restores the "
+            "canary's scaling bounds (make canary-status shows ROLLED_BACK when done)"
+        )
+    else:
+        print(f"rolled back {cfg.endpoint_name}: canary weight 0, primary 100")
+    return state
 
 
 def _caller(region: str) -> str:

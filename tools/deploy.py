@@ -174,17 +174,7 @@ def plan_deploy(
     target = base.apply(cfg)
     if live is None:
         return [Step("deploy", "first deploy: the endpoint does not exist yet", options=base)]
-    if live.status != "InService":
-        raise DeployRefused(
-            f"{cfg.endpoint_name} is {live.status}; deploy from InService only (an Updating "
-            "endpoint is already changing, a Failed one needs its cause read first: "
-            "DescribeEndpoint FailureReason)"
-        )
-    if set(live.variants) != set(VARIANT_NAMES):
-        raise DeployRefused(
-            f"live variants {sorted(live.variants)} differ from {list(VARIANT_NAMES)}: "
-            "a blue/green update must keep the same variant names"
-        )
+    _refuse_unless_updatable(cfg, live)
     changed = {
         v: live.variants[v].instance_type
         for v in VARIANT_NAMES
@@ -196,34 +186,7 @@ def plan_deploy(
     # the canary controller's targets (rollout.shadow) are in no template: deregistered here
     handed = registered & controller_owned_variants(cfg.rollout.shadow)
     suspend = registered - handed
-    desired = {v: live.variants[v].desired for v in VARIANT_NAMES}
-    ready = ready_seconds if ready_seconds is not None else ready_bound_seconds(target)
-    phases = update_phases(target, ready_seconds=ready, fleet=max(desired.values()))
-    window = timedelta(seconds=phases.complete * (2 if suspend else 1))
-    floors = {v: schedule_floor(target.scaling, v, now, now + window) for v in VARIANT_NAMES}
-    caps = {
-        v: live.variants[v].max_capacity or target.scaling.variants[v].max_capacity
-        for v in VARIANT_NAMES
-    }
-    counts = prescale_counts(
-        target,
-        live_desired=desired,
-        live_weights={v: live.variants[v].weight for v in VARIANT_NAMES},
-        floors=floors,
-        caps=caps,
-    )
-    steps: list[Step] = []
-    raised = {v: n for v, n in counts.items() if n > desired[v]}
-    if raised:
-        steps.append(
-            Step(
-                "raise",
-                "raise desired counts before the update blocks autoscaling for "
-                f"~{window.total_seconds() / 60:.0f} min: "
-                + ", ".join(f"{v} {desired[v]} -> {n}" for v, n in raised.items()),
-                counts=raised,
-            )
-        )
+    steps = _raise_steps(target, live, now=now, ready_seconds=ready_seconds, twice=bool(suspend))
     if handed:
         steps.append(
             Step(
@@ -238,27 +201,95 @@ def plan_deploy(
     if not suspend:
         steps.append(Step("deploy", "deploy the config (blue/green update)", options=base))
         return steps
+    return steps + _type_change_steps(target, changed, suspend, base=base, reset=reset)
+
+
+def _refuse_unless_updatable(cfg: DeploymentConfig, live: LiveEndpoint) -> None:
+    """A blue/green update starts from an InService endpoint with the config's variant names."""
+    if live.status != "InService":
+        raise DeployRefused(
+            f"{cfg.endpoint_name} is {live.status}; deploy from InService only (an Updating "
+            "endpoint is already changing, a Failed one needs its cause read first: "
+            "DescribeEndpoint FailureReason)"
+        )
+    if set(live.variants) != set(VARIANT_NAMES):
+        raise DeployRefused(
+            f"live variants {sorted(live.variants)} differ from {list(VARIANT_NAMES)}: "
+            "a blue/green update must keep the same variant names"
+        )
+
+
+def _raise_steps(
+    target: DeploymentConfig,
+    live: LiveEndpoint,
+    *,
+    now: datetime,
+    ready_seconds: float | None,
+    twice: bool,
+) -> list[Step]:
+    """The ``raise`` step, when a variant needs more instances than it runs to last the window
+    autoscaling is blocked: the update's, ``twice`` when scaling is suspended for a type change
+    (two updates), against the schedules' floors in that window and the live ceilings."""
+    desired = {v: live.variants[v].desired for v in VARIANT_NAMES}
+    ready = ready_seconds if ready_seconds is not None else ready_bound_seconds(target)
+    phases = update_phases(target, ready_seconds=ready, fleet=max(desired.values()))
+    window = timedelta(seconds=phases.complete * (2 if twice else 1))
+    floors = {v: schedule_floor(target.scaling, v, now, now + window) for v in VARIANT_NAMES}
+    caps = {
+        v: live.variants[v].max_capacity or target.scaling.variants[v].max_capacity
+        for v in VARIANT_NAMES
+    }
+    counts = prescale_counts(
+        target,
+        live_desired=desired,
+        live_weights={v: live.variants[v].weight for v in VARIANT_NAMES},
+        floors=floors,
+        caps=caps,
+    )
+    raised = {v: n for v, n in counts.items() if n > desired[v]}
+    if not raised:
+        return []
+    return [
+        Step(
+            "raise",
+            "raise desired counts before the update blocks autoscaling for "
+            f"~{window.total_seconds() / 60:.0f} min: "
+            + ", ".join(f"{v} {desired[v]} -> {n}" for v, n in raised.items()),
+            counts=raised,
+        )
+    ]
+
+
+def _type_change_steps(
+    target: DeploymentConfig,
+    changed: dict[VariantName, str],
+    suspend: frozenset[VariantName],
+    *,
+    base: DeployOptions,
+    reset: tuple[VariantProperty, ...] | None,
+) -> list[Step]:
+    """An instance type change under registered scaling: two updates, the first deregistering
+    the scaling of ``suspend`` on its live type, the second changing the type and registering
+    it again (on its failure, the live type is deployed again so that every variant is left
+    registered for scaling)."""
     moves = ", ".join(
         f"{v} {changed[v]} -> {target.variants[v].placement}" for v in sorted(suspend)
     )
     pins = {v: changed[v] for v in suspend}
-    steps.append(
+    return [
         Step(
             "deploy",
             f"deregister scaling of {', '.join(sorted(suspend))} on its live instance type "
             f"(an update that changes the type fails while registered: {moves})",
             options=DeployOptions(suspend_scaling=suspend, pin_instance_types=pins, reset=reset),
-        )
-    )
-    steps.append(
+        ),
         Step(
             "deploy",
             f"change the instance type ({moves}) and register scaling again",
             options=base,
             recover_with=DeployOptions(pin_instance_types=pins, reset=reset),
-        )
-    )
-    return steps
+        ),
+    ]
 
 
 def image_tags_in_use(cfg: DeploymentConfig) -> list[str]:

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -370,6 +371,63 @@ def extrapolate(runs: list[dict[str, Any]], full_layers: int) -> dict[str, Any]:
     return out
 
 
+def _size_run(
+    args: argparse.Namespace,
+    spec: str,
+    words: list[str],
+    log: Path,
+    results: dict[str, Any],
+    save: Callable[[], None],
+) -> None:
+    """One ``--run LAYERS[:long]``: the model built (or reused), calibrated, quantized and,
+    without ``:long``, judged by the quality gate; each step's figures into ``results`` (saved
+    after each) and the extrapolation to the full model refreshed."""
+    layers_s, _, kind = spec.partition(":")
+    layers, long = int(layers_s), kind == "long"
+    base = args.work / f"base-{layers}L"
+    quant = args.work / f"w4a16-{layers}L{'-long' if long else ''}"
+    run: dict[str, Any] = {"name": f"{layers}L{'-long' if long else ''}",
+                           "num_hidden_layers": layers, "long_calibration": long,
+                           "steps": {}}  # fmt: skip
+    results["runs"].append(run)
+    if not (base / "model.safetensors.index.json").exists():
+        run["build"] = build_model(base, layers, words, tiny=args.tiny)
+    else:
+        run["build"] = {"reused": str(base.name)}
+    run["checkpoint_bytes"] = {"bf16": dir_bytes(base)}
+    calibration = args.calibration
+    if long:
+        calibration = long_calibration(args.work, words, 256, args.max_seq_len)
+    run["calibration"] = calibration_stats(base, calibration, args.max_seq_len)
+    save()
+    step = run_step([args.python, str(MODEL_PREP / "quantize.py"), "--model", str(base),
+                     "--out", str(quant), "--calibration", str(calibration)], log,
+                    drop_cache=args.drop_cache)  # fmt: skip
+    run["steps"]["quantize"] = step
+    if step["rc"] == 0:
+        run["checkpoint_bytes"]["w4a16"] = dir_bytes(quant)
+    save()
+    if step["rc"] == 0 and not long:
+        report = args.work / f"quality_gate-{run['name']}.json"
+        step = run_step([args.python, str(MODEL_PREP / "quality_gate.py"),
+                         "--reference", str(base), "--candidate", str(quant),
+                         "--heldout", str(args.heldout),
+                         "--min-agreement", str(args.min_agreement),
+                         "--report", str(report)], log,
+                        drop_cache=args.drop_cache)  # fmt: skip
+        # exit 1 = agreement below the threshold: expected with random weights
+        step["report"] = json.loads(report.read_text()) if report.exists() else None
+        if step["rc"] == 1 and step["report"] is not None:
+            step["rc"] = 0
+            step["note"] = "exit 1: agreement below --min-agreement (random weights)"
+        run["steps"]["quality_gate"] = step
+    run["disk_peak_bytes"] = sum(run["checkpoint_bytes"].values())
+    results["extrapolation"] = extrapolate(results["runs"], LLAMA3_8B["num_hidden_layers"])
+    save()
+    if not args.keep:
+        subprocess.run(["rm", "-rf", str(quant)], check=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="size the model-prep job (AWQ + quality gate) on a GPU")
     p.add_argument("--work", type=Path, default=Path("/tmp/model-prep-sizing"))
@@ -414,50 +472,7 @@ def main(argv: list[str] | None = None) -> int:
 
     save()
     for spec in runs_spec:
-        layers_s, _, kind = spec.partition(":")
-        layers, long = int(layers_s), kind == "long"
-        base = args.work / f"base-{layers}L"
-        quant = args.work / f"w4a16-{layers}L{'-long' if long else ''}"
-        run: dict[str, Any] = {"name": f"{layers}L{'-long' if long else ''}",
-                               "num_hidden_layers": layers, "long_calibration": long,
-                               "steps": {}}  # fmt: skip
-        results["runs"].append(run)
-        if not (base / "model.safetensors.index.json").exists():
-            run["build"] = build_model(base, layers, words, tiny=args.tiny)
-        else:
-            run["build"] = {"reused": str(base.name)}
-        run["checkpoint_bytes"] = {"bf16": dir_bytes(base)}
-        calibration = args.calibration
-        if long:
-            calibration = long_calibration(args.work, words, 256, args.max_seq_len)
-        run["calibration"] = calibration_stats(base, calibration, args.max_seq_len)
-        save()
-        step = run_step([args.python, str(MODEL_PREP / "quantize.py"), "--model", str(base),
-                         "--out", str(quant), "--calibration", str(calibration)], log,
-                        drop_cache=args.drop_cache)  # fmt: skip
-        run["steps"]["quantize"] = step
-        if step["rc"] == 0:
-            run["checkpoint_bytes"]["w4a16"] = dir_bytes(quant)
-        save()
-        if step["rc"] == 0 and not long:
-            report = args.work / f"quality_gate-{run['name']}.json"
-            step = run_step([args.python, str(MODEL_PREP / "quality_gate.py"),
-                             "--reference", str(base), "--candidate", str(quant),
-                             "--heldout", str(args.heldout),
-                             "--min-agreement", str(args.min_agreement),
-                             "--report", str(report)], log,
-                            drop_cache=args.drop_cache)  # fmt: skip
-            # exit 1 = agreement below the threshold: expected with random weights
-            step["report"] = json.loads(report.read_text()) if report.exists() else None
-            if step["rc"] == 1 and step["report"] is not None:
-                step["rc"] = 0
-                step["note"] = "exit 1: agreement below --min-agreement (random weights)"
-            run["steps"]["quality_gate"] = step
-        run["disk_peak_bytes"] = sum(run["checkpoint_bytes"].values())
-        results["extrapolation"] = extrapolate(results["runs"], LLAMA3_8B["num_hidden_layers"])
-        save()
-        if not args.keep:
-            subprocess.run(["rm", "-rf", str(quant)], check=False)
+        _size_run(args, spec, words, log, results, save)
     results["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     save()
     print(json.dumps(results, indent=2), flush=True)

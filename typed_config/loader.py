@@ -262,6 +262,46 @@ class DeploymentConfig(Strict):
         # every name AWS sees that project and env make (typed_config/generated_names.py)
         errors: list[str] = project_env_name_errors(self.project, self.env)
         names = [a.name for a in self.adapters]
+        errors += self._adapter_errors(names)
+        errors += self._repository_errors()
+        arch = self._known_architecture
+        if arch and self.engine.max_model_len > arch.max_position_embeddings:
+            errors.append(
+                f"engine.max_model_len: {self.engine.max_model_len} exceeds the model's "
+                f"max_position_embeddings ({arch.max_position_embeddings})"
+            )
+        errors += self._initial_count_errors()
+        errors += [
+            f"fleet.candidates.{i}: {unknown_type_message(t)}"
+            for i, t in enumerate(self.fleet.candidates)
+            if t not in INSTANCE_CATALOG
+        ]
+        if self.rollout.shadow is not None and self.variants.canary.initial_weight != 0:
+            errors.append(
+                f"variants.canary.initial_weight: {self.variants.canary.initial_weight:g} with "
+                "rollout.shadow: after the shadow stage the endpoint goes back to the canary "
+                "config, whose canary comes back at its initial weight and would serve users "
+                "before any canary step; set 0 (the controller's steps give it its share)"
+            )
+        errors += controller_owned_scaling_errors(self.rollout.shadow, self.scaling)
+        errors += gated_source_errors(self.model.source, self.model_prep)
+        errors += bedrock_errors(self.bedrock, region=self.region, adapters=names)
+        errors += bedrock_model_name_errors(self.project, self.env, self.bedrock.models)
+        for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model
+            errors += check(self)
+        errors += provision_timeout_errors(self)
+        errors += routing_errors(self)
+        errors += component_errors(self)
+        if not errors:  # the step sizes and timeouts below assume bounds that hold
+            errors += guardrail_step_errors(self)[:1]
+        if not errors:
+            errors += self._linear_shift_timeout_errors()
+        return errors
+
+    def _adapter_errors(self, names: list[str]) -> list[str]:
+        """The adapters against each other (unique names, one rank) and against what names them
+        (default_adapter, the latency baselines) or sizes their slots (engine)."""
+        errors: list[str] = []
         if len(set(names)) != len(names):
             errors.append(f"adapters: names must be unique: {names}")
         if self.default_adapter is not None and self.default_adapter not in names:
@@ -294,6 +334,11 @@ class DeploymentConfig(Strict):
                 f"adapters: {len(self.adapters)} adapters but engine.max_loras is "
                 f"{self.engine.max_loras}; every adapter must fit on the GPU at once"
             )
+        return errors
+
+    def _repository_errors(self) -> list[str]:
+        """Promotion and deploy_access: each needs this environment's own image repository."""
+        errors: list[str] = []
         if self.promotion is not None and self.promotion.from_env == self.env:
             errors.append(f"promotion.from_env: {self.env} cannot promote its own release")
         if self.promotion is not None and self.image.repository_name is None:
@@ -306,12 +351,11 @@ class DeploymentConfig(Strict):
                 "image.repository_name: deploy_access needs it: the deploy role may push to "
                 "and read this one repository only (name it; the image stack creates it)"
             )
-        arch = self._known_architecture
-        if arch and self.engine.max_model_len > arch.max_position_embeddings:
-            errors.append(
-                f"engine.max_model_len: {self.engine.max_model_len} exceeds the model's "
-                f"max_position_embeddings ({arch.max_position_embeddings})"
-            )
+        return errors
+
+    def _initial_count_errors(self) -> list[str]:
+        """Each variant's initial instance count within its scaling bounds."""
+        errors: list[str] = []
         for vname in VARIANT_NAMES:
             variant = self.variants[vname]
             sc = self.scaling.variants[vname]
@@ -321,41 +365,25 @@ class DeploymentConfig(Strict):
                     f"must lie within scaling.variants.{vname} min_capacity..max_capacity "
                     f"({sc.min_capacity}..{sc.max_capacity})"
                 )
-        errors += [
-            f"fleet.candidates.{i}: {unknown_type_message(t)}"
-            for i, t in enumerate(self.fleet.candidates)
-            if t not in INSTANCE_CATALOG
-        ]
-        if self.rollout.shadow is not None and self.variants.canary.initial_weight != 0:
-            errors.append(
-                f"variants.canary.initial_weight: {self.variants.canary.initial_weight:g} with "
-                "rollout.shadow: after the shadow stage the endpoint goes back to the canary "
-                "config, whose canary comes back at its initial weight and would serve users "
-                "before any canary step; set 0 (the controller's steps give it its share)"
-            )
-        errors += controller_owned_scaling_errors(self.rollout.shadow, self.scaling)
-        errors += gated_source_errors(self.model.source, self.model_prep)
-        errors += bedrock_errors(self.bedrock, region=self.region, adapters=names)
-        errors += bedrock_model_name_errors(self.project, self.env, self.bedrock.models)
-        for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model
-            errors += check(self)
-        errors += provision_timeout_errors(self)
-        errors += routing_errors(self)
-        errors += component_errors(self)
-        if not errors:  # the step sizes and timeouts below assume bounds that hold
-            errors += guardrail_step_errors(self)[:1]
-        dep, shift = self.deployment, self.deployment.traffic_shift
-        if not errors and shift.type == "linear" and shift.step_instances is not None:
-            largest = max(max(self.deploy_fleet_sizes(v)) for v in VARIANT_NAMES)
-            steps = -(-largest // shift.step_instances)
-            needed = steps * shift.wait_interval_seconds + dep.termination_wait_seconds
-            if needed > dep.max_execution_timeout_seconds:
-                errors.append(
-                    f"deployment.max_execution_timeout_seconds: {dep.max_execution_timeout_seconds}"
-                    f" is shorter than {steps} linear steps of {shift.step_instances} instance(s) "
-                    f"on a {largest}-instance fleet plus termination wait ({needed} s)"
-                )
         return errors
+
+    def _linear_shift_timeout_errors(self) -> list[str]:
+        """A linear traffic shift's steps over the largest fleet, plus the termination wait,
+        within the deployment's max execution timeout (asked only of a config whose bounds
+        hold: the fleet sizes come from them)."""
+        dep, shift = self.deployment, self.deployment.traffic_shift
+        if shift.type != "linear" or shift.step_instances is None:
+            return []
+        largest = max(max(self.deploy_fleet_sizes(v)) for v in VARIANT_NAMES)
+        steps = -(-largest // shift.step_instances)
+        needed = steps * shift.wait_interval_seconds + dep.termination_wait_seconds
+        if needed <= dep.max_execution_timeout_seconds:
+            return []
+        return [
+            f"deployment.max_execution_timeout_seconds: {dep.max_execution_timeout_seconds}"
+            f" is shorter than {steps} linear steps of {shift.step_instances} instance(s) "
+            f"on a {largest}-instance fleet plus termination wait ({needed} s)"
+        ]
 
     def error(self, found: list[str]) -> ConfigError:
         """A rule checked after loading (``field: why`` each) as a config error: the file, the

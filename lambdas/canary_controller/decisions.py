@@ -160,7 +160,7 @@ class DecisionApplier:
     def _apply(
         self, state: RolloutState, d: r.Decision, now: int, obs: r.Observation | None = None
     ) -> dict[str, Any]:
-        seq, canary = state["seq"], self.s.canary_variant
+        seq = state["seq"]
         if d.kind == "rollback":
             return self.begin_rollback(state, d.reason, d.record)
         if d.kind == "raise-primary":
@@ -179,59 +179,9 @@ class DecisionApplier:
             state, seq = pending, pending["seq"]
         new = self.record.decide(state, d.kind, d.reason)
         if d.kind in END_SUBJECTS:
-            if d.kind == "restore":
-                assert d.bounds is not None
-                try:
-                    self.endpoint.set_bounds(canary, *d.bounds)
-                    primary = self._restore_primary(state)
-                except aws.AWS_ERRORS as exc:
-                    if not aws.retry_later(exc):
-                        raise
-                    return self._refused(state, d, exc)
-                new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}{primary}"
-            elif d.kind == "shadow-end":
-                try:
-                    again = self.shadow.own_canary_scaling()
-                except aws.AWS_ERRORS as exc:
-                    if not aws.retry_later(exc):
-                        raise
-                    return self._refused(state, d, exc)
-                new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}{again}"
-            new.update(r.transition(state, d, now))
-            return self._finish(new, seq, self._end_subject(state, d.kind))
+            return self._end(state, d, new, seq, now)
         try:
-            if d.kind == "scale":
-                assert d.bounds is not None and d.instances is not None
-                new.update(r.transition(state, d, now))
-                self.endpoint.set_bounds(canary, *d.bounds)
-                try:
-                    self.endpoint.set_instances(canary, d.instances)
-                except aws.AWS_ERRORS as exc:
-                    if not aws.retry_later(exc):
-                        raise
-                    new["last_reason"] += (
-                        f"; desired count not set ({aws.describe_error(exc)}), "
-                        "the raised MinCapacity scales the canary"
-                    )
-            elif d.kind == "shift":
-                assert d.percent is not None
-                self.endpoint.set_canary_weight(d.percent)
-                new.update(r.transition(state, d, now))
-            elif d.kind == "reapply":
-                self.endpoint.set_canary_weight(0)
-                new.update(r.transition(state, d, now))
-            elif d.kind in r.STAGE_MOVES:
-                assert d.endpoint_config is not None
-                if d.kind == "enter-shadow":
-                    new["last_reason"] += self.shadow.release_canary_scaling()
-                    self.shadow.size(d)
-                self.endpoint.update_endpoint(d.endpoint_config)
-                new.update(r.transition(state, d, now))
-            elif d.kind == "canary-stage":
-                new["last_reason"] += self.shadow.own_canary_scaling()
-                new.update(r.transition(state, d, now))
-            else:  # bake, wait, hold: no AWS call
-                new.update(r.transition(state, d, now))
+            self._move(state, d, new, now)
         except aws.AWS_ERRORS as exc:
             if d.kind in r.STAGE_MOVES and aws.refused_for_good(exc):
                 return self._move_refused(state, d, exc, now, obs)
@@ -249,6 +199,70 @@ class DecisionApplier:
             return self._store(new, seq, wait=d.wait_seconds, moved_weight=d.kind == "shift")
         except aws.AWS_ERRORS as exc:
             return self._unrecorded(state, d, exc)
+
+    def _end(
+        self, state: RolloutState, d: r.Decision, new: RolloutState, seq: int, now: int
+    ) -> dict[str, Any]:
+        """A decision that ends the rollout (END_SUBJECTS): a restore's canary bounds and
+        primary, a shadow end's canary scaling, then the record finished with its subject. A
+        refusal AWS may lift later leaves the record as it was (retried at the next tick)."""
+        if d.kind == "restore":
+            assert d.bounds is not None
+            try:
+                self.endpoint.set_bounds(self.s.canary_variant, *d.bounds)
+                primary = self._restore_primary(state)
+            except aws.AWS_ERRORS as exc:
+                if not aws.retry_later(exc):
+                    raise
+                return self._refused(state, d, exc)
+            new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}{primary}"
+        elif d.kind == "shadow-end":
+            try:
+                again = self.shadow.own_canary_scaling()
+            except aws.AWS_ERRORS as exc:
+                if not aws.retry_later(exc):
+                    raise
+                return self._refused(state, d, exc)
+            new["last_reason"] = f"{state.get('rollback_reason')}; then {d.reason}{again}"
+        new.update(r.transition(state, d, now))
+        return self._finish(new, seq, self._end_subject(state, d.kind))
+
+    def _move(self, state: RolloutState, d: r.Decision, new: RolloutState, now: int) -> None:
+        """The AWS call of a decision that moves the rollout on (none for bake, wait, hold),
+        and its transition into ``new``; an AWS error propagates to :meth:`_apply`."""
+        canary = self.s.canary_variant
+        if d.kind == "scale":
+            assert d.bounds is not None and d.instances is not None
+            new.update(r.transition(state, d, now))
+            self.endpoint.set_bounds(canary, *d.bounds)
+            try:
+                self.endpoint.set_instances(canary, d.instances)
+            except aws.AWS_ERRORS as exc:
+                if not aws.retry_later(exc):
+                    raise
+                new["last_reason"] += (
+                    f"; desired count not set ({aws.describe_error(exc)}), "
+                    "the raised MinCapacity scales the canary"
+                )
+        elif d.kind == "shift":
+            assert d.percent is not None
+            self.endpoint.set_canary_weight(d.percent)
+            new.update(r.transition(state, d, now))
+        elif d.kind == "reapply":
+            self.endpoint.set_canary_weight(0)
+            new.update(r.transition(state, d, now))
+        elif d.kind in r.STAGE_MOVES:
+            assert d.endpoint_config is not None
+            if d.kind == "enter-shadow":
+                new["last_reason"] += self.shadow.release_canary_scaling()
+                self.shadow.size(d)
+            self.endpoint.update_endpoint(d.endpoint_config)
+            new.update(r.transition(state, d, now))
+        elif d.kind == "canary-stage":
+            new["last_reason"] += self.shadow.own_canary_scaling()
+            new.update(r.transition(state, d, now))
+        else:  # bake, wait, hold: no AWS call
+            new.update(r.transition(state, d, now))
 
     def _move_refused(
         self, state: RolloutState, d: r.Decision, exc: Exception, now: int,

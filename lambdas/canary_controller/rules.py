@@ -324,29 +324,11 @@ def decide(
     check = rules.check_seconds
     status = obs.endpoint_status
     if state["status"] == ROLLING_BACK:
-        if status in TERMINAL_ENDPOINT_STATES:
-            return Decision("abort", f"endpoint is {status}; rollback cannot complete")
-        if obs.canary_weight > 0:
-            d = _rollback_weight(state, obs, rules, now)
-            late = None
-            if d.kind == "wait":
-                late = rollback_overdue(state, rules, now, f"weight 0 (endpoint {status})")
-            return late or d
-        if status != "InService":
-            what = f"InService after weight 0 (endpoint {status})"
-            late = rollback_overdue(state, rules, now, what)
-            return late or Decision("wait", f"rollback pending: endpoint is {status}", check)
-        return Decision(
-            "restore",
-            "canary weight 0 on an InService endpoint; canary scaling bounds restored to "
-            f"{rules.plan.canary_min}..{rules.plan.canary_max}",
-            bounds=(rules.plan.canary_min, rules.plan.canary_max),
-        )
+        return _decide_rolling_back(state, obs, rules, now)
     if status in TERMINAL_ENDPOINT_STATES:
         return Decision("abort", f"endpoint is {status}; rollout abandoned")
     if obs.firing:
         return Decision("rollback", f"alarm: {'; '.join(obs.firing)}")
-    steps = rules.steps
     scaling = state.get("phase") == SCALING
     short = scaling and obs.canary_instances < state["target_instances"]
     if short:
@@ -370,50 +352,96 @@ def decide(
             "controller stops moving and rolls the canary back",
         )
     if scaling:
-        target, need = state["target_index"], state["target_instances"]
-        if obs.canary_instances < need:
-            left = _left(state.get("scaling_started_at"), rules.capacity_timeout_seconds, now)
-            return Decision(
-                "scale",
-                f"canary has {obs.canary_instances} of the {need} instances {steps[target]}% "
-                f"needs; capacity requested again{left}",
-                check,
-                target_index=target,
-                instances=need,
-                bounds=(need, rules.plan.steps[target].max_capacity),
-            )
-        if obs.no_data:
-            return _held_without_data(state, obs, rules, now, f"shift to {steps[target]}%")
+        return _decide_scaling(state, obs, rules, now)
+    if state["step_index"] >= 0:
+        judged = _judge_step(state, obs, rules, now, evidence)
+        if judged is not None:
+            return judged
+    return _scale_for_next_step(state, obs, rules)
+
+
+def _decide_rolling_back(state: RolloutState, obs: Observation, rules: Rules, now: int) -> Decision:
+    """A ROLLING_BACK rollout: the canary's weight to 0 (the primary's capacity first), then,
+    on an InService endpoint, the canary's scaling bounds restored."""
+    check, status = rules.check_seconds, obs.endpoint_status
+    if status in TERMINAL_ENDPOINT_STATES:
+        return Decision("abort", f"endpoint is {status}; rollback cannot complete")
+    if obs.canary_weight > 0:
+        d = _rollback_weight(state, obs, rules, now)
+        late = None
+        if d.kind == "wait":
+            late = rollback_overdue(state, rules, now, f"weight 0 (endpoint {status})")
+        return late or d
+    if status != "InService":
+        what = f"InService after weight 0 (endpoint {status})"
+        late = rollback_overdue(state, rules, now, what)
+        return late or Decision("wait", f"rollback pending: endpoint is {status}", check)
+    return Decision(
+        "restore",
+        "canary weight 0 on an InService endpoint; canary scaling bounds restored to "
+        f"{rules.plan.canary_min}..{rules.plan.canary_max}",
+        bounds=(rules.plan.canary_min, rules.plan.canary_max),
+    )
+
+
+def _decide_scaling(state: RolloutState, obs: Observation, rules: Rules, now: int) -> Decision:
+    """The SCALING phase on an InService endpoint: capacity requested again while the canary is
+    short of the target step's instances, then the weight shift (held while alarms lack data)."""
+    steps, check = rules.steps, rules.check_seconds
+    target, need = state["target_index"], state["target_instances"]
+    if obs.canary_instances < need:
+        left = _left(state.get("scaling_started_at"), rules.capacity_timeout_seconds, now)
         return Decision(
-            "shift",
-            f"canary weight set to {steps[target]}% on {obs.canary_instances} instances, alarms OK",
-            min(rules.bake_seconds, check),
+            "scale",
+            f"canary has {obs.canary_instances} of the {need} instances {steps[target]}% "
+            f"needs; capacity requested again{left}",
+            check,
             target_index=target,
-            percent=steps[target],
+            instances=need,
+            bounds=(need, rules.plan.steps[target].max_capacity),
         )
+    if obs.no_data:
+        return _held_without_data(state, obs, rules, now, f"shift to {steps[target]}%")
+    return Decision(
+        "shift",
+        f"canary weight set to {steps[target]}% on {obs.canary_instances} instances, alarms OK",
+        min(rules.bake_seconds, check),
+        target_index=target,
+        percent=steps[target],
+    )
+
+
+def _judge_step(
+    state: RolloutState,
+    obs: Observation,
+    rules: Rules,
+    now: int,
+    evidence: Callable[[int, int], Evidence],
+) -> Decision | None:
+    """The current step: still baking, or its evidence judged once the bake is over (rollback,
+    hold, or complete at the last step). None: the step passed and the next one comes."""
+    steps, check = rules.steps, rules.check_seconds
     index = state["step_index"]
-    if index >= 0:
-        baked = now - state["step_started_at"]
-        remaining = rules.bake_seconds - baked
-        if remaining > 0:
-            return Decision(
-                "bake", f"{steps[index]}% baking, {remaining}s left", min(remaining, check)
-            )
-        verdict, why = judge(evidence(state["step_started_at"], now), rules.evidence)
-        if verdict == "worse":
-            return Decision("rollback", f"evidence: {why}")
-        if verdict == "insufficient" or obs.no_data:
-            why = (
-                why
-                if verdict == "insufficient"
-                else f"alarms without data: {', '.join(obs.no_data)}"
-            )
-            if baked >= rules.bake_seconds + rules.evidence_timeout_seconds:
-                return Decision("rollback", f"no evidence after the bake and its timeout: {why}")
-            return Decision("hold", f"{steps[index]}% held, not enough evidence: {why}", check)
-        if index == len(steps) - 1:
-            return Decision("complete", f"canary baked at the last step ({why}); promote it")
-    nxt = index + 1
+    baked = now - state["step_started_at"]
+    remaining = rules.bake_seconds - baked
+    if remaining > 0:
+        return Decision("bake", f"{steps[index]}% baking, {remaining}s left", min(remaining, check))
+    verdict, why = judge(evidence(state["step_started_at"], now), rules.evidence)
+    if verdict == "worse":
+        return Decision("rollback", f"evidence: {why}")
+    if verdict == "insufficient" or obs.no_data:
+        why = why if verdict == "insufficient" else f"alarms without data: {', '.join(obs.no_data)}"
+        if baked >= rules.bake_seconds + rules.evidence_timeout_seconds:
+            return Decision("rollback", f"no evidence after the bake and its timeout: {why}")
+        return Decision("hold", f"{steps[index]}% held, not enough evidence: {why}", check)
+    if index == len(steps) - 1:
+        return Decision("complete", f"canary baked at the last step ({why}); promote it")
+    return None
+
+
+def _scale_for_next_step(state: RolloutState, obs: Observation, rules: Rules) -> Decision:
+    """The next step's canary instances, requested before its weight moves."""
+    nxt = state["step_index"] + 1
     need = instances_for_step(
         rules.plan,
         nxt,
@@ -423,9 +451,9 @@ def decide(
     )
     return Decision(
         "scale",
-        f"{steps[nxt]}% next: canary to {need} instances (bounds {need}.."
+        f"{rules.steps[nxt]}% next: canary to {need} instances (bounds {need}.."
         f"{rules.plan.steps[nxt].max_capacity}) before its weight moves",
-        check,
+        rules.check_seconds,
         target_index=nxt,
         instances=need,
         bounds=(need, rules.plan.steps[nxt].max_capacity),

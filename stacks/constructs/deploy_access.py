@@ -529,6 +529,19 @@ class DeployRole(Construct):
         Reference, SageMaker: CreateInferenceComponent requires the endpoint and the
         inference-component; InvokeEndpoint the endpoint, and the inference-component it names;
         CloudWatch GetMetricData lists no required resource type (``*``)."""
+        self._allow_adapter_components(endpoint_name, base_component, component_prefix)
+        self._allow_adapter_evidence()
+        bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{bucket_name}"
+        self._allow_prefix_reads("AdapterVersions", bucket_arn, "adapters")
+        self._allow("AdapterVersionsWrite", ["s3:PutObject"], [f"{bucket_arn}/adapters/*"])
+        self._adapter_wildcards(component_prefix)
+
+    def _allow_adapter_components(
+        self, endpoint_name: str, base_component: str, component_prefix: str
+    ) -> None:
+        """The adapter components' lifecycle and probes on this endpoint, and a read of the base
+        component (the release reads it to refuse an endpoint without one, the variant shape;
+        it never changes it)."""
         stack = Stack.of(self)
         components = stack.format_arn(
             service="sagemaker",
@@ -552,8 +565,6 @@ class DeployRole(Construct):
             ],
             [components],
         )
-        # DescribeInferenceComponent of the base component: the release reads it to refuse an
-        # endpoint without one (the variant shape); it never changes it.
         self._allow(
             "BaseComponentRead",
             ["sagemaker:DescribeInferenceComponent"],
@@ -565,12 +576,15 @@ class DeployRole(Construct):
                 )
             ],
         )
+
+    def _allow_adapter_evidence(self) -> None:
+        """The CloudWatch metrics that judge a candidate and the alarms watched after a swap."""
         self._allow("AdapterEvidence", ["cloudwatch:GetMetricData"], ["*"])
         self._allow(
             "AdapterAlarms",
             ["cloudwatch:DescribeAlarms"],
             [
-                stack.format_arn(
+                Stack.of(self).format_arn(
                     service="cloudwatch",
                     resource="alarm",
                     resource_name="*",
@@ -578,9 +592,9 @@ class DeployRole(Construct):
                 )
             ],
         )
-        bucket_arn = f"arn:{stack.partition}:s3:::{bucket_name}"
-        self._allow_prefix_reads("AdapterVersions", bucket_arn, "adapters")
-        self._allow("AdapterVersionsWrite", ["s3:PutObject"], [f"{bucket_arn}/adapters/*"])
+
+    def _adapter_wildcards(self, component_prefix: str) -> None:
+        """Why each ``*`` of the adapter release's statements is needed (cdk-nag IAM5)."""
         self._wildcard(
             "adapter components are named <project>-<env>-lora-<adapter>[-next]; one per "
             "adapter of the config, known at run time",

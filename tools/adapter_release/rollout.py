@@ -268,29 +268,10 @@ def roll_out(
     """The rollout of the module docstring. Raises :class:`AdapterRefused` before any change
     when the endpoint is not in the component shape or another release of the adapter holds the
     candidate component."""
-    base = describe(sm, target.base_component)
-    if base is None:
-        raise AdapterRefused(
-            f"no inference component {target.base_component} on {target.endpoint}: the endpoint "
-            "runs the variant shape (adapters baked into the image); a new adapter version there "
-            "is a model release: make prepare-model, build-image, deploy"
-        )
-    live = describe(sm, target.live_component)
-    if live is None:
-        raise AdapterRefused(
-            f"no inference component {target.live_component}: make deploy creates each adapter's "
-            "component; make release-adapter replaces the version of one that exists"
-        )
-    previous = artifact_of(live)
+    previous = artifact_of(_live_component(sm, target))
     if previous == url:
         return Outcome("already live", f"{target.live_component} already serves {url}")
-    candidate = describe(sm, target.candidate_component)
-    if candidate is not None and artifact_of(candidate) != url:
-        raise AdapterRefused(
-            f"{target.candidate_component} exists with {artifact_of(candidate)}: another release "
-            f"of {target.adapter} is under way (or was cut off); run it again, or delete that "
-            "component, then release"
-        )
+    candidate = _candidate_component(sm, target, url)
     steps = [f"live {target.live_component}: {previous}"]
     if dry_run:
         out(f"dry run: would create {target.candidate_component} ({url}) on "
@@ -325,27 +306,77 @@ def roll_out(
     except (ClientError, AdapterRefused) as exc:  # the live component kept its version
         return _drop_candidate(sm, target, clock, out, steps, f"the swap was refused: {exc}")
     steps.append(f"updated {target.live_component} to {url}")
-    problem: str | None
-    try:
-        wait_for(sm, target.live_component, "InService", target, clock)
-        problem = watch(cw, target, clock)
-    except AdapterRefused as exc:
-        problem = f"the update did not land: {exc}"
+    problem = _after_swap(sm, cw, target, clock)
     if problem is not None:
-        out(f"rollback: {problem}; {target.live_component} back to {previous}")
-        wait_for(sm, target.live_component, "InService", target, clock)
-        sm.update_inference_component(
-            InferenceComponentName=target.live_component,
-            Specification=adapter_spec(target, previous),
-        )
-        steps.append(f"updated {target.live_component} back to {previous}")
-        wait_for(sm, target.live_component, "InService", target, clock)
+        _swap_back(sm, target, clock, out, steps, previous, problem)
         return _drop_candidate(sm, target, clock, out, steps, problem)
     sm.delete_inference_component(InferenceComponentName=target.candidate_component)
     steps.append(f"deleted {target.candidate_component}")
     wait_for(sm, target.candidate_component, GONE, target, clock)
     out(f"5. promoted: {target.live_component} serves {target.adapter} {target.version}")
     return Outcome("promoted", why, steps)
+
+
+def _live_component(sm: Any, target: ReleaseTarget) -> dict[str, Any]:
+    """The adapter's live component, on an endpoint in the component shape; refused otherwise
+    (no base component: the variant shape; no live component: make deploy creates it)."""
+    base = describe(sm, target.base_component)
+    if base is None:
+        raise AdapterRefused(
+            f"no inference component {target.base_component} on {target.endpoint}: the endpoint "
+            "runs the variant shape (adapters baked into the image); a new adapter version there "
+            "is a model release: make prepare-model, build-image, deploy"
+        )
+    live = describe(sm, target.live_component)
+    if live is None:
+        raise AdapterRefused(
+            f"no inference component {target.live_component}: make deploy creates each adapter's "
+            "component; make release-adapter replaces the version of one that exists"
+        )
+    return live
+
+
+def _candidate_component(sm: Any, target: ReleaseTarget, url: str) -> dict[str, Any] | None:
+    """The candidate component left by an earlier run of this release (None: none); refused
+    when it holds another version (another release of the adapter, under way or cut off)."""
+    candidate = describe(sm, target.candidate_component)
+    if candidate is not None and artifact_of(candidate) != url:
+        raise AdapterRefused(
+            f"{target.candidate_component} exists with {artifact_of(candidate)}: another release "
+            f"of {target.adapter} is under way (or was cut off); run it again, or delete that "
+            "component, then release"
+        )
+    return candidate
+
+
+def _after_swap(sm: Any, cw: Any, target: ReleaseTarget, clock: Clock) -> str | None:
+    """What went wrong after the live component's update (it did not land, or an alarm fired
+    during the watch), or None."""
+    try:
+        wait_for(sm, target.live_component, "InService", target, clock)
+        return watch(cw, target, clock)
+    except AdapterRefused as exc:
+        return f"the update did not land: {exc}"
+
+
+def _swap_back(
+    sm: Any,
+    target: ReleaseTarget,
+    clock: Clock,
+    out: Callable[[str], None],
+    steps: list[str],
+    previous: str,
+    problem: str,
+) -> None:
+    """The live component back to the version it served before the swap."""
+    out(f"rollback: {problem}; {target.live_component} back to {previous}")
+    wait_for(sm, target.live_component, "InService", target, clock)
+    sm.update_inference_component(
+        InferenceComponentName=target.live_component,
+        Specification=adapter_spec(target, previous),
+    )
+    steps.append(f"updated {target.live_component} back to {previous}")
+    wait_for(sm, target.live_component, "InService", target, clock)
 
 
 def _drop_candidate(
