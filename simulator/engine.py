@@ -12,7 +12,7 @@ Every ``tick_seconds`` (10 s by default):
    seconds each, see :mod:`simulator.capacity`); the rest waits, FIFO, inside vLLM. Requests beyond
    ``n x engine.admission_max_inflight`` in flight are rejected with 429 (with no instance in
    service, every request fails). Queue wait = backlog / service rate (fluid FIFO).
-4. At each alarm period boundary the fleet's metrics (:mod:`simulator.fleet_metrics`) are
+4. At each alarm period boundary the fleet's metrics (:mod:`simulator.metrics`) are
    aggregated and the scaling policies act (:mod:`simulator.scaling_policies`, Application Auto
    Scaling semantics).
 5. Operator events: a ``Deploy`` raises counts first (``make deploy``), then runs a blue/green

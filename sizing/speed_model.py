@@ -126,7 +126,7 @@ class Efficiency:
     lora_host_seq_s: float = 0.0
 
 
-#: The fields ``python -m sizing.speed_fit --fit`` searches (the base engine's; LoRA's are
+#: The fields ``python -m sizing.speed_calibration --fit`` searches (the base engine's; LoRA's are
 #: sizing.lora_fit's).
 BASE_FIELDS = (
     "bandwidth",
@@ -573,13 +573,13 @@ def source(gpu: str) -> str:
     )
 
 
-#: Where the speed model stands against measurements, per GPU: the multipliers on its throughput
-#: at the pessimistic and the optimistic edge (published or measured speed over the model's).
-#: The H100's is its own fit (requests/minute and decode speed of the 49 figures without a shared
-#: prefix, sizing.speed_fit: 0.884-1.170; with a shared prefix the model is more optimistic still,
-#: see docs/speed-model.md). Another GPU's is the spread of its published points after its
-#: ``efficiency`` (sizing.speed_evidence), widened to +-15 % where three or more points agree and
-#: to +-25 % where one or two stand alone (thin evidence); a GPU with no published point gets
+#: Where the speed model stands against measurements, per GPU: the multipliers on its throughput at
+#: the pessimistic and the optimistic edge (published or measured speed over the model's). The
+#: H100's is its own fit (requests/minute and decode speed of the 49 figures without a shared
+#: prefix, sizing.speed_calibration: 0.884-1.170; with a shared prefix the model is more optimistic
+#: still, see docs/speed-model.md). Another GPU's is the spread of its published points after its
+#: ``efficiency`` (sizing.speed_evidence), widened to +-15 % where three or more points agree and to
+#: +-25 % where one or two stand alone (thin evidence); a GPU with no published point gets
 #: :data:`DEFAULT_SPEED_BAND`. tests/infra/test_speed_model.py recomputes them from the points.
 SPEED_BANDS: dict[str, tuple[float, float]] = {
     "H100": (0.88, 1.18),
@@ -601,10 +601,10 @@ _BAND_SOURCES = {
 
 
 #: The host's band: (pessimistic, optimistic) multipliers on the host terms' speed (per-step,
-#: per-sequence and per-request CPU work, LoRA's host part), apart from any GPU band. The H100
-#: fit's host-dominated figures (the idle TTFT of a cached prompt: ``request_s`` + one 16-token
-#: step) err -24..+61 %, median 10 % (``python -m sizing.speed_fit``); the serving instance's CPU
-#: is not the bench host's and is unmeasured: +-25 %, the width the GPU bands give thin evidence.
+#: per-sequence and per-request CPU work, LoRA's host part), apart from any GPU band. The H100 fit's
+#: host-dominated figures (the idle TTFT of a cached prompt: ``request_s`` + one 16-token step) err
+#: -24..+61 %, median 10 % (``python -m sizing.speed_calibration``); the serving instance's CPU is
+#: not the bench host's and is unmeasured: +-25 %, the width the GPU bands give thin evidence.
 HOST_BAND = (0.75, 1.25)
 HOST_BAND_SOURCE = (
     "the H100 fit's host-dominated idle TTFTs err -24..+61 %, median 10 %; the instance's CPU "

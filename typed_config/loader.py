@@ -115,10 +115,11 @@ ARCHITECTURE_CONTEXT = "architecture_from_file"
 #: Validation-context key set by ``parse_config_data``: the data is a YAML file as written (not a
 #: config dumped by code), so ``model.architecture`` in it is refused.
 FROM_YAML_CONTEXT = "from_yaml"
-#: Validation-context key of the checks that need the capacity model (``sizing.fit.FIT_CHECKS``):
-#: this package sits below the sizing model and cannot import it, so the sizing floor hands its
-#: checks in. ``sizing.fit.load_config`` / ``parse_config`` / ``validate_config`` always do; a
-#: config validated without them has had only the rules this package can state.
+#: Validation-context key of the checks that need the capacity model
+#: (``sizing.fit_checks.FIT_CHECKS``): this package sits below the sizing model and cannot import
+#: it, so the sizing floor hands its checks in. ``sizing.fit_checks.load_config`` / ``parse_config``
+#: / ``validate_config`` always do; a config validated without them has had only the rules this
+#: package can state.
 FIT_CHECKS_CONTEXT = "fit_checks"
 
 #: One check a config must pass: each broken rule as ``field: why``.
@@ -287,7 +288,7 @@ class DeploymentConfig(Strict):
         errors += gated_source_errors(self.model.source, self.model_prep)
         errors += bedrock_errors(self.bedrock, region=self.region, adapters=names)
         errors += bedrock_model_name_errors(self.project, self.env, self.bedrock.models)
-        for check in self._fit_checks:  # sizing.fit: the checks that need the capacity model
+        for check in self._fit_checks:  # sizing.fit_checks: the checks that need the capacity model
             errors += check(self)
         errors += provision_timeout_errors(self)
         errors += routing_errors(self)
@@ -544,7 +545,7 @@ def routing_errors(cfg: DeploymentConfig) -> list[str]:
       shared content (such as system prompts) plus enough unique content to distribute
       workloads across instances").
     ``concurrency_threshold`` against what one instance runs is a fit check
-    (sizing.fit.routing_threshold_errors): it needs the capacity model.
+    (sizing.fit_checks.routing_threshold_errors): it needs the capacity model.
     """
     errors = []
     budget = cfg.engine.context_budget
@@ -679,7 +680,7 @@ def parse_config_data(
     lines: LineMap | None = None,
 ) -> DeploymentConfig:
     """Validate an already-parsed YAML document against this package's rules and
-    ``fit_checks`` (``sizing.fit.parse_config`` passes the capacity model's)."""
+    ``fit_checks`` (``sizing.fit_checks.parse_config`` passes the capacity model's)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys to values")
     data = dict(raw)
@@ -740,8 +741,8 @@ def _cross_section_pass(
 
 def read_config(path: Path, *, env: str, fit_checks: Sequence[FitCheck] = ()) -> DeploymentConfig:
     """Read and validate ``config/<env>.yaml`` (duplicate keys refused: ``yaml_source``); every
-    caller that acts on a config reads it through ``sizing.fit.load_config``, which passes the
-    fit checks."""
+    caller that acts on a config reads it through ``sizing.fit_checks.load_config``, which passes
+    the fit checks."""
     raw, lines = read_yaml_with_lines(path)
     return parse_config_data(
         raw, env=env, source=path, base_dir=path.parent, fit_checks=fit_checks, lines=lines
