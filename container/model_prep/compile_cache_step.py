@@ -1,24 +1,31 @@
 """The release's compile cache: the serving engine started once on the preparation job's GPU.
 
 vLLM compiles the model (torch.compile, Inductor and Triton kernels) and inspects the model
-class at every start; a start that finds those artefacts under ``VLLM_CACHE_ROOT`` skips that
-work (on an H100: 202 s cold, 120 s warm; sizing/engine_start.py). The artefacts are specific to
+class at every start; a start that finds those artefacts under ``VLLM_CACHE_ROOT``, and Triton's
+run-time kernels under ``TRITON_CACHE_DIR``, skips that work (on an H100: 191 s cold, 123-139 s
+from vLLM's root alone, 87-88 s from both; sizing/engine_start.py). The artefacts are specific to
 the GPU architecture and the vLLM and torch versions (container/serving/compile_cache.py), so
 they are made here, where the release is made, on the job's GPU and the job image's vLLM (the
 serving image's base), and shipped in the release beside the weights:
 
-    <release>/compile_cache/...                         vLLM's cache root after one start
+    <release>/compile_cache/...                         vLLM's cache root after two starts
+    <release>/compile_cache/triton/...                  Triton's JIT cache (TRITON_CACHE_DIR)
     <release>/compile_cache/compile_cache_manifest.json GPU architecture, vLLM, torch
 
 :func:`produce` runs the product's own serving entrypoint (``serving.entrypoint serve``: the
 flags it derives from the settings, its hooks, its warmup of every adapter and request option)
 on the prepared model with the release's engine settings (the serving Model's environment,
 ``stacks.constructs.endpoint.container_environment``, written by ``make prepare-model`` into the
-job's ``release`` channel as :data:`ENGINE_FILE`) and ``VLLM_CACHE_ROOT`` set to the release's
-:data:`CACHE_DIR`; waits until it is ready, asks the base model and each adapter once, stops it
-(SIGTERM, as SageMaker stops an instance) and writes the cache manifest
-(``serving.compile_cache``). The release manifest then lists every file of the cache with its
-sha256, and its ``compile_cache`` entry says what it was made on and with.
+job's ``release`` channel as :data:`ENGINE_FILE`) and ``VLLM_CACHE_ROOT`` and
+``TRITON_CACHE_DIR`` set to the release's :data:`CACHE_DIR` as an instance sets them to its copy
+(``serving.compile_cache.cache_env``); waits until it is ready, asks the base model and each
+adapter once, stops it (SIGTERM, as SageMaker stops an instance); then starts it a second time
+from the cache the first start left, as an instance will: that start compiles into the cache
+whatever the first left elsewhere (on vLLM 0.26 a warm start compiled ~435 Triton files the cold
+start had put in Inductor's directory), proves the cache loads, and is the warm start on the
+serving GPU, recorded beside the cold one. Then it writes the cache manifest. The release
+manifest lists every file of the cache with its sha256, and its ``compile_cache`` entry says what
+it was made on and with, and how long each start took.
 
 The engine sees the release where the serving image carries it (``/opt/ml/model``: the serving
 settings' MODEL_PATH and LORA_PATH), linked there for the start: vLLM hashes its configuration,
@@ -142,7 +149,7 @@ def engine_environment(
         "SAGEMAKER_BIND_TO_PORT": "",
         "SERVING_STATE_FILE": str(state),
         "COMPILE_CACHE_PATH": "",  # nothing shipped to check: this start makes the cache
-        "VLLM_CACHE_ROOT": str(cache.resolve()),
+        **serving("compile_cache").cache_env(cache.resolve()),
     }
 
 
@@ -176,16 +183,17 @@ def produce(
     work: Path,
     serve_at: Path | None = None,
 ) -> dict[str, object]:
-    """Start the serving entrypoint once on ``model`` (a prepared release: ``base/``,
-    ``lora/``), seen at ``serve_at`` (default :func:`serving_root`), with ``engine`` and
-    ``VLLM_CACHE_ROOT=model/compile_cache``; ask the base model and each adapter once; stop it;
-    write the cache manifest. Returns the release manifest's ``compile_cache`` entry. Raises
-    :class:`CompileCacheError` naming what failed, with the engine log's last lines."""
+    """Start the serving entrypoint on ``model`` (a prepared release: ``base/``, ``lora/``), seen
+    at ``serve_at`` (default :func:`serving_root`), with ``engine`` and the cache at
+    ``model/compile_cache``: once from empty, once from what that start left (module docstring);
+    each time ask the base model and each adapter once and stop it; write the cache manifest.
+    Returns the release manifest's ``compile_cache`` entry. Raises :class:`CompileCacheError`
+    naming what failed, with the engine log's last lines."""
     settings = serving("settings")
     compile_cache = serving("compile_cache")
     cache = model / CACHE_DIR
     if cache.exists():
-        raise CompileCacheError(f"{cache} exists: a cache is made by one start, from empty")
+        raise CompileCacheError(f"{cache} exists: a cache is made by its own starts, from empty")
     cache.mkdir(parents=True)
     work.mkdir(parents=True, exist_ok=True)
     root = serve_at or serving_root()
@@ -200,6 +208,7 @@ def produce(
     links = link_release(model, root)
     try:
         ready_s, names = start_once(s, env, work / "compile-cache-engine.log")
+        warm_s, _ = start_once(s, env, work / "compile-cache-engine-warm.log")
     finally:
         for link in links:
             link.unlink()
@@ -215,6 +224,7 @@ def produce(
         "engine": dict(sorted(engine.items())),
         "answered": names,
         "ready_seconds": round(ready_s, 1),
+        "warm_ready_seconds": round(warm_s, 1),
         "files": len(files),
         "size_bytes": sum(p.stat().st_size for p in files),
         "sha256": tree_digest(cache),
@@ -272,5 +282,6 @@ def summary(facts: Mapping[str, Any]) -> str:
     return (
         f"{facts['path']}/: {facts['files']} files, gpu_arch {facts['gpu_arch']}, vLLM "
         f"{facts['vllm_version']}, torch {facts['torch_version']}; ready after "
-        f"{facts['ready_seconds']} s cold; answered {', '.join(facts['answered'])}"
+        f"{facts['ready_seconds']} s cold, {facts['warm_ready_seconds']} s from the cache; "
+        f"answered {', '.join(facts['answered'])}"
     )

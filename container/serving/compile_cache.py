@@ -1,8 +1,13 @@
 """vLLM's compile cache shipped with a model release, used only where it was produced for.
 
-vLLM keeps its torch.compile artefacts and its model-info cache under ``VLLM_CACHE_ROOT``. On an
-H100 a start from an empty root took 202 s, from a warm one 120 s (torch.compile 46 s -> 9 s, the
-model-class inspection 32 s -> 0 s; docs/measurements/lora_http_start_h100_vllm0.26.md). The
+vLLM keeps its torch.compile artefacts and its model-info cache under ``VLLM_CACHE_ROOT``; Triton
+keeps the kernels it compiles at run time (LoRA's shrink/expand, the sampler's) under
+``TRITON_CACHE_DIR`` (default ``~/.triton/cache``), which vLLM 0.26 does not put in its root on a
+warm start. On an H100 a start from empty caches took 191 s; from vLLM's root alone 123-139 s
+(every Triton kernel compiled again); from the root and Triton's cache 87-88 s
+(docs/measurements/start_triton_h100_vllm0.26.md). So the shipped cache holds both: Triton's in
+:data:`TRITON_DIR` inside the root, where the release job points TRITON_CACHE_DIR and where the
+instance points it again (:func:`cache_env`). The
 artefacts are specific to the GPU architecture (Inductor and Triton generate code for the compute
 capability) and to the vLLM and torch versions (vLLM hashes both into its cache key): a cache
 from another GPU or version is at best a miss and at worst code built for another device, so it
@@ -15,8 +20,9 @@ that machine. The release carries DIR; the image puts it at COMPILE_CACHE_PATH.
 
 At start (:func:`prepare`, called by the entrypoint before vLLM starts): the manifest is compared
 with this machine; a match copies the cache to COMPILE_CACHE_WORKDIR (vLLM writes into its root;
-the image's copy is read-only) and sets ``VLLM_CACHE_ROOT`` to it; anything else logs why and
-leaves ``VLLM_CACHE_ROOT`` unset (vLLM's default root: a cold start, never the shipped cache).
+the image's copy is read-only) and sets ``VLLM_CACHE_ROOT`` to it and ``TRITON_CACHE_DIR`` to its
+:data:`TRITON_DIR`; anything else logs why and leaves both to their defaults (a cold start, never
+the shipped cache).
 """
 
 from __future__ import annotations
@@ -39,6 +45,16 @@ MANIFEST = "compile_cache_manifest.json"
 #: The fields a manifest names; all must equal this machine's for the cache to be used.
 KEYS = ("gpu_arch", "vllm_version", "torch_version")
 ENV = "VLLM_CACHE_ROOT"
+#: Triton's JIT cache (Triton reads TRITON_CACHE_DIR; torch's Inductor and vLLM keep a value set
+#: by the caller) and its directory inside the cache root.
+TRITON_ENV = "TRITON_CACHE_DIR"
+TRITON_DIR = "triton"
+
+
+def cache_env(root: Path | str) -> dict[str, str]:
+    """The environment that points vLLM and Triton at the cache root ``root``: where the release
+    job makes the cache and where an instance uses its copy (one layout for both)."""
+    return {ENV: str(root), TRITON_ENV: str(Path(root) / TRITON_DIR)}
 
 
 def _version(*dists: str) -> str:
@@ -129,19 +145,24 @@ def prepare(
         reason = f"compile cache {cache} not copied to {dst} ({exc})"
         log.warning("%s; %s not set", reason, ENV)
         return Decision(False, reason)
-    log.info("%s: %s=%s", decision.reason, ENV, dst)
+    log.info("%s: %s=%s, %s=%s", decision.reason, ENV, dst, TRITON_ENV, dst / TRITON_DIR)
     return Decision(True, decision.reason, str(dst))
 
 
 def apply(env: dict[str, str], decision: Decision, cache: str) -> None:
-    """Set or clear VLLM_CACHE_ROOT in vLLM's environment: the checked copy, or unset (an
-    inherited value naming the shipped cache is removed too: it must not bypass the check)."""
+    """Set or clear VLLM_CACHE_ROOT and TRITON_CACHE_DIR in vLLM's environment: the checked copy
+    (:func:`cache_env`), or unset (an inherited value naming the shipped cache or a directory in
+    it is removed too: it must not bypass the check)."""
     if decision.root is not None:
-        env[ENV] = decision.root
+        env.update(cache_env(decision.root))
         return
-    inherited = env.get(ENV)
-    if inherited and cache and Path(inherited).resolve() == Path(cache).resolve():
-        del env[ENV]
+    if not cache:
+        return
+    shipped = Path(cache).resolve()
+    for key in (ENV, TRITON_ENV):
+        inherited = env.get(key)
+        if inherited and shipped in (Path(inherited).resolve(), *Path(inherited).resolve().parents):
+            del env[key]
 
 
 def write_manifest(cache: Path, device: str = "gpu") -> dict[str, str]:

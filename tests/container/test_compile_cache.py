@@ -28,6 +28,8 @@ def shipped(tmp_path: Path, manifest: dict[str, str] | None, name: str = "cache"
     (cache / "torch_compile_cache" / "abc123" / "rank_0_0" / "model").write_bytes(b"graph")
     (cache / "modelinfos").mkdir()
     (cache / "modelinfos" / "LlamaForCausalLM.json").write_text("{}")
+    (cache / "triton" / "KERNELHASH").mkdir(parents=True)  # TRITON_CACHE_DIR's layout
+    (cache / "triton" / "KERNELHASH" / "_lora_shrink_kernel.cubin").write_bytes(b"sass")
     if manifest is not None:
         (cache / compile_cache.MANIFEST).write_text(json.dumps(manifest))
     return cache
@@ -53,6 +55,9 @@ def test_a_cache_made_for_this_gpu_and_versions_becomes_vllms_cache_root(tmp_pat
     assert root == tmp_path / "work" != cache  # a writable copy: the image's is read-only
     assert (root / "torch_compile_cache" / "abc123" / "rank_0_0" / "model").read_bytes() == b"graph"
     assert (root / "modelinfos" / "LlamaForCausalLM.json").is_file()
+    # Triton's JIT kernels live in the same copy, where the release job put them
+    assert env["TRITON_CACHE_DIR"] == str(root / compile_cache.TRITON_DIR)
+    assert (root / "triton" / "KERNELHASH" / "_lora_shrink_kernel.cubin").read_bytes() == b"sass"
     assert f"compile cache {cache} matches (8.9, 0.26.0, 2.11.0+cu130)" in caplog.text
 
 
@@ -71,7 +76,7 @@ def test_a_cache_for_another_gpu_or_version_is_ignored_with_a_log_line(
     with caplog.at_level(logging.INFO, logger="serving.compile_cache"):
         decision, env = start(tmp_path, cache)
     assert not decision.use and decision.root is None
-    assert "VLLM_CACHE_ROOT" not in env
+    assert "VLLM_CACHE_ROOT" not in env and "TRITON_CACHE_DIR" not in env
     assert not (tmp_path / "work").exists()
     assert f"compile cache {cache} ignored: {why}" in caplog.text
     assert "VLLM_CACHE_ROOT not set" in caplog.text
@@ -97,8 +102,17 @@ def test_an_inherited_cache_root_naming_the_shipped_cache_cannot_bypass_the_chec
 ) -> None:  # type: ignore[no-untyped-def]
     cache = shipped(tmp_path, {**L40S, "gpu_arch": "9.0"})
     monkeypatch.setenv("VLLM_CACHE_ROOT", str(cache))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache / "triton"))
     _decision, env = start(tmp_path, cache)
-    assert "VLLM_CACHE_ROOT" not in env
+    assert "VLLM_CACHE_ROOT" not in env and "TRITON_CACHE_DIR" not in env
+
+
+def test_an_operators_own_triton_cache_stays_when_no_shipped_cache_is_used(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "elsewhere"))
+    _decision, env = start(tmp_path, shipped(tmp_path, {**L40S, "vllm_version": "0.25.1"}))
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "elsewhere")
 
 
 def test_no_shipped_cache_is_a_cold_start_said_in_the_log(tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]

@@ -101,6 +101,8 @@ def test_the_release_manifest_lists_the_cache_with_its_digest_and_what_answered(
     assert entry["files"] == len(on_disk)
     assert {k: entry[k] for k in compile_cache.KEYS} == compile_cache.this_machine("cpu")
     assert entry["answered"] == ["base", *sorted(ADAPTERS)]  # the base model and every adapter
+    # two starts: from empty, then from the cache the first left (as an instance starts)
+    assert entry["ready_seconds"] > 0 and entry["warm_ready_seconds"] > 0
     assert entry["engine"]["VLLM_MAX_NUM_SEQS"] == "8"  # the settings it was made with
     # the engine saw the release where the serving image carries it (the model's path is in
     # vLLM's cache key), through links gone once it stopped
@@ -227,3 +229,18 @@ def test_the_job_hands_the_release_channels_engine_settings_to_the_step(tmp_path
     on_gpu = job.prepare_args(inputs, args())
     assert on_gpu.compile_cache_engine == tmp_path / compile_cache_step.ENGINE_FILE
     assert on_gpu.device == "gpu" and on_gpu.compile_cache_serve_at is None  # /opt/ml/model
+
+
+def test_the_job_points_vllm_and_triton_into_the_release_as_an_instance_does(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "release" / compile_cache_step.CACHE_DIR
+    env = compile_cache_step.engine_environment(
+        tmp_path / "serve", {}, device="cpu", cache=cache, port=1, state=tmp_path / "state.json"
+    )
+    assert env["VLLM_CACHE_ROOT"] == str(cache.resolve())
+    # Triton's run-time kernels in the shipped cache too, where an instance's copy points it
+    assert env["TRITON_CACHE_DIR"] == str(cache.resolve() / compile_cache.TRITON_DIR)
+    assert {k: env[k] for k in compile_cache.cache_env(cache.resolve())} == (
+        compile_cache.cache_env(cache.resolve())
+    )
