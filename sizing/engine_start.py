@@ -179,12 +179,9 @@ def render_start(s: dict[str, Any]) -> list[str]:
     rest = sum(p["warm_seconds"] for p in s["phases"] if p["key"] in REMAIN_WITH_CACHE)
     lines.append(
         f"          with the cache, {rest:g} s of imports, graph capture and warm-up remain: "
-        f"{rest / target:.1f}x the target before weights or adapters"
-    )
-    lines.append(
-        f"          the cache holds Triton's JIT kernels too (TRITON_CACHE_DIR inside it): from "
-        f"vLLM's cache root alone the warm start took {s['warm_root_only_seconds']:g} s "
-        "(container/serving/compile_cache.py)"
+        f"{rest / target:.1f}x the target before weights or adapters (the cache holds Triton's "
+        "JIT kernels too, TRITON_CACHE_DIR inside it: from vLLM's cache root alone the warm "
+        f"start took {s['warm_root_only_seconds']:g} s; container/serving/compile_cache.py)"
     )
     bound = float(s["health_check_timeout_seconds"])
     cold_edge = float(s["cold_seconds"]) + err
