@@ -82,6 +82,11 @@ class ComponentVerdict:
     misses: list[ComponentMiss] = field(default_factory=list)
     figures: dict[str, object] = field(default_factory=dict)
     not_replayed: str | None = None
+    #: A partial ``fleet.best_effort`` entry (its ``slos``): those SLOs' misses, reported with the
+    #: entry's reason and never failed on; every other SLO's misses stay in ``misses``.
+    accepted_slos: tuple[GateSlo, ...] = ()
+    accepted_reason: str | None = None
+    accepted: list[ComponentMiss] = field(default_factory=list)
 
 
 @dataclass
@@ -106,7 +111,10 @@ class ComponentGateReport:
                 lines.append(f"  NOT REPLAYED {v.scenario}: {v.not_replayed}")
                 continue
             f = v.figures
-            state = "PASS" if not v.misses else ("BEST-EFFORT" if v.best_effort else "FAIL")
+            if v.misses:
+                state = "BEST-EFFORT" if v.best_effort else "FAIL"
+            else:
+                state = "BEST-EFFORT" if v.accepted else "PASS"
             copies, inst = f["copies"], f["instances"]
             assert isinstance(copies, dict) and isinstance(inst, dict)
             lines.append(
@@ -118,6 +126,12 @@ class ComponentGateReport:
             lines += [f"              {m.line()}" for m in v.misses[:4]]
             if len(v.misses) > 4:
                 lines.append(f"              ... and {len(v.misses) - 4} more")
+            if v.accepted:
+                lines.append(
+                    f"              accepted risk (fleet.best_effort, "
+                    f"{', '.join(v.accepted_slos)} only; the other SLOs held): {v.accepted_reason}"
+                )
+                lines += [f"              accepted: {m.line()}" for m in v.accepted[:4]]
         lines.append("capacity gate: " + ("PASS" if self.passed else "FAIL"))
         return "\n".join(lines)
 
@@ -228,14 +242,28 @@ def evaluate_components(cfg: DeploymentConfig, a: Assumptions | None = None) -> 
     ic = section(cfg)
     gone = unreachable(cfg)
     held = [x for x in cfg.fleet.slos if x not in gone]
-    soft: dict[str, str] = {str(b.scenario): b.reason for b in cfg.fleet.best_effort}
+    # whole entries (and unannounced spikes marked best-effort) as the variant gate reads them;
+    # a partial entry accepts only its own SLOs' misses (simulator.slo_gate.evaluate)
+    soft: dict[str, str] = {str(k): r for k, r in cfg.fleet.soft().items()}
+    partial = {str(k): b for k, b in cfg.fleet.partial().items()}
     verdicts = []
     for name, trace in scenario_traces(cfg, a):
         if trace is None:
             verdicts.append(ComponentVerdict(name, soft.get(name), not_replayed=NOT_REPLAYED[name]))
             continue
         run = simulate_components(cfg, trace, a)
+        misses = _misses(cfg, a, name, run, held)
+        part = partial.get(name)
+        ok: tuple[GateSlo, ...] = tuple(part.slos or ()) if part else ()
         verdicts.append(
-            ComponentVerdict(name, soft.get(name), _misses(cfg, a, name, run, held), summary(run))
+            ComponentVerdict(
+                name,
+                soft.get(name),
+                [m for m in misses if m.slo not in ok],
+                summary(run),
+                accepted_slos=ok,
+                accepted_reason=part.reason if part else None,
+                accepted=[m for m in misses if m.slo in ok],
+            )
         )
     return ComponentGateReport(cfg.env, ic.instance_type, a.speed_edge, held, verdicts)

@@ -190,6 +190,34 @@ def test_the_component_gate_fails_on_a_copy_ceiling_and_names_it() -> None:
     assert any("inference_components.base.copies.max (3)" in m.held_by for m in verdict.misses)
 
 
+def test_a_partial_best_effort_entry_accepts_only_its_own_slos_in_the_component_gate() -> None:
+    raw = yaml.safe_load(PROD_IC.read_text())
+    raw["fleet"]["scenarios"] = ["normal-day"]
+    raw["inference_components"]["base"]["copies"] = {"min": 2, "max": 3}
+    raw["inference_components"]["instances"] = {"min": 2, "max": 3}
+    raw["env"] = "prod"
+    reason = "queue waits on this small fleet are accepted for the test"
+    raw["fleet"]["best_effort"] = [
+        {"scenario": "normal-day", "reason": reason, "slos": ["queue_wait_p95"]}
+    ]
+    report = evaluate_components(_parse(raw), A)
+    (verdict,) = report.verdicts
+    # the queue waits are accepted risk, reported with the reason; the 429s still fail the gate
+    assert verdict.accepted and {m.slo for m in verdict.accepted} == {"queue_wait_p95"}
+    assert verdict.misses and {m.slo for m in verdict.misses} == {"rejected"}
+    assert not report.passed and verdict.best_effort is None
+    text = report.render()
+    assert (
+        f"accepted risk (fleet.best_effort, queue_wait_p95 only; the other SLOs held): {reason}"
+        in text
+    )
+    assert "  FAIL" in text and "accepted: normal-day" in text
+    # the whole scenario accepted: reported, and the gate passes
+    raw["fleet"]["best_effort"] = [{"scenario": "normal-day", "reason": reason}]
+    whole = evaluate_components(_parse(raw), A)
+    assert whole.passed and whole.verdicts[0].best_effort == reason
+
+
 def test_the_component_gate_passes_dev_and_names_what_it_does_not_replay(
     dev_ic: DeploymentConfig,
 ) -> None:
