@@ -19,6 +19,9 @@ from typed_config import VARIANT_NAMES, DeploymentConfig
 
 
 def _margin(report: GateReport | None) -> str:
+    """The held scenarios' worst minute per SLO and least headroom: what the fleet holds. A
+    whole best-effort scenario is left out, and so is what a partial entry accepts: its SLOs'
+    figures, and its headroom (spare capacity at the binding bound, which it accepts missing)."""
     if report is None:
         return "-"
     worst: dict[str, float] = {}
@@ -26,7 +29,8 @@ def _margin(report: GateReport | None) -> str:
         if v.best_effort:
             continue
         for k, x in v.worst.items():
-            worst[k] = max(worst.get(k, 0.0), x)
+            if k not in v.accepted_slos:
+                worst[k] = max(worst.get(k, 0.0), x)
     lim = {"queue_wait_p95": report.limits["queue_wait_p95"], "ttft_p50": report.limits["ttft_p50"]}
     parts = []
     for k, x in worst.items():
@@ -41,8 +45,9 @@ def _margin(report: GateReport | None) -> str:
             parts.append(f"{k} unbounded")
         else:
             parts.append(f"{k} {x:,.0f} ms" + (f"/{lim[k]:,.0f}" if k in lim else ""))
-    headroom = min((v.headroom_pct for v in report.verdicts if not v.best_effort), default=0.0)
-    parts.append(f"headroom {headroom:+.0f} %")
+    room = [v.headroom_pct for v in report.verdicts if not v.best_effort and not v.accepted_slos]
+    if room:
+        parts.append(f"headroom {min(room):+.0f} %")
     return ", ".join(parts)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +241,20 @@ def test_a_partial_best_effort_accepts_only_its_own_slos_misses() -> None:
     assert not other.passed
     assert {m.slo for m in other.misses} >= {"tpot_p95"}
     assert all(m.slo == "ttft_p50" for m in other.verdicts[0].accepted)
+
+
+def test_the_fleet_margin_leaves_out_what_a_partial_entry_accepts() -> None:
+    """make fleet's margin column says what the fleet holds: an accepted SLO's worst minute and
+    the accepting scenario's headroom are not in it; the same scenario held in full is."""
+    from simulator.fleet.report import _margin
+
+    accepting = evaluate(_partial(["tpot_p95"]), Assumptions(), ["normal-day"])
+    day = accepting.verdicts[0]
+    assert day.accepted and day.worst["tpot_p95"] > accepting.in_flight_bounds["tpot_p95"]
+    margin = _margin(accepting)
+    assert "TPOT" not in margin and "headroom" not in margin  # no scenario held in full
+    held = replace(accepting, verdicts=[replace(day, accepted_slos=(), accepted=[])])
+    assert "TPOT over" in _margin(held) and f"headroom {day.headroom_pct:+.0f} %" in _margin(held)
 
 
 def test_the_plans_fleet_line_does_not_claim_an_accepted_slo_held() -> None:
