@@ -145,7 +145,7 @@ def prepare(
         reason = f"compile cache {cache} not copied to {dst} ({exc})"
         log.warning("%s; %s not set", reason, ENV)
         return Decision(False, reason)
-    log.info("%s: %s=%s, %s=%s", decision.reason, ENV, dst, TRITON_ENV, dst / TRITON_DIR)
+    log.info("%s: %s", decision.reason, ", ".join(f"{k}={v}" for k, v in cache_env(dst).items()))
     return Decision(True, decision.reason, str(dst))
 
 
@@ -161,7 +161,10 @@ def apply(env: dict[str, str], decision: Decision, cache: str) -> None:
     shipped = Path(cache).resolve()
     for key in (ENV, TRITON_ENV):
         inherited = env.get(key)
-        if inherited and shipped in (Path(inherited).resolve(), *Path(inherited).resolve().parents):
+        if not inherited:
+            continue
+        path = Path(inherited).resolve()
+        if path == shipped or shipped in path.parents:
             del env[key]
 
 
