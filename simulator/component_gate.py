@@ -10,7 +10,7 @@ instance type, one copy per GPU):
 
 - ``rejected``: a minute with a 429;
 - ``queue_wait_p95`` and ``ttft_p50``: the minute's worst tick above the limit;
-- ``latency_p99`` and ``tpot_p95``: more requests in flight per copy than the speed model holds
+- ``ttft_p95``, ``latency_p99`` and ``tpot_p95``: more requests in flight per copy than the speed model holds
   the SLO at (the bound the scaling target reads).
 
 Requests at zero (cold) are no miss: AWS documents that they fail while the first instance
@@ -38,7 +38,7 @@ from simulator.capacity import instance_model
 from simulator.components import ComponentRun, idle_week, section, simulate_components, summary
 from simulator.fleet.scenarios import scaled
 from simulator.rollout import START_HOUR_JST
-from simulator.slo_gate import limits, variant_limits
+from simulator.slo_gate import IN_FLIGHT_SLOS, in_flight_bound, limits, variant_limits
 from simulator.traces import BUILTIN, JST, Trace, normal_day
 from sizing.slo_reach import unreachable
 from typed_config import DeploymentConfig, GateSlo
@@ -189,6 +189,7 @@ def _misses(
         "rejected": by_minute("rejected", "sum"),
         "queue_wait_p95": 1000 * by_minute("wait_s", "max"),
         "ttft_p50": 1000 * np.where(by_minute("served", "sum") > 0, by_minute("ttft_s", "max"), 0),
+        "ttft_p95": per_copy,
         "latency_p99": per_copy,
         "tpot_p95": per_copy,
     }
@@ -196,8 +197,7 @@ def _misses(
         "rejected": 0.5,
         "queue_wait_p95": slo_limits["queue_wait_p95"],
         "ttft_p50": slo_limits["ttft_p50"],
-        "latency_p99": float(lim.p99_in_flight),
-        "tpot_p95": float(lim.tpot_in_flight),
+        **{k: float(in_flight_bound(lim, k)) for k in IN_FLIGHT_SLOS},
     }
     desired = by_minute("copies_desired", "max")
     serving = s["in_service"].reshape(minutes, per).min(axis=1)
@@ -221,7 +221,7 @@ def _misses(
             )
         at = run.trace.start.astimezone(JST)
         when = f"{(at + timedelta(minutes=m)):%a %H:%M} JST"
-        unit = " in flight per copy" if slo in ("latency_p99", "tpot_p95") else ""
+        unit = " in flight per copy" if slo in IN_FLIGHT_SLOS else ""
         out.append(
             ComponentMiss(
                 scenario=name,

@@ -33,7 +33,9 @@ from typed_config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName,
 #: SLOs held as "requests in flight per instance within the most at which the speed model's
 #: figure holds" (the bound the scaling target reads): their per-minute figure and limit are
 #: in-flight counts, not milliseconds.
-IN_FLIGHT_SLOS: tuple[GateSlo, ...] = ("latency_p99", "tpot_p95")
+#: ``ttft_p95`` is the engine's TTFT tail at the minute's load; the admission queue's wait before
+#: the engine is ``queue_wait_p95``'s, held per minute beside it.
+IN_FLIGHT_SLOS: tuple[GateSlo, ...] = ("ttft_p95", "latency_p99", "tpot_p95")
 
 
 @dataclass(frozen=True)
@@ -230,6 +232,7 @@ def limits(cfg: DeploymentConfig) -> dict[GateSlo, float]:
         "rejected": 0.0,
         "queue_wait_p95": mon.slo_queue_wait_p95_ms,
         "ttft_p50": mon.slo_ttft_p50_ms,
+        "ttft_p95": mon.slo_ttft_p95_ms,
         "latency_p99": mon.slo_latency_p99_ms,
         "tpot_p95": mon.slo_tpot_p95_ms,
     }
@@ -245,6 +248,8 @@ class _VariantLimits:
     tpot_in_flight: int = 0
     #: A scale-out's decision to serving, whole minutes.
     lag_minutes: int = 0
+    #: Most requests in flight per instance at which TTFT p95 holds (0: never).
+    ttft_p95_in_flight: int = 0
 
 
 def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _VariantLimits:
@@ -254,8 +259,11 @@ def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _Va
     p99 = next(b for b in basis.slo if b.slo == "end-to-end p99")
     tpot = next(b for b in basis.slo if b.slo == "TPOT p95")
     tpot_c = max(1, tpot.concurrency) if basis.reachable("tpot_p95") else tpot.concurrency
+    ttft95 = next(b for b in basis.slo if b.slo == "TTFT p95")
+    # reachable at the central estimate: at least one in flight, as the scaling target reads it
+    ttft95_c = max(1, ttft95.concurrency) if basis.reachable("ttft_p95") else ttft95.concurrency
     lag = math.ceil(a.scale_out_seconds(cfg, v) / 60)
-    return _VariantLimits(shape.requests_per_minute, p99.concurrency, tpot_c, lag)
+    return _VariantLimits(shape.requests_per_minute, p99.concurrency, tpot_c, lag, ttft95_c)
 
 
 def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarray:
@@ -266,7 +274,7 @@ def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarra
         return vm.queue_wait_p95_ms
     if slo == "ttft_p50":
         return vm.ttft_p50_ms
-    # latency_p99 and tpot_p95 (IN_FLIGHT_SLOS): the requests in flight per instance, held
+    # ttft_p95, latency_p99 and tpot_p95 (IN_FLIGHT_SLOS): the requests in flight per instance, held
     # within the concurrency at which the speed model's figure holds (the bound the scaling
     # target reads; the figures grow with the load, so the bound is the SLO)
     return vm.in_flight_per_instance
@@ -274,7 +282,9 @@ def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarra
 
 def in_flight_bound(lim: _VariantLimits, slo: GateSlo) -> int:
     """The most requests in flight per instance at which ``slo`` (one of IN_FLIGHT_SLOS) holds."""
-    return lim.tpot_in_flight if slo == "tpot_p95" else lim.p99_in_flight
+    return {"tpot_p95": lim.tpot_in_flight, "ttft_p95": lim.ttft_p95_in_flight}.get(
+        slo, lim.p99_in_flight
+    )
 
 
 def _misses_of(

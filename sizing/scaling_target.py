@@ -46,6 +46,7 @@ BRIEF_PREFIX_HIT_RATE = 0.72
 #: that holds its limit.
 SLO_LIMITS: dict[str, tuple[str, str]] = {
     "ttft_p50": ("TTFT p50", "slo_ttft_p50_ms"),
+    "ttft_p95": ("TTFT p95", "slo_ttft_p95_ms"),
     "latency_p99": ("end-to-end p99", "slo_latency_p99_ms"),
     "tpot_p95": ("TPOT p95", "slo_tpot_p95_ms"),
 }
@@ -179,6 +180,7 @@ def _basis(cfg: DeploymentConfig, variant: VariantName, itype: str, kv_bound: in
             ttft_p50_ms=mon.slo_ttft_p50_ms,
             latency_p99_ms=mon.slo_latency_p99_ms,
             tpot_p95_ms=mon.slo_tpot_p95_ms,
+            ttft_p95_ms=mon.slo_ttft_p95_ms,
             eff=efficiency(cfg, inst.gpu, edge),
             **typical_request(cfg),
         )
@@ -262,6 +264,7 @@ def least_spill_threshold(cfg: DeploymentConfig, variant: VariantName) -> int:
 #: What shortens each SLO's best figure, beside a faster instance type (said in its warning).
 SLO_LEVERS: dict[str, str] = {
     "ttft_p50": "a shorter uncached prompt (engine.typical_prompt_tokens)",
+    "ttft_p95": "a shorter uncached prompt (engine.typical_prompt_tokens)",
     "latency_p99": "a shorter typical answer (engine.typical_output_tokens)",
     "tpot_p95": "speculative decoding (fewer decode steps per token)",
 }

@@ -30,6 +30,7 @@ SLO_FIELDS: dict[GateSlo, str] = {
     "rejected": "(none: 0 rejected)",
     "queue_wait_p95": "slo_queue_wait_p95_ms",
     "ttft_p50": "slo_ttft_p50_ms",
+    "ttft_p95": "slo_ttft_p95_ms",
     "latency_p99": "slo_latency_p99_ms",
     "tpot_p95": "slo_tpot_p95_ms",
 }
@@ -107,6 +108,7 @@ def _figure_ms(
         1000
         * {
             "ttft_p50": s.ttft_p50_s,
+            "ttft_p95": s.ttft_p95_s,
             "latency_p99": s.e2e_p99_s,
             "tpot_p95": s.tpot_p95_s,
         }[key]
@@ -143,7 +145,7 @@ def what_would_reach(cfg: DeploymentConfig, variant: VariantName, key: str) -> s
         )
     if key in ("latency_p99", PER_TOKEN_SLO):
         parts.append(SPECULATIVE_DECODING)
-    if key == "ttft_p50":
+    if key in ("ttft_p50", "ttft_p95"):
         parts.append(
             "a higher prefix-cache hit rate (fleet.prefix_cache_hit_rate, measured) or a "
             "shorter uncached prompt (engine.typical_prompt_tokens)"

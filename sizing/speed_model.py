@@ -758,6 +758,7 @@ def slo_bounds(
     ttft_p50_ms: float,
     latency_p99_ms: float,
     tpot_p95_ms: float = math.inf,
+    ttft_p95_ms: float = math.inf,
     max_num_seqs: int = 128,
     max_num_batched_tokens: int = 8192,
     eff: Efficiency = FITTED,
@@ -777,6 +778,9 @@ def slo_bounds(
     def ttft(c: int) -> float:
         return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).ttft_p50_s
 
+    def ttft95(c: int) -> float:
+        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).ttft_p95_s
+
     def e2e(c: int) -> float:
         return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).e2e_p99_s
 
@@ -786,6 +790,7 @@ def slo_bounds(
     out = []
     for name, limit, figure in (
         ("TTFT p50", ttft_p50_ms, ttft),
+        ("TTFT p95", ttft_p95_ms, ttft95),
         ("end-to-end p99", latency_p99_ms, e2e),
         ("TPOT p95", tpot_p95_ms, tpot),
     ):

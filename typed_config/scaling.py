@@ -42,6 +42,11 @@ def _check_metric(name: str) -> str:
     return name
 
 
+#: The latency SLOs that may bound a concurrency target (``target_tracking.slos``), each with a
+#: limit in ``monitoring.slo_*`` (sizing.scaling_target.SLO_LIMITS).
+LatencySlo = Literal["ttft_p50", "ttft_p95", "latency_p99", "tpot_p95"]
+
+
 class TargetTracking(Strict):
     """Track concurrency per instance or invocations per instance.
 
@@ -56,8 +61,9 @@ class TargetTracking(Strict):
     per minute)."""
     target_fraction_of_concurrency: Annotated[float, Field(gt=0, le=1)] = 0.85
     """For ``concurrency``: target = this fraction x engine.max_num_seqs."""
-    slos: Annotated[list[Literal["ttft_p50", "latency_p99", "tpot_p95"]], Field(max_length=3)] = [
+    slos: Annotated[list[LatencySlo], Field(max_length=4)] = [
         "ttft_p50",
+        "ttft_p95",
         "latency_p99",
         "tpot_p95",
     ]

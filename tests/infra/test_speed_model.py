@@ -123,8 +123,9 @@ def test_the_plan_names_an_slo_no_concurrency_meets() -> None:
         raw["scaling"]["variants"][variant]["target_tracking"]["slos"] = ["ttft_p50"]
     raw.setdefault("monitoring", {})["slo_ttft_p50_ms"] = 1000
     s = speed_section(parse(raw), "primary")
-    ttft, e2e, tpot = s["slo"]
+    ttft, ttft95, e2e, tpot = s["slo"]
     assert ttft["slo"] == "TTFT p50" and ttft["max_in_flight"] == s["kv_bound"]
+    assert ttft95["slo"] == "TTFT p95" and not ttft95["binds_target"]  # not in target_tracking.slos
     assert e2e["slo"] == "end-to-end p99" and e2e["max_in_flight"] == 0
     assert tpot["slo"] == "TPOT p95" and not tpot["binds_target"]  # not in target_tracking.slos
     # an SLO no concurrency meets cannot bind the target: the KV cache does

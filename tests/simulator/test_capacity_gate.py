@@ -271,3 +271,41 @@ def test_the_plans_fleet_line_does_not_claim_an_accepted_slo_held() -> None:
     assert "ACCEPTED RISK: unannounced-3x is best-effort on tpot_p95 only" in accepted
     whole = {**f, "best_effort": [{"scenario": "unannounced-3x", "reason": "why"}]}
     assert "ACCEPTED RISK names" not in render_fleet(whole)[0]
+
+
+def _ttft_p95(limit_ms: float, *, binds: bool) -> DeploymentConfig:
+    """The fixture's prod held to TTFT p95 < ``limit_ms`` too; with ``binds`` the SLO also bounds
+    both variants' scaling target (``target_tracking.slos``)."""
+    raw = _raw()
+    raw.setdefault("monitoring", {})["slo_ttft_p95_ms"] = limit_ms
+    raw["fleet"]["slos"] = [*raw["fleet"]["slos"], "ttft_p95"]
+    if binds:
+        for v in VARIANT_NAMES:
+            raw["scaling"]["variants"][v]["target_tracking"]["slos"] = ["ttft_p95"]
+    return _parse(raw)
+
+
+def test_ttft_p95_is_held_in_every_minute_and_binds_the_target_it_is_given() -> None:
+    """TTFT p95 is held per minute as requests in flight per instance within the most at which
+    the speed model's p95 meets the limit: a target above that bound misses it in the minutes it
+    runs there, and the same SLO given to target tracking brings the target under the bound, so
+    the day holds it."""
+    from sizing.scaling_target import concurrency_target, target_basis
+
+    loose = evaluate(_ttft_p95(250, binds=False), Assumptions(), ["normal-day"])
+    bound = loose.in_flight_bounds["ttft_p95"]
+    assert 0 < bound < concurrency_target(_ttft_p95(250, binds=False), "primary")
+    misses = [m for m in loose.misses if m.slo == "ttft_p95"]
+    assert misses and not loose.passed
+    for m in misses:
+        assert m.limit == bound and m.figure > bound
+        assert f"ttft_p95: {m.figure:,.1f} in flight per instance > {bound}" in m.line()
+
+    bound_cfg = _ttft_p95(250, binds=True)
+    basis = target_basis(bound_cfg, "primary")
+    assert basis.binding == "TTFT p95" and basis.concurrency == bound
+    held = evaluate(bound_cfg, Assumptions(), ["normal-day"])
+    assert not [m for m in held.misses if m.slo == "ttft_p95"]
+    assert held.verdicts[0].worst["ttft_p95"] <= bound < loose.verdicts[0].worst["ttft_p95"]
+    # holding the tail costs instances: the bound month is dearer than the loose one
+    assert held.monthly_usd > loose.monthly_usd
