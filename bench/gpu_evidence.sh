@@ -13,7 +13,8 @@
 #                                                  bench/serve_evidence.py start-cuts (issue 46 item 2)
 #   5. RUNS=cold_default,warm_default LOAD=1 ... then RUNS=warm_default with ~/.triton present and moved
 #      away: docs/measurements/start_triton_h100_vllm0.26.md lists the five calls as run;
-#      RUNS=cold_shipped,warm_shipped is the product's layout (TRITON_CACHE_DIR inside the root)
+#      RUNS=cold_shipped,warm_shipped IMPORTS=1 LOAD=1, then RUNS=warm_shipped,warm_shipped: the product's
+#      layout (TRITON_CACHE_DIR inside the root): docs/measurements/start_shipped_h100_vllm0.26.md
 # BUDGET_S bounds the measurement of a call (default 540 s from this script's start).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -633,8 +633,7 @@ CUTS: dict[str, tuple[str, list[str], dict[str, str]]] = {
     ),
     "warm_eager": ("/tmp/vc_eager", ["--enforce-eager"], {}),
     # The product's layout (container/serving/compile_cache.py cache_env): Triton's JIT cache
-    # inside the cache root, so that a shipped root carries it. Not yet run on a GPU: the
-    # committed run (start_triton_h100_vllm0.26.md) moved Triton's default ~/.triton away instead.
+    # inside the cache root, so that a shipped root carries it (start_shipped_h100_vllm0.26.md).
     "cold_shipped": ("/tmp/vc_shipped", [], {"TRITON_CACHE_DIR": "/tmp/vc_shipped/triton"}),
     "warm_shipped": ("/tmp/vc_shipped", [], {"TRITON_CACHE_DIR": "/tmp/vc_shipped/triton"}),
 }

@@ -5,7 +5,8 @@ keeps the kernels it compiles at run time (LoRA's shrink/expand, the sampler's) 
 ``TRITON_CACHE_DIR`` (default ``~/.triton/cache``), which vLLM 0.26 does not put in its root on a
 warm start. On an H100 a start from empty caches took 191 s; from vLLM's root alone 123-139 s
 (every Triton kernel compiled again); from the root and Triton's cache 87-88 s
-(docs/measurements/start_triton_h100_vllm0.26.md). So the shipped cache holds both: Triton's in
+(docs/measurements/start_triton_h100_vllm0.26.md), and 66-76 s in this layout
+(start_shipped_h100_vllm0.26.md). So the shipped cache holds both: Triton's in
 :data:`TRITON_DIR` inside the root, where the release job points TRITON_CACHE_DIR and where the
 instance points it again (:func:`cache_env`). The
 artefacts are specific to the GPU architecture (Inductor and Triton generate code for the compute
