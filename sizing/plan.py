@@ -517,6 +517,10 @@ def fleet_section(cfg: DeploymentConfig) -> dict[str, Any]:
     }
 
 
+#: Said of each SLO the fleet is not sized to hold (stacks/constructs/alarm_rules.variant_rules).
+NO_SLO_ALARM = "no SLO alarm is built for it (it would stand in ALARM on a healthy fleet)"
+
+
 def render_fleet(f: dict[str, Any]) -> list[str]:
     share = "" if f["traffic_share"] == 1 else f" at {f['traffic_share']:g} x the brief's traffic"
     partial = [b["scenario"] for b in f["best_effort"] if b.get("slos")]
@@ -529,9 +533,14 @@ def render_fleet(f: dict[str, Any]) -> list[str]:
     for slo, why in f["slos_not_held"].items():
         reach = f["reach"].get(slo)
         more = f"; {reach}" if reach else ""
-        lines.append(f"          not held on this instance type: {slo}: {why}{more}")
+        lines.append(
+            f"          not held on this instance type: {slo}: {why}{more}; {NO_SLO_ALARM}"
+        )
     for slo, where in f.get("slos_left_out", {}).items():
-        lines.append(f"          not held by the gate (fleet.slos leaves it out): {slo}: {where}")
+        lines.append(
+            f"          not held by the gate (fleet.slos leaves it out): {slo}: {where}; "
+            f"{NO_SLO_ALARM}"
+        )
     for b in f["best_effort"]:
         only = b.get("slos")
         on = f" on {', '.join(only)} only (the other SLOs held)" if only else ""

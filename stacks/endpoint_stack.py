@@ -19,6 +19,7 @@ from sizing.ready_bound import rollout_waits
 from sizing.rollout_plan import rollout_capacity_plan
 from sizing.scaling_target import routed_variants
 from sizing.shadow_plan import shadow_instances
+from sizing.slo_reach import held
 from sizing.update_semantics import reset_properties
 from stacks.constructs.canary_controller import CanaryController
 from stacks.constructs.endpoint import (
@@ -203,6 +204,7 @@ class EndpointStack(Stack):
             key=self.key,
             variant_names=variant_names,
             idle_at_zero=idle_at_zero,
+            held_slos=held(cfg),
         )
 
     def _endpoint_key(self, cfg: DeploymentConfig) -> kms.Key:

@@ -25,7 +25,7 @@ from stacks.constructs.alarm_rules import Rule, variant_rules
 from stacks.constructs.dashboard import ServingDashboard
 from stacks.constructs.endpoint_ref import EndpointRef
 from stacks.constructs.rollback_alarms import RollbackAlarms
-from typed_config import VARIANT_NAMES, MonitoringConfig, VariantName
+from typed_config import GATE_SLOS, VARIANT_NAMES, MonitoringConfig, VariantName
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
@@ -65,6 +65,7 @@ class Monitoring(Construct):
         key: kms.IKey,
         variant_names: Sequence[VariantName] = VARIANT_NAMES,
         idle_at_zero: bool = False,
+        held_slos: Collection[str] = GATE_SLOS,
     ) -> None:
         """``variant_names``: the variants the endpoint has (the component shape has only
         ``primary``: a canary's alarms there would watch a variant that never exists, and its
@@ -72,7 +73,8 @@ class Monitoring(Construct):
         ``idle_at_zero``: the endpoint scales to zero, where no engine publishes by design, so
         the no-healthy-capacity alarm is not built (it would be in ALARM every idle hour); a
         request that finds nothing serving is the wake-from-zero alarm's
-        (stacks/constructs/inference_components.py)."""
+        (stacks/constructs/inference_components.py). ``held_slos``: the SLOs whose alarms are
+        built (alarm_rules.variant_rules: the ones the fleet is sized to hold)."""
         super().__init__(scope, construct_id)
         self._endpoint = endpoint
         self.topic = self._encrypted_topic(key, emails)
@@ -86,6 +88,7 @@ class Monitoring(Construct):
                 metrics_interval_seconds,
                 queue_step_scaling=variant in queue_step_variants,
                 idle_at_zero=idle_at_zero,
+                held_slos=held_slos,
             )
         self._slo_alarms(thresholds)
         self._notify(cw_actions.SnsAction(self.topic))
@@ -127,10 +130,14 @@ class Monitoring(Construct):
         *,
         queue_step_scaling: bool,
         idle_at_zero: bool = False,
+        held_slos: Collection[str] = GATE_SLOS,
     ) -> None:
         """An alarm per rule of ``variant`` (alarm_rules.variant_rules), ``<variant>/<rule>``;
         at scale to zero none of those that breach on missing data (``__init__``)."""
-        for rule in variant_rules(thresholds, adapter_names, queue_step_scaling=queue_step_scaling):
+        rules = variant_rules(
+            thresholds, adapter_names, queue_step_scaling=queue_step_scaling, slos=held_slos
+        )
+        for rule in rules:
             if idle_at_zero and rule.missing == cloudwatch.TreatMissingData.BREACHING:
                 continue
             period = _rule_period(rule, metrics_interval_seconds)

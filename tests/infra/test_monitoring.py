@@ -9,9 +9,11 @@ import pytest
 from aws_cdk.assertions import Capture, Match, Template
 
 from container.serving import metrics_contract as mc
-from typed_config import MonitoringConfig
+from sizing.slo_reach import held
+from stacks.constructs.alarm_rules import slo_rules
+from typed_config import GATE_SLOS, MonitoringConfig
 
-from .conftest import load_env
+from .conftest import load_env, parse, raw_config, synth_templates
 
 ENDPOINT = "mangaassist-vllm-prod"
 VARIANTS = ("primary", "canary")
@@ -28,6 +30,20 @@ def alarms(endpoint: Template) -> dict[str, dict[str, Any]]:
     return {
         k: r["Properties"] for k, r in endpoint.find_resources("AWS::CloudWatch::Alarm").items()
     }
+
+
+@pytest.fixture(scope="module")
+def slo_alarms() -> dict[str, dict[str, Any]]:
+    """The alarms of the fixture's prod held to every latency SLO, each reachable on its type
+    (e2e p99 loosened to a minute: 2 s is reachable on no catalog type), so that every SLO
+    alarm is built."""
+    raw = raw_config("prod")
+    raw["fleet"]["slos"] = list(GATE_SLOS)
+    raw.setdefault("monitoring", {})["slo_latency_p99_ms"] = 60_000
+    cfg = parse(raw)
+    assert set(held(cfg)) == set(GATE_SLOS)
+    tpl = synth_templates(cfg)["endpoint"]
+    return {k: r["Properties"] for k, r in tpl.find_resources("AWS::CloudWatch::Alarm").items()}
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +79,12 @@ SEED_ALARMS = [
     ("prefix-cache-degraded", mc.NAMESPACE, "PrefixCacheHitRate", "Average", "Less", 50, 60, 15,
      False),
     ("no-healthy-capacity", mc.NAMESPACE, "RunningRequests", "SampleCount", "Less", 1, 60, 3, True),
+]  # fmt: skip
+#: The SLO alarms (one-hour windows), built for the SLOs the fleet holds (``slo_alarms``: all).
+SLO_ALARMS = [
     ("slo-ttft-p50", mc.NAMESPACE, "TimeToFirstTokenP50", "p50", "Greater", 200, 3600, 1, False),
-    ("slo-latency-p99", "AWS/SageMaker", "ModelLatency", "p99", "Greater", 2_000_000, 3600, 1,
+    ("slo-ttft-p95", mc.NAMESPACE, "TimeToFirstTokenP95", "p95", "Greater", 500, 3600, 1, False),
+    ("slo-latency-p99", "AWS/SageMaker", "ModelLatency", "p99", "Greater", 60_000_000, 3600, 1,
      False),
     ("slo-queue-wait-p95", mc.NAMESPACE, "QueueTimeP95", "p95", "Greater", 100, 3600, 1, False),
     ("slo-tpot-p95", mc.NAMESPACE, mc.TPOT_P95.name, "p95", "Greater", PROD_SLO_TPOT_P95_MS, 3600,
@@ -103,6 +123,41 @@ def test_seed_alarm_watches_its_metric_with_the_seed_threshold_and_window(
     assert alarm["Period"] == period
     assert alarm["EvaluationPeriods"] == evals
     assert alarm["AlarmDescription"].startswith("[CRITICAL]" if critical else "[WARNING]")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize(
+    ("rule", "ns", "metric", "stat", "cmp", "threshold", "period", "evals", "critical"),
+    SLO_ALARMS,
+    ids=[r[0] for r in SLO_ALARMS],
+)
+def test_slo_alarm_watches_its_metric_at_the_slos_limit_over_an_hour(
+    slo_alarms, variant, rule, ns, metric, stat, cmp, threshold, period, evals, critical
+) -> None:
+    test_seed_alarm_watches_its_metric_with_the_seed_threshold_and_window(
+        slo_alarms, variant, rule, ns, metric, stat, cmp, threshold, period, evals, critical
+    )
+
+
+def test_an_slo_alarm_is_built_only_for_an_slo_the_fleet_holds(alarms, prod_cfg) -> None:
+    """The fixture's prod holds queue wait and 0 rejected only (fleet.slos leaves TTFT and TPOT
+    out, and its e2e p99 < 2 s is reachable on no catalog type): an alarm on those would stand
+    in ALARM on a healthy fleet, so none is built, and the plan says so."""
+    from sizing.plan import NO_SLO_ALARM, build_plan, render_plan
+
+    built = {
+        a["AlarmDescription"].split("] ", 1)[1].split(":")[0]
+        for a in alarms.values()
+        if "/slo-" in a.get("AlarmDescription", "")
+    }
+    kept = set(held(prod_cfg))
+    expected = {f"{v}/{r.key}" for v in VARIANTS for s, r in slo_rules(prod_cfg.monitoring).items()
+                if s in kept}  # fmt: skip
+    assert built == expected
+    assert "primary/slo-queue-wait-p95" in built and "primary/slo-latency-p99" not in built
+    text = render_plan(build_plan(prod_cfg, {}))
+    assert "not held on this instance type: latency_p99" in text
+    assert text.count(NO_SLO_ALARM) == len(set(slo_rules(prod_cfg.monitoring)) - kept)
 
 
 def test_queue_buildup_says_step_scaling_fired_only_where_a_queue_step_policy_exists(
