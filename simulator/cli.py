@@ -701,6 +701,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
                     "night_instances": s.night_instances,
                     "bounds": asdict(s.bounds) if s.bounds else None,
                     "policy_costs": s.policy_costs,
+                    "start": s.start,
                     "rounds": s.rounds,
                     "seconds": round(s.seconds, 1),
                 }

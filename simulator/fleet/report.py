@@ -129,6 +129,12 @@ def table(
                 for k, c in s.policy_costs.items()
             )
             lines.append(f"policies, {s.instance_type}: {costs}")
+    own = cfg.variants.primary.instance_type
+    for s in sols:
+        if s.solved and s.instance_type == own:
+            start = {"least": "the least the config allows, repaired",
+                     "config": "the config's own fleet"}[s.start]  # fmt: skip
+            lines.append(f"start, {own}: {start}; floors lowered")
     if budget:
         lines.append(f"budget (fleet.budget_usd_per_month): ${budget:,.0f}/month")
     lines.append(

@@ -10,13 +10,21 @@ other miss while desired capacity stood below the ceiling is a floor too low, so
 force then (a schedule, a release's prescale, the variant's own min) is raised by the shortfall
 under it; a miss at the ceiling raises the ceiling. It replays every held scenario after each
 repair until none misses (or the type cannot: 100 instances are not enough; "no fleet" names the
-misses still open). Each variant's all-day floor (billed 24/7) is then lowered, by bisection, to
-the least that still passes: a raise one round asked for may be unneeded after later repairs, and
-without this an easier problem (a faster engine, lower demand, a looser SLO) could end on a
-costlier fleet (tests/simulator/test_fleet_solver_property.py holds the property on a small
-fixture). The ceiling is then set to the most instances any scenario used, and the gate is run
-once more on exactly that fleet. Monthly cost: the normal day's billed instance-hours
-(schedules, standby and the canary included) x 730 / 24.
+misses still open). For the config's own instance type the config's own bounds are a second
+start: where the gate passes them as they stand, they are kept (no repair), so the solver never
+returns, for that type, a fleet costlier than the one the user already has and the gate passes.
+
+From either start every floor the search owns is then lowered, one at a time and by bisection, to
+the least that still passes (each variant's all-day floor down to the config's own, each
+schedule's and each release's prescale down to the primary's min; a trial is kept only where the
+gate passes): a raise one round asked for may be unneeded after later repairs, and a config's own
+floor may stand above what its scenarios need. Without this an easier problem (a faster engine,
+lower demand, a looser SLO) could end on a costlier fleet (tests/simulator/
+test_fleet_solver_property.py holds the property on a small fixture). A floor already at its
+least costs no replay, any other at most log2 of its range. The cheaper of the two starts is kept
+(``Solution.start`` says which; the table prints it). The ceiling is then set to the most
+instances any scenario used, and the gate is run once more on exactly that fleet. Monthly cost:
+the normal day's billed instance-hours (schedules, standby and the canary included) x 730 / 24.
 
 The search runs at the pessimistic edge of the speed model (the edge the gate holds); each
 solution is also replayed at the optimistic edge, so both are printed. Greedy, not exhaustive:
@@ -29,7 +37,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from simulator.assumptions import Assumptions
 from simulator.fleet.scenarios import scaled
@@ -47,6 +55,8 @@ from typed_config.catalog import INSTANCE_CATALOG
 MAX_INSTANCES = 100
 MAX_ROUNDS = 30
 VARIANT = "variant"
+#: Where a search starts (:func:`solve_policy`).
+Start = Literal["least", "config"]
 
 
 #: Target tracking's scale-in cooldown when scale-in follows traffic: what Application Auto
@@ -124,16 +134,18 @@ class Bounds:
         return self.schedule_min[owner]
 
     def raised(self, variant: VariantName, owner: str, by: int) -> Bounds:
+        return self.with_floor(variant, owner, min(MAX_INSTANCES, self.floor(variant, owner) + by))
+
+    def with_floor(self, variant: VariantName, owner: str, n: int) -> Bounds:
+        """These bounds with the floor :meth:`floor` names set to ``n``."""
         if owner == VARIANT:
             if variant == "primary":
-                return replace(self, primary_min=min(MAX_INSTANCES, self.primary_min + by))
-            return replace(self, canary_min=min(MAX_INSTANCES, self.canary_min + by))
+                return replace(self, primary_min=n)
+            return replace(self, canary_min=n)
         if owner.endswith(":prescale"):
             name = owner.split(":")[0]
-            up = min(MAX_INSTANCES, self.release_min[name] + by)
-            return replace(self, release_min={**self.release_min, name: up})
-        up = min(MAX_INSTANCES, self.schedule_min[owner] + by)
-        return replace(self, schedule_min={**self.schedule_min, owner: up})
+            return replace(self, release_min={**self.release_min, name: n})
+        return replace(self, schedule_min={**self.schedule_min, owner: n})
 
 
 def current(cfg: DeploymentConfig) -> Bounds:
@@ -288,6 +300,8 @@ class Solution:
     why_not: str = ""
     #: Each policy the solver tried (:class:`Policy` label) and its monthly cost (None: no fleet).
     policy_costs: dict[str, float | None] = field(default_factory=dict)
+    #: Where the search that won started: the least the config allows, or the config's own bounds.
+    start: Start = "least"
 
     @property
     def policy(self) -> Policy | None:
@@ -369,30 +383,53 @@ def _no_fleet_why(report: GateReport | None) -> str:
     )
 
 
-def _lower_all_day_floors(
-    cfg: DeploymentConfig, b: Bounds, base: Bounds, a: Assumptions, held: list[Any]
-) -> Bounds:
-    """The least all-day floor of each variant (its own min_capacity, billed 24/7) that still
-    passes the gate, by bisection down to the config's own: a repair raised it by a shortfall
-    at one minute, and later repairs (another bound raised, a schedule started earlier) may have
-    made that raise unnecessary. Without this the greedy search can return a costlier fleet for
-    an easier problem (a faster engine, lower demand, a looser SLO)."""
-    floors: tuple[tuple[VariantName, int], ...] = (
-        ("primary", base.primary_min),
-        ("canary", base.canary_min),
-    )
-    for variant, least in floors:
-        lo, hi = least, b.floor(variant, VARIANT)
+def _owned_floors(b: Bounds) -> list[tuple[VariantName, str]]:
+    """Every floor the search sets, as (variant, owner) for :meth:`Bounds.floor`: the two all-day
+    floors first (billed 24/7), then each schedule's and each release's prescale, in config order.
+    A schedule's or release's variant does not matter to :meth:`Bounds.floor`."""
+    return [
+        ("primary", VARIANT),
+        ("canary", VARIANT),
+        *(("primary", name) for name in b.schedule_min),
+        *(("primary", f"{name}:prescale") for name in b.release_min),
+    ]
+
+
+def _gate(cfg: DeploymentConfig, b: Bounds, a: Assumptions, held: list[Any]) -> GateReport | None:
+    """The gate's report on ``b``, None where ``b`` does not validate (a trial that fails)."""
+    try:
+        return evaluate(apply(cfg, b), a, held)
+    except (ValueError, CapacityError):
+        return None
+
+
+def _lower_floors(
+    cfg: DeploymentConfig,
+    b: Bounds,
+    report: GateReport,
+    floors: Bounds,
+    a: Assumptions,
+    held: list[Any],
+) -> tuple[Bounds, GateReport]:
+    """``b`` (which passes: ``report``) with every floor the search owns lowered, one at a time,
+    to the least that still passes the gate, by bisection down to ``floors``': each variant's
+    all-day floor, each schedule's min and each release's prescale. A repair raised a bound by a
+    shortfall at one minute, later repairs may have made that raise unnecessary, and a config's
+    own floors may stand above what its scenarios need. Each trial is kept only when the gate
+    passes, so the result passes (``report`` is its gate); a floor already at its least costs no
+    evaluation, any other at most log2 of its range. Without this the greedy search can return a
+    costlier fleet for an easier problem (a faster engine, lower demand, a looser SLO)."""
+    for variant, owner in _owned_floors(b):
+        lo, hi = floors.floor(variant, owner), b.floor(variant, owner)
         while lo < hi:
             mid = (lo + hi) // 2
-            trial = (
-                replace(b, primary_min=mid) if variant == "primary" else replace(b, canary_min=mid)
-            )
-            if evaluate(apply(cfg, trial), a, held).passed:
-                b, hi = trial, mid
+            trial = b.with_floor(variant, owner, mid)
+            got = _gate(cfg, trial, a, held)
+            if got is not None and got.passed:
+                b, report, hi = trial, got, mid
             else:
                 lo = mid + 1
-    return b
+    return b, report
 
 
 def _monthly(report: GateReport) -> float:
@@ -415,13 +452,12 @@ def solve_type(cfg: DeploymentConfig, itype: str, a: Assumptions) -> Solution:
     return best
 
 
-def solve_policy(cfg: DeploymentConfig, itype: str, a: Assumptions, policy: Policy) -> Solution:
-    """The cheapest fleet of ``itype`` under ``policy`` the greedy repair finds (see the module
-    docstring)."""
-    started = time.perf_counter()
+def least_bounds(cfg: DeploymentConfig, itype: str, policy: Policy) -> Bounds:
+    """The least the config allows on ``itype`` under ``policy``: the variants' own floors, every
+    schedule's and release's floor at the primary's min, the ceilings at the catalog's 100."""
     base = current(cfg)
     floor = base.primary_min
-    b = replace(
+    return replace(
         base,
         policy=policy,
         instance_type=itype,
@@ -430,25 +466,54 @@ def solve_policy(cfg: DeploymentConfig, itype: str, a: Assumptions, policy: Poli
         schedule_min={k: floor for k in base.schedule_min},
         release_min={k: floor for k in base.release_min},
     )
+
+
+def solve_policy(cfg: DeploymentConfig, itype: str, a: Assumptions, policy: Policy) -> Solution:
+    """The cheapest fleet of ``itype`` under ``policy`` (see the module docstring): the greedy
+    repair from :func:`least_bounds` and, for the config's own type, the config's own bounds
+    where they pass; each with its floors lowered (:func:`_lower_floors`), the cheaper kept."""
+    started = time.perf_counter()
+    floors = least_bounds(cfg, itype, policy)
+    sol = _solve_from(cfg, floors, floors, a, "least")
+    if itype == cfg.variants.primary.instance_type:
+        own = _solve_from(cfg, replace(current(cfg), policy=policy), floors, a, "config")
+        if own.solved and (not sol.solved or own.monthly_usd < sol.monthly_usd):
+            sol = own
+    sol.seconds = time.perf_counter() - started
+    return sol
+
+
+def _solve_from(
+    cfg: DeploymentConfig, b: Bounds, floors: Bounds, a: Assumptions, start: Start
+) -> Solution:
+    """The fleet from ``b``: from the least (``start`` "least") the gate's misses are repaired
+    greedily until it passes; the config's own bounds ("config") are taken only where the gate
+    passes them as they are. Then every floor is lowered towards ``floors``', the ceiling set to
+    the most instances a scenario used, and the gate run on exactly that fleet."""
+    started = time.perf_counter()
+    itype = b.instance_type
     held = cfg.fleet.held()
     crons = {sc.name: sc.cron for sc in cfg.scaling.schedules}
     report: GateReport | None = None
     rounds = 0
     try:
         for rounds in range(1, MAX_ROUNDS + 1):
-            trial = apply(cfg, b)
-            report = evaluate(trial, a, held)
+            report = evaluate(apply(cfg, b), a, held)
             if report.passed:
                 break
+            if start == "config":
+                return _failed(itype, report, 0, started, "the config's own fleet misses", start)
             nb = _repair(b, report.misses, crons)
             if nb is None or nb == b:
-                return _failed(itype, report, rounds, started, "100 instances do not carry it")
+                why = "100 instances do not carry it"
+                return _failed(itype, report, rounds, started, why, start)
             b = nb
         else:
-            return _failed(itype, report, rounds, started, _no_fleet_why(report))
-        b = _lower_all_day_floors(cfg, b, base, a, held)
+            return _failed(itype, report, rounds, started, _no_fleet_why(report), start)
+        if start == "config":
+            rounds = 0  # no repair
+        b, report = _lower_floors(cfg, b, report, floors, a, held)
         # the ceiling: the most instances a scenario used, then the gate on exactly that fleet
-        assert report is not None
         peaks = {
             v: max(x.peak_instances.get(v, 0) for x in report.verdicts)
             for v in ("primary", "canary")
@@ -465,7 +530,7 @@ def solve_policy(cfg: DeploymentConfig, itype: str, a: Assumptions, policy: Poli
         report = evaluate(final_cfg, a, list(cfg.fleet.scenarios))
         optimistic = evaluate(final_cfg, replace(a, speed_edge="optimistic"), held)
     except (ValueError, CapacityError) as exc:
-        return _failed(itype, report, rounds, started, _why(exc))
+        return _failed(itype, report, rounds, started, _why(exc), start)
     peak = max((sum(v.peak_instances.values()) for v in report.verdicts), default=0)
     return Solution(
         instance_type=itype,
@@ -480,14 +545,20 @@ def solve_policy(cfg: DeploymentConfig, itype: str, a: Assumptions, policy: Poli
         rounds=rounds,
         seconds=time.perf_counter() - started,
         why_not="" if report.passed else "the final fleet misses (see the gate)",
+        start=start,
     )
 
 
 def _failed(
-    itype: str, report: GateReport | None, rounds: int, started: float, why: str
+    itype: str,
+    report: GateReport | None,
+    rounds: int,
+    started: float,
+    why: str,
+    start: Start = "least",
 ) -> Solution:
     return Solution(itype, None, None, report, None, 0.0, 0, 0, rounds,
-                    time.perf_counter() - started, why)  # fmt: skip
+                    time.perf_counter() - started, why, start=start)  # fmt: skip
 
 
 def lower_bound_usd(cfg: DeploymentConfig, itype: str, a: Assumptions) -> float:
