@@ -396,6 +396,8 @@ def render_bound_costs(costs: dict[str, Any]) -> list[str]:
         + "):"
     ]
     tighten = round(100 * (1 - costs["tighten_factor"]))
+    # one line per SLO: its rows (dropping, tightening; or adding) joined
+    by_slo: dict[str, list[str]] = {}
     for r in costs["rows"]:
         what = {
             "drop": f"dropping {r['slo']}",
@@ -403,7 +405,7 @@ def render_bound_costs(costs: dict[str, Any]) -> list[str]:
             "add": f"adding {r['slo']} at {r['limit_ms']:,.0f} ms",
         }[r["change"]]
         if r["monthly_usd"] is None:
-            lines.append(f"  {what}: {r['note']}")
+            by_slo.setdefault(r["slo"], []).append(f"{what}: {r['note']}")
             continue
         if r["target"] == costs["target"]:
             moved = f"target {costs['target']:g} unchanged"
@@ -415,7 +417,10 @@ def render_bound_costs(costs: dict[str, Any]) -> list[str]:
             if delta < -0.5
             else (f"costs ${delta:,.0f}/month more" if delta > 0.5 else "costs nothing")
         )
-        lines.append(f"  {what} ({moved}): {money} (${r['monthly_usd']:,.0f}/month)")
+        by_slo.setdefault(r["slo"], []).append(
+            f"{what} ({moved}): {money} (${r['monthly_usd']:,.0f}/month)"
+        )
+    lines += [f"  {'; '.join(parts)}" for parts in by_slo.values()]
     return lines
 
 

@@ -108,14 +108,16 @@ def test_blue_green_canary_shift_with_auto_rollback_on_created_alarms(endpoint: 
     assert metrics == ["Invocation5XXErrors"] * 2 + ["ModelLatency"] * 2
 
 
-def test_model_latency_rollback_threshold_is_in_microseconds(endpoint: Template) -> None:
+def test_model_latency_rollback_threshold_is_in_microseconds(endpoint: Template, prod_cfg) -> None:  # type: ignore[no-untyped-def]
+    """ModelLatency is published in microseconds: the rollback alarm's threshold is the config's
+    milliseconds x 1,000."""
     endpoint.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
             "Namespace": "AWS/SageMaker",
             "MetricName": "ModelLatency",
             "ExtendedStatistic": "p99",
-            "Threshold": 2_000_000,
+            "Threshold": prod_cfg.deployment.rollback_model_latency_p99_ms * 1000,
             "Dimensions": Match.array_with(
                 [{"Name": "EndpointName", "Value": "mangaassist-vllm-prod"}]
             ),
