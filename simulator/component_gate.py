@@ -10,8 +10,8 @@ instance type, one copy per GPU):
 
 - ``rejected``: a minute with a 429;
 - ``queue_wait_p95`` and ``ttft_p50``: the minute's worst tick above the limit;
-- ``ttft_p95``, ``latency_p99`` and ``tpot_p95``: more requests in flight per copy than the speed model holds
-  the SLO at (the bound the scaling target reads).
+- ``ttft_p95``, ``latency_p99`` and ``tpot_p95``: more requests in flight per copy than the speed
+  model holds the SLO at (the bound the scaling target reads).
 
 Requests at zero (cold) are no miss: AWS documents that they fail while the first instance
 provisions, and the client route absorbs them (clients/bedrock_fallback.py); the report counts them

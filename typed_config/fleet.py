@@ -40,9 +40,7 @@ DEFAULT_SCENARIOS: tuple[ScenarioName, ...] = (
 #: rejected with 429" (the brief's "0 rejected"), held in every minute; ``tpot_p95`` is time per
 #: output token (``monitoring.slo_tpot_p95_ms``), the per-user streaming speed; ``ttft_p95`` the
 #: tail of time to first token (``monitoring.slo_ttft_p95_ms``).
-GateSlo = Literal[
-    "rejected", "queue_wait_p95", "ttft_p50", "ttft_p95", "latency_p99", "tpot_p95"
-]
+GateSlo = Literal["rejected", "queue_wait_p95", "ttft_p50", "ttft_p95", "latency_p99", "tpot_p95"]
 GATE_SLOS: tuple[GateSlo, ...] = get_args(GateSlo)
 
 

@@ -2,9 +2,10 @@
 
 vLLM compiles the model (torch.compile, Inductor and Triton kernels) and inspects the model
 class at every start; a start that finds those artefacts under ``VLLM_CACHE_ROOT``, and Triton's
-run-time kernels under ``TRITON_CACHE_DIR``, skips that work (on an H100: 191 s cold, 123-139 s
-from vLLM's root alone, 66-76 s from both in this layout; sizing/engine_start.py). The artefacts are specific to
-the GPU architecture and the vLLM and torch versions (container/serving/compile_cache.py), so
+run-time kernels under ``TRITON_CACHE_DIR``, skips that work (on an H100: 155-191 s cold,
+123-139 s from vLLM's root alone, 66-76 s from both in this layout; sizing/engine_start.py). The
+artefacts are specific to the GPU architecture and the vLLM and torch versions
+(container/serving/compile_cache.py), so
 they are made here, where the release is made, on the job's GPU and the job image's vLLM (the
 serving image's base), and shipped in the release beside the weights:
 

@@ -53,7 +53,8 @@ def _margin(report: GateReport | None) -> str:
 
 def _short(slo: str) -> str:
     return {"rejected": "0-rejected", "queue_wait_p95": "wait", "ttft_p50": "TTFT",
-            "ttft_p95": "TTFT p95", "latency_p99": "p99", "tpot_p95": "TPOT"}.get(slo, slo)  # fmt: skip
+            "ttft_p95": "TTFT p95", "latency_p99": "p99",
+            "tpot_p95": "TPOT"}.get(slo, slo)  # fmt: skip
 
 
 def months_by_edge(sols: list[Solution], a: Assumptions) -> dict[str, MonthByEdge]:

@@ -145,9 +145,9 @@ def test_the_engine_start_is_the_committed_measurements_cold_and_warm_start() ->
     for r in runs.values():
         assert r["env"]["TRITON_CACHE_DIR"].startswith(r["env"]["VLLM_CACHE_ROOT"] + "/")
     # the cache a release ships holds Triton's JIT kernels too: the root alone starts slower
-    root_only = next(
-        r for r in other["runs"] if r["run"] == "warm_vllm_cache_only"
-    )["all_adapters_answered_s"]
+    root_only = next(r for r in other["runs"] if r["run"] == "warm_vllm_cache_only")[
+        "all_adapters_answered_s"
+    ]
     assert m.warm_root_only_seconds == round(root_only, 1)
     assert m.warm_seconds < m.warm_root_only_seconds < m.cold_seconds
     # the phases account for the whole start, to the last adapter's first answer
