@@ -95,7 +95,9 @@ class ScenarioVerdict:
     scenario: ScenarioName
     best_effort: str | None
     misses: list[Miss]
-    #: Worst minute per held SLO over the scenario's runs and variants.
+    #: Worst minute per held SLO over the scenario's runs and variants; an SLO no run of the
+    #: scenario measures (the canary ramp's replay serves each minute up to capacity and has no
+    #: per-request times) is absent: :attr:`unmeasured` names it.
     worst: dict[str, float]
     #: Instance-hours and cost per run label (for the solver's cost).
     cost_usd: dict[str, float] = field(default_factory=dict)
@@ -110,6 +112,8 @@ class ScenarioVerdict:
     accepted_slos: tuple[GateSlo, ...] = ()
     accepted_reason: str | None = None
     accepted: list[Miss] = field(default_factory=list)
+    #: Held SLOs no run of the scenario measures (see :attr:`worst`).
+    unmeasured: tuple[str, ...] = ()
 
 
 @dataclass
@@ -174,6 +178,11 @@ class GateReport:
                 f"  {state:<11} {v.scenario}: worst minute {worst}; least headroom "
                 f"{v.headroom_pct:+.0f} %"
             )
+            if v.unmeasured:
+                lines.append(
+                    f"              not measured by this replay: {', '.join(v.unmeasured)} "
+                    "(it serves each minute up to capacity: held on 429s and demand above it)"
+                )
             if len(v.cost_usd) > 1:
                 lines.append(f"              replayed on: {'; '.join(v.cost_usd)}")
             if v.best_effort and v.misses:
@@ -303,7 +312,8 @@ def _misses_of(
         limit = in_flight_bound(lim, slo)
     valid = ~np.isnan(fig)
     bad = valid & (fig > (0.5 if slo == "rejected" else limit))
-    worst = float(np.max(fig[valid])) if valid.any() else 0.0
+    # NaN: the run does not measure this SLO in any minute (never a 0 that reads as held)
+    worst = float(np.max(fig[valid])) if valid.any() else math.nan
     if not bad.any():
         return [], worst
     need = need_rpm = np.ceil(vm.demand_rpm / max(lim.rpm_per_instance, 1e-9))
@@ -396,7 +406,8 @@ def evaluate(
                     headroom = min(headroom, 100 * (float(spare.min()) - 1))
                 for slo in held:
                     found, w = _misses_of(run, vm, lims[v], slo, slo_limits[slo])
-                    worst[slo] = max(worst.get(slo, 0.0), w)
+                    if not math.isnan(w):
+                        worst[slo] = max(worst.get(slo, 0.0), w)
                     if slo in ok_slos:
                         accepted += found
                     else:
@@ -414,6 +425,7 @@ def evaluate(
                 accepted_slos=ok_slos,
                 accepted_reason=part.reason if part else None,
                 accepted=accepted,
+                unmeasured=tuple(s for s in held if s not in worst),
             )
         )
     return GateReport(

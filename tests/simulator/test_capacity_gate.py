@@ -309,3 +309,19 @@ def test_ttft_p95_is_held_in_every_minute_and_binds_the_target_it_is_given() -> 
     assert held.verdicts[0].worst["ttft_p95"] <= bound < loose.verdicts[0].worst["ttft_p95"]
     # holding the tail costs instances: the bound month is dearer than the loose one
     assert held.monthly_usd > loose.monthly_usd
+
+
+def test_an_slo_a_replay_does_not_measure_is_named_not_printed_as_zero(tpot_report) -> None:  # type: ignore[no-untyped-def]
+    """The canary ramp's replay serves each minute up to capacity and has no per-request times:
+    its TPOT is not measured, and the gate says so instead of printing a worst minute of 0."""
+    raw = _raw()
+    raw["fleet"]["slos"] = [*raw["fleet"]["slos"], "tpot_p95"]
+    report = evaluate(_parse(raw), Assumptions(), ["canary-rollout"])
+    (ramp,) = report.verdicts
+    assert "tpot_p95" in ramp.unmeasured and "tpot_p95" not in ramp.worst
+    assert "rejected" in ramp.worst and "rejected" not in ramp.unmeasured
+    text = report.render()
+    assert "not measured by this replay: tpot_p95" in text
+    assert "tpot_p95 0.0 in flight" not in text
+    # the normal day measures it in every minute
+    assert tpot_report.verdicts[0].unmeasured == () and "tpot_p95" in tpot_report.verdicts[0].worst
