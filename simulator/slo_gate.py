@@ -26,8 +26,8 @@ from simulator.fleet.scenarios import ScenarioRun, VariantMinutes, run_scenario
 from simulator.user_figures import run_cost_usd, week_monthly
 from sizing.fleet_cost import MonthByEdge, release_canary_monthly
 from sizing.plan import monthly_line
-from sizing.scaling_target import target_basis
-from sizing.slo_reach import unreachable
+from sizing.scaling_target import SLO_LIMITS, target_basis
+from sizing.slo_reach import SLO_FIELDS, unreachable
 from typed_config import VARIANT_NAMES, DeploymentConfig, GateSlo, ScenarioName, VariantName
 
 #: SLOs held as "requests in flight per instance within the most at which the speed model's
@@ -236,14 +236,10 @@ def _fmt(slo: str, x: float, queue_cap_ms: float = 0.0, in_flight_bound: int | N
 
 
 def limits(cfg: DeploymentConfig) -> dict[GateSlo, float]:
-    mon = cfg.monitoring
+    """Each gate SLO's limit: its ``monitoring`` field (sizing.slo_reach.SLO_FIELDS); 0 429s."""
     return {
-        "rejected": 0.0,
-        "queue_wait_p95": mon.slo_queue_wait_p95_ms,
-        "ttft_p50": mon.slo_ttft_p50_ms,
-        "ttft_p95": mon.slo_ttft_p95_ms,
-        "latency_p99": mon.slo_latency_p99_ms,
-        "tpot_p95": mon.slo_tpot_p95_ms,
+        slo: 0.0 if slo == "rejected" else float(getattr(cfg.monitoring, field))
+        for slo, field in SLO_FIELDS.items()
     }
 
 
@@ -266,13 +262,17 @@ def variant_limits(cfg: DeploymentConfig, v: VariantName, a: Assumptions) -> _Va
     model = instance_model(cfg, cfg.variants[v].instance_type, a)
     shape = model.latency(basis.concurrency, model.prompt_tokens, model.output_tokens)
     p99 = next(b for b in basis.slo if b.slo == "end-to-end p99")
-    tpot = next(b for b in basis.slo if b.slo == "TPOT p95")
-    tpot_c = max(1, tpot.concurrency) if basis.reachable("tpot_p95") else tpot.concurrency
-    ttft95 = next(b for b in basis.slo if b.slo == "TTFT p95")
-    # reachable at the central estimate: at least one in flight, as the scaling target reads it
-    ttft95_c = max(1, ttft95.concurrency) if basis.reachable("ttft_p95") else ttft95.concurrency
+
+    def held_up_to(key: str) -> int:
+        # reachable at the central estimate: at least one in flight, as the scaling target reads
+        c = next(b for b in basis.slo if b.slo == SLO_LIMITS[key][0]).concurrency
+        return max(1, c) if basis.reachable(key) else c
+
     lag = math.ceil(a.scale_out_seconds(cfg, v) / 60)
-    return _VariantLimits(shape.requests_per_minute, p99.concurrency, tpot_c, lag, ttft95_c)
+    return _VariantLimits(
+        shape.requests_per_minute, p99.concurrency, held_up_to("tpot_p95"), lag,
+        held_up_to("ttft_p95"),
+    )  # fmt: skip
 
 
 def _figures(vm: VariantMinutes, lim: _VariantLimits, slo: GateSlo) -> np.ndarray:

@@ -9,7 +9,7 @@ product's cache layout (container/serving/compile_cache.py ``cache_env``: VLLM_C
 TRITON_CACHE_DIR inside it, so that the root a release ships carries Triton's JIT kernels):
 
 - ``cold``: an empty root: 155.2 s (what the release job's first start does, producing the cache).
-- ``warm``: the root the cold start left, the median of three warm starts (66.2, 75.3, 75.7 s):
+- ``warm``: the root the cold start left, the median of three warm starts (66.2, 75.2, 75.7 s):
   what a new instance does with the shipped cache (container/model_prep/compile_cache_step.py
   makes it; the image checks it was made for this GPU and these versions before using it).
 - ``warm_vllm_cache_only`` (docs/measurements/start_triton_h100_vllm0.26.json, an earlier lease):

@@ -33,6 +33,7 @@ import heapq
 import math
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -775,24 +776,18 @@ def slo_bounds(
         "max_num_batched_tokens": max_num_batched_tokens,
     }
 
-    def ttft(c: int) -> float:
-        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).ttft_p50_s
-
-    def ttft95(c: int) -> float:
-        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).ttft_p95_s
-
-    def e2e(c: int) -> float:
-        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).e2e_p99_s
-
-    def tpot(c: int) -> float:
-        return 1000 * open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw).tpot_p95_s
+    def figure_of(attr: str) -> Callable[[int], float]:
+        """The SLO's figure (ms) at ``c`` in flight: ``attr`` of the open-loop speed."""
+        return lambda c: (
+            1000 * getattr(open_loop_at(arch, quantization, gpu, in_flight=c, eff=eff, **kw), attr)
+        )
 
     out = []
     for name, limit, figure in (
-        ("TTFT p50", ttft_p50_ms, ttft),
-        ("TTFT p95", ttft_p95_ms, ttft95),
-        ("end-to-end p99", latency_p99_ms, e2e),
-        ("TPOT p95", tpot_p95_ms, tpot),
+        ("TTFT p50", ttft_p50_ms, figure_of("ttft_p50_s")),
+        ("TTFT p95", ttft_p95_ms, figure_of("ttft_p95_s")),
+        ("end-to-end p99", latency_p99_ms, figure_of("e2e_p99_s")),
+        ("TPOT p95", tpot_p95_ms, figure_of("tpot_p95_s")),
     ):
         lo, hi = 0, ceiling  # figure(lo) meets (or lo == 0), find the largest that does
         if figure(1) <= limit:

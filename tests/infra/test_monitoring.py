@@ -106,12 +106,14 @@ def find_alarm(alarms: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
     ("rule", "ns", "metric", "stat", "cmp", "threshold", "period", "evals", "critical"),
-    SEED_ALARMS,
-    ids=[r[0] for r in SEED_ALARMS],
+    SEED_ALARMS + SLO_ALARMS,
+    ids=[r[0] for r in SEED_ALARMS + SLO_ALARMS],
 )
 def test_seed_alarm_watches_its_metric_with_the_seed_threshold_and_window(
-    alarms, variant, rule, ns, metric, stat, cmp, threshold, period, evals, critical
+    request, variant, rule, ns, metric, stat, cmp, threshold, period, evals, critical
 ) -> None:
+    """Each seed alarm on prod's template; each SLO alarm on ``slo_alarms``' (every SLO held)."""
+    alarms = request.getfixturevalue("slo_alarms" if rule.startswith("slo-") else "alarms")
     alarm = find_alarm(alarms, f"{variant}/{rule}")
     assert alarm["Namespace"] == ns
     assert alarm["MetricName"] == metric
@@ -123,20 +125,6 @@ def test_seed_alarm_watches_its_metric_with_the_seed_threshold_and_window(
     assert alarm["Period"] == period
     assert alarm["EvaluationPeriods"] == evals
     assert alarm["AlarmDescription"].startswith("[CRITICAL]" if critical else "[WARNING]")
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize(
-    ("rule", "ns", "metric", "stat", "cmp", "threshold", "period", "evals", "critical"),
-    SLO_ALARMS,
-    ids=[r[0] for r in SLO_ALARMS],
-)
-def test_slo_alarm_watches_its_metric_at_the_slos_limit_over_an_hour(
-    slo_alarms, variant, rule, ns, metric, stat, cmp, threshold, period, evals, critical
-) -> None:
-    test_seed_alarm_watches_its_metric_with_the_seed_threshold_and_window(
-        slo_alarms, variant, rule, ns, metric, stat, cmp, threshold, period, evals, critical
-    )
 
 
 def test_an_slo_alarm_is_built_only_for_an_slo_the_fleet_holds(alarms, prod_cfg) -> None:

@@ -75,6 +75,53 @@ LEGACY_CALENDAR: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
+#: The solver tests' small fleet (tests/simulator/test_fleet_solver_*.py): dev's model on
+#: ml.g5.xlarge, two evening schedules in two time zones.
+SOLVER_TYPE = "ml.g5.xlarge"
+SOLVER_SCHEDULES = (
+    ("jp-evening-peak", "45 17 * * *", "Asia/Tokyo"),
+    ("jp-evening-end", "0 23 * * *", "Asia/Tokyo"),
+    ("us-evening-peak", "45 17 * * *", "America/New_York"),
+    ("us-evening-end", "0 23 * * *", "America/New_York"),
+)
+
+
+def solver_fixture(
+    share: float, tpot_ms: float, queue_ms: float, floors: dict[str, int] | None = None
+) -> DeploymentConfig:
+    """The solver tests' config: dev's model on :data:`SOLVER_TYPE`, the schedules of
+    :data:`SOLVER_SCHEDULES` with each floor from ``floors`` (else 1), two scenarios at
+    ``share`` of the brief's traffic, held to 0 rejected, the queue wait and TPOT p95 (the
+    searched policies pinned: one solve per point; test_fleet_policies.py compares them)."""
+    dev = config_fixture("dev")
+    data: dict[str, Any] = yaml.safe_load(dev.read_text())
+    floors = floors or {}
+    data["scaling"] = {
+        "variants": {
+            "primary": {
+                "min_capacity": 1, "max_capacity": 30, "target_tracking": {"slos": ["tpot_p95"]},
+            },
+            "canary": {"min_capacity": 1, "max_capacity": 1, "target_tracking": {"slos": []}},
+        },
+        "schedules": [
+            {"name": n, "cron": c, "timezone": z, "min_capacity": floors.get(n, 1),
+             "max_capacity": 30}
+            for n, c, z in SOLVER_SCHEDULES
+        ],
+        "release_calendar": [],
+    }  # fmt: skip
+    data["variants"]["primary"]["initial_weight"] = 100
+    data["variants"]["canary"]["initial_weight"] = 0
+    data["monitoring"].update(slo_tpot_p95_ms=tpot_ms, slo_queue_wait_p95_ms=queue_ms)
+    data["fleet"] = {
+        "scenarios": ["normal-day", "unannounced-3x"],
+        "traffic_share": share,
+        "slos": ["rejected", "queue_wait_p95", "tpot_p95"],
+        "policies": {"canary": "release-only", "scale_in": "follow-traffic"},
+    }
+    return parse_config(data, env="dev", source=dev, base_dir=dev.parent)
+
+
 def _legacy_fleet_data() -> dict[str, Any]:
     """prod.yaml's engine, model, routing and policies on the legacy fleet (ml.g5.xlarge)."""
     data: dict[str, Any] = yaml.safe_load(PROD.read_text())

@@ -14,20 +14,15 @@ from __future__ import annotations
 
 import itertools
 from functools import cache
-from typing import Any
 
 import pytest
-import yaml
+from sim_helpers import SOLVER_TYPE as ITYPE
+from sim_helpers import solver_fixture
 
 from simulator.assumptions import Assumptions
 from simulator.fleet.solver import Bounds, Solution, _repair, lead_cron, solve_type
 from simulator.slo_gate import Miss
-from sizing.fit_checks import parse_config
-from tests.fixtures import config_fixture
 from typed_config import DeploymentConfig
-
-DEV = config_fixture("dev")
-ITYPE = "ml.g5.xlarge"
 
 SPEEDS = (35.0, 60.0)  # decode tokens/s per sequence
 SHARES = (0.15, 0.3)  # of the brief's traffic
@@ -36,36 +31,7 @@ QUEUE_MS = (50.0, 500.0)  # monitoring.slo_queue_wait_p95_ms
 
 
 def fixture(share: float, tpot_ms: float, queue_ms: float) -> DeploymentConfig:
-    data: dict[str, Any] = yaml.safe_load(DEV.read_text())
-    lo_hi = {"min_capacity": 1, "max_capacity": 30}
-    data["scaling"] = {
-        "variants": {
-            "primary": {**lo_hi, "target_tracking": {"slos": ["tpot_p95"]}},
-            "canary": {"min_capacity": 1, "max_capacity": 1, "target_tracking": {"slos": []}},
-        },
-        "schedules": [
-            {"name": n, "cron": c, "timezone": z, **lo_hi}
-            for n, c, z in (
-                ("jp-evening-peak", "45 17 * * *", "Asia/Tokyo"),
-                ("jp-evening-end", "0 23 * * *", "Asia/Tokyo"),
-                ("us-evening-peak", "45 17 * * *", "America/New_York"),
-                ("us-evening-end", "0 23 * * *", "America/New_York"),
-            )
-        ],
-        "release_calendar": [],
-    }
-    data["variants"]["primary"]["initial_weight"] = 100
-    data["variants"]["canary"]["initial_weight"] = 0
-    data["monitoring"].update(slo_tpot_p95_ms=tpot_ms, slo_queue_wait_p95_ms=queue_ms)
-    data["fleet"] = {
-        "scenarios": ["normal-day", "unannounced-3x"],
-        "traffic_share": share,
-        "slos": ["rejected", "queue_wait_p95", "tpot_p95"],
-        # the searched policies pinned (one solve per point: the search's four would take the
-        # grid past ten minutes); test_fleet_policies.py compares them
-        "policies": {"canary": "release-only", "scale_in": "follow-traffic"},
-    }
-    return parse_config(data, env="dev", source=DEV, base_dir=DEV.parent)
+    return solver_fixture(share, tpot_ms, queue_ms)
 
 
 @cache

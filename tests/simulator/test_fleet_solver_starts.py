@@ -8,10 +8,9 @@ speed, the searched policies pinned), with the config's own schedule floors set 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-import yaml
+from sim_helpers import SOLVER_TYPE as ITYPE
+from sim_helpers import solver_fixture
 
 from simulator.assumptions import Assumptions
 from simulator.fleet import solver
@@ -26,51 +25,17 @@ from simulator.fleet.solver import (
     solve_type,
 )
 from simulator.slo_gate import evaluate
-from sizing.fit_checks import parse_config
-from tests.fixtures import config_fixture
 from typed_config import DeploymentConfig
 
-DEV = config_fixture("dev")
-ITYPE = "ml.g5.xlarge"
 A = Assumptions(decode_tokens_per_second=45.0, prefill_tokens_per_second=10_000.0)
 #: Each schedule's floor in a fleet the gate passes at this speed and share (3 holds the
 #: unannounced spike at the weakest hour), the JP evening's well above that.
 GENEROUS = {"jp-evening-peak": 10, "jp-evening-end": 3, "us-evening-peak": 3, "us-evening-end": 3}
-SCHEDULES = (
-    ("jp-evening-peak", "45 17 * * *", "Asia/Tokyo"),
-    ("jp-evening-end", "0 23 * * *", "Asia/Tokyo"),
-    ("us-evening-peak", "45 17 * * *", "America/New_York"),
-    ("us-evening-end", "0 23 * * *", "America/New_York"),
-)
 
 
 def fixture(floors: dict[str, int], share: float = 0.3) -> DeploymentConfig:
-    """dev's model on ml.g5.xlarge with each schedule's floor from ``floors`` (else 1)."""
-    data: dict[str, Any] = yaml.safe_load(DEV.read_text())
-    data["scaling"] = {
-        "variants": {
-            "primary": {
-                "min_capacity": 1, "max_capacity": 30, "target_tracking": {"slos": ["tpot_p95"]},
-            },
-            "canary": {"min_capacity": 1, "max_capacity": 1, "target_tracking": {"slos": []}},
-        },
-        "schedules": [
-            {"name": n, "cron": c, "timezone": z, "min_capacity": floors.get(n, 1),
-             "max_capacity": 30}
-            for n, c, z in SCHEDULES
-        ],
-        "release_calendar": [],
-    }  # fmt: skip
-    data["variants"]["primary"]["initial_weight"] = 100
-    data["variants"]["canary"]["initial_weight"] = 0
-    data["monitoring"].update(slo_tpot_p95_ms=150.0, slo_queue_wait_p95_ms=500.0)
-    data["fleet"] = {
-        "scenarios": ["normal-day", "unannounced-3x"],
-        "traffic_share": share,
-        "slos": ["rejected", "queue_wait_p95", "tpot_p95"],
-        "policies": {"canary": "release-only", "scale_in": "follow-traffic"},
-    }
-    return parse_config(data, env="dev", source=DEV, base_dir=DEV.parent)
+    """The solver tests' config with each schedule's floor from ``floors`` (else 1)."""
+    return solver_fixture(share, 150.0, 500.0, floors)
 
 
 @pytest.mark.parametrize(
